@@ -1,0 +1,41 @@
+# Two commands do all the set-up: `make demo` and `make test`. Nothing else by hand.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+CLIENTS := tests/e2e/clients
+
+.PHONY: demo test bench clients typecheck clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+# Installed (non-editable build of the package would go stale while editing; hatchling's
+# editable mode is a plain path entry, which keeps the hook's start-up cost down).
+$(VENV)/.installed: $(PY) pyproject.toml
+	$(PY) -m pip install --quiet -e .
+	@touch $@
+
+$(VENV)/.test-installed: $(VENV)/.installed pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $@
+
+# The real Claude Code and Codex CLIs, pinned in $(CLIENTS)/package.json and its lock file.
+$(CLIENTS)/node_modules/.installed: $(CLIENTS)/package.json $(CLIENTS)/package-lock.json
+	npm ci --prefix $(CLIENTS) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+clients: $(CLIENTS)/node_modules/.installed
+
+demo: $(VENV)/.installed
+	$(PY) demo/run_demo.py
+
+test: $(VENV)/.test-installed clients
+	$(PY) -m mypy
+	$(PY) -m pytest
+
+bench: $(VENV)/.installed
+	@for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+
+clean:
+	rm -rf $(VENV) $(CLIENTS)/node_modules

@@ -1,0 +1,141 @@
+"""Project configuration: `.coding-os.yaml` at the project root.
+
+Read lazily (PyYAML is not imported on the hook's hot path). Known keys:
+
+    state:
+      horizons:            # trust horizon per state file name or prefix*, as a duration
+        .task-current: 8h
+        .gate-*: 120m
+"""
+
+from __future__ import annotations
+
+import os
+
+from coding_os.errors import InvalidInput
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+__all__ = ["CONFIG_FILE", "load_config", "parse_duration", "horizon_for"]
+
+CONFIG_FILE = ".coding-os.yaml"
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def parse_duration(raw: object, what: str = "duration") -> float:
+    """Seconds from a number of seconds or a string like `90s`, `120m`, `8h`, `2d`.
+
+    Raises:
+        InvalidInput: it is not a positive duration.
+    """
+    if isinstance(raw, bool):
+        raise InvalidInput(f"{what}: expected a duration like 120m or 8h, got {raw!r}")
+    if isinstance(raw, (int, float)):
+        seconds = float(raw)
+    else:
+        text = str(raw).strip().lower()
+        unit = _UNITS.get(text[-1:]) if text else None
+        number = text[:-1] if unit else text
+        try:
+            seconds = float(number) * (unit or 1)
+        except ValueError:
+            raise InvalidInput(f"{what}: expected a duration like 120m or 8h, got {str(raw)[:40]!r}") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise InvalidInput(f"{what}: a duration must be positive, got {str(raw)[:40]!r}")
+    return seconds
+
+
+def load_config(project_root: str) -> dict[str, Any]:
+    """The parsed `.coding-os.yaml` of the project, or {} when there is none.
+
+    Raises:
+        InvalidInput: the file is not valid YAML or not a mapping.
+    """
+    path = os.path.join(project_root, CONFIG_FILE)
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark is not None else ""
+        raise InvalidInput(f"{path}{where}: not valid YAML") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def horizon_for(name: str, config: dict[str, Any]) -> float | None:
+    """The trust horizon of state file `name`: configured, else the default of its tier row.
+
+    Raises:
+        InvalidInput: the configured horizon is not a duration.
+    """
+    from coding_os.state.tiers import spec_for
+
+    horizons = (config.get("state") or {}).get("horizons") or {}
+    if not isinstance(horizons, dict):
+        raise InvalidInput(".coding-os.yaml: state.horizons must be a mapping")
+    if name in horizons:
+        return parse_duration(horizons[name], f"state.horizons.{name}")
+    for key, value in horizons.items():
+        if isinstance(key, str) and key.endswith("*") and name.startswith(key[:-1]):
+            return parse_duration(value, f"state.horizons.{key}")
+    return spec_for(name)[2]
+
+
+def load_config_cached(project_root: str, state_dir: str) -> dict[str, Any]:
+    """`load_config`, through a JSON cache in the state dir keyed by the file's mtime and size.
+
+    The hook path calls this: parsing YAML means importing PyYAML, which costs more than the
+    whole hook; the cache is read with the hot path's JSON reader instead.
+
+    Raises:
+        InvalidInput: the file is not valid YAML or not a mapping.
+    """
+    from coding_os import jsonwire
+    from coding_os.state import durable
+
+    path = os.path.join(project_root, CONFIG_FILE)
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
+    key = f"{st.st_mtime_ns}:{st.st_size}"
+    cache_path = os.path.join(state_dir, ".config-cache.json")
+    cached = durable.read_small(cache_path)
+    if cached:
+        try:
+            record = jsonwire.loads(cached.decode("utf-8", "replace"))
+        except ValueError:
+            record = None
+        if isinstance(record, dict) and record.get("key") == key:
+            config = record.get("config")
+            if isinstance(config, dict):
+                return config
+    config = load_config(project_root)
+    try:
+        encoded = jsonwire.dumps({"key": key, "config": config})
+    except (TypeError, ValueError):
+        return config  # YAML values JSON cannot hold (dates, ...): parse each time instead
+    if os.path.isdir(state_dir):
+        from coding_os.errors import StateIOError
+
+        try:
+            durable.atomic_write(cache_path, encoded.encode("ascii"), sync=False)
+        except StateIOError:
+            pass  # the cache is an optimisation; the parsed config is still right
+    return config

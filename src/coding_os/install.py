@@ -1,0 +1,384 @@
+"""`cos init` and `cos uninstall`: wiring coding-os into an agent's hook settings.
+
+Each agent has a JSON hooks file of the same layout (Claude Code: `.claude/settings.json` or
+`settings.local.json`; Codex: `.codex/hooks.json`):
+
+    {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command",
+                                                          "command": "...", "timeout": 30}]}]}}
+
+`init` adds one matcher group per event running `COS_AGENT=<agent> '<abs cos>' hook <Event>`,
+leaving every other key and hook as it was; a second run changes no byte. What it added is
+recorded in `.coding-os/installed-manifest.json`, and `uninstall` removes exactly that: when
+nothing else changed in the file meanwhile, the file gets its original bytes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import sys
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from coding_os.errors import InvalidInput, NotFound, StateIOError
+from coding_os.state import durable
+from coding_os.state.caller import Caller
+from coding_os.state.lifecycle import KNOWN_EVENTS
+from coding_os.state.root import linked_worktree_main
+
+__all__ = [
+    "AGENT_HOOK_FILES",
+    "InstallReport",
+    "install",
+    "uninstall",
+    "installed_cos",
+    "hook_command",
+    "read_manifest",
+]
+
+TOOL_EVENTS = ("PreToolUse", "PostToolUse")
+HOOK_TIMEOUT_S = 30
+MANIFEST_VERSION = 1
+# agent -> (settings file, local settings file or None), relative to the checkout.
+AGENT_HOOK_FILES: dict[str, tuple[str, str | None]] = {
+    "claude": (os.path.join(".claude", "settings.json"),
+               os.path.join(".claude", "settings.local.json")),
+    "codex": (os.path.join(".codex", "hooks.json"), None),
+}
+CODEX_TRUST_HINT = (
+    "Codex runs project hooks only in a trusted project: start `codex` in {root} once and "
+    "accept the trust prompt, or add to ~/.codex/config.toml:\n"
+    '  [projects."{root}"]\n  trust_level = "trusted"'
+)
+
+
+@dataclass
+class InstallReport:
+    """What `init` or `uninstall` did to one agent's hooks file."""
+
+    agent: str
+    file: str
+    changed: bool
+    events: list[str] = field(default_factory=list)
+    command: str | None = None
+    state_dir: str = ""
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def installed_cos() -> str:
+    """The absolute path of this installation's `cos` console script (never a shim).
+
+    Raises:
+        NotFound: no `cos` script belongs to this interpreter, and the one on PATH is a shim.
+    """
+    beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "cos")
+    if _is_python_script(beside):
+        return beside
+    on_path = shutil.which("cos")
+    if on_path and _is_python_script(on_path):
+        return os.path.abspath(on_path)
+    raise NotFound(
+        "cannot find this installation's cos script next to "
+        f"{sys.executable}{' (the cos on PATH, ' + on_path + ', is a shim)' if on_path else ''}"
+    )
+
+
+def _is_python_script(path: str) -> bool:
+    """A console script: a file whose `#!` line runs a Python interpreter directly."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(512)
+    except OSError:
+        return False
+    if not first.startswith(b"#!"):
+        return False
+    interpreter = first[2:].strip().split(b" ")[0]
+    return b"python" in os.path.basename(interpreter) and os.access(path, os.X_OK)
+
+
+def hook_command(agent: str, cos_path: str, event: str) -> str:
+    """The shell command a hook entry runs for `event`."""
+    return f"COS_AGENT={agent} {shlex.quote(cos_path)} hook {event}"
+
+
+def _group(agent: str, cos_path: str, event: str) -> dict[str, Any]:
+    group: dict[str, Any] = {}
+    if event in TOOL_EVENTS:
+        group["matcher"] = "*"
+    group["hooks"] = [{"type": "command", "command": hook_command(agent, cos_path, event),
+                       "timeout": HOOK_TIMEOUT_S}]
+    return group
+
+
+def _checkout_root(caller: Caller) -> str:
+    """The checkout whose settings files get the hooks: this worktree, or the project root."""
+    if caller.resolution.worktree:
+        return caller.resolution.worktree
+    if caller.resolution.rule == "default":
+        # Before the first init there is no .coding-os to find: anchor at the git checkout.
+        here = caller.resolution.project_root
+        while not os.path.exists(os.path.join(here, ".git")):
+            parent = os.path.dirname(here)
+            if parent == here:
+                return caller.resolution.project_root
+            here = parent
+        return here
+    return caller.resolution.project_root
+
+
+def read_manifest(manifest_path: str) -> dict[str, Any]:
+    """The installed manifest, or an empty one.
+
+    Raises:
+        InvalidInput: the manifest exists but is not readable JSON.
+    """
+    data = durable.read_small(manifest_path, 16 << 20)
+    if data is None:
+        return {"version": MANIFEST_VERSION, "installations": []}
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        raise InvalidInput(f"{manifest_path} is not valid JSON; fix or remove it") from None
+    if not isinstance(manifest, dict) or not isinstance(manifest.get("installations"), list):
+        raise InvalidInput(f"{manifest_path} is not a coding-os manifest")
+    return manifest
+
+
+def _write_json(path: str, data: bytes) -> None:
+    durable.ensure_dir(os.path.dirname(path))
+    durable.atomic_write(path, data)
+    os.chmod(path, 0o644)  # a settings file is the user's, not private state
+
+
+def _load_settings(path: str) -> tuple[dict[str, Any], bytes | None]:
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return {}, None
+    except OSError as exc:
+        raise StateIOError(f"cannot read {path}: {exc.strerror}") from None
+    if not raw.strip():
+        return {}, raw
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInput(f"{path} is not valid JSON ({exc}); nothing was changed") from None
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path} must hold a JSON object; nothing was changed")
+    hooks = data.get("hooks")
+    if hooks is not None and not isinstance(hooks, dict):
+        raise InvalidInput(f"{path}: \"hooks\" must be an object; nothing was changed")
+    return data, raw
+
+
+def _render(data: dict[str, Any]) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def install(agent: str, *, local: bool = False, caller: Caller | None = None,
+            cos_path: str | None = None) -> InstallReport:
+    """Merge coding-os hook entries for `agent` into its hooks file and record them.
+
+    Raises:
+        InvalidInput: unknown agent, `--local` where the agent has none, unreadable settings.
+        NotFound: this installation's `cos` script cannot be found.
+        StateIOError: a file cannot be written.
+    """
+    if agent not in AGENT_HOOK_FILES:
+        raise InvalidInput(f"unknown agent {agent!r}: expected one of "
+                           f"{', '.join(AGENT_HOOK_FILES)}")
+    shared, local_file = AGENT_HOOK_FILES[agent]
+    if local and local_file is None:
+        raise InvalidInput(f"{agent} has no project-local settings file; run without --local")
+    caller = caller or Caller()
+    cos_path = cos_path or installed_cos()
+    checkout = _checkout_root(caller)
+    state_dir = caller.resolution.state_dir
+    if caller.resolution.rule == "default" and checkout != caller.resolution.project_root:
+        state_dir = os.path.join(checkout, ".coding-os")
+    rel = local_file if local and local_file else shared
+    path = os.path.join(checkout, rel)
+    manifest_path = os.path.join(state_dir, "installed-manifest.json")
+    manifest = read_manifest(manifest_path)
+    record = _find_record(manifest, agent, path)
+
+    data, raw = _load_settings(path)
+    created_dir = not os.path.isdir(os.path.dirname(path))
+    created_hooks_key = data.get("hooks") is None
+    if created_hooks_key:
+        data["hooks"] = {}
+    hooks = data["hooks"]
+    previous_groups = {e["event"]: e["group"] for e in (record or {}).get("entries", [])}
+    entries = []
+    created_events = set((record or {}).get("created_events", []))
+    for event in KNOWN_EVENTS:
+        group = _group(agent, cos_path, event)
+        groups = hooks.get(event)
+        if groups is None:
+            groups = hooks[event] = []
+            created_events.add(event)
+        if not isinstance(groups, list):
+            raise InvalidInput(f"{path}: hooks.{event} must be a list; nothing was changed")
+        old = previous_groups.get(event)
+        if old is not None and old in groups and old != group:
+            groups[groups.index(old)] = group  # reinstalled elsewhere: move our entry
+        elif group not in groups:
+            groups.append(group)
+        entries.append({"event": event, "group": group})
+    rendered = _render(data)
+    changed = raw is None or (json.loads(raw) if raw.strip() else {}) != data
+    if changed:
+        _write_json(path, rendered)
+    written = rendered if changed else raw
+    assert written is not None
+
+    if record is None:
+        record = {
+            "agent": agent,
+            "file": path,
+            "created_file": raw is None,
+            "created_dir": created_dir,
+            "created_hooks_key": created_hooks_key,
+            "original": raw.decode("utf-8", "surrogateescape") if raw is not None else None,
+        }
+        manifest["installations"].append(record)
+    record["entries"] = entries
+    record["created_events"] = sorted(created_events)
+    record["cos"] = cos_path
+    record["written_sha256"] = hashlib.sha256(written).hexdigest()
+    _ensure_state_dir(state_dir, checkout, manifest)
+    new_manifest = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    if durable.read_small(manifest_path, 16 << 20) != new_manifest:
+        durable.atomic_write(manifest_path, new_manifest)
+
+    report = InstallReport(agent=agent, file=path, changed=changed, events=list(KNOWN_EVENTS),
+                           command=hook_command(agent, cos_path, "<Event>"), state_dir=state_dir)
+    if agent == "codex":
+        report.notes.append(CODEX_TRUST_HINT.format(root=checkout))
+    return report
+
+
+def _find_record(manifest: dict[str, Any], agent: str, path: str) -> dict[str, Any] | None:
+    for record in manifest["installations"]:
+        if record.get("agent") == agent and record.get("file") == path:
+            return record  # type: ignore[no-any-return]
+    return None
+
+
+def _ensure_state_dir(state_dir: str, checkout: str, manifest: dict[str, Any]) -> None:
+    """Create the state dir and keep it out of git (`.git/info/exclude`), once."""
+    durable.ensure_dir(state_dir)
+    if manifest.get("git_exclude"):
+        return
+    git_dir = os.path.join(checkout, ".git")
+    main = linked_worktree_main(checkout)
+    if main is not None:
+        git_dir = os.path.join(main[1], ".git")
+    if not os.path.isdir(git_dir):
+        return
+    exclude = os.path.join(git_dir, "info", "exclude")
+    line = "/.coding-os/"
+    try:
+        with open(exclude, encoding="utf-8") as f:
+            present = line in f.read().splitlines()
+    except FileNotFoundError:
+        present = False
+    if not present:
+        os.makedirs(os.path.dirname(exclude), exist_ok=True)
+        with open(exclude, "a", encoding="utf-8") as f:
+            f.write(f"{line}\n")
+        manifest["git_exclude"] = {"file": exclude, "line": line}
+
+
+def uninstall(agent: str | None = None, *, caller: Caller | None = None) -> list[InstallReport]:
+    """Remove exactly the hook entries `install` recorded (all agents, or one).
+
+    Raises:
+        NotFound: nothing is installed (for that agent).
+        InvalidInput: a settings file or the manifest is not readable JSON.
+        StateIOError: a file cannot be written.
+    """
+    caller = caller or Caller()
+    manifest_path = caller.tiers.manifest
+    manifest = read_manifest(manifest_path)
+    records = [r for r in manifest["installations"] if agent is None or r.get("agent") == agent]
+    if not records:
+        raise NotFound(f"coding-os hooks are not installed{' for ' + agent if agent else ''} "
+                       f"(no entry in {manifest_path})")
+    reports = []
+    for record in records:
+        reports.append(_remove(record))
+        manifest["installations"].remove(record)
+    if not manifest["installations"]:
+        exclude = manifest.pop("git_exclude", None)
+        if exclude:
+            _remove_exclude_line(exclude["file"], exclude["line"])
+    if manifest["installations"]:
+        durable.atomic_write(manifest_path, (json.dumps(manifest, indent=2) + "\n").encode())
+    else:
+        try:
+            os.unlink(manifest_path)
+        except FileNotFoundError:
+            pass
+    return reports
+
+
+def _remove(record: dict[str, Any]) -> InstallReport:
+    path = record["file"]
+    report = InstallReport(agent=record["agent"], file=path, changed=False,
+                           events=[e["event"] for e in record.get("entries", [])])
+    data, raw = _load_settings(path)
+    if raw is None:
+        report.notes.append(f"{path} no longer exists")
+        return report
+    hooks = data.get("hooks") or {}
+    for entry in record.get("entries", []):
+        groups = hooks.get(entry["event"])
+        if isinstance(groups, list) and entry["group"] in groups:
+            groups.remove(entry["group"])
+            report.changed = True
+        if entry["event"] in record.get("created_events", []) and groups == []:
+            del hooks[entry["event"]]
+    if record.get("created_hooks_key") and hooks == {} and "hooks" in data:
+        del data["hooks"]
+    original = record.get("original")
+    if original is not None:
+        original_bytes = original.encode("utf-8", "surrogateescape")
+        try:
+            original_data = json.loads(original_bytes) if original_bytes.strip() else {}
+        except ValueError:
+            original_data = None
+        if original_data == data:
+            if original_bytes != raw:
+                _write_json(path, original_bytes)
+            return report
+    if record.get("created_file") and data == {}:
+        os.unlink(path)
+        if record.get("created_dir"):
+            try:
+                os.rmdir(os.path.dirname(path))
+            except OSError:
+                pass  # the user put something else there: keep it
+        return report
+    if report.changed:
+        _write_json(path, _render(data))
+    return report
+
+
+def _remove_exclude_line(exclude: str, line: str) -> None:
+    try:
+        with open(exclude, encoding="utf-8") as f:
+            lines = f.read().splitlines(keepends=True)
+    except FileNotFoundError:
+        return
+    kept = [entry for entry in lines if entry.rstrip("\n") != line]
+    if kept != lines:
+        with open(exclude, "w", encoding="utf-8") as f:
+            f.writelines(kept)

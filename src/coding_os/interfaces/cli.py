@@ -1,0 +1,247 @@
+"""The `cos` command line: parses arguments, calls `coding_os.api`, formats the answer.
+
+Errors are one line on stderr (`cos: …`) with the exit code of their type (coding_os.errors);
+usage errors exit 2. Every command that prints data has `--json`.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+from coding_os import __version__, api
+from coding_os.errors import CosError, InvalidInput, NotTrusted
+
+__all__ = ["cli", "run"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXIT_INTERNAL = 70
+
+
+def _emit_json(data: object) -> None:
+    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="cos")
+def cli() -> None:
+    """coding-os: the session layer for coding agents.
+
+    One project root and state dir for every agent and panel on a repository, state files
+    that prove which session wrote them, and a hooks log of everything the agents did.
+    """
+
+
+@cli.command()
+@json_option
+def where(as_json: bool) -> None:
+    """Show the state dir, project root and the rule that chose them."""
+    resolution = api.where()
+    if as_json:
+        _emit_json(resolution.as_dict())
+        return
+    for key, value in resolution.as_dict().items():
+        if value is not None:
+            click.echo(f"{key:<13}{value}")
+
+
+@cli.command()
+@json_option
+@click.option("--payload", "payload_file", metavar="FILE|-",
+              help="Identify as the hook payload in FILE (or stdin) would.")
+def whoami(as_json: bool, payload_file: str | None) -> None:
+    """Show this caller's agent, panel, session and current task."""
+    payload = None
+    if payload_file is not None:
+        payload = _read_payload_file(payload_file)
+    info = api.whoami(payload=payload)
+    if as_json:
+        _emit_json(info)
+        return
+    for key, value in info.items():
+        click.echo(f"{key:<13}{'-' if value is None else value}")
+
+
+def _read_payload_file(name: str) -> dict[str, Any]:
+    from coding_os.interfaces.hook import read_payload
+
+    if name == "-":
+        return read_payload(sys.stdin.buffer)
+    try:
+        with open(name, "rb") as f:
+            return read_payload(f)
+    except OSError as exc:
+        raise InvalidInput(f"cannot read payload file {name}: {exc.strerror}") from None
+
+
+@cli.group()
+def state() -> None:
+    """Read and write ownership-proven state files (`<session-id> <value>`)."""
+
+
+@state.command("set")
+@click.argument("name")
+@click.argument("value")
+def state_set(name: str, value: str) -> None:
+    """Write NAME = VALUE, owned by this panel's session (atomically)."""
+    api.state_set(name, value)
+
+
+@state.command("get")
+@click.argument("name")
+def state_get(name: str) -> None:
+    """Print NAME's value if this session may trust it; else exit 1 with the reason.
+
+    Reasons: no_file, malformed, session_mismatch, stale.
+    """
+    click.echo(api.state_get(name))
+
+
+@state.command("check")
+@click.argument("name")
+@json_option
+def state_check(name: str, as_json: bool) -> None:
+    """Show whether NAME is trusted: valid, reason, owner, age_s, path."""
+    verdict = api.state_check(name).as_dict()
+    if as_json:
+        _emit_json(verdict)
+        return
+    for key, value in verdict.items():
+        click.echo(f"{key:<7}{'-' if value is None else value}")
+
+
+@cli.command("hooks-log")
+@click.option("--agent", help="Only this agent's lines.")
+@click.option("--session", help="Only this session's lines (cos or native id).")
+@click.option("--event", help="Only this hook event.")
+@click.option("-n", "limit", type=int, help="The last N matching lines.")
+@json_option
+def hooks_log(agent: str | None, session: str | None, event: str | None, limit: int | None,
+              as_json: bool) -> None:
+    """Show the hooks log: one line per hook fire, oldest first."""
+    lines = api.hooks_log(agent=agent, session=session, limit=limit, event=event)
+    if as_json:
+        _emit_json(lines)
+        return
+    from coding_os.state.hookslog import format_line
+
+    for fields in lines:
+        click.echo(format_line(fields), nl=False)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("event")
+def hook(event: str) -> None:
+    """Handle hook EVENT with its JSON payload on stdin (what `cos init` installs).
+
+    Exit 0 (JSON or nothing on stdout); 1 when the payload or the state dir could not be used
+    (one line on stderr, never blocking the agent); 3 on a misroute; 2 only for a block.
+    """
+    from coding_os.interfaces.hook import main as hook_main
+
+    sys.exit(hook_main([event]))
+
+
+@cli.command()
+@click.option("--agent", type=click.Choice(["claude", "codex"]), required=True,
+              help="The agent whose hooks to install.")
+@click.option("--local", is_flag=True,
+              help="Claude Code: write .claude/settings.local.json (not committed).")
+@json_option
+def init(agent: str, local: bool, as_json: bool) -> None:
+    """Install coding-os hooks for AGENT in this project (idempotent)."""
+    report = api.init(agent, local=local)
+    if as_json:
+        _emit_json(report.as_dict())
+        return
+    verb = "installed hooks in" if report.changed else "hooks already installed in"
+    click.echo(f"{agent}: {verb} {report.file}")
+    click.echo(f"  command: {report.command}")
+    click.echo(f"  state dir: {report.state_dir}")
+    for note in report.notes:
+        click.echo(note)
+
+
+@cli.command()
+@click.option("--agent", type=click.Choice(["claude", "codex"]), help="Only this agent.")
+@json_option
+def uninstall(agent: str | None, as_json: bool) -> None:
+    """Remove exactly the hook entries `cos init` added."""
+    reports = api.uninstall_hooks(agent)
+    if as_json:
+        _emit_json([r.as_dict() for r in reports])
+        return
+    for report in reports:
+        state = "removed hooks from" if report.changed else "nothing left to remove in"
+        click.echo(f"{report.agent}: {state} {report.file}")
+
+
+@cli.command()
+@click.option("--panels", is_flag=True, help="Reap stale panels (the only collector so far).")
+@click.option("--dry-run", is_flag=True, help="List what would be reaped; change nothing.")
+@json_option
+def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
+    """Reap panels whose heartbeat is older than COS_PANEL_GC_TTL (default 24h)."""
+    report = api.gc_panels(dry_run=dry_run)
+    if as_json:
+        _emit_json(report.as_dict())
+        return
+    verb = "would reap" if dry_run else "reaped"
+    for entry in report.reaped:
+        click.echo(f"{verb} {entry.agent}/{entry.panel} (session {entry.session or '-'}, "
+                   f"heartbeat {entry.heartbeat_age_s}s ago)")
+    click.echo(f"{len(report.reaped)} {verb}, {report.kept} kept, {report.busy} busy")
+    for error in report.errors:
+        click.echo(f"error: {error}", err=True)
+
+
+@cli.command()
+@click.option("--session", help="Only this session's observations.")
+@click.option("-n", "limit", type=int, help="The last N observations.")
+@json_option
+def observations(session: str | None, limit: int | None, as_json: bool) -> None:
+    """Show what the hooks observed (prompts, tool calls, stops), oldest first."""
+    rows = api.session_observations(session)
+    if limit is not None:
+        rows = rows[-limit:] if limit > 0 else []
+    if as_json:
+        _emit_json(rows)
+        return
+    for row in rows:
+        tool = f" {row['tool']}" if row.get("tool") else ""
+        text = f" {str(row['text'])[:100]!r}" if row.get("text") else ""
+        click.echo(f"{row['ts']} {row['session']} {row['event']}{tool}{text}")
+
+
+def run(argv: list[str]) -> int:
+    """Run the CLI on `argv`; return the exit code (errors are one line on stderr)."""
+    try:
+        cli.main(args=argv, prog_name="cos", standalone_mode=False)
+    except NotTrusted as exc:
+        click.echo(exc.reason, err=True)
+        return exc.exit_code
+    except CosError as exc:
+        click.echo(f"cos: {' '.join(str(exc).split())}", err=True)
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return int(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("cos: aborted", err=True)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback, for a bug in cos
+        click.echo(f"cos: internal error: {type(exc).__name__}: {exc}", err=True)
+        return EXIT_INTERNAL
+    return 0

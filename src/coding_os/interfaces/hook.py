@@ -1,0 +1,107 @@
+"""`cos hook <EventName>`: the fast entry every agent hook runs.
+
+Reads the hook payload (JSON) on stdin, hands it to `state.lifecycle.handle`, and obeys the hook
+output contract: exit 0 with JSON on stdout or nothing; exit 2 only for a deliberate block (a
+policy gate; none here yet). When its own plumbing fails it never blocks the agent: one line on
+stderr, a hooks-log line when it can, and exit 1, which both Claude Code and Codex treat as a
+non-blocking error. A misroute exits 3 and writes nothing.
+
+Imports only the standard library and the state modules (no click): see benchmarks/hook_latency.py.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+__all__ = ["main", "MAX_PAYLOAD_BYTES", "EXIT_OK", "EXIT_ERROR", "EXIT_BLOCK", "EXIT_MISROUTE"]
+
+MAX_PAYLOAD_BYTES = 64 << 20
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_BLOCK = 2
+EXIT_MISROUTE = 3
+
+
+def read_payload(stream: object) -> dict[str, object]:
+    """Read and parse one hook payload from a binary stream.
+
+    Raises:
+        InvalidInput: empty, too large, not UTF-8 JSON, or not an object with string ids.
+    """
+    from coding_os import jsonwire
+    from coding_os.errors import InvalidInput
+    from coding_os.state.lifecycle import validate_payload
+
+    data = stream.read(MAX_PAYLOAD_BYTES + 1)  # type: ignore[attr-defined]
+    if len(data) > MAX_PAYLOAD_BYTES:
+        raise InvalidInput(f"hook payload larger than {MAX_PAYLOAD_BYTES >> 20} MiB")
+    if not data.strip():
+        raise InvalidInput("empty hook payload on stdin (expected a JSON object)")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("hook payload is not UTF-8") from None
+    try:
+        payload = jsonwire.loads(text)
+    except ValueError as exc:
+        raise InvalidInput(f"hook payload is not valid JSON ({exc})") from None
+    return validate_payload(payload)
+
+
+def main(argv: list[str]) -> int:
+    """Run one hook event; `argv` is what follows `cos hook`."""
+    from coding_os.errors import CosError, Misroute
+
+    event = argv[0] if argv else ""
+    try:
+        if len(argv) != 1:
+            from coding_os.errors import InvalidInput
+
+            raise InvalidInput("usage: cos hook <EventName> < payload.json")
+        payload = read_payload(sys.stdin.buffer)
+        from coding_os.state.lifecycle import handle
+
+        result = handle(event, payload)
+    except Misroute as exc:
+        _say(str(exc))
+        return EXIT_MISROUTE
+    except CosError as exc:
+        _say(str(exc))
+        _log_failure(event, str(exc))
+        return EXIT_ERROR
+    except Exception as exc:  # noqa: BLE001 - a bug in cos must never block the agent
+        _say(f"internal error: {type(exc).__name__}: {exc}")
+        _log_failure(event, f"internal {type(exc).__name__}: {exc}")
+        return EXIT_ERROR
+    if result.output is not None:
+        from coding_os import jsonwire
+
+        sys.stdout.write(jsonwire.dumps(result.output))
+        sys.stdout.flush()
+    return result.exit_code
+
+
+def _say(message: str) -> None:
+    line = " ".join(message.split())
+    sys.stderr.write(f"cos hook: {line[:1000]}\n")
+
+
+def _log_failure(event: str, message: str) -> None:
+    """Best effort: record the failed fire in the hooks log; a second failure is only stderr."""
+    from coding_os.errors import CosError
+    from coding_os.state import hookslog
+    from coding_os.state.root import resolve
+    from coding_os.state.tiers import Tiers
+
+    try:
+        tiers = Tiers(resolve().state_dir)
+        if not os.path.isdir(tiers.state_dir):
+            return  # never create a state dir just to complain in it
+        safe_event = event if event.isascii() and event.isalnum() and len(event) <= 64 else "-"
+        hookslog.append(tiers.hooks_log, {
+            "ts": hookslog.utc_now(), "agent": os.environ.get("COS_AGENT"),
+            "event": safe_event, "error": message,
+        })
+    except CosError:
+        pass  # already said on stderr; the log is what failed

@@ -1,0 +1,106 @@
+"""JSON for the hook's hot path, on the C accelerator `_json` alone.
+
+`import json` pulls in `json.decoder`, `json.scanner` and `json.encoder` (about 2 ms of a hook
+whose whole budget is a few ms; see benchmarks/hook_latency.py). The hook reads one payload and
+writes a few small records, so it uses the same C scanner and string encoder directly. Output is
+compact, ASCII-only JSON that `json.loads` reads back unchanged (tests/test_jsonwire.py proves the
+round trip with hypothesis). Everything off the hot path uses the standard `json` module.
+"""
+
+from __future__ import annotations
+
+import _json
+
+__all__ = ["loads", "dumps"]
+
+_WHITESPACE = " \t\n\r"
+
+
+class _ScannerContext:
+    """The attributes `_json.make_scanner` reads from a decoder."""
+
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = float  # NaN, Infinity, -Infinity, as json.loads accepts them
+    memo: dict[str, str] = {}
+
+
+_scan_once = _json.make_scanner(_ScannerContext())
+_quote = _json.encode_basestring_ascii
+
+
+def loads(text: str) -> object:
+    """Parse one JSON document.
+
+    Raises:
+        ValueError: the text is not exactly one JSON document.
+    """
+    start = 0
+    end = len(text)
+    while start < end and text[start] in _WHITESPACE:
+        start += 1
+    try:
+        value, stop = _scan_once(text, start)
+    except StopIteration as exc:
+        raise ValueError(f"Expecting value: char {exc.value}") from None
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
+    while stop < end and text[stop] in _WHITESPACE:
+        stop += 1
+    if stop != end:
+        raise ValueError(f"Extra data: char {stop}")
+    return value
+
+
+def dumps(value: object) -> str:
+    """Serialise dicts (string keys), lists, tuples, strings, numbers, booleans and None.
+
+    Raises:
+        TypeError: a value of another type.
+        ValueError: a float that JSON cannot hold (NaN, infinity).
+    """
+    parts: list[str] = []
+    _encode(value, parts)
+    return "".join(parts)
+
+
+def _encode(value: object, parts: list[str]) -> None:
+    if isinstance(value, str):
+        parts.append(_quote(value))
+    elif value is None:
+        parts.append("null")
+    elif value is True:
+        parts.append("true")
+    elif value is False:
+        parts.append("false")
+    elif isinstance(value, int):
+        parts.append(int.__repr__(value))
+    elif isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise ValueError("cannot encode NaN or infinity as JSON")
+        parts.append(float.__repr__(value))
+    elif isinstance(value, dict):
+        parts.append("{")
+        first = True
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise TypeError(f"JSON object keys must be str, not {type(key).__name__}")
+            if not first:
+                parts.append(",")
+            first = False
+            parts.append(_quote(key))
+            parts.append(":")
+            _encode(item, parts)
+        parts.append("}")
+    elif isinstance(value, (list, tuple)):
+        parts.append("[")
+        for index, item in enumerate(value):
+            if index:
+                parts.append(",")
+            _encode(item, parts)
+        parts.append("]")
+    else:
+        raise TypeError(f"cannot encode {type(value).__name__} as JSON")

@@ -1,0 +1,145 @@
+"""Durable file primitives for state: atomic replace, locked append, private directories.
+
+Every state write goes through here, so the guarantees are stated once: a replaced file holds the
+old or the new bytes, never a mix (temp file in the same directory, fsync, rename); an appended
+record is written whole under an exclusive `flock`, so records of any length from any number of
+processes never interleave; directories are created 0700 and files 0600; a symlink where state is
+expected is refused, never followed.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+
+from coding_os.errors import StateIOError
+
+__all__ = ["atomic_write", "locked_append", "ensure_dir", "read_small", "io_error"]
+
+DIR_MODE = 0o700
+FILE_MODE = 0o600
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+
+
+def io_error(path: str, exc: OSError) -> StateIOError:
+    """A one-line StateIOError for an OSError met at `path`."""
+    reason = {
+        errno.ENOSPC: "no space left on device",
+        errno.EDQUOT: "disk quota exceeded",
+        errno.EROFS: "read-only file system",
+        errno.EACCES: "permission denied",
+        errno.EPERM: "operation not permitted",
+        errno.ENOTDIR: "a path component is not a directory",
+        errno.ELOOP: "refusing to follow a symlink",
+    }.get(exc.errno or 0, exc.strerror or str(exc))
+    return StateIOError(f"cannot write state at {path}: {reason}")
+
+
+def ensure_dir(path: str) -> str:
+    """Create `path` and its missing parents with mode 0700.
+
+    Raises:
+        StateIOError: a component cannot be created or is not a directory.
+    """
+    if os.path.isdir(path):
+        return path
+    parent = os.path.dirname(path)
+    if parent != path:
+        ensure_dir(parent)
+    try:
+        os.mkdir(path, DIR_MODE)
+    except FileExistsError:
+        if not os.path.isdir(path):
+            raise StateIOError(f"cannot write state at {path}: not a directory") from None
+    except OSError as exc:
+        raise io_error(path, exc) from None
+    return path
+
+
+def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
+    """Replace `path` with `data` atomically (temp file, fsync, rename), mode 0600.
+
+    Raises:
+        StateIOError: the write failed (disk full, read-only, permissions); `path` is untouched.
+    """
+    directory, name = os.path.split(path)
+    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}-{os.urandom(3).hex()}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
+                     FILE_MODE)
+    except OSError as exc:
+        raise io_error(path, exc) from None
+    try:
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        if os.path.islink(path):
+            raise StateIOError(f"refusing to replace {path}: it is a symlink")
+        os.rename(tmp, path)
+    except OSError as exc:
+        _unlink_quietly(tmp)
+        raise io_error(path, exc) from None
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+
+
+def locked_append(path: str, record: bytes) -> None:
+    """Append `record` whole to `path` under an exclusive flock; a failed write is rolled back.
+
+    Raises:
+        StateIOError: the append failed; the file keeps exactly its previous records.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
+                     FILE_MODE)
+    except OSError as exc:
+        raise io_error(path, exc) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        try:
+            view = memoryview(record)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+        except OSError as exc:
+            # Never leave half a record behind: cut the file back to where this append began.
+            try:
+                os.ftruncate(fd, size)
+            except OSError:
+                pass
+            raise io_error(path, exc) from None
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def read_small(path: str, limit: int = 1 << 20) -> bytes | None:
+    """Read a small state file without following a final symlink; None when it is absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return None
+        raise io_error(path, exc) from None
+    try:
+        return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # best effort: a stray temp file is ignored by readers and reaped by gc

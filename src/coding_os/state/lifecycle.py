@@ -1,0 +1,571 @@
+"""The panel lifecycle driven by hook events (DESIGN.md §3.6).
+
+`handle()` takes one hook event and its payload, and does what that event means for the calling
+panel: mint or keep the session id, presence, heartbeat, `.active-session`, the hooks-log line,
+observations, orphan recovery at startup, the recovery card at compaction. It is the library
+behind `cos hook`; the interface only reads stdin and writes stdout.
+
+Hot path: tool-call events touch files only (heartbeat, log, spool). The database is opened only
+by the events that happen once per session or per turn (SessionStart, Stop, SessionEnd), and a
+database failure there is logged and does not fail the hook: the observations wait in the spool.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+
+from coding_os.adapters import FILE_TOOLS
+from coding_os.errors import InvalidInput
+from coding_os.state import durable, hookslog, observations, presence
+from coding_os.state.caller import Caller, read_panel_session
+from coding_os.state.identity import mint_session_id
+from coding_os.state.statefile import check_state
+from coding_os.state.tiers import Tiers, spec_for
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+
+    from coding_os.storage.base import Storage
+
+__all__ = ["HookResult", "handle", "KNOWN_EVENTS", "SESSION_SOURCES", "validate_payload"]
+
+KNOWN_EVENTS = (
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
+    "SubagentStart", "SubagentStop", "PreCompact", "SessionEnd",
+)
+SESSION_SOURCES = ("startup", "resume", "clear", "compact", "fork")
+# Payload fields that must be strings when present: identity and routing depend on them.
+_STRING_FIELDS = ("session_id", "hook_event_name", "source", "cwd", "transcript_path",
+                  "tool_name", "prompt", "reason", "trigger", "agent_id", "agent_type")
+_EXCERPT = 2000
+_INPUT_KEYS = ("command", "cmd", "file_path", "notebook_path", "path", "pattern", "url", "query",
+               "description")
+
+
+class HookResult:
+    """What `cos hook` prints (JSON on stdout, or nothing) and exits with."""
+
+    __slots__ = ("output", "exit_code", "session", "notes")
+
+    def __init__(self, output: dict[str, object] | None, session: str | None) -> None:
+        self.output = output
+        self.exit_code = 0
+        self.session = session
+        self.notes: list[str] = []
+
+
+def validate_payload(payload: object) -> dict[str, object]:
+    """Check the shape of a hook payload: a JSON object whose identity fields are strings.
+
+    Raises:
+        InvalidInput: it is not.
+    """
+    if not isinstance(payload, dict):
+        raise InvalidInput(f"hook payload must be a JSON object, got {type(payload).__name__}")
+    for key in _STRING_FIELDS:
+        value = payload.get(key)
+        if value is not None and not isinstance(value, str):
+            raise InvalidInput(f"hook payload field {key} must be a string, "
+                               f"got {type(value).__name__}")
+    return payload
+
+
+def _valid_event(event: str) -> str:
+    if not event or len(event) > 64 or not event.isascii() or not event.isalnum():
+        raise InvalidInput(f"invalid hook event name {event[:80]!r}")
+    return event
+
+
+class _Context:
+    """Everything one hook fire knows about its caller."""
+
+    __slots__ = ("env", "caller", "tiers", "root", "agent", "panel", "panel_dir", "native",
+                 "event", "payload", "now", "ts", "log", "storage", "storage_failed")
+
+    def __init__(self, event: str, payload: dict[str, object], env: Mapping[str, str],
+                 cwd: str | None, now: float | None) -> None:
+        native = payload.get("session_id")
+        self.caller = Caller(env, cwd, native if isinstance(native, str) else None)
+        self.env = env
+        self.tiers = self.caller.tiers
+        self.root = self.caller.resolution.project_root
+        self.agent = self.caller.agent
+        self.native = self.caller.native
+        self.panel = self.caller.panel
+        self.panel_dir = self.caller.panel_dir
+        self.event = event
+        self.payload = payload
+        self.now = time.time() if now is None else now
+        self.ts = hookslog.utc_now(self.now)
+        self.log: dict[str, object] = {}
+        self.storage: Storage | None = None
+        self.storage_failed = False
+
+    def open_storage(self) -> Storage | None:
+        """The database, or None when it cannot be used (logged, never fatal to the hook)."""
+        if self.storage is None and not self.storage_failed:
+            from coding_os.storage import StorageError, open_storage
+
+            try:
+                self.storage = open_storage(self.tiers.database)
+                observations.ingest(self.storage, self.tiers.observations_spool)
+            except StorageError as exc:
+                self.storage_failed = True
+                self.log["db_error"] = str(exc)
+        return self.storage
+
+    def close(self) -> None:
+        if self.storage is not None:
+            self.storage.close()
+
+
+def handle(event: str, payload: dict[str, object], env: Mapping[str, str] | None = None,
+           cwd: str | None = None, now: float | None = None) -> HookResult:
+    """Carry out hook `event` with `payload` for the calling panel.
+
+    Raises:
+        InvalidInput: the event name or the payload is malformed.
+        Misroute: state would land in the global hub or through a symlink; nothing written.
+        StateIOError: the state directory cannot be written (read-only, full).
+    """
+    env = os.environ if env is None else env
+    _valid_event(event)
+    validate_payload(payload)
+    ctx = _Context(event, payload, env, cwd, now)
+    try:
+        return _handle(ctx)
+    finally:
+        ctx.close()
+
+
+def _handle(ctx: _Context) -> HookResult:
+    payload = ctx.payload
+    durable.ensure_dir(ctx.panel_dir)
+    output: dict[str, object] | None = None
+    with PanelLock(ctx.panel_dir):
+        current = read_panel_session(ctx.panel_dir)
+        if ctx.event == "SessionStart":
+            session, context = _session_start(ctx, current)
+            if context:
+                output = {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                                 "additionalContext": context}}
+        elif current is None:
+            # Hooks installed mid-session, or a missed SessionStart: adopt the panel.
+            session = mint_session_id(ctx.agent, ctx.now)
+            _bind_session(ctx, session, source="adopt", fields={})
+            ctx.log["adopted"] = "1"
+        else:
+            session = current[0]
+        presence.beat(ctx.panel_dir, session)
+    task = _trusted_value(ctx, ".task-current", session)
+    log: dict[str, object] = {
+        "ts": ctx.ts, "agent": ctx.agent, "panel": ctx.panel, "session": session,
+        "task": task, "event": ctx.event,
+    }
+    if ctx.native and ctx.native != ctx.panel:
+        log["native"] = ctx.native
+    if ctx.caller.panel_source != "payload":
+        log["panel_source"] = ctx.caller.panel_source
+    payload_event = payload.get("hook_event_name")
+    if isinstance(payload_event, str) and payload_event != ctx.event:
+        log["payload_event"] = payload_event
+    observation = _observe(ctx, log)
+    if ctx.event == "Stop":
+        storage = ctx.open_storage()
+        if storage is not None:
+            _record_activity(ctx, storage, session, status=None)
+    elif ctx.event == "SessionEnd":
+        _session_end(ctx, session)
+    log.update(ctx.log)
+    if observation is not None:
+        observation.update(session=session, agent=ctx.agent, panel=ctx.panel, ts=ctx.ts,
+                           event=ctx.event)
+        observations.spool(ctx.tiers.observations_spool, observation)
+        if ctx.storage is not None and ctx.event in ("Stop", "SessionEnd"):
+            # This event already opened the database: store the observation now.
+            _ingest_quietly(ctx)
+    hookslog.append(ctx.tiers.hooks_log, log)
+    return HookResult(output, session)
+
+
+def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tuple[str, str]:
+    """SessionStart by source; returns the panel's session id and the context to inject."""
+    raw_source = ctx.payload.get("source")
+    source = raw_source if isinstance(raw_source, str) and raw_source else "startup"
+    ctx.log["source"] = source
+    context = ""
+    fields: dict[str, object] = {}
+    previous = current[0] if current else None
+    if source == "compact" and previous:
+        session = previous
+        context = _recovery_card(ctx, session)
+        ctx.log["kept"] = "1"
+    elif source == "resume":
+        session = _resume_target(ctx, current)
+        if session == previous:
+            ctx.log["kept"] = "1"
+    else:
+        if source in ("startup", "clear") or source not in SESSION_SOURCES:
+            if previous:
+                context = _recover_orphan(ctx, current, reason="orphan"
+                                          if source != "clear" else "clear")
+            _clear_volatile(ctx.panel_dir)
+        if source == "clear" and previous:
+            fields["cleared_from"] = previous
+        if source == "fork":
+            fields["forked_from"] = _fork_source(ctx, previous)
+        session = mint_session_id(ctx.agent, ctx.now)
+    _bind_session(ctx, session, source=source, fields=fields)
+    return session, context
+
+
+def _bind_session(ctx: _Context, session: str, source: str, fields: dict[str, object]) -> None:
+    """Make `session` the panel's session: session-id file, presence, active session, index."""
+    from coding_os.state.statefile import write_state
+
+    write_state(os.path.join(ctx.panel_dir, "session-id"), session, ctx.native or "-")
+    known = presence.read_presence(ctx.tiers, ctx.agent, session)
+    record: dict[str, object] = {
+        "panel": ctx.panel,
+        "native_id": ctx.native,
+        "status": "active",
+        "project": ctx.root,
+        "cwd": _string(ctx.payload.get("cwd")) or os.getcwd(),
+        "transcript_path": _string(ctx.payload.get("transcript_path")),
+        "last_source": source,
+        **fields,
+    }
+    if known is None:
+        record["started"] = ctx.ts
+        record["source"] = source
+    presence.write_presence(ctx.tiers, ctx.agent, session, record)
+    presence.set_active_session(ctx.tiers, ctx.agent, session, ctx.panel)
+    if source == "adopt":
+        return  # a tool-call event: the index learns of it at the next Stop or SessionEnd
+    storage = ctx.open_storage()
+    if storage is not None:
+        _index_session(ctx, storage, session, record, known)
+
+
+def _index_session(ctx: _Context, storage: Storage, session: str, record: dict[str, object],
+                   known: dict[str, object] | None) -> None:
+    from coding_os.storage.base import SessionRecord, StorageError
+
+    started = (known or record).get("started")
+    try:
+        storage.upsert_session(SessionRecord(
+            id=session, agent=ctx.agent, panel=ctx.panel, native_id=ctx.native,
+            project=ctx.root, cwd=_string(record.get("cwd")),
+            source=_string((known or record).get("source")),
+            forked_from=_string(record.get("forked_from") or (known or {}).get("forked_from")),
+            cleared_from=_string(record.get("cleared_from") or (known or {}).get("cleared_from")),
+            started=started if isinstance(started, str) else ctx.ts,
+            last_active=ctx.ts, status="active",
+        ))
+    except StorageError as exc:
+        ctx.log["db_error"] = str(exc)
+
+
+def _resume_target(ctx: _Context, current: tuple[str, str | None] | None) -> str:
+    """The cos session owning the resumed native id; a new one linked to it when none does."""
+    if current and ctx.native and current[1] == ctx.native:
+        return current[0]
+    if ctx.native:
+        storage = ctx.open_storage()
+        if storage is not None:
+            from coding_os.storage.base import StorageError
+
+            try:
+                found = storage.session_by_native(ctx.agent, ctx.native)
+            except StorageError as exc:
+                ctx.log["db_error"] = str(exc)
+                found = None
+            if found is not None:
+                ctx.log["resumed"] = found.id
+                return found.id
+    ctx.log["linked"] = "1"
+    return mint_session_id(ctx.agent, ctx.now)
+
+
+def _fork_source(ctx: _Context, previous: str | None) -> str | None:
+    """The cos session a fork came from: the payload's parent native id, else the panel's."""
+    for key in ("forked_from_session_id", "parent_session_id", "source_session_id"):
+        parent = ctx.payload.get(key)
+        if isinstance(parent, str) and parent:
+            storage = ctx.open_storage()
+            if storage is not None:
+                from coding_os.storage.base import StorageError
+
+                try:
+                    found = storage.session_by_native(ctx.agent, parent)
+                except StorageError:
+                    found = None
+                if found is not None:
+                    return found.id
+    return previous
+
+
+def _recover_orphan(ctx: _Context, current: tuple[str, str | None] | None, reason: str) -> str:
+    """Summarise the panel's previous session if it never got a summary; the card saying so."""
+    if current is None:
+        return ""
+    previous, native = current
+    storage = ctx.open_storage()
+    if storage is None:
+        return ""
+    from coding_os.state.summary import summarise
+    from coding_os.storage.base import StorageError
+
+    try:
+        summary, new = summarise(storage, previous, ctx.agent, ctx.panel, reason,
+                                 native_id=native)
+        if new:
+            storage.touch_session(previous, summary.ended or ctx.ts, status="orphaned"
+                                  if reason == "orphan" else "ended")
+    except StorageError as exc:
+        ctx.log["db_error"] = str(exc)
+        return ""
+    if not new:
+        return ""
+    presence.write_presence(ctx.tiers, ctx.agent, previous,
+                            {"status": "orphaned" if reason == "orphan" else "ended"})
+    ctx.log["recovered"] = previous
+    if reason != "orphan":
+        return ""
+    files = ", ".join(summary.files[:10]) or "none"
+    failed = f" ({summary.errors} failed)" if summary.errors else ""
+    last = f' Last prompt: "{_excerpt(summary.last_prompt or "", 200)}".' if summary.last_prompt else ""
+    return (f"[coding-os] The previous session of this panel ({previous}) ended without a "
+            f"SessionEnd; its summary was recovered: {summary.prompts} prompts, "
+            f"{summary.tool_calls} tool calls{failed}; files written: {files}.{last}")
+
+
+def _session_end(ctx: _Context, session: str) -> None:
+    storage = ctx.open_storage()
+    reason = _string(ctx.payload.get("reason")) or "other"
+    ctx.log["reason"] = reason
+    if storage is not None:
+        from coding_os.state.summary import summarise
+        from coding_os.storage.base import StorageError
+
+        _ingest_quietly(ctx)
+        try:
+            _record_activity(ctx, storage, session, status="ended")
+            summarise(storage, session, ctx.agent, ctx.panel, f"end:{reason}",
+                      native_id=ctx.native)
+        except StorageError as exc:
+            ctx.log["db_error"] = str(exc)
+    presence.write_presence(ctx.tiers, ctx.agent, session, {"status": "ended", "ended": ctx.ts,
+                                                            "end_reason": reason})
+
+
+def _record_activity(ctx: _Context, storage: Storage, session: str, status: str | None) -> None:
+    """Move the session's last activity forward; index it first if it was adopted."""
+    from coding_os.storage.base import SessionRecord, StorageError
+
+    try:
+        if storage.session(session) is None:
+            known = presence.read_presence(ctx.tiers, ctx.agent, session) or {}
+            started = known.get("started")
+            storage.upsert_session(SessionRecord(
+                id=session, agent=ctx.agent, panel=ctx.panel, native_id=ctx.native,
+                project=ctx.root, cwd=_string(known.get("cwd")),
+                source=_string(known.get("source")) or "adopt",
+                started=started if isinstance(started, str) else ctx.ts,
+                last_active=ctx.ts, status=status or "active",
+            ))
+        else:
+            storage.touch_session(session, ctx.ts, status=status)
+    except StorageError as exc:
+        ctx.log["db_error"] = str(exc)
+
+
+def _ingest_quietly(ctx: _Context) -> None:
+    from coding_os.storage.base import StorageError
+
+    if ctx.storage is None:
+        return
+    try:
+        observations.ingest(ctx.storage, ctx.tiers.observations_spool)
+    except StorageError as exc:
+        ctx.log["db_error"] = str(exc)
+
+
+def _observe(ctx: _Context, log: dict[str, object]) -> dict[str, object] | None:
+    """Fill the event's log fields; return the observation to spool, or None for none."""
+    payload = ctx.payload
+    event = ctx.event
+    if event == "UserPromptSubmit":
+        prompt = _string(payload.get("prompt")) or ""
+        log["prompt_chars"] = len(prompt)
+        return {"text": _excerpt(prompt, _EXCERPT),
+                "data": {"prompt_id": _string(payload.get("prompt_id"))}}
+    if event in ("PreToolUse", "PostToolUse"):
+        tool = _string(payload.get("tool_name"))
+        summary, path = _tool_input_summary(tool, payload.get("tool_input"))
+        log["tool"] = tool
+        log["input"] = summary
+        if event == "PreToolUse":
+            return None
+        ok = _tool_ok(payload.get("tool_response"))
+        if not ok:
+            log["ok"] = "false"
+        return {"tool": tool, "text": summary,
+                "data": {"path": path, "ok": ok,
+                         "tool_use_id": _string(payload.get("tool_use_id"))}}
+    if event == "Stop":
+        message = _string(payload.get("last_assistant_message")) or ""
+        return {"text": _excerpt(message, _EXCERPT)}
+    if event in ("SubagentStart", "SubagentStop"):
+        agent_id = _string(payload.get("agent_id"))
+        agent_type = _string(payload.get("agent_type"))
+        log["agent_id"] = agent_id
+        log["agent_type"] = agent_type
+        return {"data": {"agent_id": agent_id, "agent_type": agent_type}}
+    if event == "PreCompact":
+        log["trigger"] = _string(payload.get("trigger"))
+        return {"data": {"trigger": _string(payload.get("trigger"))}}
+    if event == "SessionStart":
+        return {"data": {"source": log.get("source") or ctx.log.get("source")}}
+    if event == "SessionEnd":
+        return {"data": {"reason": _string(payload.get("reason"))}}
+    if event not in KNOWN_EVENTS:
+        log["unknown_event"] = "1"
+    return None
+
+
+def _tool_input_summary(tool: str | None, tool_input: object) -> tuple[str | None, str | None]:
+    """A short text for a tool call's input, and the file it writes when it names one."""
+    if not isinstance(tool_input, dict):
+        return (_excerpt(tool_input, 500) if isinstance(tool_input, str) else None), None
+    path_key = FILE_TOOLS.get(tool or "")
+    path = _string(tool_input.get(path_key)) if path_key else None
+    for key in _INPUT_KEYS:
+        value = tool_input.get(key)
+        if isinstance(value, str) and value:
+            return _excerpt(value, 4000), path
+        if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+            return _excerpt(" ".join(value), 4000), path
+    from coding_os import jsonwire
+
+    try:
+        return _excerpt(jsonwire.dumps(tool_input), 500), path
+    except (TypeError, ValueError):
+        return None, path
+
+
+def _tool_ok(response: object) -> bool:
+    if isinstance(response, dict):
+        if response.get("is_error") is True or response.get("success") is False:
+            return False
+        if response.get("interrupted") is True:
+            return False
+    return True
+
+
+def _recovery_card(ctx: _Context, session: str) -> str:
+    """The short card re-injected after compaction: rules and one state line."""
+    gates: list[str] = []
+    skills: list[str] = []
+    try:
+        names = sorted(os.listdir(ctx.panel_dir))
+    except OSError:
+        names = []
+    for name in names:
+        for prefix, bucket in ((".gate-", gates), (".skill-", skills)):
+            if name.startswith(prefix) and ".tmp-" not in name:
+                value = _trusted_value(ctx, name, session)
+                if value is not None:
+                    bucket.append(f"{name[len(prefix):]}:{value}" if value else name[len(prefix):])
+    task = _trusted_value(ctx, ".task-current", session)
+    return (
+        f"[coding-os] Context was compacted; this is still session {session} "
+        f"(agent {ctx.agent}, panel {ctx.panel}) and its state is kept.\n"
+        "Rules: trust a state marker only through `cos state get NAME` (it checks the owner "
+        "session and the age); never act on another panel's markers.\n"
+        f"[Session State] gate={','.join(gates) or 'none'} task={task or 'none'} "
+        f"skill={','.join(skills) or 'none'}"
+    )
+
+
+def _trusted_value(ctx: _Context, name: str, session: str) -> str | None:
+    """The value of state file `name` when this session may trust it, else None."""
+    path = ctx.tiers.state_path(ctx.agent, ctx.panel, name)
+    if not os.path.lexists(path):
+        return None
+    from coding_os.config import horizon_for, load_config_cached
+
+    try:
+        horizon = horizon_for(name, load_config_cached(ctx.root, ctx.tiers.state_dir))
+    except InvalidInput as exc:
+        ctx.log["config_error"] = str(exc)
+        horizon = spec_for(name)[2]
+    verdict = check_state(path, session, horizon, ctx.now)
+    return verdict.value if verdict.valid else None
+
+
+def _clear_volatile(panel_dir: str) -> None:
+    """Remove the panel's volatile markers (task, gates, skills, unknown names)."""
+    try:
+        names = os.listdir(panel_dir)
+    except OSError:
+        return
+    for name in names:
+        if name in ("session-id", "heartbeat") or ".tmp-" in name:
+            continue
+        if spec_for(name)[3]:
+            try:
+                os.unlink(os.path.join(panel_dir, name))
+            except IsADirectoryError:
+                continue
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise durable.io_error(os.path.join(panel_dir, name), exc) from None
+
+
+class PanelLock:
+    """An exclusive flock on the panel directory for the panel's read-modify-write steps.
+
+    `cos gc --panels` takes the same lock before reaping, so a panel is never removed while a
+    hook is writing into it; if it was reaped just before, the hook recreates it.
+    """
+
+    def __init__(self, panel_dir: str) -> None:
+        self.panel_dir = panel_dir
+        self.fd = -1
+
+    def __enter__(self) -> PanelLock:
+        for _ in range(5):
+            try:
+                fd = os.open(self.panel_dir, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                durable.ensure_dir(self.panel_dir)
+                continue
+            except OSError as exc:
+                raise durable.io_error(self.panel_dir, exc) from None
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.panel_dir).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                return self
+            os.close(fd)  # reaped while we waited: take the new directory's lock
+            durable.ensure_dir(self.panel_dir)
+        raise durable.io_error(self.panel_dir, OSError(0, "panel directory keeps disappearing"))
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
+
+
+def _string(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _excerpt(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,128 @@
+"""Ownership-proven state files (DESIGN.md §3.4).
+
+A state file is one line, `<session-id> <value>`. A reader trusts the value only when the owner
+is the caller's session, the file is younger than its horizon, and it sits in the caller's own
+agent/panel directory (the path is derived from the caller's identity, never taken from input,
+and a symlink there is not followed). Writes are atomic.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from coding_os.errors import InvalidInput
+from coding_os.state import durable
+from coding_os.state.identity import is_session_id
+from coding_os.state.tiers import PANEL_ID_MAX
+
+__all__ = [
+    "StateCheck",
+    "format_state",
+    "parse_state",
+    "write_state",
+    "check_state",
+    "validate_name",
+    "REASONS",
+]
+
+# Why a value is not trusted. `malformed`: the file is not `<session-id> <value>`.
+REASONS = ("no_file", "malformed", "session_mismatch", "stale")
+MAX_VALUE = 64 * 1024
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+class StateCheck:
+    """The verdict on one state file for one caller."""
+
+    __slots__ = ("valid", "reason", "owner", "age_s", "path", "value")
+
+    def __init__(self, valid: bool, reason: str | None, owner: str | None,
+                 age_s: float | None, path: str, value: str | None) -> None:
+        self.valid = valid
+        self.reason = reason
+        self.owner = owner
+        self.age_s = age_s
+        self.path = path
+        self.value = value
+
+    def as_dict(self) -> dict[str, object]:
+        return {"valid": self.valid, "reason": self.reason, "owner": self.owner,
+                "age_s": self.age_s, "path": self.path, "value": self.value}
+
+
+def validate_name(name: str) -> str:
+    """Return `name` if it can name a state file (`[A-Za-z0-9._-]{1,64}`, not `.` or `..`).
+
+    Raises:
+        InvalidInput: it cannot.
+    """
+    if (not name or len(name) > PANEL_ID_MAX or not set(name) <= _NAME_CHARS
+            or set(name) == {"."}):
+        raise InvalidInput(f"invalid state file name {name[:80]!r}: expected [A-Za-z0-9._-]{{1,64}}")
+    return name
+
+
+def format_state(session: str, value: str) -> bytes:
+    """The bytes of a state file.
+
+    Raises:
+        InvalidInput: the session id is not one, or the value is not one line of text.
+    """
+    if not is_session_id(session):
+        raise InvalidInput(f"invalid owner session id {session[:80]!r}")
+    if "\n" in value or "\r" in value or "\x00" in value:
+        raise InvalidInput("a state value must be one line without NUL")
+    if len(value) > MAX_VALUE:
+        raise InvalidInput(f"a state value is at most {MAX_VALUE} characters")
+    return f"{session} {value}\n".encode("utf-8", "surrogateescape")
+
+
+def parse_state(data: bytes) -> tuple[str, str] | None:
+    """(owner, value) from a state file's bytes, or None when they are not a state file."""
+    text = data.decode("utf-8", "surrogateescape")
+    if text.endswith("\n"):
+        text = text[:-1]
+    owner, sep, value = text.partition(" ")
+    if not sep or "\n" in value or not is_session_id(owner):
+        return None
+    return owner, value
+
+
+def write_state(path: str, session: str, value: str) -> None:
+    """Atomically write `value` owned by `session` to `path`, creating its directory.
+
+    Raises:
+        InvalidInput: bad session id or value.
+        StateIOError: the directory or file cannot be written.
+    """
+    data = format_state(session, value)
+    durable.ensure_dir(os.path.dirname(path))
+    durable.atomic_write(path, data)
+
+
+def check_state(path: str, caller_session: str | None, horizon_s: float | None,
+                now: float | None = None) -> StateCheck:
+    """Whether the caller may trust the state file at `path`, and why not.
+
+    Raises:
+        StateIOError: the file exists but cannot be read.
+    """
+    data = durable.read_small(path, MAX_VALUE + 128)
+    if data is None:
+        return StateCheck(False, "no_file", None, None, path, None)
+    try:
+        mtime = os.stat(path, follow_symlinks=False).st_mtime
+    except OSError:
+        return StateCheck(False, "no_file", None, None, path, None)
+    age = max(0.0, (time.time() if now is None else now) - mtime)
+    age = round(age, 3)
+    parsed = parse_state(data)
+    if parsed is None:
+        return StateCheck(False, "malformed", None, age, path, None)
+    owner, value = parsed
+    if caller_session is None or owner != caller_session:
+        return StateCheck(False, "session_mismatch", owner, age, path, value)
+    if horizon_s is not None and age > horizon_s:
+        return StateCheck(False, "stale", owner, age, path, value)
+    return StateCheck(True, None, owner, age, path, value)

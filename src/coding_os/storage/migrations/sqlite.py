@@ -1,0 +1,64 @@
+"""SQLite migrations (append-only; the index + 1 is the version)."""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_sessions_observations_summaries",
+        """
+        CREATE TABLE sessions (
+            id TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            panel TEXT NOT NULL,
+            native_id TEXT,
+            project TEXT,
+            cwd TEXT,
+            source TEXT,
+            forked_from TEXT,
+            cleared_from TEXT,
+            started TEXT NOT NULL,
+            last_active TEXT NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active'
+        );
+        CREATE INDEX sessions_native ON sessions (agent, native_id);
+        CREATE INDEX sessions_last_active ON sessions (last_active);
+
+        CREATE TABLE observations (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            oid TEXT NOT NULL UNIQUE,
+            session TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            panel TEXT NOT NULL,
+            ts TEXT NOT NULL,
+            event TEXT NOT NULL,
+            tool TEXT,
+            text TEXT,
+            data TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX observations_session ON observations (session, seq);
+
+        CREATE TABLE session_summaries (
+            session TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            panel TEXT NOT NULL,
+            native_id TEXT,
+            reason TEXT NOT NULL,
+            started TEXT,
+            ended TEXT,
+            prompts INTEGER NOT NULL DEFAULT 0,
+            tool_calls INTEGER NOT NULL DEFAULT 0,
+            errors INTEGER NOT NULL DEFAULT 0,
+            files TEXT NOT NULL DEFAULT '[]',
+            last_prompt TEXT,
+            created TEXT NOT NULL
+        );
+
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
+    ),
+]

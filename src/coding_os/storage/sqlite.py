@@ -1,0 +1,229 @@
+"""The embedded default backend: one SQLite file in WAL mode, `.coding-os/coding-os.db`."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from coding_os.state import durable
+from coding_os.state.hookslog import utc_now
+from coding_os.storage.base import (
+    Observation,
+    SessionRecord,
+    SessionSummary,
+    Storage,
+    StorageError,
+)
+from coding_os.storage.migrations.sqlite import MIGRATIONS
+
+__all__ = ["SQLiteStorage"]
+
+BUSY_TIMEOUT_S = 30.0
+_SESSION_COLUMNS = ("id", "agent", "panel", "native_id", "project", "cwd", "source",
+                    "forked_from", "cleared_from", "started", "last_active", "status")
+
+
+class SQLiteStorage(Storage):
+    """Storage on a SQLite file. Migrations run on open, serialised by a lock file."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        try:
+            durable.ensure_dir(os.path.dirname(path))
+            self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                         check_same_thread=False)
+            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self._conn.execute("PRAGMA synchronous = NORMAL")
+            if self.schema_version() < len(MIGRATIONS):
+                self.migrate()
+        except sqlite3.Error as exc:
+            raise StorageError(f"cannot open database {path}: {exc}") from None
+        try:
+            os.chmod(path, durable.FILE_MODE)
+        except OSError:
+            pass
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self._conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError(f"database {self.path}: {exc}") from None
+        try:
+            yield self._conn
+            self._conn.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self._rollback()
+            raise StorageError(f"database {self.path}: {exc}") from None
+        except BaseException:
+            self._rollback()
+            raise
+
+    def _rollback(self) -> None:
+        if self._conn.in_transaction:
+            self._conn.execute("ROLLBACK")
+
+    def _query(self, sql: str, params: Sequence[object] = ()) -> list[tuple[object, ...]]:
+        try:
+            return self._conn.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            raise StorageError(f"database {self.path}: {exc}") from None
+
+    def schema_version(self) -> int:
+        return int(self._query("PRAGMA user_version")[0][0])  # type: ignore[call-overload]
+
+    def migrate(self) -> int:
+        # The first opener switches to WAL and migrates; concurrent first openers wait here
+        # rather than racing on the journal mode change.
+        lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, durable.FILE_MODE)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                self._conn.execute("PRAGMA journal_mode = WAL")
+                version = self.schema_version()
+                for index in range(version, len(MIGRATIONS)):
+                    name, sql = MIGRATIONS[index]
+                    self._apply(index + 1, name, sql)
+            except sqlite3.Error as exc:
+                raise StorageError(f"migrating {self.path}: {exc}") from None
+            return self.schema_version()
+        finally:
+            os.close(lock_fd)
+
+    def _apply(self, version: int, name: str, sql: str) -> None:
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if int(conn.execute("PRAGMA user_version").fetchone()[0]) >= version:
+                conn.execute("ROLLBACK")
+                return
+            for statement in sql.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+            conn.execute("CREATE TABLE IF NOT EXISTS schema_migrations ("
+                         "version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied TEXT NOT NULL)")
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                         (version, name, utc_now()))
+            conn.execute(f"PRAGMA user_version = {version}")
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # sessions
+
+    def upsert_session(self, record: SessionRecord) -> None:
+        values = [getattr(record, c) for c in _SESSION_COLUMNS]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
+        with self._transaction() as conn:
+            conn.execute(
+                f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_SESSION_COLUMNS))}) "
+                f"ON CONFLICT (id) DO UPDATE SET {updates}",
+                values,
+            )
+
+    def touch_session(self, session_id: str, last_active: str, status: str | None = None) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE sessions SET last_active = max(last_active, ?), "
+                "status = coalesce(?, status) WHERE id = ?",
+                (last_active, status, session_id),
+            )
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        rows = self._query(f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE id = ?",
+                           (session_id,))
+        return SessionRecord(*rows[0]) if rows else None  # type: ignore[arg-type]
+
+    def session_by_native(self, agent: str, native_id: str) -> SessionRecord | None:
+        rows = self._query(
+            f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions "
+            "WHERE agent = ? AND native_id = ? ORDER BY last_active DESC LIMIT 1",
+            (agent, native_id),
+        )
+        return SessionRecord(*rows[0]) if rows else None  # type: ignore[arg-type]
+
+    def sessions(self, agent: str | None = None) -> list[SessionRecord]:
+        sql = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions"
+        params: tuple[object, ...] = ()
+        if agent:
+            sql += " WHERE agent = ?"
+            params = (agent,)
+        rows = self._query(sql + " ORDER BY last_active DESC, id DESC", params)
+        return [SessionRecord(*row) for row in rows]  # type: ignore[arg-type]
+
+    # observations
+
+    def add_observations(self, rows: Sequence[Observation], spool_offset: int | None = None) -> int:
+        with self._transaction() as conn:
+            before = conn.total_changes
+            conn.executemany(
+                "INSERT OR IGNORE INTO observations "
+                "(oid, session, agent, panel, ts, event, tool, text, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(o.oid, o.session, o.agent, o.panel, o.ts, o.event, o.tool, o.text,
+                  json.dumps(o.data, ensure_ascii=False)) for o in rows],
+            )
+            added = conn.total_changes - before
+            if spool_offset is not None:
+                conn.execute(
+                    "INSERT INTO meta (key, value) VALUES ('spool_offset', ?) "
+                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                    (str(spool_offset),),
+                )
+        return added
+
+    def spool_offset(self) -> int:
+        rows = self._query("SELECT value FROM meta WHERE key = 'spool_offset'")
+        return int(rows[0][0]) if rows else 0  # type: ignore[call-overload]
+
+    def observations(self, session: str | None = None, limit: int | None = None) -> list[Observation]:
+        sql = "SELECT oid, session, agent, panel, ts, event, tool, text, data FROM observations"
+        params: list[object] = []
+        if session:
+            sql += " WHERE session = ?"
+            params.append(session)
+        sql += " ORDER BY seq"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [
+            Observation(*row[:8], data=json.loads(row[8]))  # type: ignore[arg-type]
+            for row in self._query(sql, params)
+        ]
+
+    # summaries
+
+    def summary(self, session_id: str) -> SessionSummary | None:
+        rows = self._query(
+            "SELECT session, agent, panel, reason, native_id, started, ended, prompts, "
+            "tool_calls, errors, files, last_prompt, created FROM session_summaries "
+            "WHERE session = ?",
+            (session_id,),
+        )
+        if not rows:
+            return None
+        row = list(rows[0])
+        row[10] = json.loads(row[10])  # type: ignore[arg-type]
+        return SessionSummary(*row)  # type: ignore[arg-type]
+
+    def write_summary(self, summary: SessionSummary) -> bool:
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT OR IGNORE INTO session_summaries (session, agent, panel, reason, "
+                "native_id, started, ended, prompts, tool_calls, errors, files, last_prompt, "
+                "created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (summary.session, summary.agent, summary.panel, summary.reason,
+                 summary.native_id, summary.started, summary.ended, summary.prompts,
+                 summary.tool_calls, summary.errors, json.dumps(summary.files),
+                 summary.last_prompt, summary.created or utc_now()),
+            )
+            return cursor.rowcount == 1
+
+    def close(self) -> None:
+        self._conn.close()
