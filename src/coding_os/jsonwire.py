@@ -28,7 +28,8 @@ class _ScannerContext:
     memo: dict[str, str] = {}
 
 
-_scan_once = _json.make_scanner(_ScannerContext())
+# typeshed types the argument as a JSONDecoder; the scanner reads only the attributes above.
+_scan_once = _json.make_scanner(_ScannerContext())  # type: ignore[arg-type]
 _quote = _json.encode_basestring_ascii
 
 

@@ -226,7 +226,9 @@ class ModelServer:
                 best = marker
         return best
 
-    def answer(self, conversation: Conversation, has_tools: bool, body: dict[str, Any]) -> tuple[str, Answer]:
+    def answer(
+        self, conversation: Conversation, has_tools: bool, body: dict[str, Any]
+    ) -> tuple[str, Answer]:
         """The label and the answer for one model request."""
         key = self._script_key(conversation.first_user_text)
         if conversation.wants_summary:
@@ -279,7 +281,10 @@ def _anthropic_conversation(body: dict[str, Any]) -> Conversation:
     return conversation
 
 
-def _anthropic_events(model: str, answer: Answer, input_tokens: int) -> Iterator[tuple[str, dict[str, Any]]]:
+Event = tuple[str, dict[str, Any]]  # an SSE event: its name and its data
+
+
+def _anthropic_events(model: str, answer: Answer, input_tokens: int) -> Iterator[Event]:
     yield "message_start", {
         "type": "message_start",
         "message": {
@@ -419,7 +424,7 @@ def _responses_item(answer: Answer) -> dict[str, Any]:
     }
 
 
-def _responses_events(model: str, answer: Answer, input_tokens: int) -> Iterator[tuple[str, dict[str, Any]]]:
+def _responses_events(model: str, answer: Answer, input_tokens: int) -> Iterator[Event]:
     base = {
         "id": "resp_" + uuid.uuid4().hex[:24],
         "object": "response",
@@ -531,7 +536,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(request, body, _responses_conversation(body), tokens, anthropic=False)
         elif self.command == "GET" and path.endswith("/models"):
             request.answer = "models"
-            # OpenAI's shape ({"data": [...]}) and Codex's catalog shape ({"models": [...]}) at once.
+            # OpenAI's shape ({"data": [...]}) and Codex's catalog shape ({"models": [...]}).
             model = {"id": self.model_server.model, "object": "model", "owned_by": "mock"}
             self._send_json(200, {"object": "list", "data": [model], "models": []})
         else:
@@ -573,7 +578,7 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(data)
 
-    def _send_sse(self, events: Iterator[tuple[str, dict[str, Any]]]) -> None:
+    def _send_sse(self, events: Iterator[Event]) -> None:
         # The stream ends with the connection: no chunked encoding or length to get wrong.
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
@@ -613,7 +618,7 @@ def codex_patch(path: str, old: str, new: str) -> str:
 def codex_edit_script(
     path: str, old: str, new: str, command: str, final: str = "All done."
 ) -> list[Step]:
-    """Codex: ``cat`` ``path`` with exec_command, apply_patch ``old`` -> ``new``, run ``command``, text.
+    """Codex: cat ``path`` (exec_command), apply_patch ``old`` -> ``new``, run ``command``, text.
 
     ``old`` and ``new`` are whole lines. ``apply_patch`` is sent as a freeform (custom) tool call
     whose input is the raw patch, the form Codex 0.169 offers when the model's metadata says

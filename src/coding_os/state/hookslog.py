@@ -15,7 +15,7 @@ from coding_os.state import durable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
 
 __all__ = ["format_line", "parse_line", "append", "read", "utc_now", "HEAD_KEYS", "MAX_VALUE"]
 
@@ -36,7 +36,7 @@ def _quote(value: str) -> str:
     return dumps(value)
 
 
-def format_line(fields: dict[str, object]) -> str:
+def format_line(fields: Mapping[str, object]) -> str:
     """One log line (with its newline) from `fields`; head keys first, then the rest in order."""
     parts = []
     for key in HEAD_KEYS:

@@ -61,6 +61,7 @@ def ingest(storage: Storage, spool_path: str) -> int:
                 break
             data += chunk
         rows = []
+        data_field: object
         for line in data.split(b"\n"):
             if not line.strip():
                 continue
@@ -70,6 +71,7 @@ def ingest(storage: Storage, spool_path: str) -> int:
                 continue  # a line cut by a crash mid-append: unreadable, and never half-stored
             if not isinstance(record, dict) or not isinstance(record.get("oid"), str):
                 continue
+            data_field = record.get("data")
             rows.append(Observation(
                 oid=record["oid"],
                 session=str(record.get("session") or ""),
@@ -79,7 +81,7 @@ def ingest(storage: Storage, spool_path: str) -> int:
                 event=str(record.get("event") or ""),
                 tool=record.get("tool") if isinstance(record.get("tool"), str) else None,
                 text=record.get("text") if isinstance(record.get("text"), str) else None,
-                data=record.get("data") if isinstance(record.get("data"), dict) else {},
+                data=data_field if isinstance(data_field, dict) else {},
             ))
         added = storage.add_observations(rows, spool_offset=size)
         if size > SPOOL_TRUNCATE_BYTES:

@@ -74,7 +74,9 @@ class SQLiteStorage(Storage):
             raise StorageError(f"database {self.path}: {exc}") from None
 
     def schema_version(self) -> int:
-        return int(self._query("PRAGMA user_version")[0][0])  # type: ignore[call-overload]
+        version = self._query("PRAGMA user_version")[0][0]
+        assert isinstance(version, int)
+        return version
 
     def migrate(self) -> int:
         # The first opener switches to WAL and migrates; concurrent first openers wait here
@@ -193,8 +195,12 @@ class SQLiteStorage(Storage):
             sql += " LIMIT ?"
             params.append(limit)
         return [
-            Observation(*row[:8], data=json.loads(row[8]))  # type: ignore[arg-type]
-            for row in self._query(sql, params)
+            Observation(oid=str(oid), session=str(sid), agent=str(agent), panel=str(panel),
+                        ts=str(ts), event=str(event),
+                        tool=tool if isinstance(tool, str) else None,
+                        text=text if isinstance(text, str) else None,
+                        data=json.loads(str(data)))
+            for oid, sid, agent, panel, ts, event, tool, text, data in self._query(sql, params)
         ]
 
     # summaries

@@ -1,0 +1,168 @@
+"""`make demo`: the state layer end to end on a scratch project, printed readably.
+
+A scratch git repository with a linked worktree; `cos init` for Claude Code and Codex; then a
+scripted sequence of real-shaped hook payloads from two agents and two panels (one in the main
+checkout, one in the worktree), fired exactly as the installed hook commands run; then
+`cos where`, `cos whoami`, `cos hooks-log`, and a state ownership check that refuses another
+panel's marker. Everything runs the installed `cos` as a subprocess, with the embedded SQLite
+default, under a private HOME.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+COS = str(Path(sys.executable).with_name("cos"))
+BOLD = "\033[1m" if sys.stdout.isatty() else ""
+DIM = "\033[2m" if sys.stdout.isatty() else ""
+RESET = "\033[0m" if sys.stdout.isatty() else ""
+
+
+def heading(text: str) -> None:
+    print(f"\n{BOLD}== {text}{RESET}")
+
+
+def run(argv: list[str], cwd: Path, env: dict[str, str], stdin: str | None = None,
+        show: bool = True, check: bool = True) -> subprocess.CompletedProcess[str]:
+    if show:
+        prefix = " ".join(f"{k}={v}" for k, v in env.items() if k in ("COS_AGENT", "COS_PANEL_ID"))
+        print(f"{DIM}$ {prefix + ' ' if prefix else ''}{shlex.join(argv)}  (in {cwd.name}){RESET}")
+    proc = subprocess.run(argv, cwd=cwd, env={**BASE_ENV, **env}, input=stdin, text=True,
+                          capture_output=True)
+    if show and proc.stdout.strip():
+        print(proc.stdout.rstrip())
+    if show and proc.stderr.strip():
+        print(f"{DIM}(stderr) {proc.stderr.strip()}{RESET}")
+    if check and proc.returncode != 0:
+        raise SystemExit(f"demo step failed with exit {proc.returncode}: {shlex.join(argv)}")
+    return proc
+
+
+def hook_argv(checkout: Path, agent: str, event: str) -> tuple[dict[str, str], list[str]]:
+    """The command `cos init` installed for this agent and event, split into env and argv."""
+    rel = ".claude/settings.json" if agent == "claude" else ".codex/hooks.json"
+    settings = json.loads((checkout / rel).read_text(encoding="utf-8"))
+    words = shlex.split(settings["hooks"][event][0]["hooks"][0]["command"])
+    env = {}
+    while "=" in words[0] and not words[0].startswith("/"):
+        key, _, value = words.pop(0).partition("=")
+        env[key] = value
+    return env, words
+
+
+def fire(checkout: Path, cwd: Path, agent: str, event: str, payload: dict[str, object],
+         extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env, argv = hook_argv(checkout, agent, event)
+    env.update(extra_env or {})
+    body = {"hook_event_name": event, "cwd": str(cwd), **payload}
+    proc = run(argv, cwd, env, stdin=json.dumps(body), show=False)
+    label = payload.get("tool_name") or payload.get("source") or payload.get("reason") or ""
+    out = ""
+    if proc.stdout.strip():
+        context = json.loads(proc.stdout)["hookSpecificOutput"].get("additionalContext", "")
+        out = f"  -> additionalContext: {context.splitlines()[-1][:90]}"
+    print(f"  {agent:<6} {cwd.name:<9} {event:<17} {label}{out}")
+    return proc
+
+
+def main() -> None:
+    scratch = Path(tempfile.mkdtemp(prefix="cos-demo-"))
+    global BASE_ENV
+    home = scratch / "home"
+    home.mkdir()
+    BASE_ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home),
+                "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.invalid",
+                "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.invalid"}
+    repo = scratch / "project"
+    worktree = scratch / "feature"
+    try:
+        heading("A scratch repository with a linked worktree")
+        repo.mkdir()
+        run(["git", "init", "-q", "-b", "main"], repo, {})
+        (repo / "app.py").write_text("print('hello')\n", encoding="utf-8")
+        run(["git", "add", "."], repo, {}, show=False)
+        run(["git", "commit", "-q", "-m", "init"], repo, {}, show=False)
+        run(["git", "worktree", "add", "-q", str(worktree), "-b", "feature"], repo, {})
+
+        heading("cos init for both agents (in the main checkout and in the worktree)")
+        run([COS, "init", "--agent", "claude"], repo, {})
+        run([COS, "init", "--agent", "codex"], repo, {})
+        run([COS, "init", "--agent", "codex"], worktree, {})
+        print(f"{DIM}(a second init changes no byte:){RESET}")
+        run([COS, "init", "--agent", "claude"], repo, {})
+
+        heading("Hook fires: Claude in main, Codex in the worktree, a second Claude panel")
+        claude_a = "7f1d4c8e-2b1a-4c3d-9e8f-a1b2c3d4e5f6"
+        claude_b = "1a2b3c4d-5e6f-4a1b-8c2d-3e4f5a6b7c8d"
+        codex = "019e1625-789d-76c0-80ab-3724b5ddb799"
+        tp = str(home / ".claude" / "projects" / "-demo" / f"{claude_a}.jsonl")
+        fire(repo, repo, "claude", "SessionStart", {"session_id": claude_a, "source": "startup",
+                                                    "transcript_path": tp})
+        fire(worktree, worktree, "codex", "SessionStart",
+             {"session_id": codex, "source": "startup", "turn_id": "t1", "model": "gpt-5"})
+        fire(repo, repo, "claude", "UserPromptSubmit", {"session_id": claude_a, "prompt": "Add a test",
+                                                        "prompt_id": "p1"})
+        fire(worktree, worktree, "codex", "UserPromptSubmit",
+             {"session_id": codex, "prompt": "Fix the build", "turn_id": "t1", "model": "gpt-5"})
+        fire(repo, repo, "claude", "PreToolUse", {"session_id": claude_a, "tool_name": "Edit",
+                                                  "tool_input": {"file_path": str(repo / "app.py")}})
+        fire(repo, repo, "claude", "PostToolUse", {"session_id": claude_a, "tool_name": "Edit",
+                                                   "tool_input": {"file_path": str(repo / "app.py")},
+                                                   "tool_response": {"filePath": str(repo / "app.py")}})
+        fire(worktree, worktree, "codex", "PostToolUse",
+             {"session_id": codex, "tool_name": "Bash", "tool_input": {"command": "make build"},
+              "tool_response": "ok", "turn_id": "t1", "model": "gpt-5"})
+        fire(repo, repo, "claude", "SessionStart", {"session_id": claude_b, "source": "startup"})
+        fire(repo, repo, "claude", "Stop", {"session_id": claude_a, "stop_hook_active": False,
+                                            "last_assistant_message": "Added the test."})
+
+        env_a = {"COS_AGENT": "claude", "COS_PANEL_ID": claude_a}
+        env_b = {"COS_AGENT": "claude", "COS_PANEL_ID": claude_b}
+        heading("Panel A sets its task; compaction keeps the session and re-injects the card")
+        run([COS, "state", "set", ".task-current", "TASK-12"], repo, env_a)
+        fire(repo, repo, "claude", "PreCompact", {"session_id": claude_a, "trigger": "auto",
+                                                  "custom_instructions": ""})
+        fire(repo, repo, "claude", "SessionStart", {"session_id": claude_a, "source": "compact"})
+        fire(repo, repo, "claude", "SessionEnd", {"session_id": claude_a, "reason": "other"})
+
+        heading("cos where (from the worktree: routed to the main repository's state dir)")
+        run([COS, "where"], worktree / "", {})
+        heading("cos whoami (panel A, then the Codex panel from its payload)")
+        run([COS, "whoami"], repo, env_a)
+        payload = json.dumps({"session_id": codex, "hook_event_name": "PostToolUse"})
+        run([COS, "whoami", "--payload", "-"], worktree, {"COS_AGENT": "codex"}, stdin=payload)
+
+        heading("State ownership: panel B is refused panel A's marker")
+        run([COS, "state", "get", ".task-current"], repo, env_a)
+        shutil.copy(repo / ".coding-os" / "claude" / "panels" / claude_a / ".task-current",
+                    repo / ".coding-os" / "claude" / "panels" / claude_b / ".task-current")
+        print(f"{DIM}(copied panel A's .task-current into panel B's directory){RESET}")
+        refused = run([COS, "state", "get", ".task-current"], repo, env_b, check=False)
+        print(f"exit {refused.returncode}: panel B does not trust it")
+        run([COS, "state", "check", ".task-current", "--json"], repo, env_b, check=False)
+
+        heading("cos hooks-log -n 8")
+        run([COS, "hooks-log", "-n", "8"], repo, {})
+        heading("cos observations (what the hooks observed, from the shared SQLite database)")
+        run([COS, "observations", "-n", "6"], repo, {})
+        heading("What the state dir holds")
+        for path in sorted((repo / ".coding-os").rglob("*")):
+            if path.is_file() and ".tmp-" not in path.name:
+                print(f"  {path.relative_to(repo)}")
+        print(f"\nScratch project kept at {scratch} (delete it when done).")
+    except BaseException:
+        print(f"\nScratch project left at {scratch} for inspection.", file=sys.stderr)
+        raise
+
+
+BASE_ENV: dict[str, str] = {}
+
+if __name__ == "__main__":
+    main()

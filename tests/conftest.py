@@ -1,0 +1,85 @@
+"""Shared fixtures: every test gets its own HOME, a scrubbed environment and helpers to run
+`cos` as a subprocess the way an agent's hook or a user's shell does."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+
+COS = str(Path(sys.executable).with_name("cos"))
+# Variables from the developer's shell that would change who `cos` thinks it is.
+_SCRUB_PREFIXES = ("COS_", "CLAUDE", "CODEX_", "ANTHROPIC_", "OPENAI_")
+
+
+@pytest.fixture(autouse=True)
+def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private HOME and no agent variables from the outside."""
+    for key in list(os.environ):
+        if key.startswith(_SCRUB_PREFIXES):
+            monkeypatch.delenv(key)
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(home / ".gitconfig"))
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "t")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "t@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "t")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "t@example.invalid")
+    yield home
+
+
+def git(cwd: Path | str, *args: str) -> str:
+    """Run git in `cwd` and return its stdout."""
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A git repository with one commit, outside HOME (like /tmp checkouts)."""
+    path = tmp_path / "repo"
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("hello\n", encoding="utf-8")
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "init")
+    return path.resolve()
+
+
+def cos(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None,
+        input: str | bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the installed `cos` script as a subprocess."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    if isinstance(input, bytes):
+        proc = subprocess.run([COS, *args], cwd=cwd, env=full_env, input=input,
+                              capture_output=True, timeout=timeout)
+        return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                           proc.stdout.decode("utf-8", "replace"),
+                                           proc.stderr.decode("utf-8", "replace"))
+    return subprocess.run([COS, *args], cwd=cwd, env=full_env, input=input, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def fire(event: str, payload: Mapping[str, object], *, cwd: Path | str, agent: str = "claude",
+         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Fire one hook the way an installed hook entry does: `COS_AGENT=<agent> cos hook <Event>`."""
+    full = {"COS_AGENT": agent}
+    if env:
+        full.update(env)
+    body = {"hook_event_name": event, "cwd": str(cwd), **payload}
+    return cos("hook", event, cwd=cwd, env=full, input=json.dumps(body))
+
+
+def cos_json(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None) -> object:
+    """Run `cos … --json` and parse its output; fails the test on a non-zero exit."""
+    proc = cos(*args, "--json", cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)

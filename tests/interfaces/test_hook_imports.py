@@ -1,0 +1,63 @@
+"""The hook's hot path stays small: this fails when `cos hook` starts importing more."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import cos, fire
+
+# Everything `cos hook PostToolUse` may import beyond what a bare interpreter already has.
+ALLOWED = {
+    "__future__", "_json", "errno", "fcntl",
+    "coding_os", "coding_os.adapters", "coding_os.config", "coding_os.errors", "coding_os.interfaces",
+    "coding_os.interfaces.entry", "coding_os.interfaces.hook", "coding_os.jsonwire",
+    "coding_os.state", "coding_os.state.caller", "coding_os.state.durable",
+    "coding_os.state.hookslog", "coding_os.state.identity", "coding_os.state.lifecycle",
+    "coding_os.state.observations", "coding_os.state.presence", "coding_os.state.root",
+    "coding_os.state.statefile", "coding_os.state.tiers",
+}
+PROBE = """
+import sys
+base = set(sys.modules)
+sys.argv = ["cos", "hook", sys.argv[1]]
+from coding_os.interfaces.entry import main
+code = main()
+sys.stderr.write("\\nMODULES " + " ".join(sorted(set(sys.modules) - base)) + "\\n")
+sys.exit(code)
+"""
+
+
+def hook_imports(event: str, payload: dict[str, object], cwd: Path) -> set[str]:
+    proc = subprocess.run([sys.executable, "-c", PROBE, event], cwd=cwd, input=json.dumps(payload),
+                          capture_output=True, text=True, env={"COS_AGENT": "claude", "PATH": "/usr/bin:/bin",
+                                                               "HOME": str(cwd.parent / "home")})
+    assert proc.returncode == 0, proc.stderr
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES ")][-1]
+    return set(line.split()[1:])
+
+
+@pytest.mark.parametrize("event,payload", [
+    ("PostToolUse", {"session_id": "s1", "tool_name": "Bash", "tool_input": {"command": "ls"},
+                     "tool_response": {"stdout": "a\n"}}),
+    ("PreToolUse", {"session_id": "s1", "tool_name": "Edit", "tool_input": {"file_path": "/x"}}),
+    ("UserPromptSubmit", {"session_id": "s1", "prompt": "hello"}),
+])
+def test_tool_and_prompt_hooks_import_only_the_hot_path_modules(repo: Path, event: str,
+                                                                payload: dict[str, object]) -> None:
+    (repo / ".coding-os").mkdir()
+    (repo / ".coding-os.yaml").write_text("state:\n  horizons:\n    .task-current: 2h\n", encoding="utf-8")
+    # A live panel with a task marker, so the hook reads the task and its configured horizon
+    # (the first read parses the YAML and caches it; the probed fire must use the cache).
+    assert fire("SessionStart", {"session_id": "s1", "source": "startup"}, cwd=repo).returncode == 0
+    assert cos("state", "set", ".task-current", "TASK-1", cwd=repo,
+               env={"COS_AGENT": "claude", "COS_PANEL_ID": "s1"}).returncode == 0
+    assert fire(event, payload, cwd=repo).returncode == 0
+    imported = hook_imports(event, payload, repo)
+    assert imported - ALLOWED == set(), "the hook's import set grew"
+    for heavy in ("click", "yaml", "sqlite3", "json", "dataclasses", "typing", "pathlib", "subprocess"):
+        assert heavy not in imported

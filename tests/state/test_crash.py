@@ -1,0 +1,106 @@
+"""Writers killed mid-write (DESIGN.md §3.4, §3.5): a state file always holds the old or the new
+value whole, and a killed hooks-log appender never leaves half a line for the next one to join."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from coding_os.state import hookslog
+from coding_os.state.statefile import MAX_VALUE, parse_state, write_state
+
+KILLS = 200
+SID = "ses-claude-20261129-100000-abcd"
+# Three large values, each just under the state file limit.
+VALUES = tuple(letter * (MAX_VALUE - 16) for letter in "ABC")
+
+STATE_WRITER = r'''
+import sys
+from coding_os.state.statefile import write_state
+
+path, session = sys.argv[1], sys.argv[2]
+values = [letter * int(sys.argv[3]) for letter in "ABC"]
+print("ready", flush=True)
+i = 0
+while True:
+    write_state(path, session, values[i % 3])
+    i += 1
+'''
+
+LOG_WRITER = r'''
+import sys
+from coding_os.state import hookslog
+
+path, wid = sys.argv[1], sys.argv[2]
+print("ready", flush=True)
+i = 0
+while True:
+    fields = {"ts": hookslog.utc_now(), "agent": "claude", "panel": "p" + wid,
+              "session": "ses-claude-20261129-100000-abcd", "task": "T-" + str(i),
+              "event": "PostToolUse"}
+    for k in range(40):  # a line of about 330 KB: one write long enough to be cut into
+        fields[f"f{k}"] = chr(ord("a") + k % 26) * (hookslog.MAX_VALUE - 2) + " é"
+    hookslog.append(path, fields)
+    i += 1
+'''
+
+
+def start_and_kill(script: str, args: list[str], rng: random.Random) -> None:
+    """Start a writer, let it run for a random moment, and SIGKILL it."""
+    proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    assert proc.stdout.readline() == "ready\n"
+    time.sleep(rng.uniform(0, 0.012))  # a random moment into the writer's loop
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+
+
+def test_a_state_file_killed_mid_write_always_holds_one_whole_value(tmp_path: Path) -> None:
+    rng = random.Random(20261129)
+    path = tmp_path / "panel" / ".task-current"
+    write_state(str(path), SID, VALUES[0])
+    for kill in range(KILLS):
+        start_and_kill(STATE_WRITER, [str(path), SID, str(len(VALUES[0]))], rng)
+        parsed = parse_state(path.read_bytes())
+        assert parsed is not None, f"kill {kill}: the state file is not a state file"
+        owner, value = parsed
+        assert owner == SID
+        assert value in VALUES, f"kill {kill}: a torn value ({len(value)} chars, {value[:1]!r})"
+    # The kills landed inside writes: their temp files are left behind, never the state file.
+    leftovers = [p.name for p in path.parent.iterdir() if p.name != path.name]
+    assert leftovers, "no kill interrupted a write; the test proved nothing"
+    assert all(name.startswith(".task-current.tmp-") for name in leftovers)
+
+
+def test_a_hooks_log_appender_killed_mid_line_never_merges_with_the_next_line(
+        tmp_path: Path) -> None:
+    rng = random.Random(1129)
+    log = tmp_path / ".hooks.log"
+    for kill in range(KILLS):
+        start_and_kill(LOG_WRITER, [str(log), str(kill)], rng)
+        marker = {"ts": hookslog.utc_now(), "agent": "codex", "panel": "marker",
+                  "session": SID, "task": f"after-kill-{kill}", "event": "Stop"}
+        hookslog.append(str(log), marker)
+        lines = log.read_bytes().decode("utf-8").split("\n")
+        assert lines[-1] == "", "the log does not end with a newline"
+        for number, line in enumerate(lines[:-1]):
+            fields = hookslog.parse_line(line + "\n")
+            assert fields is not None, (
+                f"kill {kill}: line {number} is torn: {line[:80]!r}…{line[-120:]!r}")
+        last = hookslog.parse_line(lines[-2] + "\n")
+        assert last is not None and last["task"] == f"after-kill-{kill}"
+        assert last["panel"] == "marker" and last["event"] == "Stop"
+        # Records that did land are whole: every field of every other line has its full length.
+        for line in lines[:-2]:
+            fields = hookslog.parse_line(line + "\n")
+            assert fields is not None and fields["panel"] != "marker"
+            assert all(len(fields[f"f{k}"] or "") == hookslog.MAX_VALUE for k in range(40))
+        log.write_bytes(b"")  # the next round starts from an empty log
