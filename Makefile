@@ -30,7 +30,10 @@ clients: $(CLIENTS)/node_modules/.installed
 demo: $(VENV)/.installed
 	$(PY) demo/run_demo.py
 
+# Byte-compile the editable sources once (a regular install ships .pyc files), so the many
+# `cos` subprocesses of the suite do not recompile them when PYTHONDONTWRITEBYTECODE is set.
 test: $(VENV)/.test-installed clients
+	$(PY) -m compileall -q src
 	$(PY) -m mypy
 	$(PY) -m pytest
 

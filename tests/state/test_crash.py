@@ -34,19 +34,19 @@ while True:
 
 LOG_WRITER = r'''
 import sys
-from coding_os.state import hookslog
+from coding_os.state import durable, hookslog
 
 path, wid = sys.argv[1], sys.argv[2]
+fields = {"ts": hookslog.utc_now(), "agent": "claude", "panel": "p" + wid,
+          "session": "ses-claude-20261129-100000-abcd", "task": "T-" + wid, "event": "PostToolUse"}
+for k in range(40):  # a line of about 330 KB: one write long enough to be cut into
+    fields[f"f{k}"] = chr(ord("a") + k % 26) * (hookslog.MAX_VALUE - 2) + " é"
+# What hookslog.append does, with the formatting hoisted out of the loop so that the writer
+# spends its time inside the append (where a kill can cut a line), not in building it.
+record = hookslog.format_line(fields).encode("utf-8")
 print("ready", flush=True)
-i = 0
 while True:
-    fields = {"ts": hookslog.utc_now(), "agent": "claude", "panel": "p" + wid,
-              "session": "ses-claude-20261129-100000-abcd", "task": "T-" + str(i),
-              "event": "PostToolUse"}
-    for k in range(40):  # a line of about 330 KB: one write long enough to be cut into
-        fields[f"f{k}"] = chr(ord("a") + k % 26) * (hookslog.MAX_VALUE - 2) + " é"
-    hookslog.append(path, fields)
-    i += 1
+    durable.locked_append(path, record)
 '''
 
 
@@ -77,7 +77,7 @@ def test_a_state_file_killed_mid_write_always_holds_one_whole_value(tmp_path: Pa
     # The kills landed inside writes: their temp files are left behind, never the state file.
     leftovers = [p.name for p in path.parent.iterdir() if p.name != path.name]
     assert leftovers, "no kill interrupted a write; the test proved nothing"
-    assert all(name.startswith(".task-current.tmp-") for name in leftovers)
+    assert all(name.startswith(f".{path.name}.tmp-") for name in leftovers)
 
 
 def test_a_hooks_log_appender_killed_mid_line_never_merges_with_the_next_line(

@@ -1,0 +1,154 @@
+"""The panel lifecycle (DESIGN.md §3.6), through the library entry the hook uses."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from coding_os import api
+from coding_os.state.caller import read_panel_session
+
+
+def env(home: Path, **extra: str) -> dict[str, str]:
+    return {"HOME": str(home), "COS_AGENT": "claude", **extra}
+
+
+def fire(repo: Path, home: Path, event: str, session_id: str, **payload: object) -> api.HookResult:
+    return api.hook(event, {"session_id": session_id, "hook_event_name": event, **payload},
+                    env=env(home), cwd=str(repo))
+
+
+def panel(repo: Path, name: str, agent: str = "claude") -> Path:
+    return repo / ".coding-os" / agent / "panels" / name
+
+
+def sid(repo: Path, name: str) -> str:
+    current = read_panel_session(str(panel(repo, name)))
+    assert current is not None
+    return current[0]
+
+
+def db_rows(repo: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
+    with sqlite3.connect(repo / ".coding-os" / "coding-os.db") as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def test_startup_mints_a_session_with_presence_heartbeat_and_index_row(repo: Path, isolated_env: Path) -> None:
+    result = fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    session = sid(repo, "n1")
+    assert result.session == session and result.output is None
+    presence = json.loads((repo / ".coding-os" / "claude" / "sessions" / f"{session}.json").read_text())
+    assert (presence["panel"], presence["native_id"], presence["status"]) == ("n1", "n1", "active")
+    assert (panel(repo, "n1") / "heartbeat").is_file()
+    assert (repo / ".coding-os" / "claude" / ".active-session").read_text().split() == [session, "n1"]
+    assert db_rows(repo, "SELECT id, native_id, source FROM sessions") == [(session, "n1", "startup")]
+
+
+def test_resume_of_a_known_native_id_keeps_its_cos_session(repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    first = sid(repo, "n1")
+    fire(repo, isolated_env, "SessionEnd", "n1", reason="exit")
+    # The panel directory is gone (reaped, or another machine); the index still knows the id.
+    import shutil
+
+    shutil.rmtree(panel(repo, "n1"))
+    fire(repo, isolated_env, "SessionStart", "n1", source="resume")
+    assert sid(repo, "n1") == first
+
+
+def test_resume_of_an_unknown_native_id_mints_and_links_a_session(repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "n9", source="resume")
+    session = sid(repo, "n9")
+    assert db_rows(repo, "SELECT native_id FROM sessions WHERE id = ?", session) == [("n9",)]
+
+
+def test_clear_mints_a_new_session_linked_to_the_previous_and_clears_markers(
+        repo: Path, isolated_env: Path) -> None:
+    e = env(isolated_env, COS_PANEL_ID="tab-1")
+    api.hook("SessionStart", {"session_id": "a", "source": "startup"}, env=e, cwd=str(repo))
+    before = sid(repo, "tab-1")
+    api.state_set(".gate-tests", "passed", env=e, cwd=str(repo))
+    api.state_set(".model", "opus", env=e, cwd=str(repo))
+    api.hook("SessionStart", {"session_id": "b", "source": "clear"}, env=e, cwd=str(repo))
+    after = sid(repo, "tab-1")
+    assert after != before
+    assert not (panel(repo, "tab-1") / ".gate-tests").exists()
+    assert (repo / ".coding-os" / "claude" / ".model").exists()  # agent tier is not volatile
+    assert db_rows(repo, "SELECT cleared_from FROM sessions WHERE id = ?", after) == [(before,)]
+    assert db_rows(repo, "SELECT count(*) FROM sessions") == [(2,)]
+
+
+def test_fork_links_the_new_session_to_its_source(repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "parent", source="startup")
+    parent = sid(repo, "parent")
+    fire(repo, isolated_env, "SessionStart", "child", source="fork", forked_from_session_id="parent")
+    child = sid(repo, "child")
+    assert child != parent
+    assert db_rows(repo, "SELECT forked_from FROM sessions WHERE id = ?", child) == [(parent,)]
+
+
+def test_a_tool_event_on_a_panel_without_a_session_adopts_it(repo: Path, isolated_env: Path) -> None:
+    result = fire(repo, isolated_env, "PostToolUse", "late", tool_name="Bash",
+                  tool_input={"command": "ls"}, tool_response={"stdout": ""})
+    assert result.session == sid(repo, "late")
+    log = api.hooks_log(env=env(isolated_env), cwd=str(repo))
+    assert log[-1]["adopted"] == "1"
+    fire(repo, isolated_env, "Stop", "late", stop_hook_active=False)
+    assert db_rows(repo, "SELECT source FROM sessions WHERE id = ?", result.session) == [("adopt",)]
+
+
+def test_unknown_events_and_fields_are_logged_and_accepted(repo: Path, isolated_env: Path) -> None:
+    result = fire(repo, isolated_env, "Notification", "n1", message="hi", brand_new_field={"x": 1})
+    assert result.exit_code == 0 and result.output is None
+    line = api.hooks_log(env=env(isolated_env), cwd=str(repo))[-1]
+    assert (line["event"], line["unknown_event"]) == ("Notification", "1")
+
+
+def test_subagent_and_compact_events_are_observed(repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    fire(repo, isolated_env, "SubagentStart", "n1", agent_id="ag1", agent_type="Explore")
+    fire(repo, isolated_env, "SubagentStop", "n1", agent_id="ag1", agent_type="Explore",
+         agent_transcript_path="/x/agent-ag1.jsonl")
+    fire(repo, isolated_env, "PreCompact", "n1", trigger="manual", custom_instructions="")
+    rows = api.session_observations(sid(repo, "n1"), env=env(isolated_env), cwd=str(repo))
+    assert [r["event"] for r in rows] == ["SessionStart", "SubagentStart", "SubagentStop", "PreCompact"]
+    assert rows[1]["data"] == {"agent_id": "ag1", "agent_type": "Explore"}
+    assert rows[3]["data"] == {"trigger": "manual"}
+
+
+def test_session_end_writes_the_summary_from_the_observations(repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    fire(repo, isolated_env, "UserPromptSubmit", "n1", prompt="first")
+    fire(repo, isolated_env, "UserPromptSubmit", "n1", prompt="second")
+    fire(repo, isolated_env, "PostToolUse", "n1", tool_name="Write",
+         tool_input={"file_path": "/r/a.py", "content": "x"}, tool_response={})
+    fire(repo, isolated_env, "PostToolUse", "n1", tool_name="Bash", tool_input={"command": "false"},
+         tool_response={"is_error": True})
+    fire(repo, isolated_env, "SessionEnd", "n1", reason="logout")
+    summary = api.session_summary(sid(repo, "n1"), env=env(isolated_env), cwd=str(repo))
+    assert summary is not None
+    assert (summary["reason"], summary["prompts"], summary["tool_calls"], summary["errors"],
+            summary["files"], summary["last_prompt"]) == ("end:logout", 2, 2, 1, ["/r/a.py"], "second")
+    assert db_rows(repo, "SELECT status FROM sessions") == [("ended",)]
+
+
+def test_a_broken_database_does_not_fail_the_hook(repo: Path, isolated_env: Path) -> None:
+    (repo / ".coding-os").mkdir()
+    (repo / ".coding-os" / "coding-os.db").write_bytes(b"this is not a database" * 100)
+    result = fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    assert result.exit_code == 0 and result.session == sid(repo, "n1")
+    fire(repo, isolated_env, "PostToolUse", "n1", tool_name="Bash", tool_input={"command": "ls"})
+    log = api.hooks_log(env=env(isolated_env), cwd=str(repo))
+    assert "db_error" in log[0]
+    spooled = (repo / ".coding-os" / ".observations.jsonl").read_text().splitlines()
+    assert len(spooled) == 2  # kept for when the database is back
+
+
+@pytest.mark.parametrize("source", ["startup", "compact", "weird-new-source"])
+def test_session_start_sources_always_leave_the_panel_with_a_session(
+        repo: Path, isolated_env: Path, source: str) -> None:
+    fire(repo, isolated_env, "SessionStart", "n1", source=source)
+    assert sid(repo, "n1").startswith("ses-claude-")
