@@ -15,6 +15,7 @@ from coding_os.state import hookslog
 from coding_os.state.statefile import MAX_VALUE, parse_state, write_state
 
 KILLS = 200
+FIELDS = 16  # fields of MAX_VALUE characters in each line the log writer appends
 SID = "ses-claude-20261129-100000-abcd"
 # Three large values, each just under the state file limit.
 VALUES = tuple(letter * (MAX_VALUE - 16) for letter in "ABC")
@@ -36,10 +37,10 @@ LOG_WRITER = r'''
 import sys
 from coding_os.state import durable, hookslog
 
-path, wid = sys.argv[1], sys.argv[2]
+path, wid, FIELDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
 fields = {"ts": hookslog.utc_now(), "agent": "claude", "panel": "p" + wid,
           "session": "ses-claude-20261129-100000-abcd", "task": "T-" + wid, "event": "PostToolUse"}
-for k in range(40):  # a line of about 330 KB: one write long enough to be cut into
+for k in range(FIELDS):  # a line of about 130 KB: one write long enough to be cut into
     fields[f"f{k}"] = chr(ord("a") + k % 26) * (hookslog.MAX_VALUE - 2) + " é"
 # What hookslog.append does, with the formatting hoisted out of the loop so that the writer
 # spends its time inside the append (where a kill can cut a line), not in building it.
@@ -50,13 +51,13 @@ while True:
 '''
 
 
-def start_and_kill(script: str, args: list[str], rng: random.Random) -> None:
+def start_and_kill(script: str, args: list[str], rng: random.Random, max_delay: float) -> None:
     """Start a writer, let it run for a random moment, and SIGKILL it."""
     proc = subprocess.Popen([sys.executable, "-c", script, *args], stdout=subprocess.PIPE,
                             text=True)
     assert proc.stdout is not None
     assert proc.stdout.readline() == "ready\n"
-    time.sleep(rng.uniform(0, 0.012))  # a random moment into the writer's loop
+    time.sleep(rng.uniform(0, max_delay))  # a random moment into the writer's loop
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=30)
     proc.stdout.close()
@@ -67,13 +68,16 @@ def test_a_state_file_killed_mid_write_always_holds_one_whole_value(tmp_path: Pa
     rng = random.Random(20261129)
     path = tmp_path / "panel" / ".task-current"
     write_state(str(path), SID, VALUES[0])
+    observed = set()
     for kill in range(KILLS):
-        start_and_kill(STATE_WRITER, [str(path), SID, str(len(VALUES[0]))], rng)
+        start_and_kill(STATE_WRITER, [str(path), SID, str(len(VALUES[0]))], rng, 0.012)
         parsed = parse_state(path.read_bytes())
         assert parsed is not None, f"kill {kill}: the state file is not a state file"
         owner, value = parsed
         assert owner == SID
         assert value in VALUES, f"kill {kill}: a torn value ({len(value)} chars, {value[:1]!r})"
+        observed.add(value)
+    assert observed == set(VALUES)  # the writers did replace the file, again and again
     # The kills landed inside writes: their temp files are left behind, never the state file.
     leftovers = [p.name for p in path.parent.iterdir() if p.name != path.name]
     assert leftovers, "no kill interrupted a write; the test proved nothing"
@@ -85,11 +89,11 @@ def test_a_hooks_log_appender_killed_mid_line_never_merges_with_the_next_line(
     rng = random.Random(1129)
     log = tmp_path / ".hooks.log"
     for kill in range(KILLS):
-        start_and_kill(LOG_WRITER, [str(log), str(kill)], rng)
+        start_and_kill(LOG_WRITER, [str(log), str(kill), str(FIELDS)], rng, 0.006)
         marker = {"ts": hookslog.utc_now(), "agent": "codex", "panel": "marker",
                   "session": SID, "task": f"after-kill-{kill}", "event": "Stop"}
         hookslog.append(str(log), marker)
-        lines = log.read_bytes().decode("utf-8").split("\n")
+        lines = log.read_bytes().decode("utf-8", "replace").split("\n")
         assert lines[-1] == "", "the log does not end with a newline"
         for number, line in enumerate(lines[:-1]):
             fields = hookslog.parse_line(line + "\n")
@@ -102,5 +106,5 @@ def test_a_hooks_log_appender_killed_mid_line_never_merges_with_the_next_line(
         for line in lines[:-2]:
             fields = hookslog.parse_line(line + "\n")
             assert fields is not None and fields["panel"] != "marker"
-            assert all(len(fields[f"f{k}"] or "") == hookslog.MAX_VALUE for k in range(40))
+            assert all(len(fields[f"f{k}"] or "") == hookslog.MAX_VALUE for k in range(FIELDS))
         log.write_bytes(b"")  # the next round starts from an empty log

@@ -1,0 +1,106 @@
+"""jsonwire, the hook's JSON on the C accelerator alone, agrees with the standard `json` module."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coding_os import jsonwire
+
+# Text that JSON carries faithfully both ways: no lone surrogates.
+TEXT = st.text(st.characters(exclude_categories=("Cs",)))
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    | TEXT,
+    lambda children: st.lists(children, max_size=6) | st.dictionaries(TEXT, children, max_size=6),
+    max_leaves=40,
+)
+# Text that looks like JSON often enough to reach the scanner's corners.
+JSONISH = st.text(alphabet='{}[],:" \t\n\r0123456789.eE+-truefalsnNIiyu\\/x\x00é', max_size=40)
+
+
+def same(a: object, b: object) -> bool:
+    """Equality that also holds for NaN (which json.loads accepts)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)  # type: ignore[attr-defined,index]
+    return a == b
+
+
+@given(JSON, st.sampled_from([{}, {"ensure_ascii": False}, {"indent": 2},
+                              {"separators": (",", ":")}]))
+def test_loads_reads_back_whatever_json_dumps_writes(value: object, options: dict) -> None:
+    assert same(jsonwire.loads(json.dumps(value, **options)), value)
+
+
+@given(JSON)
+def test_json_loads_reads_back_whatever_dumps_writes(value: object) -> None:
+    assert same(json.loads(jsonwire.dumps(value)), value)
+
+
+@given(JSON)
+def test_dumps_writes_compact_ascii_exactly_as_json_dumps_does(value: object) -> None:
+    text = jsonwire.dumps(value)
+    assert text.isascii()
+    assert text == json.dumps(value, separators=(",", ":"))
+
+
+@given(st.one_of(TEXT, JSONISH, JSON.map(json.dumps).flatmap(
+    lambda doc: st.tuples(st.just(doc), JSONISH).map("".join))))
+def test_loads_accepts_exactly_what_json_loads_accepts(text: str) -> None:
+    try:
+        expected = json.loads(text)
+    except ValueError:
+        with pytest.raises(ValueError):
+            jsonwire.loads(text)
+        return
+    assert same(jsonwire.loads(text), expected)
+
+
+@pytest.mark.parametrize("text", ["", "   ", "\n", "{} x", "[1] [2]", "1 2", '{"a": 1}}',
+                                  "[", '{"a"', "nul", "\ufeff{}", '"\x00"', "01", "[1,]"])
+def test_loads_rejects_what_is_not_exactly_one_json_document(text: str) -> None:
+    with pytest.raises(ValueError):
+        json.loads(text)
+    with pytest.raises(ValueError):
+        jsonwire.loads(text)
+
+
+def test_loads_reports_a_nesting_too_deep_for_the_stack_as_a_value_error() -> None:
+    with pytest.raises(ValueError):
+        jsonwire.loads("[" * 200_000 + "]" * 200_000)
+
+
+def test_loads_reads_surrounding_whitespace_and_the_nan_constants_as_json_does() -> None:
+    assert jsonwire.loads(' \t\n\r{"a": [1, 2.5, null]} \r\n') == {"a": [1, 2.5, None]}
+    value = jsonwire.loads("[NaN, Infinity, -Infinity]")
+    assert isinstance(value, list) and math.isnan(value[0])
+    assert value[1:] == [math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, [-math.inf], {"a": math.nan}])
+def test_dumps_refuses_floats_json_cannot_hold(value: object) -> None:
+    with pytest.raises(ValueError):
+        jsonwire.dumps(value)
+
+
+@pytest.mark.parametrize("value", [{1: "a"}, {("a",): 1}, b"bytes", {1, 2}, object(),
+                                   [complex(1, 2)]])
+def test_dumps_refuses_values_of_other_types_with_type_error(value: object) -> None:
+    with pytest.raises(TypeError):
+        jsonwire.dumps(value)
+
+
+def test_dumps_writes_tuples_as_arrays_and_escapes_lone_surrogates() -> None:
+    assert jsonwire.dumps(("a", 1)) == '["a",1]'
+    assert jsonwire.dumps("\ud800") == '"\\ud800"'
+    assert jsonwire.loads(jsonwire.dumps("\ud800x")) == "\ud800x"
