@@ -152,3 +152,30 @@ def test_session_start_sources_always_leave_the_panel_with_a_session(
         repo: Path, isolated_env: Path, source: str) -> None:
     fire(repo, isolated_env, "SessionStart", "n1", source=source)
     assert sid(repo, "n1").startswith("ses-claude-")
+
+
+def test_clear_in_claude_code_links_the_new_session_through_the_agent_process(
+        repo: Path, isolated_env: Path) -> None:
+    # Claude Code gives the cleared conversation a new session id (so a new panel); the agent
+    # process, CLAUDE_PID in every hook's environment, stays the same.
+    e = env(isolated_env, CLAUDE_PID="4242")
+    api.hook("SessionStart", {"session_id": "before", "source": "startup"}, env=e, cwd=str(repo))
+    api.hook("SessionEnd", {"session_id": "before", "reason": "clear"}, env=e, cwd=str(repo))
+    other = env(isolated_env, CLAUDE_PID="5151")
+    api.hook("SessionStart", {"session_id": "elsewhere", "source": "startup"}, env=other,
+             cwd=str(repo))
+    api.hook("SessionStart", {"session_id": "after", "source": "clear"}, env=e, cwd=str(repo))
+    assert db_rows(repo, "SELECT cleared_from FROM sessions WHERE id = ?", sid(repo, "after")) == \
+        [(sid(repo, "before"),)]
+
+
+def test_patch_tools_record_the_files_they_write(repo: Path, isolated_env: Path) -> None:
+    patch = ("*** Begin Patch\n*** Update File: /r/a.py\n@@\n-x\n+y\n*** Add File: /r/b.py\n+z\n"
+             "*** End Patch\n")
+    api.hook("SessionStart", {"session_id": "cx", "source": "startup"},
+             env={**env(isolated_env), "COS_AGENT": "codex"}, cwd=str(repo))
+    api.hook("PostToolUse", {"session_id": "cx", "tool_name": "apply_patch",
+                             "tool_input": {"command": patch}, "tool_response": "Success"},
+             env={**env(isolated_env), "COS_AGENT": "codex"}, cwd=str(repo))
+    rows = api.session_observations(env=env(isolated_env), cwd=str(repo))
+    assert rows[-1]["data"]["paths"] == ["/r/a.py", "/r/b.py"]  # type: ignore[index]

@@ -7,22 +7,25 @@ or an environment variable here routes every reader. Kept free of imports: it is
 from __future__ import annotations
 
 __all__ = [
-    "AdapterSpec", "ADAPTERS", "ADAPTER_NAMES", "PANEL_ENV_VARS", "FILE_TOOLS", "adapter",
+    "AdapterSpec", "ADAPTERS", "ADAPTER_NAMES", "PANEL_ENV_VARS", "FILE_TOOLS", "PATCH_TOOLS",
+    "PATCH_FILE_PREFIXES", "adapter",
 ]
 
 
 class AdapterSpec:
     """One agent runtime: its name and the environment variables that identify it."""
 
-    __slots__ = ("name", "session_env", "runtime_markers")
+    __slots__ = ("name", "session_env", "runtime_markers", "host_pid_env")
 
     def __init__(self, name: str, session_env: tuple[str, ...],
-                 runtime_markers: tuple[str, ...]) -> None:
+                 runtime_markers: tuple[str, ...], host_pid_env: str | None = None) -> None:
         self.name = name
         # Variables holding the runtime's own session id, in the order they are trusted.
         self.session_env = session_env
-        # Variables (a trailing `*` makes a prefix) whose presence says "running inside it".
+        # Variables whose presence says "running inside it".
         self.runtime_markers = runtime_markers
+        # The variable a hook gets holding the agent process's pid (the same across /clear).
+        self.host_pid_env = host_pid_env
 
 
 ADAPTERS = (
@@ -30,17 +33,23 @@ ADAPTERS = (
         "claude",
         session_env=("CLAUDE_CODE_SESSION_ID", "CLAUDE_SESSION_ID"),
         runtime_markers=("CLAUDECODE", "CLAUDE_CODE_ENTRYPOINT", "CLAUDE_CODE_SESSION_ID"),
+        host_pid_env="CLAUDE_PID",
     ),
     AdapterSpec(
         "codex",
         session_env=("CODEX_SESSION_ID", "CODEX_THREAD_ID"),
+        # Codex gives hook processes no session variable (only the payload has it); its tool
+        # processes get CODEX_SESSION_ID (the root session) and CODEX_THREAD_ID (a subagent's).
         runtime_markers=("CODEX_SESSION_ID", "CODEX_THREAD_ID", "CODEX_SANDBOX",
-                         "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_CI"),
+                         "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_CI", "CODEX_MANAGED_BY_NPM"),
     ),
 )
 # Edit tools whose input names the one file they write, and the input key holding it.
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
               "NotebookEdit": "notebook_path"}
+# Tools whose input is a patch (Codex's apply_patch, as its hooks report it: {"command": patch}).
+PATCH_TOOLS = ("apply_patch",)
+PATCH_FILE_PREFIXES = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 ADAPTER_NAMES = tuple(spec.name for spec in ADAPTERS)
 PANEL_ENV_VARS = tuple(var for spec in ADAPTERS for var in spec.session_env)
 

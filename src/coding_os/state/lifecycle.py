@@ -16,7 +16,7 @@ import fcntl
 import os
 import time
 
-from coding_os.adapters import FILE_TOOLS
+from coding_os.adapters import FILE_TOOLS, PATCH_FILE_PREFIXES, PATCH_TOOLS, adapter
 from coding_os.errors import InvalidInput
 from coding_os.state import durable, hookslog, observations, presence
 from coding_os.state.caller import Caller, read_panel_session
@@ -213,8 +213,10 @@ def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tup
                 context = _recover_orphan(ctx, current, reason="orphan"
                                           if source != "clear" else "clear")
             _clear_volatile(ctx.panel_dir)
-        if source == "clear" and previous:
-            fields["cleared_from"] = previous
+        if source == "clear":
+            cleared_from = previous or _previous_of_host(ctx)
+            if cleared_from:
+                fields["cleared_from"] = cleared_from
         if source == "fork":
             fields["forked_from"] = _fork_source(ctx, previous)
         session = mint_session_id(ctx.agent, ctx.now)
@@ -238,6 +240,9 @@ def _bind_session(ctx: _Context, session: str, source: str, fields: dict[str, ob
         "last_source": source,
         **fields,
     }
+    host_pid = _host_pid(ctx)
+    if host_pid:
+        record["host_pid"] = host_pid
     if known is None:
         record["started"] = ctx.ts
         record["source"] = source
@@ -267,6 +272,35 @@ def _index_session(ctx: _Context, storage: Storage, session: str, record: dict[s
         ))
     except StorageError as exc:
         ctx.log["db_error"] = str(exc)
+
+
+def _host_pid(ctx: _Context) -> str | None:
+    """The agent process's pid as its adapter reports it to hooks (stable across /clear)."""
+    spec = adapter(ctx.agent)
+    return ctx.env.get(spec.host_pid_env) if spec and spec.host_pid_env else None
+
+
+def _previous_of_host(ctx: _Context) -> str | None:
+    """The session the same agent process ran last: where a /clear came from when the panel
+    id changed with it (Claude Code gives the cleared conversation a new session id)."""
+    host_pid = _host_pid(ctx)
+    if not host_pid:
+        return None
+    sessions_dir = os.path.join(ctx.tiers.agent_dir(ctx.agent), "sessions")
+    try:
+        names = os.listdir(sessions_dir)
+    except OSError:
+        return None
+    best: tuple[str, str] | None = None
+    for name in names:
+        if not name.endswith(".json"):
+            continue
+        record = presence.read_presence(ctx.tiers, ctx.agent, name[:-5])
+        if record and record.get("host_pid") == host_pid:
+            updated = str(record.get("updated") or "")
+            if best is None or updated > best[0]:
+                best = (updated, name[:-5])
+    return best[1] if best else None
 
 
 def _resume_target(ctx: _Context, current: tuple[str, str | None] | None) -> str:
@@ -405,16 +439,17 @@ def _observe(ctx: _Context, log: dict[str, object]) -> dict[str, object] | None:
                 "data": {"prompt_id": _string(payload.get("prompt_id"))}}
     if event in ("PreToolUse", "PostToolUse"):
         tool = _string(payload.get("tool_name"))
-        summary, path = _tool_input_summary(tool, payload.get("tool_input"))
+        summary, paths = _tool_input_summary(tool, payload.get("tool_input"))
         log["tool"] = tool
         log["input"] = summary
+        log["subagent"] = _string(payload.get("agent_id"))
         if event == "PreToolUse":
             return None
         ok = _tool_ok(payload.get("tool_response"))
         if not ok:
             log["ok"] = "false"
         return {"tool": tool, "text": summary,
-                "data": {"path": path, "ok": ok,
+                "data": {"paths": paths, "ok": ok,
                          "tool_use_id": _string(payload.get("tool_use_id"))}}
     if event == "Stop":
         message = _string(payload.get("last_assistant_message")) or ""
@@ -437,24 +472,41 @@ def _observe(ctx: _Context, log: dict[str, object]) -> dict[str, object] | None:
     return None
 
 
-def _tool_input_summary(tool: str | None, tool_input: object) -> tuple[str | None, str | None]:
-    """A short text for a tool call's input, and the file it writes when it names one."""
+def _tool_input_summary(tool: str | None, tool_input: object) -> tuple[str | None, list[str]]:
+    """A short text for a tool call's input, and the files it writes when it names them."""
+    if isinstance(tool_input, str):
+        return _excerpt(tool_input, 4000), _patch_paths(tool, tool_input)
     if not isinstance(tool_input, dict):
-        return (_excerpt(tool_input, 500) if isinstance(tool_input, str) else None), None
+        return None, []
     path_key = FILE_TOOLS.get(tool or "")
     path = _string(tool_input.get(path_key)) if path_key else None
+    paths = [path] if path else []
     for key in _INPUT_KEYS:
         value = tool_input.get(key)
         if isinstance(value, str) and value:
-            return _excerpt(value, 4000), path
+            return _excerpt(value, 4000), paths or _patch_paths(tool, value)
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return _excerpt(" ".join(value), 4000), path
+            return _excerpt(" ".join(value), 4000), paths
     from coding_os import jsonwire
 
     try:
-        return _excerpt(jsonwire.dumps(tool_input), 500), path
+        return _excerpt(jsonwire.dumps(tool_input), 500), paths
     except (TypeError, ValueError):
-        return None, path
+        return None, paths
+
+
+def _patch_paths(tool: str | None, patch: str) -> list[str]:
+    """The files a patch tool's input adds, updates, deletes or moves to."""
+    if tool not in PATCH_TOOLS:
+        return []
+    paths: list[str] = []
+    for line in patch.splitlines():
+        for prefix in PATCH_FILE_PREFIXES:
+            if line.startswith(prefix):
+                path = line[len(prefix):].strip()
+                if path and path not in paths:
+                    paths.append(path)
+    return paths
 
 
 def _tool_ok(response: object) -> bool:

@@ -39,9 +39,10 @@ def summarise(storage: Storage, session: str, agent: str, panel: str, reason: st
             tool_calls += 1
             if obs.data.get("ok") is False:
                 errors += 1
-            path = obs.data.get("path")
-            if isinstance(path, str) and path not in files and len(files) < MAX_FILES:
-                files.append(path)
+            paths = obs.data.get("paths")
+            for path in paths if isinstance(paths, list) else []:
+                if isinstance(path, str) and path not in files and len(files) < MAX_FILES:
+                    files.append(path)
     summary = SessionSummary(
         session=session,
         agent=agent,
