@@ -7,6 +7,7 @@ DESIGN.md §9: Claude Code always sends `session_id`, `transcript_path`, `cwd` a
 When `tests/e2e/payloads/<agent>-<Event>.json` exists (a payload captured from a real client), it
 is the template and only the identity fields (`session_id`, `cwd`, `transcript_path`,
 `hook_event_name`) and the fields a test asks for are replaced; otherwise the shape below is used.
+tests/e2e/payloads/ENV.md says what else the clients put in a hook's environment.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ import time
 import uuid
 from pathlib import Path
 
-__all__ = ["CAPTURED_DIR", "EVENTS", "new_native_id", "payload", "transcript_path"]
+__all__ = ["CAPTURED_DIR", "EVENTS", "new_native_id", "payload", "tool_response",
+           "transcript_path"]
 
 CAPTURED_DIR = Path(__file__).resolve().parent / "payloads"
 # Every event `cos init` installs a hook for (DESIGN.md §9).
@@ -59,8 +61,7 @@ def _event_fields(agent: str, event: str) -> dict[str, object]:
             "permission_mode": "default",
         }
         if event == "PostToolUse":
-            fields["tool_response"] = {"stdout": "README.md\n", "stderr": "",
-                                       "interrupted": False, "isImage": False}
+            fields["tool_response"] = tool_response(agent, "Bash")
         return fields
     if event == "Stop":
         return {"stop_hook_active": False, "last_assistant_message": "Done."}
@@ -71,6 +72,15 @@ def _event_fields(agent: str, event: str) -> dict[str, object]:
     if event == "SessionEnd":
         return {"reason": "other"}
     return {}
+
+
+def tool_response(agent: str, tool_name: str) -> object:
+    """A successful tool result as the client reports it (Codex: the output as a string)."""
+    if agent == "codex":
+        return "Success. Updated the following files:\n" if tool_name == "apply_patch" else "ok\n"
+    if tool_name == "Bash":
+        return {"stdout": "ok\n", "stderr": "", "interrupted": False, "isImage": False}
+    return {"type": "update", "filePath": "", "structuredPatch": [], "userModified": False}
 
 
 def _captured(agent: str, event: str) -> dict[str, object] | None:
@@ -90,6 +100,10 @@ def payload(agent: str, event: str, *, session_id: str, cwd: Path | str,
         if agent == "codex":
             body.update(turn_id=str(uuid.uuid4()), model=CODEX_MODEL)
             body.setdefault("permission_mode", "default")
+    if (event == "PostToolUse" and "tool_response" not in fields and "tool_name" in fields
+            and fields["tool_name"] != body.get("tool_name")):
+        # A captured template holds the response of another tool: answer as this tool would.
+        body["tool_response"] = tool_response(agent, str(fields["tool_name"]))
     body.update(session_id=session_id, cwd=str(cwd), hook_event_name=event,
                 transcript_path=transcript_path(agent, session_id, cwd))
     body.update(fields)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shlex
 import shutil
@@ -45,8 +46,10 @@ class Panel:
     """One panel of one agent: fires its hooks and runs its shell commands as the client would.
 
     `native` is the client's own session id (the payload's `session_id`); `panel_id`, when set,
-    is exported as COS_PANEL_ID (a pinned panel). Claude panels get CLAUDE_PROJECT_DIR set to the
-    checkout they were started in, as Claude Code does, unless `project_dir=False`.
+    is exported as COS_PANEL_ID (a pinned panel). Hooks and shell commands get the environment
+    the real clients give them (tests/e2e/payloads/ENV.md): Claude hooks have CLAUDE_PROJECT_DIR
+    (the checkout it was started in, unless `project_dir=False`), CLAUDE_CODE_SESSION_ID and
+    CLAUDE_PID; Codex hooks have no session variable, its shell tool has CODEX_SESSION_ID.
     """
 
     def __init__(self, repo: Path, agent: str, *, native: str | None = None,
@@ -59,7 +62,7 @@ class Panel:
         self.cwd = cwd or repo
         self.checkout = checkout or repo
         self.project_dir = project_dir and agent == "claude"
-        self.tool_calls = 0
+        self.pid = str(random.randrange(1000, 4_000_000))
 
     @property
     def panel(self) -> str:
@@ -69,16 +72,33 @@ class Panel:
     def panel_dir(self) -> Path:
         return self.repo / ".coding-os" / self.agent / "panels" / self.panel
 
-    def env(self) -> dict[str, str]:
-        """What the client puts in the environment of its hook and tool subprocesses."""
+    def restart(self) -> None:
+        """The client process is started again in this terminal: a new native id and pid."""
+        self.native = new_native_id()
+        self.pid = str(random.randrange(1000, 4_000_000))
+
+    def hook_env(self) -> dict[str, str]:
+        """What the client puts in a hook's environment (tests/e2e/payloads/ENV.md)."""
         env: dict[str, str] = {}
         if self.agent == "claude":
-            env["CLAUDECODE"] = "1"
-            env["CLAUDE_CODE_SESSION_ID"] = self.native
+            env.update(CLAUDECODE="1", CLAUDE_CODE_ENTRYPOINT="cli", CLAUDE_PID=self.pid,
+                       CLAUDE_CODE_SESSION_ID=self.native)
             if self.project_dir:
                 env["CLAUDE_PROJECT_DIR"] = str(self.checkout)
         elif self.agent == "codex":
-            env["CODEX_SESSION_ID"] = self.native
+            env["CODEX_MANAGED_BY_NPM"] = "1"  # and no session id: that is in the payload only
+        if self.panel_id:
+            env["COS_PANEL_ID"] = self.panel_id
+        return env
+
+    def env(self) -> dict[str, str]:
+        """What the client puts in its shell tool's environment (where `cos state` runs)."""
+        env: dict[str, str] = {}
+        if self.agent == "claude":
+            env.update(CLAUDECODE="1", CLAUDE_CODE_ENTRYPOINT="cli", CLAUDE_PID=self.pid,
+                       CLAUDE_CODE_SESSION_ID=self.native)
+        elif self.agent == "codex":
+            env.update(CODEX_SESSION_ID=self.native, CODEX_THREAD_ID=self.native, CODEX_CI="1")
         if self.panel_id:
             env["COS_PANEL_ID"] = self.panel_id
         return env
@@ -88,7 +108,7 @@ class Panel:
 
     def hook(self, event: str, **fields: object) -> subprocess.CompletedProcess[str]:
         proc = fire(event, self.payload(event, **fields), cwd=self.cwd, agent=self.agent,
-                    env=self.env())
+                    env=self.hook_env())
         assert proc.returncode == 0, f"{self.agent} {event}: {proc.stderr}"
         return proc
 
@@ -101,7 +121,6 @@ class Panel:
     def tool(self, command: str | None = None, *, tool_name: str = "Bash",
              tool_input: Mapping[str, object] | None = None) -> None:
         """One tool call: PreToolUse then PostToolUse."""
-        self.tool_calls += 1
         tool_input = dict(tool_input or {"command": command or f"echo {self.panel}"})
         self.hook("PreToolUse", tool_name=tool_name, tool_input=tool_input)
         self.hook("PostToolUse", tool_name=tool_name, tool_input=tool_input)
@@ -384,7 +403,7 @@ def test_a_codex_startup_does_not_recover_claudes_abandoned_session_on_the_same_
     assert sid_c not in context_of(out)
     assert sid_c not in summaries(repo)
 
-    claude.native = new_native_id()  # Claude comes back in that terminal
+    claude.restart()  # Claude comes back in that terminal
     out = claude.hook("SessionStart", source="startup")
     assert sid_c in context_of(out)
     assert summaries(repo)[sid_c]["reason"] == "orphan"
@@ -478,7 +497,7 @@ def test_hook_fires_running_at_the_same_time_write_whole_lines_for_their_own_pan
         label, i = job
         proc = fire("PostToolUse", panels[label].payload(
             "PostToolUse", tool_input={"command": f"echo {label}-{i:02d} {padding}"}),
-            cwd=repo, agent=panels[label].agent, env=panels[label].env())
+            cwd=repo, agent=panels[label].agent, env=panels[label].hook_env())
         return proc.returncode
 
     with ThreadPoolExecutor(max_workers=8) as pool:
@@ -571,7 +590,8 @@ def test_cos_init_inside_a_worktree_writes_the_worktrees_settings_and_the_main_s
 
     p = Panel(repo, agent, cwd=worktree / "pkg", checkout=worktree)
     command = installed_commands(repo, agent, root=worktree)["SessionStart"][0]
-    proc = run_installed(command, p.payload("SessionStart"), cwd=worktree / "pkg", env=p.env())
+    proc = run_installed(command, p.payload("SessionStart"), cwd=worktree / "pkg",
+                         env=p.hook_env())
     assert proc.returncode == 0, proc.stderr
     assert p.session() is not None and SESSION_RE.match(p.session() or "")
     assert not (worktree / ".coding-os").exists()
@@ -620,7 +640,7 @@ def test_first_hooks_after_init_fired_from_a_subdirectory_use_the_state_dir_at_t
     events = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
               "SessionEnd")
     for event in events:
-        proc = run_installed(commands[event][0], p.payload(event), cwd=sub, env=p.env())
+        proc = run_installed(commands[event][0], p.payload(event), cwd=sub, env=p.hook_env())
         assert proc.returncode == 0, (event, proc.stderr)
 
     assert not (sub / ".coding-os").exists()
@@ -646,7 +666,7 @@ def test_hooks_installed_mid_session_adopt_the_panel_at_its_first_prompt(
     p = Panel(repo, agent, cwd=sub)
     commands = installed_commands(repo, agent)
     for event in ("UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop", "SessionEnd"):
-        proc = run_installed(commands[event][0], p.payload(event), cwd=sub, env=p.env())
+        proc = run_installed(commands[event][0], p.payload(event), cwd=sub, env=p.hook_env())
         assert proc.returncode == 0, (event, proc.stderr)
 
     sid = p.session()
@@ -671,8 +691,9 @@ def _abandon(p: Panel) -> str:
     if p.agent == "claude":
         p.tool(tool_name="Edit", tool_input={"file_path": "src/app.py", "old_string": "a",
                                              "new_string": "b"})
-    else:
-        p.tool("sed -i s/a/b/ src/app.py")
+    else:  # Codex reports apply_patch with the patch as `command`
+        p.tool(tool_name="apply_patch", tool_input={"command": (
+            "*** Begin Patch\n*** Update File: src/app.py\n@@\n-a\n+b\n*** End Patch\n")})
     p.tool("pytest -q")
     p.hook("UserPromptSubmit", prompt="now run the linter")
     p.tool("ruff check .")
@@ -686,7 +707,7 @@ def test_an_abandoned_session_is_summarised_as_an_orphan_at_the_next_startup_of_
     p = Panel(repo, agent, panel_id="term-7")
     sid1 = _abandon(p)
 
-    p.native = new_native_id()  # a new process of the client in the same terminal
+    p.restart()  # a new process of the client in the same terminal
     second = p.hook("SessionStart", source="startup")
     sid2 = p.session()
     assert sid2 is not None and sid2 != sid1
@@ -696,14 +717,13 @@ def test_an_abandoned_session_is_summarised_as_an_orphan_at_the_next_startup_of_
         "orphan", 2, 3, 0)
     assert (row["agent"], row["panel"]) == (agent, "term-7")
     assert row["last_prompt"] == "now run the linter"
-    if agent == "claude":
-        assert json.loads(str(row["files"])) == ["src/app.py"]
+    assert json.loads(str(row["files"])) == ["src/app.py"]
     assert presence(repo, agent, sid1)["status"] == "orphaned"
     assert presence(repo, agent, sid2)["status"] == "active"
     start_line = hooks_log(repo, "--session", sid2)[0]
     assert (start_line["event"], start_line["recovered"]) == ("SessionStart", sid1)
 
-    p.native = new_native_id()
+    p.restart()
     third = p.hook("SessionStart", source="startup")
     assert sid1 not in context_of(third)
     assert summaries(repo)[sid1] == row
@@ -716,7 +736,7 @@ def test_a_session_that_ended_is_not_reported_as_an_orphan_at_the_next_startup(
         repo: Path, agent: str) -> None:
     p = Panel(repo, agent, panel_id="term-7")
     sid1 = p.normal_session()
-    p.native = new_native_id()
+    p.restart()
     out = p.hook("SessionStart", source="startup")
     assert sid1 not in context_of(out)
     assert summaries(repo)[sid1]["reason"] == "end:other"
@@ -804,7 +824,7 @@ def test_a_new_startup_on_the_panel_clears_the_task_that_compaction_kept(
     p.hook("SessionStart", source="compact")
     assert p.get(".task-current").stdout == "fix-login-42\n"
 
-    p.native = new_native_id()
+    p.restart()
     sid2 = p.start("startup")
     assert sid2 != sid1
     proc = p.get(".task-current")
@@ -905,6 +925,7 @@ def test_claude_clear_with_a_new_native_id_starts_a_panel_that_does_not_trust_th
     assert (who["panel_id"], who["session_id"]) == (p.native, sid2)
     assert state_line(old_panel_dir / "session-id")[0] == sid1
     assert state_line(repo / ".coding-os/claude/.active-session") == (sid2, p.native)
+    assert presence(repo, "claude", sid2)["cleared_from"] == sid1  # same process (CLAUDE_PID)
 
 
 @pytest.mark.parametrize("agent", AGENTS)
@@ -919,6 +940,35 @@ def test_a_tmux_pane_id_as_cos_panel_id_names_one_safe_panel_dir_for_hooks_and_s
     p.set(".task-current", "pane-task")
     assert p.get(".task-current").stdout == "pane-task\n"
     assert hooks_log(repo)[0]["panel"] == panels[0]
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_subagents_hooks_and_shell_commands_belong_to_the_parent_panel_and_session(
+        repo: Path, agent: str) -> None:
+    p = Panel(repo, agent)
+    sid = p.start()
+    p.set(".task-current", "parent-task")
+    p.hook("UserPromptSubmit")
+    # Both clients keep the parent's session_id in a subagent's hook payloads and add agent_id.
+    sub_id = f"a{os.urandom(8).hex()}" if agent == "claude" else new_native_id()
+    p.hook("SubagentStart", agent_id=sub_id)
+    p.hook("PreToolUse", agent_id=sub_id, tool_input={"command": "echo from-subagent"})
+    p.hook("PostToolUse", agent_id=sub_id, tool_input={"command": "echo from-subagent"})
+    p.hook("SubagentStop", agent_id=sub_id)
+
+    assert os.listdir(repo / ".coding-os" / agent / "panels") == [p.panel]
+    assert p.session() == sid
+    # A subagent's shell: Claude passes the parent's CLAUDE_CODE_SESSION_ID; Codex sets
+    # CODEX_THREAD_ID to the subagent's thread and CODEX_SESSION_ID to the root session.
+    sub_env = {**p.env(), **({"CODEX_THREAD_ID": sub_id} if agent == "codex" else {})}
+    proc = cos("state", "get", ".task-current", cwd=repo, env=sub_env)
+    assert (proc.returncode, proc.stdout) == (0, "parent-task\n"), proc.stderr
+    lines = hooks_log(repo)
+    assert {line["session"] for line in lines} == {sid}
+    subagent_lines = [(line["event"], line.get("agent_id") or line.get("subagent"))
+                      for line in lines[2:]]
+    assert subagent_lines == [("SubagentStart", sub_id), ("PreToolUse", sub_id),
+                              ("PostToolUse", sub_id), ("SubagentStop", sub_id)]
 
 
 # --- resume -------------------------------------------------------------------------------------
@@ -946,7 +996,7 @@ def test_resuming_an_unknown_native_session_on_a_pinned_panel_distrusts_the_old_
     sid1 = p.start()
     p.set(".task-current", "old-task")
 
-    p.native = new_native_id()  # a session cos never saw (hooks were not installed then)
+    p.restart()  # resumes a session cos never saw (hooks were not installed then)
     p.hook("SessionStart", source="resume")
     sid2 = p.session()
     assert sid2 is not None and sid2 != sid1

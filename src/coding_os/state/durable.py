@@ -93,7 +93,11 @@ def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
 
 
 def locked_append(path: str, record: bytes) -> None:
-    """Append `record` whole to `path` under an exclusive flock; a failed write is rolled back.
+    """Append the line `record` whole to `path` under an exclusive flock.
+
+    A failed write is rolled back. A line left unterminated by a writer killed mid-write (a
+    fatal signal can cut a large write short) is closed with a newline first, so the torn
+    fragment stays a line of its own and never merges with this record.
 
     Raises:
         StateIOError: the append failed; the file keeps exactly its previous records.
@@ -106,6 +110,8 @@ def locked_append(path: str, record: bytes) -> None:
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            record = b"\n" + record
         try:
             view = memoryview(record)
             while view:

@@ -165,8 +165,8 @@ def _handle(ctx: _Context) -> HookResult:
         "ts": ctx.ts, "agent": ctx.agent, "panel": ctx.panel, "session": session,
         "task": task, "event": ctx.event,
     }
-    if ctx.native and ctx.native != ctx.panel:
-        log["native"] = ctx.native
+    if ctx.native:
+        log["native"] = ctx.native  # the native id is a lookup key too (`hooks-log --session`)
     if ctx.caller.panel_source != "payload":
         log["panel_source"] = ctx.caller.panel_source
     payload_event = payload.get("hook_event_name")
@@ -229,6 +229,7 @@ def _bind_session(ctx: _Context, session: str, source: str, fields: dict[str, ob
     from coding_os.state.statefile import write_state
 
     write_state(os.path.join(ctx.panel_dir, "session-id"), session, ctx.native or "-")
+    presence.beat(ctx.panel_dir, session, new_session=True)
     known = presence.read_presence(ctx.tiers, ctx.agent, session)
     record: dict[str, object] = {
         "panel": ctx.panel,

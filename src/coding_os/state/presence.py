@@ -63,20 +63,22 @@ def read_presence(tiers: Tiers, agent: str, session: str) -> dict[str, object] |
     return record if isinstance(record, dict) else None
 
 
-def beat(panel_dir: str, session: str) -> None:
-    """Record a hook fire: move the heartbeat's mtime, writing the file when it is new.
+def beat(panel_dir: str, session: str, new_session: bool = False) -> None:
+    """Record a hook fire: move the heartbeat's mtime (one syscall); the file is rewritten with
+    its owner only when it is missing or the panel has just bound a new session.
 
     Raises:
         StateIOError: the heartbeat cannot be written.
     """
     path = os.path.join(panel_dir, "heartbeat")
-    try:
-        os.utime(path, follow_symlinks=False)
-        return
-    except FileNotFoundError:
-        pass
-    except OSError as exc:
-        raise durable.io_error(path, exc) from None
+    if not new_session:
+        try:
+            os.utime(path, follow_symlinks=False)
+            return
+        except FileNotFoundError:
+            pass
+        except OSError as exc:
+            raise durable.io_error(path, exc) from None
     durable.atomic_write(path, f"{session} {utc_now()}\n".encode("ascii"), sync=False)
 
 
