@@ -103,5 +103,5 @@ def _log_failure(event: str, message: str) -> None:
             "ts": hookslog.utc_now(), "agent": os.environ.get("COS_AGENT"),
             "event": safe_event, "error": message,
         })
-    except CosError:
+    except (CosError, OSError):
         pass  # already said on stderr; the log is what failed

@@ -103,15 +103,18 @@ def locked_append(path: str, record: bytes) -> None:
         StateIOError: the append failed; the file keeps exactly its previous records.
     """
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
                      FILE_MODE)
     except OSError as exc:
         raise io_error(path, exc) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         size = os.fstat(fd).st_size
-        if size and os.pread(fd, 1, size - 1) != b"\n":
-            record = b"\n" + record
+        try:
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                record = b"\n" + record
+        except OSError as exc:
+            raise io_error(path, exc) from None
         try:
             view = memoryview(record)
             while view:
