@@ -1,0 +1,80 @@
+"""Durable primitives: atomic replace, locked append, private directories."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from coding_os.errors import StateIOError
+from coding_os.state import durable
+
+
+def test_a_torn_last_line_is_closed_before_the_next_record(tmp_path: Path) -> None:
+    log = tmp_path / "log"
+    log.write_bytes(b"whole line\nhalf a li")  # a writer killed mid-write
+    durable.locked_append(str(log), b"next record\n")
+    assert log.read_bytes().split(b"\n") == [b"whole line", b"half a li", b"next record", b""]
+
+
+def test_a_failed_append_leaves_the_file_exactly_as_it_was(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    log = tmp_path / "log"
+    log.write_bytes(b"one\n")
+    real_write = os.write
+
+    def disk_full_after_some_bytes(fd: int, data: bytes | memoryview) -> int:
+        real_write(fd, bytes(data[:3]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", disk_full_after_some_bytes)
+    with pytest.raises(StateIOError, match="no space left"):
+        durable.locked_append(str(log), b"two two two\n")
+    monkeypatch.undo()
+    assert log.read_bytes() == b"one\n"
+
+
+def test_a_failed_atomic_write_keeps_the_old_file_and_no_temp_file(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "dir" / "state"
+    path.parent.mkdir()
+    path.write_bytes(b"old\n")
+
+    def full(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(StateIOError):
+        durable.atomic_write(str(path), b"new\n")
+    monkeypatch.undo()
+    assert path.read_bytes() == b"old\n"
+    assert os.listdir(path.parent) == ["state"]
+
+
+def test_directories_are_private_and_files_too(tmp_path: Path) -> None:
+    target = tmp_path / "a" / "b" / "c"
+    durable.ensure_dir(str(target))
+    for part in (tmp_path / "a", tmp_path / "a" / "b", target):
+        assert part.stat().st_mode & 0o777 == 0o700
+    durable.atomic_write(str(target / "f"), b"x")
+    durable.locked_append(str(target / "g"), b"x\n")
+    assert (target / "f").stat().st_mode & 0o777 == 0o600
+    assert (target / "g").stat().st_mode & 0o777 == 0o600
+
+
+def test_a_file_where_a_directory_belongs_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "a").write_text("x", encoding="utf-8")
+    with pytest.raises(StateIOError, match="not a directory"):
+        durable.ensure_dir(str(tmp_path / "a" / "b"))
+
+
+def test_appending_through_a_symlink_is_refused(tmp_path: Path) -> None:
+    target = tmp_path / "target"
+    target.write_bytes(b"")
+    link = tmp_path / "log"
+    link.symlink_to(target)
+    with pytest.raises(StateIOError, match="symlink"):
+        durable.locked_append(str(link), b"x\n")
+    assert target.read_bytes() == b""
