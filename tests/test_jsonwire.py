@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given
@@ -30,16 +32,19 @@ def same(a: object, b: object) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))  # type: ignore[arg-type]
+        assert isinstance(b, list)
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
     if isinstance(a, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)  # type: ignore[attr-defined,index]
+        assert isinstance(b, dict)
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
     return a == b
 
 
 @given(JSON, st.sampled_from([{}, {"ensure_ascii": False}, {"indent": 2},
                               {"separators": (",", ":")}]))
-def test_loads_reads_back_whatever_json_dumps_writes(value: object, options: dict) -> None:
-    assert same(jsonwire.loads(json.dumps(value, **options)), value)
+def test_loads_reads_back_whatever_json_dumps_writes(value: object,
+                                                      options: dict[str, object]) -> None:
+    assert same(jsonwire.loads(json.dumps(value, **options)), value)  # type: ignore[arg-type]
 
 
 @given(JSON)
@@ -104,3 +109,32 @@ def test_dumps_writes_tuples_as_arrays_and_escapes_lone_surrogates() -> None:
     assert jsonwire.dumps(("a", 1)) == '["a",1]'
     assert jsonwire.dumps("\ud800") == '"\\ud800"'
     assert jsonwire.loads(jsonwire.dumps("\ud800x")) == "\ud800x"
+
+
+FRESH_PROCESS = r'''
+import sys
+
+from coding_os import jsonwire
+
+assert "json.decoder" not in sys.modules
+for text in sys.argv[1:]:
+    try:
+        jsonwire.loads(text)
+    except ValueError:
+        print("ValueError")
+    except Exception as exc:
+        print(type(exc).__name__)
+    else:
+        print("accepted")
+'''
+
+
+def test_loads_raises_value_error_for_malformed_json_in_a_process_that_never_imported_json(
+        ) -> None:
+    # The hook's own process: jsonwire alone, no `json` package loaded (the point of jsonwire).
+    docs = ['{"session_id": "a"', '{"a" 1}', "[1 2]", "{", '"abc', '"\\x"', '"a\x01"', "tru",
+            "[1,"]
+    proc = subprocess.run([sys.executable, "-c", FRESH_PROCESS, *docs], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["ValueError"] * len(docs)

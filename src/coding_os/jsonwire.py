@@ -45,8 +45,11 @@ def loads(text: str) -> object:
         start += 1
     try:
         value, stop = _scan_once(text, start)
-    except StopIteration as exc:
-        raise ValueError(f"Expecting value: char {exc.value}") from None
+    except (StopIteration, SystemError):
+        # Invalid JSON. The C scanner builds its error from json.decoder, and only when that
+        # module is already imported (else it fails with a SystemError): let the standard
+        # parser, off the hot path, find and describe the error.
+        return _standard_loads(text)
     except RecursionError:
         raise ValueError("JSON nested too deeply") from None
     while stop < end and text[stop] in _WHITESPACE:
@@ -54,6 +57,15 @@ def loads(text: str) -> object:
     if stop != end:
         raise ValueError(f"Extra data: char {stop}")
     return value
+
+
+def _standard_loads(text: str) -> object:
+    import json
+
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("JSON nested too deeply") from None
 
 
 def dumps(value: object) -> str:

@@ -9,7 +9,9 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 from coding_os import api
 from coding_os.state.hookslog import parse_line
@@ -92,8 +94,8 @@ print(json.dumps(counts))
 
 _plan: dict[str, object] = {}
 exec(PLAN, _plan)  # noqa: S102 - the same plan the workers run
-event_for = _plan["event_for"]
-command_for = _plan["command_for"]
+event_for = cast("Callable[[int, bool], str]", _plan["event_for"])
+command_for = cast("Callable[[int, int], str]", _plan["command_for"])
 
 
 def excerpt(text: str, limit: int) -> str:
@@ -151,11 +153,11 @@ def test_sixteen_processes_firing_hooks_keep_log_lines_whole_and_panels_private(
         fields = parse_line(line + "\n")
         assert fields is not None, f"unparseable (torn or interleaved) line: {line[:300]!r}"
         assert "db_error" not in fields and "error" not in fields, line[:500]
-        agent, panel, event = fields["agent"], fields["panel"], fields["event"]
+        agent, panel, event = str(fields["agent"]), str(fields["panel"]), str(fields["event"])
         assert (agent, panel) in sessions, line[:300]
         assert fields["session"] == sessions[(agent, panel)], "a panel read another's session"
         assert fields.get("native") is None or fields["native"] == panel
-        seen[(agent, panel, str(event))] += 1
+        seen[(agent, panel, event)] += 1
         long_lines += len(line.encode("utf-8")) > 4096
         if event in ("PreToolUse", "PostToolUse"):
             text = fields["input"]
@@ -176,7 +178,7 @@ def test_sixteen_processes_firing_hooks_keep_log_lines_whole_and_panels_private(
     rows = api.session_observations(env=dict(os.environ, COS_AGENT="claude"), cwd=str(repo))
     assert len({row["oid"] for row in rows}) == len(rows)
     stored = Counter(row["session"] for row in rows)
-    spooled = Counter()
+    spooled: Counter[str] = Counter()
     for (agent, panel, event), count in expected.items():
         if event != "PreToolUse":  # the only event here that observes nothing
             spooled[sessions[(agent, panel)]] += count

@@ -3,13 +3,14 @@ value whole, and a killed hooks-log appender never leaves half a line for the ne
 
 from __future__ import annotations
 
-import os
 import random
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+import pytest
 
 from coding_os.state import hookslog
 from coding_os.state.statefile import MAX_VALUE, parse_state, write_state
@@ -84,27 +85,51 @@ def test_a_state_file_killed_mid_write_always_holds_one_whole_value(tmp_path: Pa
     assert all(name.startswith(f".{path.name}.tmp-") for name in leftovers)
 
 
-def test_a_hooks_log_appender_killed_mid_line_never_merges_with_the_next_line(
-        tmp_path: Path) -> None:
+class KillRound:
+    """What the log looked like after one killed appender and one marker append."""
+
+    def __init__(self, kill: int, lines: list[str]) -> None:
+        self.kill = kill
+        self.ends_with_newline = lines[-1] == ""
+        body = lines[:-1]
+        self.marker = hookslog.parse_line(body[-1] + "\n") if body else None
+        # Lines before the marker that are not one whole record of the killed appender.
+        self.torn = [line for line in body[:-1] if not whole_record(line, f"p{kill}")]
+
+
+def whole_record(line: str, panel: str) -> bool:
+    fields = hookslog.parse_line(line + "\n")
+    return (fields is not None and fields["panel"] == panel
+            and all(len(fields.get(f"f{k}") or "") == hookslog.MAX_VALUE for k in range(FIELDS)))
+
+
+@pytest.fixture(scope="module")
+def killed_appenders(tmp_path_factory: pytest.TempPathFactory) -> list[KillRound]:
+    """KILLS rounds of: an appender of long lines killed at a random moment, then a marker line
+    appended the ordinary way (what the next hook fire does)."""
     rng = random.Random(1129)
-    log = tmp_path / ".hooks.log"
+    log = tmp_path_factory.mktemp("crash") / ".hooks.log"
+    rounds = []
     for kill in range(KILLS):
         start_and_kill(LOG_WRITER, [str(log), str(kill), str(FIELDS)], rng, 0.006)
-        marker = {"ts": hookslog.utc_now(), "agent": "codex", "panel": "marker",
-                  "session": SID, "task": f"after-kill-{kill}", "event": "Stop"}
-        hookslog.append(str(log), marker)
-        lines = log.read_bytes().decode("utf-8", "replace").split("\n")
-        assert lines[-1] == "", "the log does not end with a newline"
-        for number, line in enumerate(lines[:-1]):
-            fields = hookslog.parse_line(line + "\n")
-            assert fields is not None, (
-                f"kill {kill}: line {number} is torn: {line[:80]!r}…{line[-120:]!r}")
-        last = hookslog.parse_line(lines[-2] + "\n")
-        assert last is not None and last["task"] == f"after-kill-{kill}"
-        assert last["panel"] == "marker" and last["event"] == "Stop"
-        # Records that did land are whole: every field of every other line has its full length.
-        for line in lines[:-2]:
-            fields = hookslog.parse_line(line + "\n")
-            assert fields is not None and fields["panel"] != "marker"
-            assert all(len(fields[f"f{k}"] or "") == hookslog.MAX_VALUE for k in range(FIELDS))
+        hookslog.append(str(log), {"ts": hookslog.utc_now(), "agent": "codex", "panel": "marker",
+                                   "session": SID, "task": f"after-kill-{kill}", "event": "Stop"})
+        rounds.append(KillRound(kill, log.read_bytes().decode("utf-8", "replace").split("\n")))
         log.write_bytes(b"")  # the next round starts from an empty log
+    return rounds
+
+
+def test_a_hooks_log_appender_killed_mid_line_never_merges_with_the_next_line(
+        killed_appenders: list[KillRound]) -> None:
+    for round_ in killed_appenders:
+        assert round_.ends_with_newline, f"kill {round_.kill}: the log does not end a line"
+        marker = round_.marker
+        assert marker is not None, f"kill {round_.kill}: the next line merged with a torn one"
+        assert (marker["panel"], marker["task"], marker["event"]) == (
+            "marker", f"after-kill-{round_.kill}", "Stop")
+
+
+def test_a_hooks_log_appender_killed_mid_line_leaves_no_torn_line_behind(
+        killed_appenders: list[KillRound]) -> None:
+    torn = [(r.kill, line[:60] + "…" + line[-40:]) for r in killed_appenders for line in r.torn]
+    assert torn == [], f"{len(torn)} torn lines left in the log, e.g. {torn[:2]}"

@@ -12,11 +12,16 @@ from coding_os.errors import StateIOError
 from coding_os.state import durable
 
 
-def test_a_torn_last_line_is_closed_before_the_next_record(tmp_path: Path) -> None:
+def test_a_torn_last_line_is_set_aside_before_the_next_record(tmp_path: Path) -> None:
     log = tmp_path / "log"
     log.write_bytes(b"whole line\nhalf a li")  # a writer killed mid-write
     durable.locked_append(str(log), b"next record\n")
-    assert log.read_bytes().split(b"\n") == [b"whole line", b"half a li", b"next record", b""]
+    assert log.read_bytes() == b"whole line\nnext record\n"
+    assert (tmp_path / "log.torn").read_bytes() == b"half a li\n"
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 200_000)  # torn with no newline at all, longer than one read block
+    durable.locked_append(str(big), b"ok\n")
+    assert big.read_bytes() == b"ok\n" and len((tmp_path / "big.torn").read_bytes()) == 200_001
 
 
 def test_a_failed_append_leaves_the_file_exactly_as_it_was(tmp_path: Path,

@@ -98,7 +98,7 @@ def _log_failure(event: str, message: str) -> None:
         tiers = Tiers(resolve().state_dir)
         if not os.path.isdir(tiers.state_dir):
             return  # never create a state dir just to complain in it
-        safe_event = event if event.isascii() and event.isalnum() and len(event) <= 64 else "-"
+        safe_event = event if event.isascii() and event.isalnum() and len(event) <= 64 else None
         hookslog.append(tiers.hooks_log, {
             "ts": hookslog.utc_now(), "agent": os.environ.get("COS_AGENT"),
             "event": safe_event, "error": message,

@@ -96,8 +96,8 @@ def locked_append(path: str, record: bytes) -> None:
     """Append the line `record` whole to `path` under an exclusive flock.
 
     A failed write is rolled back. A line left unterminated by a writer killed mid-write (a
-    fatal signal can cut a large write short) is closed with a newline first, so the torn
-    fragment stays a line of its own and never merges with this record.
+    fatal signal can cut a large write short) is first moved aside to `<path>.torn`, so the
+    file holds whole lines only and nothing is silently dropped.
 
     Raises:
         StateIOError: the append failed; the file keeps exactly its previous records.
@@ -112,7 +112,7 @@ def locked_append(path: str, record: bytes) -> None:
         size = os.fstat(fd).st_size
         try:
             if size and os.pread(fd, 1, size - 1) != b"\n":
-                record = b"\n" + record
+                size = _set_aside_torn_tail(fd, path, size)
         except OSError as exc:
             raise io_error(path, exc) from None
         try:
@@ -129,6 +129,30 @@ def locked_append(path: str, record: bytes) -> None:
             raise io_error(path, exc) from None
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def _set_aside_torn_tail(fd: int, path: str, size: int) -> int:
+    """Move the bytes after the last newline to `<path>.torn`; return the new size."""
+    start = 0
+    end = size
+    while end > 0:
+        begin = max(0, end - (1 << 16))
+        chunk = os.pread(fd, end - begin, begin)
+        newline = chunk.rfind(b"\n")
+        if newline >= 0:
+            start = begin + newline + 1
+            break
+        end = begin
+    torn = os.pread(fd, size - start, start)
+    aside = os.open(path + ".torn", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
+                    FILE_MODE)
+    try:
+        os.write(aside, torn + b"\n")
+        os.fsync(aside)
+    finally:
+        os.close(aside)
+    os.ftruncate(fd, start)
+    return start
 
 
 def read_small(path: str, limit: int = 1 << 20) -> bytes | None:

@@ -80,12 +80,13 @@ def parse_line(line: str) -> dict[str, str | None] | None:
                 value, i = json.JSONDecoder().raw_decode(line, i)
             except ValueError:
                 return None
+            fields[key] = value
         else:
             end = line.find(" ", i)
             end = n if end < 0 else end
             value = line[i:end].rstrip("\n")
             i = end
-        fields[key] = None if value == "-" else value
+            fields[key] = None if value == "-" else value
     if "ts" not in fields or "event" not in fields:
         return None
     return fields

@@ -70,6 +70,17 @@ def validate_payload(payload: object) -> dict[str, object]:
         if value is not None and not isinstance(value, str):
             raise InvalidInput(f"hook payload field {key} must be a string, "
                                f"got {type(value).__name__}")
+    native = payload.get("session_id")
+    if isinstance(native, str):
+        # The native id is stored as it is (session-id file, presence, index): fail closed on
+        # one that cannot be stored faithfully rather than record a mangled identity.
+        if len(native) > 1024 or "\x00" in native or "\n" in native or "\r" in native:
+            raise InvalidInput("hook payload field session_id is not a storable id "
+                               "(NUL, newline, or over 1024 characters)")
+        try:
+            native.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInput("hook payload field session_id is not valid Unicode") from None
     return payload
 
 
@@ -154,6 +165,7 @@ def _handle(ctx: _Context) -> HookResult:
                                                  "additionalContext": context}}
         elif current is None:
             # Hooks installed mid-session, or a missed SessionStart: adopt the panel.
+            # The index learns of it at the next Stop or SessionEnd (no database on this path).
             session = mint_session_id(ctx.agent, ctx.now)
             _bind_session(ctx, session, source="adopt", fields={})
             ctx.log["adopted"] = "1"
@@ -192,13 +204,19 @@ def _handle(ctx: _Context) -> HookResult:
 
 
 def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tuple[str, str]:
-    """SessionStart by source; returns the panel's session id and the context to inject."""
+    """SessionStart by source; returns the panel's session id and the context to inject.
+
+    The new binding is committed first (presence, then the session-id file); only then are the
+    previous session summarised and the volatile markers cleared, so a failure (a full disk)
+    leaves the panel on its old session or wholly on the new one, never between.
+    """
     raw_source = ctx.payload.get("source")
     source = raw_source if isinstance(raw_source, str) and raw_source else "startup"
     ctx.log["source"] = source
     context = ""
     fields: dict[str, object] = {}
     previous = current[0] if current else None
+    starts_fresh = source in ("startup", "clear") or source not in SESSION_SOURCES
     if source == "compact" and previous:
         session = previous
         context = _recovery_card(ctx, session)
@@ -208,11 +226,6 @@ def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tup
         if session == previous:
             ctx.log["kept"] = "1"
     else:
-        if source in ("startup", "clear") or source not in SESSION_SOURCES:
-            if previous:
-                context = _recover_orphan(ctx, current, reason="orphan"
-                                          if source != "clear" else "clear")
-            _clear_volatile(ctx.panel_dir)
         if source == "clear":
             cleared_from = previous or _previous_of_host(ctx)
             if cleared_from:
@@ -220,16 +233,28 @@ def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tup
         if source == "fork":
             fields["forked_from"] = _fork_source(ctx, previous)
         session = mint_session_id(ctx.agent, ctx.now)
-    _bind_session(ctx, session, source=source, fields=fields)
+    record, known = _bind_session(ctx, session, source=source, fields=fields)
+    if starts_fresh:
+        if current is not None and previous != session:
+            context = _recover_orphan(ctx, current, reason="clear" if source == "clear" else "orphan")
+        _clear_volatile(ctx.panel_dir)
+    storage = ctx.open_storage()
+    if storage is not None:
+        _index_session(ctx, storage, session, record, known)
     return session, context
 
 
-def _bind_session(ctx: _Context, session: str, source: str, fields: dict[str, object]) -> None:
-    """Make `session` the panel's session: session-id file, presence, active session, index."""
+def _bind_session(ctx: _Context, session: str, source: str,
+                  fields: dict[str, object]) -> tuple[dict[str, object], dict[str, object] | None]:
+    """Make `session` the panel's session: presence, the session-id file (the commit point),
+    then heartbeat and the agent's active session. Returns the presence record and the one
+    that existed before (None for a new session).
+
+    Raises:
+        StateIOError: a write failed; before the commit point nothing is left changed.
+    """
     from coding_os.state.statefile import write_state
 
-    write_state(os.path.join(ctx.panel_dir, "session-id"), session, ctx.native or "-")
-    presence.beat(ctx.panel_dir, session, new_session=True)
     known = presence.read_presence(ctx.tiers, ctx.agent, session)
     record: dict[str, object] = {
         "panel": ctx.panel,
@@ -248,12 +273,18 @@ def _bind_session(ctx: _Context, session: str, source: str, fields: dict[str, ob
         record["started"] = ctx.ts
         record["source"] = source
     presence.write_presence(ctx.tiers, ctx.agent, session, record)
+    try:
+        write_state(os.path.join(ctx.panel_dir, "session-id"), session, ctx.native or "-")
+    except BaseException:
+        if known is None:  # the session was never bound: take its presence back
+            try:
+                os.unlink(ctx.tiers.presence_path(ctx.agent, session))
+            except OSError:
+                pass  # best effort; an unbound presence file names no panel's session
+        raise
+    presence.beat(ctx.panel_dir, session, new_session=True)
     presence.set_active_session(ctx.tiers, ctx.agent, session, ctx.panel)
-    if source == "adopt":
-        return  # a tool-call event: the index learns of it at the next Stop or SessionEnd
-    storage = ctx.open_storage()
-    if storage is not None:
-        _index_session(ctx, storage, session, record, known)
+    return record, known
 
 
 def _index_session(ctx: _Context, storage: Storage, session: str, record: dict[str, object],

@@ -75,7 +75,10 @@ def format_state(session: str, value: str) -> bytes:
         raise InvalidInput("a state value must be one line without NUL")
     if len(value) > MAX_VALUE:
         raise InvalidInput(f"a state value is at most {MAX_VALUE} characters")
-    return f"{session} {value}\n".encode("utf-8", "surrogateescape")
+    try:
+        return f"{session} {value}\n".encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise InvalidInput("a state value must be text that UTF-8 can encode") from None
 
 
 def parse_state(data: bytes) -> tuple[str, str] | None:
