@@ -179,3 +179,16 @@ def test_patch_tools_record_the_files_they_write(repo: Path, isolated_env: Path)
              env={**env(isolated_env), "COS_AGENT": "codex"}, cwd=str(repo))
     rows = api.session_observations(env=env(isolated_env), cwd=str(repo))
     assert rows[-1]["data"]["paths"] == ["/r/a.py", "/r/b.py"]  # type: ignore[index]
+
+
+def test_two_panels_minting_the_same_id_in_the_same_second_get_different_sessions(
+        repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os.state import lifecycle
+
+    ids = iter(["ses-claude-20261129-100000-aaaa", "ses-claude-20261129-100000-aaaa",
+                "ses-claude-20261129-100000-bbbb"])
+    monkeypatch.setattr(lifecycle, "mint_session_id", lambda agent, now=None: next(ids))
+    fire(repo, isolated_env, "SessionStart", "one", source="startup")
+    fire(repo, isolated_env, "SessionStart", "two", source="startup")
+    assert (sid(repo, "one"), sid(repo, "two")) == ("ses-claude-20261129-100000-aaaa",
+                                                    "ses-claude-20261129-100000-bbbb")

@@ -166,7 +166,7 @@ def _handle(ctx: _Context) -> HookResult:
         elif current is None:
             # Hooks installed mid-session, or a missed SessionStart: adopt the panel.
             # The index learns of it at the next Stop or SessionEnd (no database on this path).
-            session = mint_session_id(ctx.agent, ctx.now)
+            session = _mint(ctx)
             _bind_session(ctx, session, source="adopt", fields={})
             ctx.log["adopted"] = "1"
         else:
@@ -232,7 +232,7 @@ def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tup
                 fields["cleared_from"] = cleared_from
         if source == "fork":
             fields["forked_from"] = _fork_source(ctx, previous)
-        session = mint_session_id(ctx.agent, ctx.now)
+        session = _mint(ctx)
     record, known = _bind_session(ctx, session, source=source, fields=fields)
     if starts_fresh:
         if current is not None and previous != session:
@@ -242,6 +242,23 @@ def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tup
     if storage is not None:
         _index_session(ctx, storage, session, record, known)
     return session, context
+
+
+def _mint(ctx: _Context) -> str:
+    """A new session id, reserved by creating its presence file exclusively: two panels of one
+    agent starting in the same second never share an id (the suffix is only 16 random bits)."""
+    directory = os.path.join(ctx.tiers.agent_dir(ctx.agent), "sessions")
+    durable.ensure_dir(directory)
+    while True:
+        session = mint_session_id(ctx.agent, ctx.now)
+        try:
+            os.close(os.open(ctx.tiers.presence_path(ctx.agent, session),
+                             os.O_WRONLY | os.O_CREAT | os.O_EXCL, durable.FILE_MODE))
+            return session
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise durable.io_error(directory, exc) from None
 
 
 def _bind_session(ctx: _Context, session: str, source: str,
@@ -272,8 +289,8 @@ def _bind_session(ctx: _Context, session: str, source: str,
     if known is None:
         record["started"] = ctx.ts
         record["source"] = source
-    presence.write_presence(ctx.tiers, ctx.agent, session, record)
     try:
+        presence.write_presence(ctx.tiers, ctx.agent, session, record)
         write_state(os.path.join(ctx.panel_dir, "session-id"), session, ctx.native or "-")
     except BaseException:
         if known is None:  # the session was never bound: take its presence back
@@ -353,7 +370,7 @@ def _resume_target(ctx: _Context, current: tuple[str, str | None] | None) -> str
                 ctx.log["resumed"] = found.id
                 return found.id
     ctx.log["linked"] = "1"
-    return mint_session_id(ctx.agent, ctx.now)
+    return _mint(ctx)
 
 
 def _fork_source(ctx: _Context, previous: str | None) -> str | None:
