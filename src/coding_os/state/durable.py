@@ -73,10 +73,7 @@ def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
         raise io_error(path, exc) from None
     try:
         try:
-            view = memoryview(data)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            _write_all(fd, data)
             if sync:
                 os.fsync(fd)
         finally:
@@ -116,10 +113,7 @@ def locked_append(path: str, record: bytes) -> None:
         except OSError as exc:
             raise io_error(path, exc) from None
         try:
-            view = memoryview(record)
-            while view:
-                written = os.write(fd, view)
-                view = view[written:]
+            _write_all(fd, record)
         except OSError as exc:
             # Never leave half a record behind: cut the file back to where this append began.
             try:
@@ -129,6 +123,12 @@ def locked_append(path: str, record: bytes) -> None:
             raise io_error(path, exc) from None
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _set_aside_torn_tail(fd: int, path: str, size: int) -> int:
@@ -147,7 +147,7 @@ def _set_aside_torn_tail(fd: int, path: str, size: int) -> int:
     aside = os.open(path + ".torn", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
                     FILE_MODE)
     try:
-        os.write(aside, torn + b"\n")
+        _write_all(aside, torn + b"\n")
         os.fsync(aside)
     finally:
         os.close(aside)
