@@ -114,13 +114,30 @@ BAD_PAYLOADS = {
     "nesting too deep": b'{"tool_input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}",
     "session_id a number": json.dumps({**VALID, "session_id": 42}).encode(),
     "session_id an object": json.dumps({**VALID, "session_id": {"id": NATIVE}}).encode(),
-    "tool_name a list": json.dumps({**VALID, "tool_name": ["Bash"]}).encode(),
-    "cwd an object": json.dumps({**VALID, "cwd": {"path": "/"}}).encode(),
-    "source a boolean": json.dumps({**VALID, "source": True}).encode(),
-    "prompt a number": json.dumps({**VALID, "prompt": 3}).encode(),
-    "hook_event_name a number": json.dumps({**VALID, "hook_event_name": 1}).encode(),
-    "transcript_path a list": json.dumps({**VALID, "transcript_path": ["/x"]}).encode(),
 }
+# Other fields of an unexpected type: clients drift, so the hook carries on without them and
+# says so in the log (only the identity field, session_id, is strict).
+DRIFTED_FIELDS = {
+    "tool_name a list": ("tool_name", ["Bash"]),
+    "cwd an object": ("cwd", {"path": "/"}),
+    "source a boolean": ("source", True),
+    "prompt a number": ("prompt", 3),
+    "hook_event_name a number": ("hook_event_name", 1),
+    "transcript_path a list": ("transcript_path", ["/x"]),
+}
+
+
+@pytest.mark.parametrize("event", ["PostToolUse", "SessionStart", "UserPromptSubmit"])
+@pytest.mark.parametrize("field,value", DRIFTED_FIELDS.values(), ids=DRIFTED_FIELDS.keys())
+def test_a_field_of_an_unexpected_type_is_logged_and_ignored(
+        repo: Path, event: str, field: str, value: object) -> None:
+    seed(repo)
+    proc = cos("hook", event, cwd=repo, env=ENV,
+               input=json.dumps({**VALID, field: value}).encode())
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    last = (repo / ".coding-os" / ".hooks.log").read_text(encoding="utf-8").splitlines()[-1]
+    fields = parse_line(last + "\n")
+    assert fields is not None and fields["event"] == event and fields["bad_fields"] == field
 
 
 @pytest.mark.parametrize("event", ["PostToolUse", "SessionStart"])

@@ -26,7 +26,7 @@ from coding_os.state.tiers import Tiers, spec_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Mapping
+    from collections.abc import Mapping
 
     from coding_os.storage.base import Storage
 
@@ -37,7 +37,8 @@ KNOWN_EVENTS = (
     "SubagentStart", "SubagentStop", "PreCompact", "SessionEnd",
 )
 SESSION_SOURCES = ("startup", "resume", "clear", "compact", "fork")
-# Payload fields that must be strings when present: identity and routing depend on them.
+# Payload fields read as strings. Only `session_id` (identity) must be one; another type in
+# the others is logged (`bad_fields`) and the field ignored: clients drift, hooks must not fail.
 _STRING_FIELDS = ("session_id", "hook_event_name", "source", "cwd", "transcript_path",
                   "tool_name", "prompt", "reason", "trigger", "agent_id", "agent_type")
 _EXCERPT = 2000
@@ -48,29 +49,27 @@ _INPUT_KEYS = ("command", "cmd", "file_path", "notebook_path", "path", "pattern"
 class HookResult:
     """What `cos hook` prints (JSON on stdout, or nothing) and exits with."""
 
-    __slots__ = ("output", "exit_code", "session", "notes")
+    __slots__ = ("output", "exit_code", "session")
 
     def __init__(self, output: dict[str, object] | None, session: str | None) -> None:
         self.output = output
-        self.exit_code = 0
+        self.exit_code = 0  # 2 only when a policy gate blocks (none yet)
         self.session = session
-        self.notes: list[str] = []
 
 
 def validate_payload(payload: object) -> dict[str, object]:
-    """Check the shape of a hook payload: a JSON object whose identity fields are strings.
+    """Check the shape of a hook payload: a JSON object whose session_id, if any, is a string
+    that can be stored faithfully.
 
     Raises:
         InvalidInput: it is not.
     """
     if not isinstance(payload, dict):
         raise InvalidInput(f"hook payload must be a JSON object, got {type(payload).__name__}")
-    for key in _STRING_FIELDS:
-        value = payload.get(key)
-        if value is not None and not isinstance(value, str):
-            raise InvalidInput(f"hook payload field {key} must be a string, "
-                               f"got {type(value).__name__}")
     native = payload.get("session_id")
+    if native is not None and not isinstance(native, str):
+        raise InvalidInput(f"hook payload field session_id must be a string, "
+                           f"got {type(native).__name__}")
     if isinstance(native, str):
         # The native id is stored as it is (session-id file, presence, index): fail closed on
         # one that cannot be stored faithfully rather than record a mangled identity.
@@ -94,7 +93,7 @@ class _Context:
     """Everything one hook fire knows about its caller."""
 
     __slots__ = ("env", "caller", "tiers", "root", "agent", "panel", "panel_dir", "native",
-                 "event", "payload", "now", "ts", "log", "storage", "storage_failed")
+                 "event", "payload", "now", "ts", "log", "storage", "storage_failed", "ingested")
 
     def __init__(self, event: str, payload: dict[str, object], env: Mapping[str, str],
                  cwd: str | None, now: float | None) -> None:
@@ -114,17 +113,26 @@ class _Context:
         self.log: dict[str, object] = {}
         self.storage: Storage | None = None
         self.storage_failed = False
+        self.ingested = False
 
-    def open_storage(self) -> Storage | None:
-        """The database, or None when it cannot be used (logged, never fatal to the hook)."""
+    def open_storage(self, ingest: bool = True) -> Storage | None:
+        """The database, with the spool moved into it unless `ingest` is false; None when it
+        cannot be used (logged, never fatal to the hook: the spool keeps the data)."""
+        from coding_os.errors import StateIOError
+
         if self.storage is None and not self.storage_failed:
-            from coding_os.storage import StorageError, open_storage
+            from coding_os.storage import open_storage
 
             try:
                 self.storage = open_storage(self.tiers.database)
-                observations.ingest(self.storage, self.tiers.observations_spool)
-            except StorageError as exc:
+            except StateIOError as exc:
                 self.storage_failed = True
+                self.log["db_error"] = str(exc)
+        if self.storage is not None and ingest and not self.ingested:
+            self.ingested = True
+            try:
+                observations.ingest(self.storage, self.tiers.observations_spool)
+            except StateIOError as exc:
                 self.log["db_error"] = str(exc)
         return self.storage
 
@@ -155,23 +163,17 @@ def handle(event: str, payload: dict[str, object], env: Mapping[str, str] | None
 def _handle(ctx: _Context) -> HookResult:
     payload = ctx.payload
     durable.ensure_dir(ctx.panel_dir)
-    output: dict[str, object] | None = None
-    with PanelLock(ctx.panel_dir):
+    start: _Start | None = None
+    with PanelLock(ctx.panel_dir):  # file work only: no database while other hooks wait
         current = read_panel_session(ctx.panel_dir)
         if ctx.event == "SessionStart":
-            session, context = _session_start(ctx, current)
-            if context:
-                output = {"hookSpecificOutput": {"hookEventName": "SessionStart",
-                                                 "additionalContext": context}}
+            start = _session_start(ctx, current)
+            session = start.session
         elif current is None:
-            # Hooks installed mid-session, or a missed SessionStart: adopt the panel.
-            # The index learns of it at the next Stop or SessionEnd (no database on this path).
-            session = _mint(ctx)
-            _bind_session(ctx, session, source="adopt", fields={})
-            ctx.log["adopted"] = "1"
+            session = _adopt(ctx)
         else:
             session = current[0]
-        presence.beat(ctx.panel_dir, session)
+            presence.beat(ctx.panel_dir, session)
     task = _trusted_value(ctx, ".task-current", session)
     log: dict[str, object] = {
         "ts": ctx.ts, "agent": ctx.agent, "panel": ctx.panel, "session": session,
@@ -184,31 +186,55 @@ def _handle(ctx: _Context) -> HookResult:
     payload_event = payload.get("hook_event_name")
     if isinstance(payload_event, str) and payload_event != ctx.event:
         log["payload_event"] = payload_event
+    bad = [key for key in _STRING_FIELDS
+           if payload.get(key) is not None and not isinstance(payload.get(key), str)]
+    if bad:
+        log["bad_fields"] = ",".join(bad)  # newer or odd clients: ignored, never fatal
     observation = _observe(ctx, log)
-    if ctx.event == "Stop":
+    if observation is not None:
+        observation.update(session=session, agent=ctx.agent, panel=ctx.panel, ts=ctx.ts,
+                           event=ctx.event)
+        observations.spool(ctx.tiers.observations_spool, observation)
+    output: dict[str, object] | None = None
+    if start is not None:
+        context = _after_session_start(ctx, start)
+        if context:
+            output = {"hookSpecificOutput": {"hookEventName": "SessionStart",
+                                             "additionalContext": context}}
+    elif ctx.event == "Stop":
         storage = ctx.open_storage()
         if storage is not None:
             _record_activity(ctx, storage, session, status=None)
     elif ctx.event == "SessionEnd":
         _session_end(ctx, session)
     log.update(ctx.log)
-    if observation is not None:
-        observation.update(session=session, agent=ctx.agent, panel=ctx.panel, ts=ctx.ts,
-                           event=ctx.event)
-        observations.spool(ctx.tiers.observations_spool, observation)
-        if ctx.storage is not None and ctx.event in ("Stop", "SessionEnd"):
-            # This event already opened the database: store the observation now.
-            _ingest_quietly(ctx)
     hookslog.append(ctx.tiers.hooks_log, log)
     return HookResult(output, session)
 
 
-def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tuple[str, str]:
-    """SessionStart by source; returns the panel's session id and the context to inject.
+class _Start:
+    """What SessionStart decided under the panel lock, and the database work left for after."""
 
-    The new binding is committed first (presence, then the session-id file); only then are the
-    previous session summarised and the volatile markers cleared, so a failure (a full disk)
-    leaves the panel on its old session or wholly on the new one, never between.
+    __slots__ = ("session", "source", "context", "previous", "record", "known")
+
+    def __init__(self, session: str, source: str, context: str,
+                 previous: tuple[str, str | None] | None, record: dict[str, object],
+                 known: dict[str, object] | None) -> None:
+        self.session = session
+        self.source = source
+        self.context = context
+        self.previous = previous  # the panel's session before, when this one replaced it
+        self.record = record
+        self.known = known
+
+
+def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> _Start:
+    """SessionStart by source, under the panel lock: decide and commit the panel's session.
+
+    The new binding is committed first (presence, then the session-id file) and only then are
+    the volatile markers cleared, so a failure (a full disk) leaves the panel on its old session
+    or wholly on the new one, never between. Summarising the previous session and indexing the
+    new one happen after the lock is released (`_after_session_start`).
     """
     raw_source = ctx.payload.get("source")
     source = raw_source if isinstance(raw_source, str) and raw_source else "startup"
@@ -235,13 +261,47 @@ def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> tup
         session = _mint(ctx)
     record, known = _bind_session(ctx, session, source=source, fields=fields)
     if starts_fresh:
-        if current is not None and previous != session:
-            context = _recover_orphan(ctx, current, reason="clear" if source == "clear" else "orphan")
         _clear_volatile(ctx.panel_dir)
+    replaced = current if starts_fresh and current is not None and previous != session else None
+    return _Start(session, source, context, replaced, record, known)
+
+
+def _after_session_start(ctx: _Context, start: _Start) -> str:
+    """Database work of SessionStart, after the panel lock: orphan recovery and the index.
+    Returns the additional context for the agent."""
+    context = start.context
+    if start.previous is not None:
+        reason = "clear" if start.source == "clear" else "orphan"
+        context = _recover_orphan(ctx, start.previous, reason) or context
+    if start.source == "startup":
+        _recover_dead_hosts(ctx, start.session)
     storage = ctx.open_storage()
     if storage is not None:
-        _index_session(ctx, storage, session, record, known)
-    return session, context
+        _index_session(ctx, storage, start.session, start.record, start.known)
+    return context
+
+
+def _adopt(ctx: _Context) -> str:
+    """A hook on a panel without a session (hooks installed mid-session, a missed SessionStart,
+    a panel reaped by `cos gc`): rebind the cos session that owns the native id, else mint."""
+    session = None
+    if ctx.native:
+        storage = ctx.open_storage(ingest=False)
+        if storage is not None:
+            from coding_os.storage.base import StorageError
+
+            try:
+                found = storage.session_by_native(ctx.agent, ctx.native)
+            except StorageError as exc:
+                ctx.log["db_error"] = str(exc)
+                found = None
+            if found is not None:
+                session = found.id
+    ctx.log["adopted"] = "1"
+    if session is None:
+        session = _mint(ctx)
+    _bind_session(ctx, session, source="adopt", fields={})
+    return session
 
 
 def _mint(ctx: _Context) -> str:
@@ -378,7 +438,7 @@ def _fork_source(ctx: _Context, previous: str | None) -> str | None:
     for key in ("forked_from_session_id", "parent_session_id", "source_session_id"):
         parent = ctx.payload.get(key)
         if isinstance(parent, str) and parent:
-            storage = ctx.open_storage()
+            storage = ctx.open_storage(ingest=False)
             if storage is not None:
                 from coding_os.storage.base import StorageError
 
@@ -388,13 +448,14 @@ def _fork_source(ctx: _Context, previous: str | None) -> str | None:
                     found = None
                 if found is not None:
                     return found.id
-    return previous
+    # A fork gets a new native id (so a new panel): the same agent process ran the source.
+    return previous or _previous_of_host(ctx)
 
 
-def _recover_orphan(ctx: _Context, current: tuple[str, str | None] | None, reason: str) -> str:
-    """Summarise the panel's previous session if it never got a summary; the card saying so."""
-    if current is None:
-        return ""
+def _recover_orphan(ctx: _Context, current: tuple[str, str | None], reason: str,
+                    panel: str | None = None) -> str:
+    """Summarise a previous session (the panel's, by default) if it never got a summary;
+    return the card saying so."""
     previous, native = current
     storage = ctx.open_storage()
     if storage is None:
@@ -403,7 +464,7 @@ def _recover_orphan(ctx: _Context, current: tuple[str, str | None] | None, reaso
     from coding_os.storage.base import StorageError
 
     try:
-        summary, new = summarise(storage, previous, ctx.agent, ctx.panel, reason,
+        summary, new = summarise(storage, previous, ctx.agent, panel or ctx.panel, reason,
                                  native_id=native)
         if new:
             storage.touch_session(previous, summary.ended or ctx.ts, status="orphaned"
@@ -415,8 +476,9 @@ def _recover_orphan(ctx: _Context, current: tuple[str, str | None] | None, reaso
         return ""
     presence.write_presence(ctx.tiers, ctx.agent, previous,
                             {"status": "orphaned" if reason == "orphan" else "ended"})
-    ctx.log["recovered"] = previous
-    if reason != "orphan":
+    recovered = ctx.log.get("recovered")
+    ctx.log["recovered"] = f"{recovered},{previous}" if recovered else previous
+    if reason != "orphan" or panel is not None:
         return ""
     files = ", ".join(summary.files[:10]) or "none"
     failed = f" ({summary.errors} failed)" if summary.errors else ""
@@ -424,6 +486,41 @@ def _recover_orphan(ctx: _Context, current: tuple[str, str | None] | None, reaso
     return (f"[coding-os] The previous session of this panel ({previous}) ended without a "
             f"SessionEnd; its summary was recovered: {summary.prompts} prompts, "
             f"{summary.tool_calls} tool calls{failed}; files written: {files}.{last}")
+
+
+def _recover_dead_hosts(ctx: _Context, session: str) -> None:
+    """Summarise this agent's sessions still marked active whose agent process is gone.
+
+    A new `claude` gets a new native id, so a new panel: the panel rule above never sees the
+    session an earlier, killed process left behind. Its presence names the process (`host_pid`,
+    from the adapter's variable); a pid that no longer exists means the session is over.
+    """
+    spec = adapter(ctx.agent)
+    if spec is None or spec.host_pid_env is None:
+        return
+    sessions_dir = os.path.join(ctx.tiers.agent_dir(ctx.agent), "sessions")
+    try:
+        names = os.listdir(sessions_dir)
+    except OSError:
+        return
+    for name in names:
+        other = name[:-5]
+        if not name.endswith(".json") or other == session:
+            continue
+        record = presence.read_presence(ctx.tiers, ctx.agent, other)
+        if not record or record.get("status") != "active" or not record.get("host_pid"):
+            continue
+        try:
+            os.kill(int(str(record["host_pid"])), 0)
+            continue  # still running (or the pid was reused: then leave it alone)
+        except ProcessLookupError:
+            pass
+        except (PermissionError, ValueError):
+            continue
+        panel = record.get("panel")
+        native = record.get("native_id")
+        _recover_orphan(ctx, (other, native if isinstance(native, str) else None), "orphan",
+                        panel=panel if isinstance(panel, str) else None)
 
 
 def _session_end(ctx: _Context, session: str) -> None:
@@ -434,7 +531,6 @@ def _session_end(ctx: _Context, session: str) -> None:
         from coding_os.state.summary import summarise
         from coding_os.storage.base import StorageError
 
-        _ingest_quietly(ctx)
         try:
             _record_activity(ctx, storage, session, status="ended")
             summarise(storage, session, ctx.agent, ctx.panel, f"end:{reason}",
@@ -462,17 +558,6 @@ def _record_activity(ctx: _Context, storage: Storage, session: str, status: str 
             ))
         else:
             storage.touch_session(session, ctx.ts, status=status)
-    except StorageError as exc:
-        ctx.log["db_error"] = str(exc)
-
-
-def _ingest_quietly(ctx: _Context) -> None:
-    from coding_os.storage.base import StorageError
-
-    if ctx.storage is None:
-        return
-    try:
-        observations.ingest(ctx.storage, ctx.tiers.observations_spool)
     except StorageError as exc:
         ctx.log["db_error"] = str(exc)
 
