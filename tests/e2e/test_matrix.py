@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shlex
 import shutil
@@ -62,7 +61,8 @@ class Panel:
         self.cwd = cwd or repo
         self.checkout = checkout or repo
         self.project_dir = project_dir and agent == "claude"
-        self.pid = str(random.randrange(1000, 4_000_000))
+        self.process = _agent_process()
+        self.pid = str(self.process.pid)
 
     @property
     def panel(self) -> str:
@@ -75,7 +75,14 @@ class Panel:
     def restart(self) -> None:
         """The client process is started again in this terminal: a new native id and pid."""
         self.native = new_native_id()
-        self.pid = str(random.randrange(1000, 4_000_000))
+        self.exit()
+        self.process = _agent_process()
+        self.pid = str(self.process.pid)
+
+    def exit(self) -> None:
+        """The client process is gone (the terminal was closed, or it was killed)."""
+        self.process.kill()
+        self.process.wait()
 
     def hook_env(self) -> dict[str, str]:
         """What the client puts in a hook's environment (tests/e2e/payloads/ENV.md)."""
@@ -684,6 +691,25 @@ def test_hooks_installed_mid_session_adopt_the_panel_at_its_first_prompt(
 # --- abandoned session → orphan summary ---------------------------------------------------------
 
 
+_AGENT_PROCESSES: list[subprocess.Popen[bytes]] = []
+
+
+def _agent_process() -> subprocess.Popen[bytes]:
+    """A live process standing in for the agent (its pid is CLAUDE_PID in hooks)."""
+    process = subprocess.Popen(["sleep", "3600"])
+    _AGENT_PROCESSES.append(process)
+    return process
+
+
+@pytest.fixture(autouse=True)
+def _stop_agent_processes() -> Any:
+    yield
+    while _AGENT_PROCESSES:
+        process = _AGENT_PROCESSES.pop()
+        process.kill()
+        process.wait()
+
+
 def _abandon(p: Panel) -> str:
     """A session that does some work and is never ended (the terminal was closed)."""
     sid = p.start()
@@ -755,6 +781,22 @@ def test_a_startup_on_one_panel_leaves_the_other_panels_abandoned_session_alone(
     assert sid_a not in summaries(repo)
     assert a.session() == sid_a
     assert presence(repo, agent, sid_a)["status"] == "active"
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_a_startup_summarises_another_panels_session_whose_agent_process_is_gone(
+        repo: Path, agent: str) -> None:
+    a = Panel(repo, agent, panel_id="left")
+    b = Panel(repo, agent, panel_id="right")
+    sid_a = _abandon(a)
+    a.exit()
+    out = b.hook("SessionStart", source="startup")
+    assert sid_a not in context_of(out)  # not this panel's story to tell
+    if agent == "claude":  # CLAUDE_PID names the process; Codex gives hooks no such variable
+        assert summaries(repo)[sid_a]["reason"] == "orphan"
+        assert presence(repo, agent, sid_a)["status"] == "orphaned"
+    else:
+        assert sid_a not in summaries(repo)  # left for the panel itself, or `cos gc`
 
 
 @pytest.mark.parametrize("agent", AGENTS)
