@@ -30,9 +30,20 @@ clients: $(CLIENTS)/node_modules/.installed
 demo: $(VENV)/.installed
 	$(PY) demo/run_demo.py
 
+# The PostgreSQL half of tests/storage needs a server: without one its tests are skipped, except
+# under CI=true, where they must run.
+PG_TEST_URL := $(or $(COS_TEST_PG_URL),postgresql://postgres@127.0.0.1:5432/test)
+
 # Byte-compile the editable sources once (a regular install ships .pyc files), so the many
 # `cos` subprocesses of the suite do not recompile them when PYTHONDONTWRITEBYTECODE is set.
 test: $(VENV)/.test-installed clients
+	@$(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" \
+		'$(PG_TEST_URL)' 2>/dev/null || { \
+		if [ "$$CI" = "true" ]; then \
+			echo "make test: PostgreSQL at $(PG_TEST_URL) does not answer; start it (CI=true needs it)" >&2; \
+			exit 1; \
+		fi; \
+		echo "make test: PostgreSQL at $(PG_TEST_URL) does not answer; its tests will be skipped" >&2; }
 	$(PY) -m compileall -q src
 	$(PY) -m mypy
 	$(PY) -m pytest

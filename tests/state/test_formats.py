@@ -21,8 +21,8 @@ from coding_os.state.statefile import format_state, parse_state
 SESSION_RE = r"ses-[a-z][a-z0-9_]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}"
 PANEL_RE = r"[A-Za-z0-9._-]{1,64}"
 # The payload fields identity and routing read, which must be strings when present.
-IDENTITY_FIELDS = ("session_id", "hook_event_name", "source", "cwd", "transcript_path",
-                   "tool_name", "prompt", "reason", "trigger", "agent_id", "agent_type")
+# Only the identity field is strict; other fields of a drifted type are logged and ignored.
+IDENTITY_FIELDS = ("session_id",)
 
 AGENTS = st.from_regex(r"\A[a-z][a-z0-9_]{0,31}\Z")
 SESSIONS = st.from_regex(rf"\A{SESSION_RE}\Z")
@@ -195,7 +195,7 @@ def test_the_payload_parser_refuses_a_session_id_that_cannot_be_stored(native: s
 
 @given(st.sampled_from(IDENTITY_FIELDS), NOT_STRINGS,
        st.dictionaries(ALL_TEXT, JSON, max_size=4))
-def test_the_payload_parser_refuses_an_identity_field_that_is_not_a_string(
+def test_the_payload_parser_refuses_a_session_id_that_is_not_a_string(
         field: str, value: object, rest: dict[str, object]) -> None:
     payload = {**rest, field: value}
     with pytest.raises(InvalidInput):

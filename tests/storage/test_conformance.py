@@ -1,25 +1,104 @@
-"""One behaviour suite every storage backend must pass (SQLite now; PostgreSQL next)."""
+"""One behaviour suite every storage backend must pass (SQLite and PostgreSQL).
+
+The PostgreSQL tests run in a fresh schema of database `test` (COS_TEST_PG_URL, default
+postgresql://postgres@127.0.0.1:5432/test) that is dropped afterwards. When the server cannot be
+reached they are skipped, or fail under CI=true.
+"""
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
+import subprocess
+import sys
+import threading
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from coding_os.storage.base import Observation, SessionRecord, SessionSummary, Storage
+from coding_os.storage.base import (
+    Observation,
+    SessionRecord,
+    SessionSummary,
+    Storage,
+    StorageError,
+)
+from coding_os.storage.migrations.postgres import MIGRATIONS as PG_MIGRATIONS
 from coding_os.storage.migrations.sqlite import MIGRATIONS
 from coding_os.storage.sqlite import SQLiteStorage
 
-BACKENDS: dict[str, Callable[[Path], Storage]] = {
-    "sqlite": lambda tmp: SQLiteStorage(str(tmp / "state" / "coding-os.db")),
+# Read at import: the autouse isolated_env fixture scrubs COS_* variables from each test.
+PG_URL = os.environ.get("COS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def _postgres(request: pytest.FixtureRequest, tmp: Path) -> Storage:
+    from coding_os.storage.postgres import PostgresStorage
+
+    url: str = request.getfixturevalue("pg_url")
+    return PostgresStorage(url)
+
+
+BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Storage]] = {
+    "sqlite": lambda request, tmp: SQLiteStorage(str(tmp / "state" / "coding-os.db")),
+    "postgres": _postgres,
 }
+
+
+def with_schema(url: str, schema: str) -> str:
+    """`url` with libpq's options=-csearch_path=<schema>."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+@pytest.fixture
+def pg_schemas() -> Iterator[Callable[[bool], str]]:
+    """Make URLs of fresh `cos_test_<random>` schemas (created, or left for the backend to
+    create); every one is dropped afterwards."""
+    try:
+        import psycopg
+        from psycopg import sql
+    except ImportError as exc:
+        _unreachable(f"psycopg is not installed ({exc})")
+    try:
+        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        _unreachable(str(exc).splitlines()[0])
+    names: list[str] = []
+
+    def fresh(create: bool = True) -> str:
+        name = f"cos_test_{secrets.token_hex(6)}"
+        names.append(name)
+        if create:
+            admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        return with_schema(PG_URL, name)
+
+    yield fresh
+    with admin:
+        for name in names:
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def pg_url(pg_schemas: Callable[[bool], str]) -> str:
+    """A fresh, empty schema of the test database, as a URL selecting it."""
+    return pg_schemas(True)
+
+
+def _unreachable(reason: str) -> NoReturn:
+    message = f"PostgreSQL at {PG_URL} is not usable: {reason}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
 
 
 @pytest.fixture(params=sorted(BACKENDS))
 def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
-    backend = BACKENDS[request.param](tmp_path)
+    backend = BACKENDS[request.param](request, tmp_path)
     yield backend
     backend.close()
 
@@ -72,14 +151,21 @@ def test_sessions_are_listed_most_recent_first(storage: Storage) -> None:
     assert [s.id for s in storage.sessions("claude")] == ["ses-claude-20261129-100000-aaaa"]
 
 
-def test_observations_are_stored_once_per_oid_with_the_spool_offset(storage: Storage) -> None:
+def test_observations_are_stored_once_per_oid(storage: Storage) -> None:
     rows = [obs("o1", "s1", tool="Bash", data={"ok": True}), obs("o2", "s1"), obs("o3", "s2")]
-    assert storage.add_observations(rows, spool_offset=300) == 3
-    assert storage.add_observations(rows[:2], spool_offset=400) == 0
-    assert storage.spool_offset() == 400
+    assert storage.add_observations(rows) == 3
+    assert storage.add_observations(rows[:2]) == 0
     assert [o.oid for o in storage.observations()] == ["o1", "o2", "o3"]
     first = storage.observations(session="s1")[0]
     assert (first.tool, first.data) == ("Bash", {"ok": True})
+
+
+def test_text_with_lone_surrogates_is_stored_with_replacement_characters(storage: Storage) -> None:
+    assert storage.add_observations([obs("o1", "s1", text="bad \ud800 text")]) == 1
+    assert storage.observations()[0].text == "bad \ufffd text"
+    storage.upsert_session(session("ses-claude-20261129-100000-aaaa", cwd="/odd/\udfff"))
+    found = storage.session("ses-claude-20261129-100000-aaaa")
+    assert found is not None and found.cwd == "/odd/\ufffd"
 
 
 def test_a_summary_is_written_once_and_the_first_writer_wins(storage: Storage) -> None:
@@ -103,10 +189,20 @@ def test_sqlite_database_is_in_wal_mode_and_private(tmp_path: Path) -> None:
     assert path.stat().st_mode & 0o777 == 0o600
 
 
+def test_a_database_from_a_newer_coding_os_is_refused(tmp_path: Path) -> None:
+    from coding_os.storage.base import StorageError
+
+    path = tmp_path / "coding-os.db"
+    SQLiteStorage(str(path)).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
+    with pytest.raises(StorageError, match="newer than this coding-os"):
+        SQLiteStorage(str(path))
+
+
 def test_a_failing_migration_leaves_the_schema_at_the_last_applied_version(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from coding_os.storage import sqlite as sqlite_module
-    from coding_os.storage.base import StorageError
 
     path = tmp_path / "coding-os.db"
     SQLiteStorage(str(path)).close()
@@ -118,3 +214,190 @@ def test_a_failing_migration_leaves_the_schema_at_the_last_applied_version(
         assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     assert "extra" not in tables  # the half-applied migration was rolled back whole
+
+
+def test_observations_of_one_session_come_in_order_and_up_to_the_limit(storage: Storage) -> None:
+    storage.add_observations([obs(f"o{i}", "s1" if i % 2 else "s2") for i in range(1, 8)])
+    assert [o.oid for o in storage.observations(session="s1")] == ["o1", "o3", "o5", "o7"]
+    assert [o.oid for o in storage.observations(session="s1", limit=2)] == ["o1", "o3"]
+    assert [o.oid for o in storage.observations(limit=3)] == ["o1", "o2", "o3"]
+    assert storage.observations(session="s9") == []
+
+
+def test_a_nul_character_in_a_text_never_makes_the_batch_fail(storage: Storage) -> None:
+    # A NUL in a prompt must not leave the spool unstorable. SQLite keeps it; PostgreSQL's TEXT
+    # cannot hold one, so that backend stores U+FFFD in its place.
+    assert storage.add_observations([obs("o1", "s1", text="a\x00b", data={"k": "v\x00"})]) == 1
+    assert storage.write_summary(SessionSummary(session="s1", agent="claude", panel="p1",
+                                                reason="orphan", last_prompt="x\x00"))
+    stored = storage.observations()[0]
+    assert stored.text in ("a\x00b", "a\ufffdb") and stored.data == {"k": "v\x00"}
+    summary = storage.summary("s1")
+    assert summary is not None and summary.last_prompt in ("x\x00", "x\ufffd")
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(),
+    lambda children: st.lists(children, max_size=3) | st.dictionaries(st.text(), children, max_size=3),
+    max_leaves=8,
+)
+TEXTS = st.text(st.characters(blacklist_characters="\x00"))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(tool=st.none() | TEXTS, text=st.none() | TEXTS,
+       data=st.dictionaries(st.text(), JSON_VALUES, max_size=4))
+def test_an_observation_round_trips_through_the_database(
+        storage: Storage, tool: str | None, text: str | None, data: dict[str, object]) -> None:
+    oid = secrets.token_hex(8)
+    assert storage.add_observations([obs(oid, "s-" + oid, tool=tool, text=text, data=data)]) == 1
+    (stored,) = storage.observations(session="s-" + oid)
+    assert (stored.oid, stored.tool, stored.text, stored.data) == (oid, tool, text, data)
+
+
+# PostgreSQL only
+
+
+def test_postgres_migrations_keep_the_sqlite_versions() -> None:
+    # Version N is the same logical schema in both dialects (placeholders keep them aligned).
+    assert [name for name, _ in PG_MIGRATIONS] == [name for name, _ in MIGRATIONS]
+
+
+def test_postgres_creates_the_schema_named_in_the_url_and_records_each_migration(
+        pg_schemas: Callable[[bool], str]) -> None:
+    import psycopg
+
+    from coding_os.storage.postgres import PostgresStorage
+
+    url = pg_schemas(False)
+    PostgresStorage(url).close()
+    with psycopg.connect(url) as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()
+        names = [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY version")]
+        tables = {r[0] for r in conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()")}
+    assert schema is not None and schema[0] == url.rsplit("%3D", 1)[1]
+    assert names == [name for name, _ in PG_MIGRATIONS]
+    assert {"sessions", "observations", "session_summaries", "meta", "schema_migrations"} <= tables
+
+
+def test_sixteen_concurrent_first_openers_of_a_fresh_postgres_schema_all_succeed(
+        pg_schemas: Callable[[bool], str]) -> None:
+    from coding_os.storage.postgres import PostgresStorage
+
+    url = pg_schemas(False)  # not even the schema exists yet
+    start = threading.Barrier(16)
+
+    def open_one(_: int) -> int:
+        start.wait(timeout=30)
+        storage = PostgresStorage(url)
+        try:
+            return storage.schema_version()
+        finally:
+            storage.close()
+
+    with ThreadPoolExecutor(16) as pool:
+        versions = list(pool.map(open_one, range(16)))
+    assert versions == [len(PG_MIGRATIONS)] * 16
+    storage = PostgresStorage(url)
+    try:
+        assert storage.migrate() == len(PG_MIGRATIONS)
+    finally:
+        storage.close()
+
+
+def test_a_failing_postgres_migration_leaves_the_schema_at_the_last_applied_version(
+        pg_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import psycopg
+
+    from coding_os.storage import postgres as postgres_module
+
+    postgres_module.PostgresStorage(pg_url).close()
+    broken = PG_MIGRATIONS + [("0002_broken", "CREATE TABLE extra (x INTEGER); CREATE TABLE sessions (y INTEGER)")]
+    monkeypatch.setattr(postgres_module, "MIGRATIONS", broken)
+    with pytest.raises(StorageError, match="^migrating postgresql://postgres@"):
+        postgres_module.PostgresStorage(pg_url)
+    with psycopg.connect(pg_url) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM schema_migrations")]
+        extra = conn.execute("SELECT to_regclass('extra')").fetchone()
+    assert versions == list(range(1, len(PG_MIGRATIONS) + 1))
+    assert extra == (None,)  # the half-applied migration was rolled back whole
+
+
+@pytest.mark.parametrize("url", ["postgresql://someone:s3cret@127.0.0.1:1/test",
+                                 "postgres://someone:s3cret@127.0.0.1:1/test?connect_timeout=2"])
+def test_an_unreachable_postgres_is_a_one_line_storage_error_without_the_password(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("psycopg")
+    from coding_os.storage import open_storage
+
+    monkeypatch.setenv("COS_DATABASE_URL", url)
+    with pytest.raises(StorageError) as caught:
+        open_storage("/nonexistent/coding-os.db")
+    message = str(caught.value)
+    assert message.startswith("cannot open database postgresql://someone@127.0.0.1:1/test: ")
+    assert "refused" in message and "s3cret" not in message and "\n" not in message
+
+
+def test_open_storage_selects_postgres_for_postgresql_and_postgres_urls(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os.storage import open_storage
+    from coding_os.storage.postgres import PostgresStorage
+
+    for url in (pg_url, "postgres://" + pg_url.partition("://")[2]):
+        monkeypatch.setenv("COS_DATABASE_URL", url)
+        storage = open_storage(str(tmp_path / "unused.db"))
+        try:
+            assert isinstance(storage, PostgresStorage)
+            assert storage.schema_version() == len(PG_MIGRATIONS)
+        finally:
+            storage.close()
+    assert not (tmp_path / "unused.db").exists()
+
+
+def test_a_postgres_connection_lost_under_the_backend_is_reopened(pg_url: str) -> None:
+    import psycopg
+
+    from coding_os.storage.postgres import PostgresStorage
+
+    name = "cos-test-" + secrets.token_hex(6)  # an application_name in the URL is kept
+    storage = PostgresStorage(pg_url + "&application_name=" + name)
+    try:
+        storage.upsert_session(session("ses-claude-20261129-100000-aaaa"))
+        with psycopg.connect(PG_URL, autocommit=True) as admin:
+            killed = admin.execute("SELECT pg_terminate_backend(pid, 10000) FROM pg_stat_activity "
+                                   "WHERE application_name = %s", (name,)).fetchall()
+        assert killed == [(True,)]
+        with pytest.raises(StorageError, match="^database postgresql://"):
+            storage.sessions()
+        assert [s.id for s in storage.sessions()] == ["ses-claude-20261129-100000-aaaa"]
+    finally:
+        storage.close()
+
+
+@pytest.mark.parametrize("options,schema", [
+    ("-csearch_path=cos_a", "cos_a"),
+    ("-c search_path=Cos_A,public", "cos_a"),
+    ('-csearch_path="My\\ ""Schema""",public', 'My "Schema"'),  # a backslash escapes a space
+    ("--search-path=b -c statement_timeout=0", "b"),
+    ("-csearch_path=a -csearch_path=b", "b"),
+    ("-csearch_path=$user,public", None),
+    ("-c statement_timeout=0", None),
+    ("", None),
+])
+def test_the_schema_is_read_from_libpq_options_as_the_server_reads_it(
+        options: str, schema: str | None) -> None:
+    pytest.importorskip("psycopg")
+    from coding_os.storage.postgres import search_path_schema
+
+    assert search_path_schema(options) == schema
+
+
+def test_importing_the_storage_package_does_not_import_psycopg(tmp_path: Path) -> None:
+    probe = ("import sys\n"
+             "from coding_os.storage import open_storage\n"
+             f"open_storage({str(tmp_path / 'coding-os.db')!r}).close()\n"
+             "assert not [m for m in sys.modules if m.startswith('psycopg')], sys.modules\n")
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          env={k: v for k, v in os.environ.items() if k != "COS_DATABASE_URL"})
+    assert proc.returncode == 0, proc.stderr

@@ -42,6 +42,9 @@ SESSION_SOURCES = ("startup", "resume", "clear", "compact", "fork")
 _STRING_FIELDS = ("session_id", "hook_event_name", "source", "cwd", "transcript_path",
                   "tool_name", "prompt", "reason", "trigger", "agent_id", "agent_type")
 _EXCERPT = 2000
+# How long a hook waits for another process's database lock before it gives up (the data is
+# safe in the spool; the next event stores it).
+HOOK_DB_WAIT_S = 2.0
 _INPUT_KEYS = ("command", "cmd", "file_path", "notebook_path", "path", "pattern", "url", "query",
                "description")
 
@@ -124,7 +127,7 @@ class _Context:
             from coding_os.storage import open_storage
 
             try:
-                self.storage = open_storage(self.tiers.database)
+                self.storage = open_storage(self.tiers.database, busy_timeout_s=HOOK_DB_WAIT_S)
             except StateIOError as exc:
                 self.storage_failed = True
                 self.log["db_error"] = str(exc)

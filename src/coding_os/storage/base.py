@@ -10,13 +10,39 @@ import abc
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Storage", "SessionRecord", "Observation", "SessionSummary", "StorageError"]
+__all__ = [
+    "Storage", "SessionRecord", "Observation", "SessionSummary", "StorageError", "storable_text",
+    "check_schema_version",
+]
 
 from coding_os.errors import StateIOError
 
 
 class StorageError(StateIOError):
     """The database could not be opened, migrated, read or written."""
+
+
+def storable_text(value: str | None) -> str | None:
+    """`value` with lone surrogates (which UTF-8 cannot encode; JSON's "\\ud800" makes them)
+    replaced by U+FFFD, so one odd character never makes a batch fail again and again."""
+    if value is None:
+        return None
+    try:
+        value.encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
+
+
+def check_schema_version(version: int, known: int, where: str) -> None:
+    """Refuse a database migrated by a newer coding-os than this one.
+
+    Raises:
+        StorageError: `version` is above `known`.
+    """
+    if version > known:
+        raise StorageError(f"database {where} is at schema version {version}, newer than this "
+                           f"coding-os knows ({known}); upgrade coding-os")
 
 
 @dataclass
@@ -110,13 +136,8 @@ class Storage(abc.ABC):
         """Sessions, most recently active first."""
 
     @abc.abstractmethod
-    def add_observations(self, rows: Sequence[Observation], spool_offset: int | None = None) -> int:
-        """Insert observations not yet stored (by oid) and, in the same transaction, record
-        how far the spool has been read. Returns how many rows were new."""
-
-    @abc.abstractmethod
-    def spool_offset(self) -> int:
-        """How many bytes of the observation spool are already stored."""
+    def add_observations(self, rows: Sequence[Observation]) -> int:
+        """Insert observations not yet stored (by oid); return how many rows were new."""
 
     @abc.abstractmethod
     def observations(self, session: str | None = None, limit: int | None = None) -> list[Observation]:

@@ -9,6 +9,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
+from coding_os.errors import StateIOError
 from coding_os.state import durable
 from coding_os.state.hookslog import utc_now
 from coding_os.storage.base import (
@@ -17,6 +18,8 @@ from coding_os.storage.base import (
     SessionSummary,
     Storage,
     StorageError,
+    check_schema_version,
+    storable_text,
 )
 from coding_os.storage.migrations.sqlite import MIGRATIONS
 
@@ -30,18 +33,29 @@ _SESSION_COLUMNS = ("id", "agent", "panel", "native_id", "project", "cwd", "sour
 class SQLiteStorage(Storage):
     """Storage on a SQLite file. Migrations run on open, serialised by a lock file."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
+        """Open (and migrate) the database at `path`; wait at most `busy_timeout_s` for a lock.
+
+        Raises:
+            StorageError: it cannot be opened or migrated, or a newer coding-os migrated it.
+        """
         self.path = path
         try:
             durable.ensure_dir(os.path.dirname(path))
-            self._conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+            self._conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
                                          check_same_thread=False)
-            self._conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+            self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
             self._conn.execute("PRAGMA synchronous = NORMAL")
-            if self.schema_version() < len(MIGRATIONS):
+            version = self.schema_version()
+            check_schema_version(version, len(MIGRATIONS), path)
+            if version < len(MIGRATIONS):
                 self.migrate()
-        except sqlite3.Error as exc:
+        except (sqlite3.Error, OSError) as exc:
             raise StorageError(f"cannot open database {path}: {exc}") from None
+        except StorageError:
+            raise
+        except StateIOError as exc:  # the directory could not be created
+            raise StorageError(str(exc)) from None
         try:
             os.chmod(path, durable.FILE_MODE)
         except OSError:
@@ -119,7 +133,8 @@ class SQLiteStorage(Storage):
     # sessions
 
     def upsert_session(self, record: SessionRecord) -> None:
-        values = [getattr(record, c) for c in _SESSION_COLUMNS]
+        values = [storable_text(v) if isinstance(v, str) else v
+                  for v in (getattr(record, c) for c in _SESSION_COLUMNS)]
         updates = ", ".join(f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
         with self._transaction() as conn:
             conn.execute(
@@ -161,28 +176,19 @@ class SQLiteStorage(Storage):
 
     # observations
 
-    def add_observations(self, rows: Sequence[Observation], spool_offset: int | None = None) -> int:
+    def add_observations(self, rows: Sequence[Observation]) -> int:
         with self._transaction() as conn:
             before = conn.total_changes
             conn.executemany(
                 "INSERT OR IGNORE INTO observations "
                 "(oid, session, agent, panel, ts, event, tool, text, data) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(o.oid, o.session, o.agent, o.panel, o.ts, o.event, o.tool, o.text,
-                  json.dumps(o.data, ensure_ascii=False)) for o in rows],
+                [tuple(storable_text(v) for v in (o.oid, o.session, o.agent, o.panel, o.ts,
+                                                  o.event, o.tool, o.text,
+                                                  json.dumps(o.data, ensure_ascii=False)))
+                 for o in rows],
             )
-            added = conn.total_changes - before
-            if spool_offset is not None:
-                conn.execute(
-                    "INSERT INTO meta (key, value) VALUES ('spool_offset', ?) "
-                    "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                    (str(spool_offset),),
-                )
-        return added
-
-    def spool_offset(self) -> int:
-        rows = self._query("SELECT value FROM meta WHERE key = 'spool_offset'")
-        return int(rows[0][0]) if rows else 0  # type: ignore[call-overload]
+            return conn.total_changes - before
 
     def observations(self, session: str | None = None, limit: int | None = None) -> list[Observation]:
         sql = "SELECT oid, session, agent, panel, ts, event, tool, text, data FROM observations"
@@ -227,7 +233,7 @@ class SQLiteStorage(Storage):
                 (summary.session, summary.agent, summary.panel, summary.reason,
                  summary.native_id, summary.started, summary.ended, summary.prompts,
                  summary.tool_calls, summary.errors, json.dumps(summary.files),
-                 summary.last_prompt, summary.created or utc_now()),
+                 storable_text(summary.last_prompt), summary.created or utc_now()),
             )
             return cursor.rowcount == 1
 

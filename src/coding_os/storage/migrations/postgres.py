@@ -1,0 +1,71 @@
+"""PostgreSQL migrations (append-only; the index + 1 is the version).
+
+Position N here is the same logical schema as position N in migrations/sqlite.py: never reorder,
+and when one dialect needs no change at a version, keep a placeholder so the numbers stay aligned.
+Text columns that are ordered or compared with max()/greatest() use COLLATE "C", the byte order
+SQLite uses, so both backends sort ISO timestamps and ids the same way whatever the database's
+locale.
+"""
+
+from __future__ import annotations
+
+__all__ = ["MIGRATIONS"]
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_sessions_observations_summaries",
+        """
+        CREATE TABLE sessions (
+            id TEXT COLLATE "C" PRIMARY KEY,
+            agent TEXT NOT NULL,
+            panel TEXT NOT NULL,
+            native_id TEXT,
+            project TEXT,
+            cwd TEXT,
+            source TEXT,
+            forked_from TEXT,
+            cleared_from TEXT,
+            started TEXT COLLATE "C" NOT NULL,
+            last_active TEXT COLLATE "C" NOT NULL,
+            status TEXT NOT NULL DEFAULT 'active'
+        );
+        CREATE INDEX sessions_native ON sessions (agent, native_id);
+        CREATE INDEX sessions_last_active ON sessions (last_active);
+
+        CREATE TABLE observations (
+            seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            oid TEXT NOT NULL UNIQUE,
+            session TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            panel TEXT NOT NULL,
+            ts TEXT NOT NULL,
+            event TEXT NOT NULL,
+            tool TEXT,
+            text TEXT,
+            data TEXT NOT NULL DEFAULT '{}'
+        );
+        CREATE INDEX observations_session ON observations (session, seq);
+
+        CREATE TABLE session_summaries (
+            session TEXT PRIMARY KEY,
+            agent TEXT NOT NULL,
+            panel TEXT NOT NULL,
+            native_id TEXT,
+            reason TEXT NOT NULL,
+            started TEXT,
+            ended TEXT,
+            prompts BIGINT NOT NULL DEFAULT 0,
+            tool_calls BIGINT NOT NULL DEFAULT 0,
+            errors BIGINT NOT NULL DEFAULT 0,
+            files TEXT NOT NULL DEFAULT '[]',
+            last_prompt TEXT,
+            created TEXT NOT NULL
+        );
+
+        CREATE TABLE meta (
+            key TEXT PRIMARY KEY,
+            value TEXT NOT NULL
+        );
+        """,
+    ),
+]

@@ -1,0 +1,343 @@
+"""The shared backend: PostgreSQL, selected by `COS_DATABASE_URL=postgresql://…`.
+
+Agents on several machines then share one project's sessions, observations and summaries. Each
+project (and each test) can live in its own schema: libpq's `options=-csearch_path=<schema>` in
+the URL is honoured, and the schema is created on first open. psycopg is imported here only, so
+neither `import coding_os.storage` nor the hook's hot path pays for it.
+"""
+
+from __future__ import annotations
+
+import json
+import string
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from coding_os.state.hookslog import utc_now
+from coding_os.storage.base import (
+    Observation,
+    SessionRecord,
+    SessionSummary,
+    Storage,
+    StorageError,
+    check_schema_version,
+    storable_text,
+)
+from coding_os.storage.migrations.postgres import MIGRATIONS
+
+__all__ = ["PostgresStorage", "redact"]
+
+CONNECT_TIMEOUT_S = 5
+# pg_advisory_xact_lock(classid, objid): the class is ours ("cos"), the object is the schema.
+_MIGRATION_LOCK_CLASS = 0x636F73
+_SESSION_COLUMNS = ("id", "agent", "panel", "native_id", "project", "cwd", "source",
+                    "forked_from", "cleared_from", "started", "last_active", "status")
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
+
+_Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+class PostgresStorage(Storage):
+    """Storage in a PostgreSQL database. Migrations run on open, serialised by an advisory lock.
+
+    Raises:
+        StorageError: the server cannot be reached, refuses the login, or the schema cannot be
+            created or migrated. The message names the URL without its password.
+    """
+
+    def __init__(self, url: str) -> None:
+        self.url = redact(url)
+        self._lock = threading.RLock()
+        defaults: dict[str, str | int] = {"connect_timeout": CONNECT_TIMEOUT_S,
+                                          "application_name": "coding-os"}
+        try:
+            params = conninfo_to_dict(url)
+            self._conninfo = make_conninfo(
+                url, **{key: value for key, value in defaults.items() if key not in params})
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot open database {self.url}: {_one_line(exc)}") from None
+        self._password = str(params.get("password") or "")
+        self.schema = search_path_schema(str(params.get("options") or ""))
+        self._conn = self._connect()
+        try:
+            version = self.schema_version()
+            check_schema_version(version, len(MIGRATIONS), self.url)
+            if version < len(MIGRATIONS):
+                self.migrate()
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _connect(self) -> _Connection:
+        try:
+            return psycopg.connect(self._conninfo, autocommit=True)
+        except psycopg.Error as exc:
+            raise StorageError(f"cannot open database {self.url}: {self._message(exc)}") from None
+
+    def _message(self, exc: BaseException) -> str:
+        message = _one_line(exc)
+        return message.replace(self._password, "***") if self._password else message
+
+    @contextmanager
+    def _using(self, doing: str = "database") -> Iterator[_Connection]:
+        """The connection, for one caller at a time; a connection lost since is reopened."""
+        with self._lock:
+            if self._conn.broken:
+                self._conn.close()
+                self._conn = self._connect()
+            try:
+                yield self._conn
+            except psycopg.Error as exc:
+                raise StorageError(f"{doing} {self.url}: {self._message(exc)}") from None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[_Connection]:
+        with self._using() as conn, conn.transaction():
+            yield conn
+
+    def _query(self, query: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+        with self._using() as conn:
+            return conn.execute(query, params).fetchall()
+
+    # schema
+
+    def _migrations_table(self) -> sql.Identifier:
+        if self.schema is None:
+            return sql.Identifier("schema_migrations")
+        return sql.Identifier(self.schema, "schema_migrations")
+
+    def _version(self, conn: _Connection) -> int:
+        table = self._migrations_table()
+        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                           (table.as_string(conn),)).fetchone()
+        if not row or not row[0]:
+            return 0
+        row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}").format(table)
+                           ).fetchone()
+        return int(row[0]) if row else 0
+
+    def schema_version(self) -> int:
+        with self._using() as conn:
+            return self._version(conn)
+
+    def migrate(self) -> int:
+        with self._using("migrating") as conn:
+            for index in range(self._version(conn), len(MIGRATIONS)):
+                name, statements = MIGRATIONS[index]
+                self._apply(conn, index + 1, name, statements)
+            return self._version(conn)
+
+    def _apply(self, conn: _Connection, version: int, name: str, statements: str) -> None:
+        # One transaction: the lock (held to its end), the schema, the migration, its bookkeeping.
+        # Concurrent first openers queue on the lock and then find the version already applied.
+        table = self._migrations_table()
+        with conn.transaction():
+            conn.execute(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK_CLASS}, hashtext(%s))",
+                         (self.schema or "",))
+            if self.schema is not None and not conn.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (self.schema,)).fetchone():
+                conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.schema)))
+            conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {} (version INTEGER PRIMARY KEY, "
+                                 "name TEXT NOT NULL, applied TEXT NOT NULL)").format(table))
+            if self._version(conn) >= version:
+                return
+            conn.execute(statements)
+            conn.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(table),
+                         (version, name, utc_now()))
+
+    # sessions
+
+    def upsert_session(self, record: SessionRecord) -> None:
+        values = [_text(getattr(record, c)) for c in _SESSION_COLUMNS]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
+        with self._transaction() as conn:
+            conn.execute(
+                f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) "
+                f"VALUES ({', '.join(['%s'] * len(_SESSION_COLUMNS))}) "
+                f"ON CONFLICT (id) DO UPDATE SET {updates}",
+                values,
+            )
+
+    def touch_session(self, session_id: str, last_active: str, status: str | None = None) -> None:
+        with self._transaction() as conn:
+            conn.execute(
+                "UPDATE sessions SET last_active = greatest(last_active, %s), "
+                "status = coalesce(%s, status) WHERE id = %s",
+                (_text(last_active), _text(status), _text(session_id)),
+            )
+
+    def session(self, session_id: str) -> SessionRecord | None:
+        rows = self._query(f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions WHERE id = %s",
+                           (_text(session_id),))
+        return SessionRecord(*rows[0]) if rows else None
+
+    def session_by_native(self, agent: str, native_id: str) -> SessionRecord | None:
+        rows = self._query(
+            f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions "
+            "WHERE agent = %s AND native_id = %s ORDER BY last_active DESC LIMIT 1",
+            (_text(agent), _text(native_id)),
+        )
+        return SessionRecord(*rows[0]) if rows else None
+
+    def sessions(self, agent: str | None = None) -> list[SessionRecord]:
+        query = f"SELECT {', '.join(_SESSION_COLUMNS)} FROM sessions"
+        params: tuple[object, ...] = ()
+        if agent:
+            query += " WHERE agent = %s"
+            params = (_text(agent),)
+        rows = self._query(query + " ORDER BY last_active DESC, id DESC", params)
+        return [SessionRecord(*row) for row in rows]
+
+    # observations
+
+    def add_observations(self, rows: Sequence[Observation]) -> int:
+        if not rows:
+            return 0
+        with self._transaction() as conn, conn.cursor() as cursor:
+            cursor.executemany(
+                "INSERT INTO observations "
+                "(oid, session, agent, panel, ts, event, tool, text, data) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (oid) DO NOTHING",
+                [tuple(_text(v) for v in (o.oid, o.session, o.agent, o.panel, o.ts,
+                                          o.event, o.tool, o.text,
+                                          json.dumps(o.data, ensure_ascii=False)))
+                 for o in rows],
+            )
+            return max(cursor.rowcount, 0)  # summed over the batch
+
+    def observations(self, session: str | None = None, limit: int | None = None) -> list[Observation]:
+        query = "SELECT oid, session, agent, panel, ts, event, tool, text, data FROM observations"
+        params: list[object] = []
+        if session:
+            query += " WHERE session = %s"
+            params.append(_text(session))
+        query += " ORDER BY seq"
+        if limit is not None and limit >= 0:  # SQLite reads a negative LIMIT as none
+            query += " LIMIT %s"
+            params.append(limit)
+        return [
+            Observation(oid=oid, session=sid, agent=agent, panel=panel, ts=ts, event=event,
+                        tool=tool, text=text, data=json.loads(data))
+            for oid, sid, agent, panel, ts, event, tool, text, data in self._query(query, params)
+        ]
+
+    # summaries
+
+    def summary(self, session_id: str) -> SessionSummary | None:
+        rows = self._query(
+            "SELECT session, agent, panel, reason, native_id, started, ended, prompts, "
+            "tool_calls, errors, files, last_prompt, created FROM session_summaries "
+            "WHERE session = %s",
+            (_text(session_id),),
+        )
+        if not rows:
+            return None
+        row = list(rows[0])
+        row[10] = json.loads(row[10])
+        return SessionSummary(*row)
+
+    def write_summary(self, summary: SessionSummary) -> bool:
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO session_summaries (session, agent, panel, reason, "
+                "native_id, started, ended, prompts, tool_calls, errors, files, last_prompt, "
+                "created) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (session) DO NOTHING",
+                (_text(summary.session), _text(summary.agent), _text(summary.panel),
+                 _text(summary.reason), _text(summary.native_id), _text(summary.started),
+                 _text(summary.ended), summary.prompts, summary.tool_calls, summary.errors,
+                 _text(json.dumps(summary.files)), _text(summary.last_prompt),
+                 _text(summary.created or utc_now())),
+            )
+            return cursor.rowcount == 1
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def redact(url: str) -> str:
+    """The URL as it may be shown: `postgresql://user@host:port/dbname`, never the password."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.Error:
+        scheme, sep, rest = url.partition("://")
+        if not sep:
+            return "postgresql (unreadable connection string)"
+        netloc, slash, path = rest.split("?", 1)[0].partition("/")
+        userinfo, at, hostport = netloc.rpartition("@")
+        return f"{scheme}://{userinfo.split(':', 1)[0]}{at}{hostport}{slash}{path}"
+    user = params.get("user")
+    port = params.get("port")
+    return (f"postgresql://{f'{user}@' if user else ''}{params.get('host') or ''}"
+            f"{f':{port}' if port else ''}/{params.get('dbname') or ''}")
+
+
+def search_path_schema(options: str) -> str | None:
+    """The first schema of a `search_path` set in libpq `options` (`-csearch_path=a,b`), if any."""
+    tokens: list[str] = []
+    current: list[str] = []
+    escaped = False
+    for char in options:  # whitespace separates arguments unless escaped with a backslash
+        if escaped:
+            current.append(char)
+            escaped = False
+        elif char == "\\":
+            escaped = True
+        elif char.isspace():
+            if current:
+                tokens.append("".join(current))
+                current = []
+        else:
+            current.append(char)
+    if current:
+        tokens.append("".join(current))
+    value: str | None = None
+    for index, token in enumerate(tokens):
+        if token == "-c":
+            setting = tokens[index + 1] if index + 1 < len(tokens) else ""
+        elif token.startswith("-c"):
+            setting = token[2:]
+        elif token.startswith("--"):
+            setting = token[2:]
+        else:
+            continue
+        key, sep, rest = setting.partition("=")
+        if sep and key.strip().replace("-", "_").lower() == "search_path":
+            value = rest  # the last setting wins, as in the server
+    if value is None:
+        return None
+    value = value.strip()
+    if value.startswith('"'):
+        name, index = [], 1
+        while index < len(value):
+            if value[index] == '"':
+                if value[index + 1:index + 2] != '"':
+                    break
+                index += 1
+            name.append(value[index])
+            index += 1
+        schema = "".join(name)
+    else:
+        schema = value.split(",", 1)[0].strip().translate(_ASCII_LOWER)
+    return schema if schema and schema != "$user" else None
+
+
+def _one_line(exc: BaseException) -> str:
+    """psycopg's message on one line (libpq adds hints and caret lines on lines of their own)."""
+    lines = [line.strip() for line in str(exc).splitlines()]
+    return "; ".join(line for line in lines if line.strip("^ ")) or type(exc).__name__
+
+
+def _text(value: str | None) -> str | None:
+    """A string PostgreSQL accepts: lone surrogates (storable_text) and NUL, which TEXT cannot
+    hold, become U+FFFD."""
+    value = storable_text(value)
+    return None if value is None else value.replace("\x00", "\ufffd")
