@@ -155,3 +155,22 @@ def test_init_json_reports_file_and_events(repo: Path, agent: str) -> None:
     assert isinstance(report, dict)
     assert report["agent"] == agent and report["changed"] is True
     assert report["events"] == list(KNOWN_EVENTS)
+
+
+def test_init_with_an_explicit_state_dir_still_writes_settings_in_the_checkout(
+        repo: Path, tmp_path: Path) -> None:
+    state = tmp_path / "elsewhere" / "state"
+    assert cos("init", "--agent", "claude", cwd=repo, env={"COS_STATE_DIR": str(state)}).returncode == 0
+    assert (repo / ".claude" / "settings.json").is_file()
+    assert not (state.parent / ".claude").exists()
+
+
+def test_a_private_settings_file_stays_private(repo: Path) -> None:
+    path = repo / ".claude" / "settings.local.json"
+    path.parent.mkdir()
+    path.write_text('{"env": {"API_TOKEN": "secret"}}', encoding="utf-8")
+    path.chmod(0o600)
+    assert cos("init", "--agent", "claude", "--local", cwd=repo).returncode == 0
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert cos("uninstall", cwd=repo).returncode == 0
+    assert path.stat().st_mode & 0o777 == 0o600

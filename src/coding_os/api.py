@@ -184,11 +184,11 @@ def gc_panels(dry_run: bool = False, env: Mapping[str, str] | None = None,
     return reap_panels(caller.tiers, env, dry_run=dry_run)
 
 
-def _storage(caller: Caller) -> Any:
+def _storage(caller: Caller, env: Mapping[str, str] | None) -> Any:
     from coding_os.state import observations
     from coding_os.storage import open_storage
 
-    storage = open_storage(caller.tiers.database)
+    storage = open_storage(caller.tiers.database, env=env)
     observations.ingest(storage, caller.tiers.observations_spool)
     return storage
 
@@ -202,7 +202,7 @@ def session_summary(session: str, env: Mapping[str, str] | None = None,
     """
     from dataclasses import asdict
 
-    storage = _storage(Caller(env, cwd))
+    storage = _storage(Caller(env, cwd), env)
     try:
         summary = storage.summary(session)
         return asdict(summary) if summary else None
@@ -219,8 +219,155 @@ def session_observations(session: str | None = None, env: Mapping[str, str] | No
     """
     from dataclasses import asdict
 
-    storage = _storage(Caller(env, cwd))
+    storage = _storage(Caller(env, cwd), env)
     try:
         return [asdict(o) for o in storage.observations(session=session)]
     finally:
         storage.close()
+
+
+# Transcripts (DESIGN.md §4.1, §4.4): thin wrappers over coding_os.sessions.transcript, which is
+# imported when first used so that the commands that never touch a transcript do not load it.
+
+from typing import TYPE_CHECKING  # noqa: E402  (kept with the functions it serves)
+
+if TYPE_CHECKING:
+    from coding_os.sessions.transcript import Appended, Forked
+
+__all__ += [
+    "create_session",
+    "append_event",
+    "set_title",
+    "mark_compact",
+    "fork_session",
+    "close_session",
+]
+
+
+def create_session(agent: str | None = None, *, native_id: str | None = None,
+                   title: str | None = None, parent: str | None = None,
+                   seed_ref: str | None = None, branch: str | None = None,
+                   durability: str = "turn", env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> str:
+    """Start a cos-native session (its transcript, holding its session_meta); returns its id.
+
+    The agent defaults to the caller's; project and worktree come from where the caller's
+    state lives, the branch from the worktree's git HEAD unless given.
+
+    Raises:
+        InvalidId: a bad agent name.
+        InvalidInput: a bad title or durability.
+        Misroute: the state dir cannot be resolved safely.
+        StateIOError: the transcript cannot be written.
+    """
+    from coding_os.sessions import transcript
+    from coding_os.state.identity import validate_agent
+
+    if agent is not None:
+        validate_agent(agent)
+    caller = Caller(env, cwd)
+    worktree = caller.resolution.worktree or caller.resolution.project_root
+    return transcript.create(
+        caller.tiers, agent or caller.agent, native_id=native_id,
+        project=caller.resolution.project_root, worktree=worktree,
+        branch=branch if branch is not None else _git_branch(worktree), title=title,
+        parent=parent, seed_ref=seed_ref, durability=durability)
+
+
+def append_event(session: str, entry_type: str, fields: Mapping[str, object] | None = None, *,
+                 durability: str = "turn", env: Mapping[str, str] | None = None,
+                 cwd: str | None = None) -> Appended:
+    """Append one entry (user, assistant, tool_call, …; DESIGN.md §4.1) to a session.
+
+    Raises:
+        InvalidId: a bad session id (checked before anything else).
+        InvalidInput: an unknown type, a missing or mistyped field, a bad durability.
+        NotFound: the session has no transcript in this project.
+        StateIOError: the append failed; the transcript keeps its previous entries.
+    """
+    from coding_os.sessions import transcript
+
+    transcript.session_agent(session)
+    return transcript.append(Caller(env, cwd).tiers, session, entry_type, fields,
+                             durability=durability)
+
+
+def set_title(session: str, title: str, *, durability: str = "turn",
+              env: Mapping[str, str] | None = None, cwd: str | None = None) -> Appended:
+    """Rename a session (a `title` entry; the latest is its title).
+
+    Raises:
+        InvalidId: a bad session id.
+        InvalidInput: a bad title.
+        NotFound, StateIOError: as `append_event`.
+    """
+    from coding_os.sessions import transcript
+
+    transcript.session_agent(session)
+    return transcript.set_title(Caller(env, cwd).tiers, session, title, durability=durability)
+
+
+def mark_compact(session: str, text: str, from_seq: int, to_seq: int, *,
+                 durability: str = "turn", env: Mapping[str, str] | None = None,
+                 cwd: str | None = None) -> Appended:
+    """Record a compaction: `text` stands for entries from_seq..to_seq (which stay in the file).
+
+    Raises:
+        InvalidId: a bad session id.
+        InvalidInput: a range that is not of earlier entries.
+        NotFound, StateIOError: as `append_event`.
+    """
+    from coding_os.sessions import transcript
+
+    transcript.session_agent(session)
+    return transcript.mark_compact(Caller(env, cwd).tiers, session, text, from_seq, to_seq,
+                                   durability=durability)
+
+
+def fork_session(session: str, at_seq: int | None = None, name: str | None = None, *,
+                 durability: str = "turn", env: Mapping[str, str] | None = None,
+                 cwd: str | None = None) -> Forked:
+    """Fork a cos-native session at `at_seq` (default: its end) into a new session.
+
+    Raises:
+        InvalidId: a bad session id (checked before any file is touched).
+        InvalidInput: a bad seq or name, a seq past the end, a sidechain of a fork.
+        NotFound: the session has no transcript in this project.
+        StateIOError: the new transcript cannot be written.
+    """
+    from coding_os.sessions import transcript
+
+    transcript.session_agent(session)
+    return transcript.fork(Caller(env, cwd).tiers, session, at_seq, name, durability=durability)
+
+
+def close_session(session: str, *, durability: str = "turn",
+                  env: Mapping[str, str] | None = None, cwd: str | None = None) -> Appended:
+    """Record that a session ended (an `event` named "close"), fsynced unless durability is none.
+
+    Raises:
+        InvalidId: a bad session id.
+        NotFound, StateIOError: as `append_event`.
+    """
+    from coding_os.sessions import transcript
+
+    transcript.session_agent(session)
+    return transcript.close(Caller(env, cwd).tiers, session, durability=durability)
+
+
+def _git_branch(worktree: str) -> str | None:
+    """The branch checked out in `worktree` (from its HEAD, without starting git), or None."""
+    git = os.path.join(worktree, ".git")
+    try:
+        if os.path.isfile(git):
+            with open(git, encoding="utf-8") as f:
+                pointer = f.read(4096).strip()
+            if not pointer.startswith("gitdir:"):
+                return None
+            git = os.path.join(worktree, pointer[len("gitdir:"):].strip())
+        with open(os.path.join(git, "HEAD"), encoding="utf-8") as f:
+            head = f.read(4096).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    prefix = "ref: refs/heads/"
+    return head[len(prefix):] if head.startswith(prefix) else None

@@ -84,7 +84,10 @@ def horizon_for(name: str, config: dict[str, Any]) -> float | None:
     """
     from coding_os.state.tiers import spec_for
 
-    horizons = (config.get("state") or {}).get("horizons") or {}
+    state = config.get("state") or {}
+    if not isinstance(state, dict):
+        raise InvalidInput(".coding-os.yaml: state must be a mapping")
+    horizons = state.get("horizons") or {}
     if not isinstance(horizons, dict):
         raise InvalidInput(".coding-os.yaml: state.horizons must be a mapping")
     if name in horizons:

@@ -27,7 +27,7 @@ from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.state import durable
 from coding_os.state.caller import Caller
 from coding_os.state.lifecycle import KNOWN_EVENTS
-from coding_os.state.root import linked_worktree_main
+from coding_os.state.root import checkout_root, linked_worktree_main
 
 __all__ = [
     "AGENT_HOOK_FILES",
@@ -117,18 +117,14 @@ def _group(agent: str, cos_path: str, event: str) -> dict[str, Any]:
 
 
 def _checkout_root(caller: Caller) -> str:
-    """The checkout whose settings files get the hooks: this worktree, or the project root."""
+    """The checkout whose settings files get the hooks: the git checkout around the caller (this
+    worktree, in a linked one), else the project root."""
     if caller.resolution.worktree:
         return caller.resolution.worktree
-    if caller.resolution.rule == "default":
-        # Before the first init there is no .coding-os to find: anchor at the git checkout.
-        here = caller.resolution.project_root
-        while not os.path.exists(os.path.join(here, ".git")):
-            parent = os.path.dirname(here)
-            if parent == here:
-                return caller.resolution.project_root
-            here = parent
-        return here
+    if caller.resolution.rule in ("default", "explicit"):
+        # Before the first init there is no .coding-os to find, and an explicit state dir says
+        # nothing of where the checkout is: anchor at the git checkout around the caller.
+        return checkout_root(caller.cwd) or caller.resolution.project_root
     return caller.resolution.project_root
 
 
@@ -151,9 +147,15 @@ def read_manifest(manifest_path: str) -> dict[str, Any]:
 
 
 def _write_json(path: str, data: bytes) -> None:
+    """Replace a settings file atomically, keeping its mode (0644 for a new one: it is the
+    user's file, not private state; a private one, say holding `env` secrets, stays private)."""
+    try:
+        mode = os.stat(path).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = 0o644
     durable.ensure_dir(os.path.dirname(path))
     durable.atomic_write(path, data)
-    os.chmod(path, 0o644)  # a settings file is the user's, not private state
+    os.chmod(path, mode)
 
 
 def _load_settings(path: str) -> tuple[dict[str, Any], bytes | None]:

@@ -57,10 +57,14 @@ def test_a_state_file_reads_back_the_owner_and_value_it_was_written_with(
 
 def test_a_state_value_of_the_largest_allowed_size_reads_back_whole() -> None:
     session = "ses-claude-20261129-100000-abcd"
-    value = "é ∑" * (STATE_MAX_VALUE // 3)
+    value = "é ∑" * (STATE_MAX_VALUE // 6)  # 6 bytes of UTF-8 each: the limit is in bytes
+    value += "x" * (STATE_MAX_VALUE - len(value.encode()))
+    assert len(value.encode()) == STATE_MAX_VALUE
     assert parse_state(format_state(session, value)) == (session, value)
     with pytest.raises(InvalidInput):
         format_state(session, "x" * (STATE_MAX_VALUE + 1))
+    with pytest.raises(InvalidInput):
+        format_state(session, "é" * (STATE_MAX_VALUE // 2 + 1))  # few characters, many bytes
 
 
 @given(SESSIONS, ONE_LINE, st.sampled_from("\n\r\x00"), ONE_LINE)

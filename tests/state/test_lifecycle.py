@@ -192,3 +192,83 @@ def test_two_panels_minting_the_same_id_in_the_same_second_get_different_session
     fire(repo, isolated_env, "SessionStart", "two", source="startup")
     assert (sid(repo, "one"), sid(repo, "two")) == ("ses-claude-20261129-100000-aaaa",
                                                     "ses-claude-20261129-100000-bbbb")
+
+
+def test_a_panel_reaped_by_gc_rebinds_its_native_session_when_it_fires_again(
+        repo: Path, isolated_env: Path) -> None:
+    import shutil
+
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    first = sid(repo, "n1")
+    shutil.rmtree(panel(repo, "n1"))  # what `cos gc --panels` does to an idle panel
+    result = fire(repo, isolated_env, "PostToolUse", "n1", tool_name="Bash",
+                  tool_input={"command": "ls"})
+    assert result.session == first == sid(repo, "n1")
+
+
+def test_a_fork_with_a_new_native_id_is_linked_through_the_agent_process(
+        repo: Path, isolated_env: Path) -> None:
+    e = env(isolated_env, CLAUDE_PID="777")
+    api.hook("SessionStart", {"session_id": "src", "source": "startup"}, env=e, cwd=str(repo))
+    api.hook("SessionStart", {"session_id": "forked", "source": "fork"}, env=e, cwd=str(repo))
+    assert db_rows(repo, "SELECT forked_from FROM sessions WHERE id = ?", sid(repo, "forked")) == \
+        [(sid(repo, "src"),)]
+
+
+def test_a_locked_database_never_stalls_tool_hooks_and_stop_fails_open(
+        repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    holder = sqlite3.connect(repo / ".coding-os" / "coding-os.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")  # another process holds the write lock
+    try:
+        tool = fire(repo, isolated_env, "PostToolUse", "n1", tool_name="Bash",
+                    tool_input={"command": "make"})
+        stop = fire(repo, isolated_env, "Stop", "n1", last_assistant_message="done")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert tool.exit_code == stop.exit_code == 0
+    log = api.hooks_log(env=env(isolated_env), cwd=str(repo))
+    assert "db_error" not in log[-2] and "locked" in str(log[-1]["db_error"])
+    fire(repo, isolated_env, "Stop", "n1", last_assistant_message="again")
+    events = [r["event"] for r in api.session_observations(sid(repo, "n1"), env=env(isolated_env),
+                                                            cwd=str(repo))]
+    assert events == ["SessionStart", "PostToolUse", "Stop", "Stop"]  # nothing was lost
+
+
+def test_a_torn_spool_line_never_costs_the_next_observation(repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    spool = repo / ".coding-os" / ".observations.jsonl"
+    with open(spool, "ab") as f:
+        f.write(b'{"oid": "torn", "session": "x", "ev')  # a hook killed mid-append
+    api.session_observations(env=env(isolated_env), cwd=str(repo))  # ingests up to the tear
+    fire(repo, isolated_env, "UserPromptSubmit", "n1", prompt="after the tear")
+    rows = api.session_observations(sid(repo, "n1"), env=env(isolated_env), cwd=str(repo))
+    assert [r["event"] for r in rows] == ["SessionStart", "UserPromptSubmit"]
+    assert (repo / ".coding-os" / ".observations.jsonl.torn").read_bytes().startswith(b'{"oid": "torn"')
+
+
+def test_projects_sharing_one_database_keep_every_observation(
+        repo: Path, isolated_env: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".git").mkdir()
+    shared = {"COS_DATABASE_URL": f"sqlite:///{tmp_path / 'shared.db'}"}
+    for project in (repo, other):
+        e = env(isolated_env, **shared)
+        api.hook("SessionStart", {"session_id": project.name, "source": "startup"}, env=e,
+                 cwd=str(project))
+        for n in range(3):
+            api.hook("UserPromptSubmit", {"session_id": project.name, "prompt": f"p{n}"}, env=e,
+                     cwd=str(project))
+        api.hook("Stop", {"session_id": project.name}, env=e, cwd=str(project))
+    rows = api.session_observations(env=env(isolated_env, **shared), cwd=str(repo))
+    assert len([r for r in rows if r["event"] == "UserPromptSubmit"]) == 6
+
+
+def test_hooks_log_limit_zero_returns_no_lines(repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    assert api.hooks_log(limit=0, env=env(isolated_env), cwd=str(repo)) == []
+    assert len(api.hooks_log(limit=1, env=env(isolated_env), cwd=str(repo))) == 1
+    by_native = api.hooks_log(session="n1", env=env(isolated_env), cwd=str(repo))
+    assert [line["event"] for line in by_native] == ["SessionStart"]

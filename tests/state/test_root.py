@@ -200,3 +200,24 @@ def test_hook_fired_from_subdirectory_creates_no_nested_state_dir(repo: Path) ->
     assert not (deep / ".coding-os").exists()
     assert not (repo / "src" / ".coding-os").exists()
     assert (repo / ".coding-os" / "codex" / "panels" / "s1" / "session-id").is_file()
+
+
+def test_a_symlinked_hub_cannot_be_reached_through_its_link(isolated_env: Path, tmp_path: Path,
+                                                            repo: Path) -> None:
+    real_hub = tmp_path / "hub-target"
+    real_hub.mkdir()
+    (isolated_env / ".coding-os").symlink_to(real_hub)
+    for target in (isolated_env / ".coding-os", real_hub):
+        with pytest.raises(Misroute):
+            resolve(str(repo), env_for(isolated_env, COS_STATE_DIR=str(target)))
+
+
+def test_claude_started_in_a_subdirectory_uses_the_projects_state_dir(
+        repo: Path, isolated_env: Path) -> None:
+    (repo / ".coding-os").mkdir()
+    sub = repo / "src" / "backend"
+    sub.mkdir(parents=True)
+    r = resolve(str(sub), env_for(isolated_env, CLAUDE_PROJECT_DIR=str(sub)))
+    assert (r.state_dir, r.rule) == (str(repo / ".coding-os"), "marker_walk")
+    # Its Bash tool has no CLAUDE_PROJECT_DIR and resolves to the same place.
+    assert resolve(str(sub), env_for(isolated_env)).state_dir == r.state_dir

@@ -155,3 +155,21 @@ def test_bad_horizon_in_config_is_a_clear_error(repo: Path) -> None:
                                           encoding="utf-8")
     proc = cos("state", "check", ".task-current", "--json", cwd=repo, env=PANEL_A)
     assert proc.returncode == 2 and "duration" in proc.stderr
+
+
+def test_a_value_over_the_byte_limit_is_refused_not_truncated(repo: Path) -> None:
+    start(repo, PANEL_A)
+    proc = cos("state", "set", ".task-current", "é" * 40_000, cwd=repo, env=PANEL_A)
+    assert proc.returncode == 2 and "bytes" in proc.stderr
+    assert not (repo / ".coding-os" / "claude" / "panels" / "panel-a" / ".task-current").exists()
+
+
+def test_a_config_whose_state_section_is_not_a_mapping_is_a_clear_error(repo: Path) -> None:
+    start(repo, PANEL_A)
+    assert cos("state", "set", ".task-current", "T", cwd=repo, env=PANEL_A).returncode == 0
+    (repo / ".coding-os.yaml").write_text("state: foo\n", encoding="utf-8")
+    proc = cos("state", "get", ".task-current", cwd=repo, env=PANEL_A)
+    assert proc.returncode == 2 and "state must be a mapping" in proc.stderr
+    hook = fire("PostToolUse", {"session_id": "panel-a", "tool_name": "Bash"}, cwd=repo, env=PANEL_A)
+    assert hook.returncode == 0  # the hook falls back to the default horizon and says so
+    assert "config_error" in (repo / ".coding-os" / ".hooks.log").read_text(encoding="utf-8")

@@ -233,8 +233,13 @@ def run(argv: list[str]) -> int:
         return exc.exit_code
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
+    except click.UsageError as exc:
+        command = exc.ctx.command_path if exc.ctx else "cos"
+        click.echo(f"cos: {' '.join(exc.format_message().split())} (see '{command} --help')",
+                   err=True)
+        return exc.exit_code
     except click.ClickException as exc:
-        exc.show()
+        click.echo(f"cos: {' '.join(exc.format_message().split())}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("cos: aborted", err=True)

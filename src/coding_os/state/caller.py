@@ -22,7 +22,8 @@ __all__ = ["Caller", "read_panel_session"]
 class Caller:
     """Resolved state dir, agent, panel and its directory for one caller."""
 
-    __slots__ = ("resolution", "tiers", "agent", "panel", "panel_source", "panel_dir", "native")
+    __slots__ = ("cwd", "resolution", "tiers", "agent", "panel", "panel_source", "panel_dir",
+                 "native")
 
     def __init__(self, env: Mapping[str, str] | None = None, cwd: str | None = None,
                  payload_session: str | None = None) -> None:
@@ -33,11 +34,12 @@ class Caller:
             InvalidId: COS_AGENT or `.coding-os/.agent` names an invalid agent.
         """
         env = os.environ if env is None else env
-        self.resolution: Resolution = resolve(cwd, env)
+        self.cwd = os.path.realpath(cwd if cwd is not None else os.getcwd())
+        self.resolution: Resolution = resolve(self.cwd, env)
         self.tiers = Tiers(self.resolution.state_dir)
         self.agent = detect_agent(env, self.tiers.agent_marker)
         self.native = payload_session or None
-        self.panel, self.panel_source = panel_identity(env, self.native)
+        self.panel, self.panel_source = panel_identity(env, self.native, self.agent)
         self.panel_dir = self.tiers.panel_dir(self.agent, self.panel)
 
     def session(self) -> str | None:
@@ -48,7 +50,7 @@ class Caller:
 
 def read_panel_session(panel_dir: str) -> tuple[str, str | None] | None:
     """(session id, native id or None) from a panel's session-id file, or None."""
-    data = durable.read_small(os.path.join(panel_dir, "session-id"), 4096)
+    data = durable.read_small(os.path.join(panel_dir, "session-id"), 8192)
     if data is None:
         return None
     parsed = parse_state(data)

@@ -15,7 +15,9 @@ import os
 
 from coding_os.errors import StateIOError
 
-__all__ = ["atomic_write", "locked_append", "ensure_dir", "read_small", "io_error"]
+__all__ = [
+    "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
+]
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -155,18 +157,36 @@ def _set_aside_torn_tail(fd: int, path: str, size: int) -> int:
     return start
 
 
-def read_small(path: str, limit: int = 1 << 20) -> bytes | None:
-    """Read a small state file without following a final symlink; None when it is absent."""
+def _open_state_file(path: str) -> int | None:
+    """A read-only descriptor of `path`, not following a final symlink; None when absent."""
     try:
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
+        return os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC)
     except FileNotFoundError:
         return None
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             return None
         raise io_error(path, exc) from None
+
+
+def read_small(path: str, limit: int = 1 << 20) -> bytes | None:
+    """Read a small state file without following a final symlink; None when it is absent."""
+    fd = _open_state_file(path)
+    if fd is None:
+        return None
     try:
         return os.read(fd, limit)
+    finally:
+        os.close(fd)
+
+
+def read_small_stat(path: str, limit: int = 1 << 20) -> tuple[bytes, float] | None:
+    """`read_small`, with the mtime of the very file read (not a later one at the same path)."""
+    fd = _open_state_file(path)
+    if fd is None:
+        return None
+    try:
+        return os.read(fd, limit), os.fstat(fd).st_mtime
     finally:
         os.close(fd)
 

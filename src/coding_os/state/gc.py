@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 
+from coding_os.errors import CosError
 from coding_os.state import presence
 from coding_os.state.caller import read_panel_session
 from coding_os.state.tiers import Tiers
@@ -103,7 +104,7 @@ def reap_panels(tiers: Tiers, env: Mapping[str, str], *, dry_run: bool = False,
                 continue
             if entry.session:
                 entry.summarised = _summarise_reaped(tiers, agent, panel, entry.session,
-                                                     current[1] if current else None, report)
+                                                     current[1] if current else None, report, env)
             graveyard = os.path.join(tiers.panels_dir(agent),
                                      f".reaped-{panel}-{os.urandom(3).hex()}")
             os.rename(panel_dir, graveyard)  # atomic: hooks now recreate a fresh panel
@@ -111,19 +112,21 @@ def reap_panels(tiers: Tiers, env: Mapping[str, str], *, dry_run: bool = False,
             report.reaped.append(entry)
         except OSError as exc:
             report.errors.append(f"{agent}/{panel}: {exc.strerror or exc}")
+        except CosError as exc:  # one panel's trouble never stops the rest of the run
+            report.errors.append(f"{agent}/{panel}: {exc}")
         finally:
             os.close(fd)
     return report
 
 
 def _summarise_reaped(tiers: Tiers, agent: str, panel: str, session: str,
-                      native: str | None, report: PanelGcReport) -> bool:
+                      native: str | None, report: PanelGcReport, env: Mapping[str, str]) -> bool:
     from coding_os.state import observations
     from coding_os.state.summary import summarise
     from coding_os.storage import StorageError, open_storage
 
     try:
-        storage = open_storage(tiers.database)
+        storage = open_storage(tiers.database, env=env)
     except StorageError as exc:
         report.errors.append(str(exc))
         return False

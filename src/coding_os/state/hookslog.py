@@ -124,7 +124,7 @@ def _reversed_lines(path: str, block: int = 1 << 16) -> Iterator[str]:
 def read(log_path: str, *, agent: str | None = None, session: str | None = None,
          event: str | None = None, limit: int | None = None) -> list[dict[str, str | None]]:
     """Parsed lines matching the filters, oldest first; at most the last `limit` of them."""
-    if not os.path.exists(log_path):
+    if not os.path.exists(log_path) or limit == 0:
         return []
     matched: list[dict[str, str | None]] = []
     for raw in _reversed_lines(log_path):

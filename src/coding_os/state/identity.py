@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 
-from coding_os.adapters import ADAPTERS, PANEL_ENV_VARS
+from coding_os.adapters import ADAPTERS, PANEL_ENV_VARS, adapter
 from coding_os.errors import InvalidId
 from coding_os.state.tiers import PANEL_ID_MAX, RESERVED_DIRS
 
@@ -59,10 +59,15 @@ def detect_agent(env: Mapping[str, str], agent_marker_path: str | None = None) -
     explicit = env.get("COS_AGENT")
     if explicit:
         return validate_agent(explicit)
-    for spec in ADAPTERS:
-        for marker in spec.runtime_markers:
-            if env.get(marker):
-                return spec.name
+    running = [spec.name for spec in ADAPTERS
+               if any(env.get(marker) for marker in spec.runtime_markers)]
+    if len(running) > 1:
+        # An agent started from another one's shell inherits both sets of variables; guessing
+        # would write one agent's state as the other's (fail closed on identity).
+        raise InvalidId(f"the variables of {' and '.join(running)} are both set (one agent "
+                        "running inside another?); set COS_AGENT to say which is calling")
+    if running:
+        return running[0]
     if agent_marker_path:
         try:
             with open(agent_marker_path, encoding="utf-8") as f:
@@ -74,14 +79,17 @@ def detect_agent(env: Mapping[str, str], agent_marker_path: str | None = None) -
     return FALLBACK_AGENT
 
 
-def panel_identity(env: Mapping[str, str], payload_session: object = None) -> tuple[str, str]:
-    """(panel id, source): COS_PANEL_ID, the payload's session_id, adapter env vars, parent pid."""
+def panel_identity(env: Mapping[str, str], payload_session: object = None,
+                   agent: str | None = None) -> tuple[str, str]:
+    """(panel id, source): COS_PANEL_ID, the payload's session_id, the session variables of the
+    calling agent's adapter (all adapters' when the agent is unknown), then the parent pid."""
     explicit = env.get("COS_PANEL_ID")
     if explicit:
         return sanitize_panel_id(explicit), "env"
     if isinstance(payload_session, str) and payload_session:
         return sanitize_panel_id(payload_session), "payload"
-    for var in PANEL_ENV_VARS:
+    spec = adapter(agent) if agent else None
+    for var in spec.session_env if spec else PANEL_ENV_VARS:
         value = env.get(var)
         if value:
             return sanitize_panel_id(value), "adapter_env"

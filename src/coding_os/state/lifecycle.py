@@ -127,7 +127,8 @@ class _Context:
             from coding_os.storage import open_storage
 
             try:
-                self.storage = open_storage(self.tiers.database, busy_timeout_s=HOOK_DB_WAIT_S)
+                self.storage = open_storage(self.tiers.database, busy_timeout_s=HOOK_DB_WAIT_S,
+                                            env=self.env)
             except StateIOError as exc:
                 self.storage_failed = True
                 self.log["db_error"] = str(exc)

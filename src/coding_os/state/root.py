@@ -24,6 +24,7 @@ __all__ = [
     "resolve",
     "hub_dir",
     "linked_worktree_main",
+    "checkout_root",
 ]
 
 STATE_DIR_NAME = ".coding-os"
@@ -107,6 +108,12 @@ def resolve(
         rule, root = "worktree", main_root
     elif not root:
         rule, root = _walk(cwd, env)
+    elif not os.path.isdir(os.path.join(root, STATE_DIR_NAME)):
+        # The agent was started in a subdirectory of an initialised project: its project dir has
+        # no state of its own, so take the project's, as a shell there would (no nested state).
+        walked_rule, walked = _walk(root, env)
+        if walked_rule != "default":
+            rule, root = walked_rule, walked
 
     state_dir = os.path.join(root, STATE_DIR_NAME)
     _refuse_hub(state_dir, hub)
@@ -119,7 +126,8 @@ def resolve(
 
 
 def _refuse_hub(state_dir: str, hub: str) -> None:
-    if os.path.realpath(state_dir) == hub:
+    # `hub` is $HOME/.coding-os with HOME resolved; the hub itself may be a symlink too.
+    if os.path.realpath(state_dir) in (hub, os.path.realpath(hub)) or state_dir == hub:
         raise Misroute(
             f"state would bind to the global hub {hub}; run cos inside a project "
             "or set COS_PROJECT_ROOT"
@@ -147,6 +155,17 @@ def _walk(cwd: str, env: Mapping[str, str]) -> tuple[str, str]:
     return "default", cwd
 
 
+def checkout_root(start: str) -> str | None:
+    """The top of the git checkout holding `start` (the nearest ancestor with `.git`), or None."""
+    here = os.path.realpath(start)
+    while not os.path.lexists(os.path.join(here, ".git")):
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+    return here
+
+
 def linked_worktree_main(
     start: str, env: Mapping[str, str] | None = None
 ) -> tuple[str, str] | None:
@@ -165,15 +184,9 @@ def linked_worktree_main(
             first = start[len(wt_root) + 1:].split(os.sep, 1)[0]
             top = os.path.join(wt_root, first)
     if top is None:
-        here = start
-        while True:
-            if os.path.lexists(os.path.join(here, ".git")):
-                top = here
-                break
-            parent = os.path.dirname(here)
-            if parent == here:
-                return None
-            here = parent
+        top = checkout_root(start)
+        if top is None:
+            return None
     dot_git = os.path.join(top, ".git")
     if not os.path.isfile(dot_git):
         return None

@@ -73,19 +73,21 @@ def format_state(session: str, value: str) -> bytes:
         raise InvalidInput(f"invalid owner session id {session[:80]!r}")
     if "\n" in value or "\r" in value or "\x00" in value:
         raise InvalidInput("a state value must be one line without NUL")
-    if len(value) > MAX_VALUE:
-        raise InvalidInput(f"a state value is at most {MAX_VALUE} characters")
     try:
-        return f"{session} {value}\n".encode("utf-8", "surrogateescape")
+        data = f"{session} {value}\n".encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         raise InvalidInput("a state value must be text that UTF-8 can encode") from None
+    if len(data) - len(session) - 2 > MAX_VALUE:
+        raise InvalidInput(f"a state value is at most {MAX_VALUE} bytes")
+    return data
 
 
 def parse_state(data: bytes) -> tuple[str, str] | None:
     """(owner, value) from a state file's bytes, or None when they are not a state file."""
     text = data.decode("utf-8", "surrogateescape")
-    if text.endswith("\n"):
-        text = text[:-1]
+    if not text.endswith("\n"):
+        return None  # cut short: written by something else, or read past the size limit
+    text = text[:-1]
     owner, sep, value = text.partition(" ")
     if not sep or "\n" in value or not is_session_id(owner):
         return None
@@ -111,13 +113,10 @@ def check_state(path: str, caller_session: str | None, horizon_s: float | None,
     Raises:
         StateIOError: the file exists but cannot be read.
     """
-    data = durable.read_small(path, MAX_VALUE + 128)
-    if data is None:
+    found = durable.read_small_stat(path, MAX_VALUE + 128)
+    if found is None:
         return StateCheck(False, "no_file", None, None, path, None)
-    try:
-        mtime = os.stat(path, follow_symlinks=False).st_mtime
-    except OSError:
-        return StateCheck(False, "no_file", None, None, path, None)
+    data, mtime = found  # bytes and age from the same open file
     age = max(0.0, (time.time() if now is None else now) - mtime)
     age = round(age, 3)
     parsed = parse_state(data)

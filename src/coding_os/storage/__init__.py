@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 
 from coding_os.storage.base import Storage, StorageError
 
 __all__ = ["open_storage", "Storage", "StorageError"]
 
 
-def open_storage(database_path: str, busy_timeout_s: float | None = None) -> Storage:
+def open_storage(database_path: str, busy_timeout_s: float | None = None,
+                 env: Mapping[str, str] | None = None) -> Storage:
     """The project's database: SQLite at `database_path` unless COS_DATABASE_URL selects another
     (`sqlite:///path`, or `postgresql://…` / `postgres://…` for a shared PostgreSQL).
 
@@ -19,7 +21,7 @@ def open_storage(database_path: str, busy_timeout_s: float | None = None) -> Sto
     Raises:
         StorageError: the database cannot be opened or migrated.
     """
-    url = os.environ.get("COS_DATABASE_URL")
+    url = (os.environ if env is None else env).get("COS_DATABASE_URL")
     if url and url.startswith(("postgresql://", "postgres://")):
         try:
             from coding_os.storage.postgres import PostgresStorage
