@@ -5,9 +5,11 @@ panel: mint or keep the session id, presence, heartbeat, `.active-session`, the 
 observations, orphan recovery at startup, the recovery card at compaction. It is the library
 behind `cos hook`; the interface only reads stdin and writes stdout.
 
-Hot path: tool-call events touch files only (heartbeat, log, spool). The database is opened only
-by the events that happen once per session or per turn (SessionStart, Stop, SessionEnd), and a
-database failure there is logged and does not fail the hook: the observations wait in the spool.
+Hot path: tool-call events touch files only (heartbeat, log, spool) — except a panel's first
+event after its directory was lost, which looks its native id up in the index. The database is
+otherwise opened only by the events that happen once per session or per turn (SessionStart, Stop,
+SessionEnd), never under the panel lock, with a 2 s lock wait; a database failure is logged
+(`db_error`) and does not fail the hook: the observations wait in the spool.
 """
 
 from __future__ import annotations
