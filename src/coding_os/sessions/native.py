@@ -1,0 +1,470 @@
+"""Sessions of the agents' own logs (Claude Code, Codex), normalised, and their incremental import.
+
+Both importers (`coding_os.adapters.claude.transcripts`, `coding_os.adapters.codex.rollouts`)
+read JSON-lines files that their tool keeps appending to. Each file is parsed once into a partial
+aggregate (a plain JSON object the importer defines), kept in an `ImportState` together with the
+file's size, mtime, inode and the byte offset just past its last whole line. The next scan stats
+the file: unchanged, it is not opened; grown, it is read from that offset only (after checking
+that the bytes before the offset are still the ones parsed); replaced or truncated, it is parsed
+again from the start. Sessions are then assembled from the aggregates in memory.
+
+A line that is not JSON, not UTF-8 or not an object is counted and skipped; a last line without
+its newline (a writer caught mid-append) is left unparsed and reported, and is read once it is
+whole. Nothing here raises on a bad file: an unreadable path is reported in the `ScanReport`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+__all__ = [
+    "AGENTS",
+    "STATE_VERSION",
+    "TokenTotals",
+    "NativeSubagent",
+    "NativeSession",
+    "FileRecord",
+    "ImportState",
+    "ScanReport",
+    "FileAggregate",
+    "refresh_file",
+    "list_dir",
+    "normalise_timestamp",
+    "clip",
+]
+
+AGENTS = ("claude", "codex")
+STATE_VERSION = 1
+# Bytes before the resume offset that must be unchanged for an append to be trusted.
+_TAIL_BYTES = 64
+# First and last prompts are previews: long pastes are cut to this many characters.
+PROMPT_PREVIEW_CHARS = 2000
+
+
+@dataclass(frozen=True)
+class TokenTotals:
+    """Token use, normalised across providers.
+
+    `input` counts every prompt token, cache reads and writes included (`cached` and
+    `cache_write` are parts of it); `output` includes reasoning (`reasoning` is part of it).
+    """
+
+    input: int = 0
+    cached: int = 0
+    cache_write: int = 0
+    output: int = 0
+    reasoning: int = 0
+
+    @property
+    def total(self) -> int:
+        """Prompt and output tokens together."""
+        return self.input + self.output
+
+    def __add__(self, other: TokenTotals) -> TokenTotals:
+        return TokenTotals(
+            self.input + other.input,
+            self.cached + other.cached,
+            self.cache_write + other.cache_write,
+            self.output + other.output,
+            self.reasoning + other.reasoning,
+        )
+
+    def to_dict(self) -> dict[str, int]:
+        """The totals as JSON, `total` included."""
+        return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True)
+class NativeSubagent:
+    """A subagent's transcript: linked to its parent session, never a session of its own.
+
+    `layout` says where it was found: `inline` (Claude 1.0.x `isSidechain` entries in the parent's
+    file; `agent_id` is the uuid of the chain's first entry), `sibling` (Claude 2.0.x
+    `agent-<id>.jsonl` beside the session), `nested` (Claude 2.1.x
+    `<session>/subagents/agent-<id>.jsonl`) or `thread` (a Codex rollout spawned by another).
+    """
+
+    agent: str
+    agent_id: str
+    parent: str | None
+    layout: str
+    path: str
+    agent_type: str | None = None
+    description: str | None = None
+    first_prompt: str | None = None
+    entries: int = 0
+    user_messages: int = 0
+    assistant_messages: int = 0
+    tokens: TokenTotals = TokenTotals()
+    created: str | None = None
+    last_active: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The subagent as JSON."""
+        data = asdict(self)
+        data["tokens"] = self.tokens.to_dict()
+        return data
+
+
+@dataclass(frozen=True)
+class NativeSession:
+    """One session of an agent's own log, in the words coding-os uses for every session."""
+
+    agent: str
+    native_id: str
+    path: str
+    paths: tuple[str, ...] = ()
+    cwd: str | None = None
+    project: str | None = None
+    git_branch: str | None = None
+    git_commit: str | None = None
+    git_repository: str | None = None
+    cli_version: str | None = None
+    cli_versions: tuple[str, ...] = ()
+    model: str | None = None
+    title: str | None = None
+    title_source: str | None = None
+    first_prompt: str | None = None
+    last_prompt: str | None = None
+    user_messages: int = 0
+    assistant_messages: int = 0
+    tokens: TokenTotals = TokenTotals()
+    created: str | None = None
+    last_active: str | None = None
+    forked_from: str | None = None
+    continues: str | None = None
+    continued_by: tuple[str, ...] = ()
+    copied_entries: int = 0
+    compactions: int = 0
+    subagents: tuple[NativeSubagent, ...] = ()
+    pr_links: tuple[str, ...] = ()
+    entry_counts: Mapping[str, int] = field(default_factory=dict)
+    unknown_types: Mapping[str, int] = field(default_factory=dict)
+    malformed_lines: int = 0
+    torn_tail: bool = False
+
+    @property
+    def tokens_with_subagents(self) -> TokenTotals:
+        """The session's tokens plus those of its subagents."""
+        total = self.tokens
+        for subagent in self.subagents:
+            total = total + subagent.tokens
+        return total
+
+    def to_dict(self) -> dict[str, Any]:
+        """The session as JSON."""
+        data = asdict(self)
+        data["tokens"] = self.tokens.to_dict()
+        data["subagents"] = [s.to_dict() for s in self.subagents]
+        data["entry_counts"] = dict(self.entry_counts)
+        data["unknown_types"] = dict(self.unknown_types)
+        for key in ("paths", "cli_versions", "continued_by", "pr_links"):
+            data[key] = list(data[key])
+        return data
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What the last scan learned from one file, and where to resume reading it."""
+
+    path: str
+    agent: str
+    kind: str
+    size: int
+    mtime_ns: int
+    inode: int
+    offset: int
+    tail: str
+    aggregate: Mapping[str, Any]
+
+    @property
+    def torn_tail(self) -> bool:
+        """The file ended in bytes without a newline when last read."""
+        return self.size > self.offset
+
+    def unchanged(self, st: os.stat_result) -> bool:
+        """The file still has the size, mtime and inode it had when read."""
+        return (
+            st.st_size == self.size
+            and st.st_mtime_ns == self.mtime_ns
+            and st.st_ino == self.inode
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON."""
+        return {
+            "agent": self.agent,
+            "kind": self.kind,
+            "size": self.size,
+            "mtime_ns": self.mtime_ns,
+            "inode": self.inode,
+            "offset": self.offset,
+            "tail": self.tail,
+            "aggregate": self.aggregate,
+        }
+
+    @classmethod
+    def from_dict(cls, path: str, data: Mapping[str, Any]) -> FileRecord:
+        """A record read back from `to_dict`.
+
+        Raises:
+            KeyError, TypeError, ValueError: `data` is not a record.
+        """
+        aggregate = data["aggregate"]
+        if not isinstance(aggregate, dict):
+            raise TypeError("aggregate is not an object")
+        return cls(
+            path=path,
+            agent=str(data["agent"]),
+            kind=str(data["kind"]),
+            size=int(data["size"]),
+            mtime_ns=int(data["mtime_ns"]),
+            inode=int(data["inode"]),
+            offset=int(data["offset"]),
+            tail=str(data["tail"]),
+            aggregate=aggregate,
+        )
+
+
+@dataclass
+class ScanReport:
+    """What one scan did: for incrementality figures, and for what it could not read."""
+
+    agent: str
+    root: str
+    files_seen: int = 0
+    files_unchanged: int = 0
+    files_opened: int = 0
+    bytes_read: int = 0
+    malformed_lines: int = 0
+    torn_files: list[str] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    empty_files: list[str] = field(default_factory=list)
+    orphan_subagents: list[NativeSubagent] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON."""
+        data = asdict(self)
+        data["unreadable"] = [list(item) for item in self.unreadable]
+        data["orphan_subagents"] = [s.to_dict() for s in self.orphan_subagents]
+        return data
+
+
+@dataclass
+class ImportState:
+    """Per-file import state of every native log read so far (both agents), JSON-serialisable.
+
+    `report` describes the scan that produced this state; it is not serialised.
+    """
+
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    report: ScanReport | None = field(default=None, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The state as JSON."""
+        return {
+            "version": STATE_VERSION,
+            "files": {path: self.files[path].to_dict() for path in sorted(self.files)},
+        }
+
+    @classmethod
+    def from_dict(cls, data: object) -> ImportState:
+        """The state read back from `to_dict`; anything unreadable starts afresh (a full import)."""
+        if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
+            return cls()
+        files: dict[str, FileRecord] = {}
+        raw_files = data.get("files")
+        if not isinstance(raw_files, dict):
+            return cls()
+        for path, raw in raw_files.items():
+            try:
+                files[str(path)] = FileRecord.from_dict(str(path), raw)
+            except (KeyError, TypeError, ValueError):
+                continue  # that file is simply parsed again
+        return cls(files=files)
+
+    def dumps(self) -> str:
+        """The state as a JSON document."""
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def loads(cls, text: str | bytes) -> ImportState:
+        """The state parsed from `dumps`; a corrupt document gives an empty state."""
+        try:
+            return cls.from_dict(json.loads(text))
+        except ValueError:
+            return cls()
+
+    def records(self, agent: str) -> dict[str, FileRecord]:
+        """The file records of one agent, by path."""
+        return {path: rec for path, rec in self.files.items() if rec.agent == agent}
+
+
+class FileAggregate(Protocol):
+    """The partial summary of one file that an importer builds line by line."""
+
+    def feed(self, entry: dict[str, Any]) -> None:
+        """Take one parsed line."""
+
+    def malformed(self, reason: str) -> None:
+        """Count one line that could not be used (`invalid_utf8`, `not_json`, `not_object`)."""
+
+    def dump(self) -> dict[str, Any]:
+        """The aggregate as JSON, from which the importer can resume."""
+
+
+def list_dir(path: str) -> list[tuple[str, bool]]:
+    """The names in `path` with whether each is a directory; empty when `path` cannot be listed.
+
+    The importers discover files only through this function, so a test can change the order.
+    """
+    try:
+        with os.scandir(path) as entries:
+            found = []
+            for entry in entries:
+                try:
+                    is_dir = entry.is_dir()
+                except OSError:
+                    is_dir = False
+                found.append((entry.name, is_dir))
+            return found
+    except OSError:
+        return []
+
+
+def _fingerprint(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def refresh_file(
+    path: str,
+    st: os.stat_result,
+    previous: FileRecord | None,
+    agent: str,
+    kind: str,
+    start: Callable[[dict[str, Any] | None], FileAggregate],
+    report: ScanReport,
+) -> FileRecord | None:
+    """Bring one file's record up to date, reading no more of it than it changed.
+
+    `start(None)` makes an empty aggregate, `start(data)` resumes from a dumped one (a private
+    copy). Returns `previous` itself when the file is unchanged, the new record after reading,
+    or `previous` (possibly None) when the file cannot be read, which is added to the report.
+    """
+    report.files_seen += 1
+    if previous is not None and previous.kind == kind and previous.unchanged(st):
+        report.files_unchanged += 1
+        return previous
+    try:
+        handle = open(path, "rb")
+    except OSError as exc:
+        report.unreadable.append((path, exc.strerror or type(exc).__name__))
+        return previous
+    with handle:
+        report.files_opened += 1
+        try:
+            opened = os.fstat(handle.fileno())
+            offset, aggregate = _resume_point(handle, opened, previous, kind, start)
+            handle.seek(offset)
+            position = offset
+            for raw in handle:
+                if not raw.endswith(b"\n"):
+                    report.bytes_read += len(raw)
+                    end = position + len(raw)
+                    break
+                position += len(raw)
+                report.bytes_read += len(raw)
+                _feed_line(aggregate, raw)
+            else:
+                end = position
+            tail = b""
+            if position:
+                handle.seek(max(0, position - _TAIL_BYTES))
+                tail = handle.read(min(position, _TAIL_BYTES))
+        except OSError as exc:
+            report.unreadable.append((path, exc.strerror or type(exc).__name__))
+            return previous
+    return FileRecord(
+        path=path,
+        agent=agent,
+        kind=kind,
+        # Where reading stopped, torn bytes included: with the mtime taken before reading, a
+        # write during the read shows up as a change at the next scan.
+        size=end,
+        mtime_ns=opened.st_mtime_ns,
+        inode=opened.st_ino,
+        offset=position,
+        tail=_fingerprint(tail),
+        aggregate=aggregate.dump(),
+    )
+
+
+def _resume_point(
+    handle: Any,
+    opened: os.stat_result,
+    previous: FileRecord | None,
+    kind: str,
+    start: Callable[[dict[str, Any] | None], FileAggregate],
+) -> tuple[int, FileAggregate]:
+    """Where to start reading, and the aggregate to continue: the old one if only appended to."""
+    if (
+        previous is not None
+        and previous.kind == kind
+        and previous.inode == opened.st_ino
+        and previous.offset > 0
+        and opened.st_size >= previous.offset
+    ):
+        handle.seek(max(0, previous.offset - _TAIL_BYTES))
+        before = handle.read(min(previous.offset, _TAIL_BYTES))
+        if _fingerprint(before) == previous.tail:
+            # A private copy: the previous state stays as it was.
+            return previous.offset, start(json.loads(json.dumps(previous.aggregate)))
+    return 0, start(None)
+
+
+def _feed_line(aggregate: FileAggregate, raw: bytes) -> None:
+    body = raw.strip()
+    if not body:
+        return
+    try:
+        entry = json.loads(body)
+    except UnicodeDecodeError:
+        aggregate.malformed("invalid_utf8")
+        return
+    except (ValueError, RecursionError):
+        aggregate.malformed("not_json")
+        return
+    if not isinstance(entry, dict):
+        aggregate.malformed("not_object")
+        return
+    aggregate.feed(entry)
+
+
+def normalise_timestamp(value: object) -> str | None:
+    """An ISO-8601 timestamp as UTC `YYYY-MM-DDTHH:MM:SS.mmmZ`, or None when it is not one.
+
+    The normal form sorts as text in time order, so aggregates compare strings.
+    """
+    if not isinstance(value, str):
+        return None
+    if len(value) == 24 and value[10] == "T" and value[-1] == "Z" and value[19] == ".":
+        return value  # already normal, the common case: no parsing on the hot path
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=timezone.utc)
+    parsed = parsed.astimezone(timezone.utc)
+    return parsed.strftime("%Y-%m-%dT%H:%M:%S.") + f"{parsed.microsecond // 1000:03d}Z"
+
+
+def clip(text: str) -> str:
+    """A prompt cut to its preview length."""
+    return text if len(text) <= PROMPT_PREVIEW_CHARS else text[:PROMPT_PREVIEW_CHARS]
