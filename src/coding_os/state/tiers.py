@@ -96,6 +96,10 @@ class Tiers:
     def presence_path(self, agent: str, session: str) -> str:
         return os.path.join(self.state_dir, agent, "sessions", f"{session}.json")
 
+    def transcript_path(self, agent: str, session: str) -> str:
+        """The session's transcript (DESIGN.md §4.1): `<agent>/transcripts/<sid>.jsonl`."""
+        return os.path.join(self.state_dir, agent, "transcripts", f"{session}.jsonl")
+
     def state_path(self, agent: str, panel: str, name: str) -> str:
         """Where the state file `name` of this agent and panel lives, by its tier."""
         if spec_for(name)[1] == AGENT:
