@@ -290,19 +290,7 @@ def _after_session_start(ctx: _Context, start: _Start) -> str:
 def _adopt(ctx: _Context) -> str:
     """A hook on a panel without a session (hooks installed mid-session, a missed SessionStart,
     a panel reaped by `cos gc`): rebind the cos session that owns the native id, else mint."""
-    session = None
-    if ctx.native:
-        storage = ctx.open_storage(ingest=False)
-        if storage is not None:
-            from coding_os.storage.base import StorageError
-
-            try:
-                found = storage.session_by_native(ctx.agent, ctx.native)
-            except StorageError as exc:
-                ctx.log["db_error"] = str(exc)
-                found = None
-            if found is not None:
-                session = found.id
+    session = _session_of_native(ctx, ingest=False)
     ctx.log["adopted"] = "1"
     if session is None:
         session = _mint(ctx)
@@ -422,21 +410,29 @@ def _resume_target(ctx: _Context, current: tuple[str, str | None] | None) -> str
     """The cos session owning the resumed native id; a new one linked to it when none does."""
     if current and ctx.native and current[1] == ctx.native:
         return current[0]
-    if ctx.native:
-        storage = ctx.open_storage()
-        if storage is not None:
-            from coding_os.storage.base import StorageError
-
-            try:
-                found = storage.session_by_native(ctx.agent, ctx.native)
-            except StorageError as exc:
-                ctx.log["db_error"] = str(exc)
-                found = None
-            if found is not None:
-                ctx.log["resumed"] = found.id
-                return found.id
+    found = _session_of_native(ctx, ingest=True)
+    if found is not None:
+        ctx.log["resumed"] = found
+        return found
     ctx.log["linked"] = "1"
     return _mint(ctx)
+
+
+def _session_of_native(ctx: _Context, ingest: bool) -> str | None:
+    """The cos session the index links to this payload's native id, if any."""
+    if not ctx.native:
+        return None
+    storage = ctx.open_storage(ingest=ingest)
+    if storage is None:
+        return None
+    from coding_os.storage.base import StorageError
+
+    try:
+        found = storage.session_by_native(ctx.agent, ctx.native)
+    except StorageError as exc:
+        ctx.log["db_error"] = str(exc)
+        return None
+    return found.id if found is not None else None
 
 
 def _fork_source(ctx: _Context, previous: str | None) -> str | None:
