@@ -113,5 +113,5 @@ class Tiers:
         except OSError:
             return []
         return sorted(e for e in entries
-                      if not e.startswith(".") and e not in RESERVED_DIRS
-                      and os.path.isdir(os.path.join(self.panels_dir(e))))
+                      if e[:1].islower() and e not in RESERVED_DIRS
+                      and os.path.isdir(os.path.join(self.state_dir, e)))
