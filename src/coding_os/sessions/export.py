@@ -1,0 +1,202 @@
+"""Export of a session's conversation as Markdown, JSON or HTML (DESIGN.md §4.5).
+
+Reads the session where it lives — a cos-native transcript (its visible conversation: rewound
+entries hidden), a Claude Code transcript, or a Codex rollout — into one list of turns, then
+renders it. Native logs are only read, never changed. Sidechain (subagent) entries inline in a
+Claude transcript are left out, as they are from the session list.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from coding_os.errors import InvalidInput, NotFound
+
+__all__ = ["Turn", "FORMATS", "KINDS", "read_turns", "render"]
+
+FORMATS = ("md", "json", "html")
+KINDS = ("cos", "claude", "codex")
+TOOL_TEXT_MAX = 4000
+
+
+@dataclass
+class Turn:
+    """One step of a conversation: a prompt, an answer, a tool call or a tool's result."""
+
+    role: str  # user | assistant | tool_call | tool_result | note
+    text: str
+    ts: str | None = None
+    tool: str | None = None
+
+
+def _lines(path: str) -> Iterator[dict[str, Any]]:
+    """The JSON objects of a JSONL file; lines that are not JSON objects are skipped."""
+    try:
+        f = open(path, encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise NotFound(f"no session log at {path}") from None
+    with f:
+        for line in f:
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict):
+                yield entry
+
+
+def _mapping(value: object) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _short(value: object) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    return text if len(text) <= TOOL_TEXT_MAX else text[: TOOL_TEXT_MAX - 1] + "…"
+
+
+def _cos_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
+    from coding_os.sessions import transcript
+
+    read = transcript.read(path)
+    meta = dict(read.meta or {})
+    turns = []
+    for entry in read.visible():
+        kind = entry.get("type")
+        ts = entry.get("ts")
+        if kind in ("user", "assistant"):
+            turns.append(Turn(str(kind), str(entry.get("text") or ""), ts))
+        elif kind == "tool_call":
+            turns.append(Turn("tool_call", _short(entry.get("input")), ts, str(entry.get("tool"))))
+        elif kind == "tool_result":
+            turns.append(Turn("tool_result", _short(entry.get("output") or ""), ts))
+        elif kind in ("compact", "summary"):
+            turns.append(Turn("note", f"[{kind}] {entry.get('text') or ''}", ts))
+    return meta, turns
+
+
+def _claude_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
+    meta: dict[str, Any] = {}
+    turns: list[Turn] = []
+    for entry in _lines(path):
+        if entry.get("isSidechain"):
+            continue
+        if entry.get("type") == "custom-title" and isinstance(entry.get("customTitle"), str):
+            meta["title"] = entry["customTitle"]
+        if entry.get("type") not in ("user", "assistant"):
+            continue
+        meta.setdefault("native_id", entry.get("sessionId"))
+        meta.setdefault("cwd", entry.get("cwd"))
+        ts = entry.get("timestamp")
+        message = _mapping(entry.get("message"))
+        content = message.get("content")
+        role = str(entry["type"])
+        if isinstance(content, str):
+            turns.append(Turn(role, content, ts))
+            continue
+        for block in content if isinstance(content, list) else []:
+            if not isinstance(block, dict):
+                continue
+            kind = block.get("type")
+            if kind == "text" and isinstance(block.get("text"), str):
+                turns.append(Turn(role, block["text"], ts))
+            elif kind == "tool_use":
+                turns.append(Turn("tool_call", _short(block.get("input")), ts,
+                                  str(block.get("name"))))
+            elif kind == "tool_result":
+                result = block.get("content")
+                if isinstance(result, list):
+                    result = "\n".join(str(part.get("text", "")) for part in result
+                                       if isinstance(part, dict))
+                turns.append(Turn("tool_result", _short(result or ""), ts))
+    return meta, turns
+
+
+def _codex_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
+    meta: dict[str, Any] = {}
+    turns: list[Turn] = []
+    for entry in _lines(path):
+        payload = _mapping(entry.get("payload"))
+        ts = entry.get("timestamp")
+        if entry.get("type") == "session_meta":
+            meta.setdefault("native_id", payload.get("id"))
+            meta.setdefault("cwd", payload.get("cwd"))
+            continue
+        if entry.get("type") != "response_item":
+            continue
+        kind = payload.get("type")
+        if kind == "message" and payload.get("role") in ("user", "assistant"):
+            parts = [str(part.get("text", "")) for part in payload.get("content") or []
+                     if isinstance(part, dict) and isinstance(part.get("text"), str)]
+            text = "\n".join(parts)
+            if text and not text.startswith(("<environment_context>", "<user_instructions>")):
+                turns.append(Turn(str(payload["role"]), text, ts))
+        elif kind in ("function_call", "custom_tool_call"):
+            arguments = payload.get("arguments", payload.get("input"))
+            turns.append(Turn("tool_call", _short(arguments), ts, str(payload.get("name"))))
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            output = payload.get("output")
+            if isinstance(output, dict):
+                output = output.get("content", output)
+            turns.append(Turn("tool_result", _short(output or ""), ts))
+    return meta, turns
+
+
+def read_turns(path: str, kind: str) -> tuple[dict[str, Any], list[Turn]]:
+    """The session's metadata and conversation from its log at `path`, of `kind` (KINDS).
+
+    Raises:
+        InvalidInput: an unknown kind.
+        NotFound: there is no file at `path`.
+    """
+    readers = {"cos": _cos_turns, "claude": _claude_turns, "codex": _codex_turns}
+    if kind not in readers:
+        raise InvalidInput(f"unknown session kind {kind!r}: expected one of {', '.join(KINDS)}")
+    return readers[kind](path)
+
+
+_LABELS = {"user": "User", "assistant": "Assistant", "tool_call": "Tool call",
+           "tool_result": "Tool result", "note": "Note"}
+
+
+def render(meta: dict[str, Any], turns: list[Turn], fmt: str) -> str:
+    """The conversation as `fmt` (FORMATS).
+
+    Raises:
+        InvalidInput: an unknown format.
+    """
+    title = str(meta.get("title") or meta.get("session") or meta.get("native_id") or "session")
+    if fmt == "json":
+        return json.dumps({"meta": meta, "turns": [asdict(t) for t in turns]},
+                          ensure_ascii=False, indent=2) + "\n"
+    if fmt == "md":
+        out = [f"# {title}", ""]
+        for turn in turns:
+            head = _LABELS.get(turn.role, turn.role) + (f" `{turn.tool}`" if turn.tool else "")
+            out.append(f"## {head}" + (f" — {turn.ts}" if turn.ts else ""))
+            out.append("")
+            if turn.role in ("tool_call", "tool_result"):
+                fence = "````" if "```" in turn.text else "```"
+                out += [fence, turn.text, fence]
+            else:
+                out.append(turn.text)
+            out.append("")
+        return "\n".join(out)
+    if fmt == "html":
+        rows = []
+        for turn in turns:
+            head = html.escape(_LABELS.get(turn.role, turn.role)
+                               + (f" {turn.tool}" if turn.tool else ""))
+            when = f' <time>{html.escape(str(turn.ts))}</time>' if turn.ts else ""
+            rows.append(f'<section class="{html.escape(turn.role)}"><h2>{head}{when}</h2>'
+                        f"<pre>{html.escape(turn.text)}</pre></section>")
+        return ("<!doctype html>\n<html><head><meta charset=\"utf-8\">"
+                f"<title>{html.escape(title)}</title><style>"
+                "body{font-family:sans-serif;max-width:60em;margin:auto}"
+                "pre{white-space:pre-wrap}.user{background:#eef}.tool_call,.tool_result"
+                "{background:#f6f6f6}</style></head>\n<body><h1>"
+                f"{html.escape(title)}</h1>\n" + "\n".join(rows) + "\n</body></html>\n")
+    raise InvalidInput(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
