@@ -236,8 +236,6 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         entries.append({"event": event, "group": group})
     rendered = _render(data)
     changed = raw is None or (json.loads(raw) if raw.strip() else {}) != data
-    if changed:
-        _write_json(path, rendered)
     written = rendered if changed else raw
     assert written is not None
 
@@ -256,9 +254,13 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     record["cos"] = cos_path
     record["written_sha256"] = hashlib.sha256(written).hexdigest()
     _ensure_state_dir(state_dir, checkout, manifest)
+    # The manifest first: a crash before the settings are written leaves a record whose entries
+    # are simply not there to remove, never hooks that no record knows about.
     new_manifest = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
     if durable.read_small(manifest_path, 16 << 20) != new_manifest:
         durable.atomic_write(manifest_path, new_manifest)
+    if changed:
+        _write_json(path, rendered)
 
     report = InstallReport(agent=agent, file=path, changed=changed, events=list(KNOWN_EVENTS),
                            command=hook_command(agent, cos_path, "<Event>"), state_dir=state_dir)

@@ -272,3 +272,56 @@ def test_hooks_log_limit_zero_returns_no_lines(repo: Path, isolated_env: Path) -
     assert len(api.hooks_log(limit=1, env=env(isolated_env), cwd=str(repo))) == 1
     by_native = api.hooks_log(session="n1", env=env(isolated_env), cwd=str(repo))
     assert [line["event"] for line in by_native] == ["SessionStart"]
+
+
+def test_no_summary_is_written_from_a_spool_that_could_not_be_stored_first(
+        repo: Path, isolated_env: Path) -> None:
+    e = env(isolated_env, COS_PANEL_ID="tab")
+    api.hook("SessionStart", {"session_id": "a", "source": "startup"}, env=e, cwd=str(repo))
+    first = sid(repo, "tab")
+    api.hook("UserPromptSubmit", {"session_id": "a", "prompt": "one"}, env=e, cwd=str(repo))
+    holder = sqlite3.connect(repo / ".coding-os" / "coding-os.db", isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:  # the new session starts while the database is locked: its orphan waits
+        api.hook("SessionStart", {"session_id": "b", "source": "startup"}, env=e, cwd=str(repo))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert db_rows(repo, "SELECT count(*) FROM session_summaries") == [(0,)]
+    api.hook("Stop", {"session_id": "b"}, env=e, cwd=str(repo))  # retried, now complete
+    assert db_rows(repo, "SELECT session, reason, prompts FROM session_summaries") == \
+        [(first, "orphan", 1)]
+
+
+def test_an_orphan_whose_summary_failed_at_startup_is_summarised_later(
+        repo: Path, isolated_env: Path) -> None:
+    e = env(isolated_env, COS_PANEL_ID="tab")
+    api.hook("SessionStart", {"session_id": "a", "source": "startup"}, env=e, cwd=str(repo))
+    first = sid(repo, "tab")
+    api.hook("UserPromptSubmit", {"session_id": "a", "prompt": "one"}, env=e, cwd=str(repo))
+    broken = {**e, "COS_DATABASE_URL": "bogus://nowhere"}
+    result = api.hook("SessionStart", {"session_id": "b", "source": "startup"}, env=broken,
+                      cwd=str(repo))
+    assert result.exit_code == 0 and sid(repo, "tab") != first
+    api.hook("SessionEnd", {"session_id": "b", "reason": "exit"}, env=e, cwd=str(repo))
+    reasons = dict(db_rows(repo, "SELECT session, reason FROM session_summaries"))
+    assert reasons == {first: "orphan", sid(repo, "tab"): "end:exit"}
+
+
+def test_a_dead_process_of_another_pid_namespace_is_not_judged_here(
+        repo: Path, isolated_env: Path) -> None:
+    import subprocess
+
+    process = subprocess.Popen(["sleep", "60"])
+    e = env(isolated_env, CLAUDE_PID=str(process.pid))
+    api.hook("SessionStart", {"session_id": "elsewhere", "source": "startup"}, env=e,
+             cwd=str(repo))
+    process.kill()
+    process.wait()
+    other = sid(repo, "elsewhere")
+    record_path = repo / ".coding-os" / "claude" / "sessions" / f"{other}.json"
+    record = json.loads(record_path.read_text())
+    record["host_ns"] = "another-boot:1"  # written by a container sharing the project dir
+    record_path.write_text(json.dumps(record))
+    fire(repo, isolated_env, "SessionStart", "here", source="startup")
+    assert db_rows(repo, "SELECT count(*) FROM session_summaries WHERE session = ?", other) == [(0,)]

@@ -77,8 +77,12 @@ def main(argv: list[str]) -> int:
     if result.output is not None:
         from coding_os import jsonwire
 
-        sys.stdout.write(jsonwire.dumps(result.output))
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(jsonwire.dumps(result.output))
+            sys.stdout.flush()
+        except BrokenPipeError:  # the agent stopped reading: the state is written all the same
+            _say("the agent closed stdout before the hook's output was written")
+            return EXIT_ERROR
     return result.exit_code
 
 

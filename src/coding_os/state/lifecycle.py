@@ -122,25 +122,34 @@ class _Context:
 
     def open_storage(self, ingest: bool = True) -> Storage | None:
         """The database, with the spool moved into it unless `ingest` is false; None when it
-        cannot be used (logged, never fatal to the hook: the spool keeps the data)."""
+        cannot be used, or once any database step of this fire failed (one failure, logged,
+        ends the fire's database work: it never waits twice; the spool keeps the data)."""
         from coding_os.errors import StateIOError
 
-        if self.storage is None and not self.storage_failed:
+        if self.storage_failed:
+            return None
+        if self.storage is None:
             from coding_os.storage import open_storage
 
             try:
                 self.storage = open_storage(self.tiers.database, busy_timeout_s=HOOK_DB_WAIT_S,
                                             env=self.env)
             except StateIOError as exc:
-                self.storage_failed = True
-                self.log["db_error"] = str(exc)
-        if self.storage is not None and ingest and not self.ingested:
-            self.ingested = True
+                self.db_failed(exc)
+                return None
+        if ingest and not self.ingested:
             try:
                 observations.ingest(self.storage, self.tiers.observations_spool)
+                self.ingested = True
             except StateIOError as exc:
-                self.log["db_error"] = str(exc)
+                self.db_failed(exc)
+                return None
         return self.storage
+
+    def db_failed(self, exc: Exception) -> None:
+        """Record a database failure; no further database step runs in this fire."""
+        self.storage_failed = True
+        self.log["db_error"] = str(exc)
 
     def close(self) -> None:
         if self.storage is not None:
@@ -211,8 +220,10 @@ def _handle(ctx: _Context) -> HookResult:
         storage = ctx.open_storage()
         if storage is not None:
             _record_activity(ctx, storage, session, status=None)
+            _retry_pending_orphan(ctx, session)
     elif ctx.event == "SessionEnd":
         _session_end(ctx, session)
+        _retry_pending_orphan(ctx, session)
     log.update(ctx.log)
     hookslog.append(ctx.tiers.hooks_log, log)
     return HookResult(output, session)
@@ -258,6 +269,10 @@ def _session_start(ctx: _Context, current: tuple[str, str | None] | None) -> _St
         if session == previous:
             ctx.log["kept"] = "1"
     else:
+        if starts_fresh and previous:
+            # Remembered with the new binding, so a summary that cannot be written now (no
+            # database, a full disk after the commit) is retried by a later event.
+            fields["pending_orphan"] = previous
         if source == "clear":
             cleared_from = previous or _previous_of_host(ctx)
             if cleared_from:
@@ -278,7 +293,10 @@ def _after_session_start(ctx: _Context, start: _Start) -> str:
     context = start.context
     if start.previous is not None:
         reason = "clear" if start.source == "clear" else "orphan"
-        context = _recover_orphan(ctx, start.previous, reason) or context
+        card, done = _recover_orphan(ctx, start.previous, reason)
+        context = card or context
+        if done:
+            presence.write_presence(ctx.tiers, ctx.agent, start.session, {"pending_orphan": None})
     if start.source == "startup":
         _recover_dead_hosts(ctx, start.session)
     storage = ctx.open_storage()
@@ -340,6 +358,7 @@ def _bind_session(ctx: _Context, session: str, source: str,
     host_pid = _host_pid(ctx)
     if host_pid:
         record["host_pid"] = host_pid
+        record["host_ns"] = _host_namespace()
     if known is None:
         record["started"] = ctx.ts
         record["source"] = source
@@ -374,13 +393,23 @@ def _index_session(ctx: _Context, storage: Storage, session: str, record: dict[s
             last_active=ctx.ts, status="active",
         ))
     except StorageError as exc:
-        ctx.log["db_error"] = str(exc)
+        ctx.db_failed(exc)
 
 
 def _host_pid(ctx: _Context) -> str | None:
     """The agent process's pid as its adapter reports it to hooks (stable across /clear)."""
     spec = adapter(ctx.agent)
     return ctx.env.get(spec.host_pid_env) if spec and spec.host_pid_env else None
+
+
+def _host_namespace() -> str | None:
+    """This boot of this machine and this pid namespace: where a recorded pid means something."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as f:
+            boot = f.read().strip()
+        return f"{boot}:{os.stat('/proc/self/ns/pid').st_ino}"
+    except OSError:
+        return None
 
 
 def _previous_of_host(ctx: _Context) -> str | None:
@@ -410,7 +439,7 @@ def _resume_target(ctx: _Context, current: tuple[str, str | None] | None) -> str
     """The cos session owning the resumed native id; a new one linked to it when none does."""
     if current and ctx.native and current[1] == ctx.native:
         return current[0]
-    found = _session_of_native(ctx, ingest=True)
+    found = _session_of_native(ctx, ingest=False)  # under the panel lock: a read, no spool
     if found is not None:
         ctx.log["resumed"] = found
         return found
@@ -430,7 +459,7 @@ def _session_of_native(ctx: _Context, ingest: bool) -> str | None:
     try:
         found = storage.session_by_native(ctx.agent, ctx.native)
     except StorageError as exc:
-        ctx.log["db_error"] = str(exc)
+        ctx.db_failed(exc)
         return None
     return found.id if found is not None else None
 
@@ -455,13 +484,17 @@ def _fork_source(ctx: _Context, previous: str | None) -> str | None:
 
 
 def _recover_orphan(ctx: _Context, current: tuple[str, str | None], reason: str,
-                    panel: str | None = None) -> str:
-    """Summarise a previous session (the panel's, by default) if it never got a summary;
-    return the card saying so."""
+                    panel: str | None = None) -> tuple[str, bool]:
+    """Summarise a previous session (the panel's, by default) if it never got a summary.
+
+    Returns the card saying so (for a panel's own orphan) and whether the session now has a
+    summary. Never summarises from a spool that could not be moved into the database first:
+    a summary is written once, so it must not miss observations.
+    """
     previous, native = current
     storage = ctx.open_storage()
     if storage is None:
-        return ""
+        return "", False
     from coding_os.state.summary import summarise
     from coding_os.storage.base import StorageError
 
@@ -472,22 +505,36 @@ def _recover_orphan(ctx: _Context, current: tuple[str, str | None], reason: str,
             storage.touch_session(previous, summary.ended or ctx.ts, status="orphaned"
                                   if reason == "orphan" else "ended")
     except StorageError as exc:
-        ctx.log["db_error"] = str(exc)
-        return ""
+        ctx.db_failed(exc)
+        return "", False
     if not new:
-        return ""
+        return "", True
     presence.write_presence(ctx.tiers, ctx.agent, previous,
                             {"status": "orphaned" if reason == "orphan" else "ended"})
     recovered = ctx.log.get("recovered")
     ctx.log["recovered"] = f"{recovered},{previous}" if recovered else previous
     if reason != "orphan" or panel is not None:
-        return ""
+        return "", True
     files = ", ".join(summary.files[:10]) or "none"
     failed = f" ({summary.errors} failed)" if summary.errors else ""
     last = f' Last prompt: "{_excerpt(summary.last_prompt or "", 200)}".' if summary.last_prompt else ""
     return (f"[coding-os] The previous session of this panel ({previous}) ended without a "
             f"SessionEnd; its summary was recovered: {summary.prompts} prompts, "
-            f"{summary.tool_calls} tool calls{failed}; files written: {files}.{last}")
+            f"{summary.tool_calls} tool calls{failed}; files written: {files}.{last}"), True
+
+
+def _retry_pending_orphan(ctx: _Context, session: str) -> None:
+    """Summarise the orphan this session's SessionStart could not (see `_session_start`)."""
+    record = presence.read_presence(ctx.tiers, ctx.agent, session) or {}
+    pending = record.get("pending_orphan")
+    if not isinstance(pending, str):
+        return
+    previous = presence.read_presence(ctx.tiers, ctx.agent, pending) or {}
+    native = previous.get("native_id")
+    _, done = _recover_orphan(ctx, (pending, native if isinstance(native, str) else None),
+                              "orphan", panel=_string(previous.get("panel")) or ctx.panel)
+    if done:
+        presence.write_presence(ctx.tiers, ctx.agent, session, {"pending_orphan": None})
 
 
 def _recover_dead_hosts(ctx: _Context, session: str) -> None:
@@ -501,6 +548,7 @@ def _recover_dead_hosts(ctx: _Context, session: str) -> None:
     if spec is None or spec.host_pid_env is None:
         return
     sessions_dir = os.path.join(ctx.tiers.agent_dir(ctx.agent), "sessions")
+    host_ns = _host_namespace()
     try:
         names = os.listdir(sessions_dir)
     except OSError:
@@ -512,6 +560,8 @@ def _recover_dead_hosts(ctx: _Context, session: str) -> None:
         record = presence.read_presence(ctx.tiers, ctx.agent, other)
         if not record or record.get("status") != "active" or not record.get("host_pid"):
             continue
+        if record.get("host_ns") != host_ns:
+            continue  # another machine, container or pid namespace: its pids mean nothing here
         try:
             os.kill(int(str(record["host_pid"])), 0)
             continue  # still running (or the pid was reused: then leave it alone)
@@ -523,6 +573,8 @@ def _recover_dead_hosts(ctx: _Context, session: str) -> None:
         native = record.get("native_id")
         _recover_orphan(ctx, (other, native if isinstance(native, str) else None), "orphan",
                         panel=panel if isinstance(panel, str) else None)
+        if ctx.storage_failed:
+            return  # one wait for the database is enough
 
 
 def _session_end(ctx: _Context, session: str) -> None:
@@ -538,7 +590,7 @@ def _session_end(ctx: _Context, session: str) -> None:
             summarise(storage, session, ctx.agent, ctx.panel, f"end:{reason}",
                       native_id=ctx.native)
         except StorageError as exc:
-            ctx.log["db_error"] = str(exc)
+            ctx.db_failed(exc)
     presence.write_presence(ctx.tiers, ctx.agent, session, {"status": "ended", "ended": ctx.ts,
                                                             "end_reason": reason})
 
@@ -561,7 +613,7 @@ def _record_activity(ctx: _Context, storage: Storage, session: str, status: str 
         else:
             storage.touch_session(session, ctx.ts, status=status)
     except StorageError as exc:
-        ctx.log["db_error"] = str(exc)
+        ctx.db_failed(exc)
 
 
 def _observe(ctx: _Context, log: dict[str, object]) -> dict[str, object] | None:
