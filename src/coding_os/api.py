@@ -7,8 +7,8 @@ so tests and embedding runtimes can call them for any caller without touching `o
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
 
 from coding_os.config import horizon_for, load_config
 from coding_os.errors import InvalidInput, NotFound, NotTrusted
@@ -35,6 +35,8 @@ __all__ = [
     "session_summary",
     "session_observations",
 ]
+
+_T = TypeVar("_T")
 
 
 def where(env: Mapping[str, str] | None = None, cwd: str | None = None) -> Resolution:
@@ -371,3 +373,323 @@ def _git_branch(worktree: str) -> str | None:
         return None
     prefix = "ref: refs/heads/"
     return head[len(prefix):] if head.startswith(prefix) else None
+
+
+# The session index (DESIGN.md §4.2): one list of cos-native, Claude Code and Codex sessions.
+# coding_os.sessions.index and the importers are imported when first used.
+
+if TYPE_CHECKING:
+    from coding_os.sessions.index import Progress, RefreshReport
+    from coding_os.storage.base import IndexRow, Storage
+
+__all__ += [
+    "SESSION_SCOPES",
+    "SESSION_FIELDS",
+    "import_sessions",
+    "rebuild_index",
+    "list_sessions",
+    "show_session",
+    "rename_session",
+    "remove_session",
+]
+
+SESSION_SCOPES = ("worktree", "repo", "all")
+# The fields of a listed session, in the order they are printed.
+SESSION_FIELDS = ("id", "native_id", "agent", "kind", "title", "name", "project", "worktree",
+                  "cwd", "branch", "created", "last_active", "messages", "tokens", "forked_from",
+                  "parent", "status")
+# What SQLite says about a file that is not (or no longer) a database it can use.
+_CORRUPT_MARKERS = ("file is not a database", "malformed", "disk image")
+
+
+def _native_dirs(env: Mapping[str, str]) -> tuple[str, str]:
+    """Where Claude Code and Codex keep their logs for a caller with environment `env`."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    claude = env.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
+    codex = env.get("CODEX_HOME") or os.path.join(home, ".codex")
+    return claude, codex
+
+
+def _corrupt(exc: Exception, env: Mapping[str, str]) -> bool:
+    url = env.get("COS_DATABASE_URL") or ""
+    sqlite = not url or url.startswith("sqlite:///")
+    return sqlite and any(marker in str(exc) for marker in _CORRUPT_MARKERS)
+
+
+def _set_aside_database(path: str) -> None:
+    """Move a corrupt SQLite database (and its WAL files) aside, so a fresh one is made."""
+    from coding_os.state.hookslog import utc_now
+
+    suffix = ".corrupt-" + utc_now().replace(":", "")
+    for extra in ("", "-wal", "-shm"):
+        try:
+            os.replace(path + extra, path + suffix + extra)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            from coding_os.storage.base import StorageError
+
+            raise StorageError(f"cannot set aside the corrupt database {path}: {exc}") from None
+
+
+def _with_index(caller: Caller, env: Mapping[str, str] | None,
+                work: Callable[[Storage], _T]) -> _T:
+    """Run `work` on the project's database; a corrupt SQLite file is set aside and rebuilt
+    (the index comes back from the logs), never fatal.
+
+    Raises:
+        StorageError: the database cannot be used (other than a corrupt SQLite file).
+    """
+    from coding_os.storage import open_storage
+    from coding_os.storage.base import StorageError
+
+    env = os.environ if env is None else env
+    path = caller.tiers.database
+    for attempt in (1, 2):
+        storage = None
+        try:
+            storage = open_storage(path, env=env)
+            return work(storage)
+        except StorageError as exc:
+            if attempt == 2 or not _corrupt(exc, env):
+                raise
+        finally:
+            if storage is not None:
+                storage.close()
+        _set_aside_database(path)
+    raise AssertionError("unreachable")
+
+
+def _refresh(storage: Storage, caller: Caller, env: Mapping[str, str] | None,
+             claude_dir: str | None = None, codex_dir: str | None = None, full: bool = False,
+             progress: Progress | None = None) -> RefreshReport:
+    from coding_os.sessions import index
+
+    default_claude, default_codex = _native_dirs(os.environ if env is None else env)
+    return index.refresh(storage, caller.tiers, claude_dir or default_claude,
+                         codex_dir or default_codex, full=full, progress=progress)
+
+
+def import_sessions(claude_dir: str | None = None, codex_dir: str | None = None,
+                    env: Mapping[str, str] | None = None, cwd: str | None = None
+                    ) -> RefreshReport:
+    """Import what changed in Claude Code transcripts, Codex rollouts and cos transcripts.
+
+    Raises:
+        Misroute: the state dir cannot be resolved safely.
+        StorageError: the database cannot be used.
+        StateIOError: the import state cannot be saved.
+    """
+    caller = Caller(env, cwd)
+    return _with_index(caller, env, lambda storage: _refresh(storage, caller, env, claude_dir,
+                                                             codex_dir))
+
+
+def rebuild_index(progress: Progress | None = None, env: Mapping[str, str] | None = None,
+                  cwd: str | None = None) -> RefreshReport:
+    """Empty the session index and build it again from every log, read in full.
+
+    Raises:
+        Misroute, StorageError, StateIOError: as `import_sessions`.
+    """
+    from coding_os.sessions import index
+
+    caller = Caller(env, cwd)
+    claude_dir, codex_dir = _native_dirs(os.environ if env is None else env)
+    return _with_index(caller, env, lambda storage: index.rebuild(
+        storage, caller.tiers, claude_dir, codex_dir, progress=progress))
+
+
+def _checkout_dir(caller: Caller, env: Mapping[str, str]) -> str:
+    """The checkout (or linked worktree) the caller works in: the default scope of a listing."""
+    from coding_os.state.root import checkout_root
+
+    resolution = caller.resolution
+    if resolution.worktree:
+        return resolution.worktree
+    top = checkout_root(caller.cwd)
+    home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
+    if top in (home, "/"):  # a dotfiles repository in HOME is not this project's checkout
+        top = None
+    if resolution.rule == "default":  # no project here: the checkout, else the directory
+        return top or caller.cwd
+    if top is not None and top.startswith(resolution.project_root.rstrip(os.sep) + os.sep):
+        return top  # a checkout nested in the project
+    return resolution.project_root
+
+
+def _scope_dirs(caller: Caller, scope: str, env: Mapping[str, str]) -> list[str] | None:
+    """The directories a session's cwd must be in for `scope` (None: everywhere)."""
+    from coding_os.state.root import linked_worktree_main
+
+    if scope == "all":
+        return None
+    top = _checkout_dir(caller, env)
+    if scope == "worktree":
+        return [top]
+    linked = linked_worktree_main(top, {})
+    main = linked[1] if linked else top
+    dirs = {main, caller.resolution.project_root}
+    worktrees = os.path.join(main, ".git", "worktrees")
+    try:
+        names = os.listdir(worktrees)
+    except OSError:
+        names = []
+    for name in names:
+        try:
+            with open(os.path.join(worktrees, name, "gitdir"), encoding="utf-8") as f:
+                pointer = f.read(4096).strip()  # <worktree>/.git
+        except (OSError, UnicodeDecodeError):
+            continue
+        if pointer:
+            dirs.add(os.path.dirname(os.path.realpath(os.path.join(worktrees, name, pointer))))
+    return sorted(dirs)
+
+
+def _row_dict(row: IndexRow, fields: tuple[str, ...] = SESSION_FIELDS) -> dict[str, object]:
+    return {name: getattr(row, name) for name in fields}
+
+
+def list_sessions(scope: str = "worktree", agent: str | None = None, search: str | None = None,
+                  limit: int | None = None, refresh: bool = True,
+                  env: Mapping[str, str] | None = None, cwd: str | None = None
+                  ) -> list[dict[str, object]]:
+    """Sessions of every kind, most recently active first, after importing what changed.
+
+    `scope`: `worktree` (cwd inside the caller's checkout), `repo` (the repository and all its
+    worktrees) or `all`.
+
+    Raises:
+        InvalidInput: an unknown scope or a negative limit.
+        Misroute, StorageError, StateIOError: as `import_sessions`.
+    """
+    if scope not in SESSION_SCOPES:
+        raise InvalidInput(f"scope must be one of {', '.join(SESSION_SCOPES)}, not {scope!r}")
+    if limit is not None and limit < 0:
+        raise InvalidInput("the limit must be zero or more")
+    caller = Caller(env, cwd)
+    dirs = _scope_dirs(caller, scope, os.environ if env is None else env)
+
+    def work(storage: Storage) -> list[dict[str, object]]:
+        if refresh:
+            _refresh(storage, caller, env)
+        return [_row_dict(row) for row in storage.index_rows(
+            agent=agent, search=search, cwd_under=dirs, limit=limit)]
+
+    return _with_index(caller, env, work)
+
+
+def _validate_lookup(key: str) -> str:
+    """A session id or native id as typed: one line, no path parts.
+
+    Raises:
+        InvalidId: it is empty, has whitespace or control characters, `/`, `\\` or `..`.
+    """
+    from coding_os.errors import InvalidId
+
+    if (not key or len(key) > 200 or ".." in key or "/" in key or "\\" in key
+            or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in key)):
+        raise InvalidId(f"not a session id: {key!r}")
+    return key
+
+
+def _find(storage: Storage, caller: Caller, env: Mapping[str, str] | None,
+          key: str) -> IndexRow:
+    """The indexed session `key` names; a miss imports what changed and looks again.
+
+    Raises:
+        NotFound: no session has this id or native id.
+    """
+    row = storage.index_row(key)
+    if row is None:
+        _refresh(storage, caller, env)
+        row = storage.index_row(key)
+    if row is None:
+        raise NotFound(f"no session {key}")
+    return row
+
+
+def show_session(session: str, env: Mapping[str, str] | None = None,
+                 cwd: str | None = None) -> dict[str, object]:
+    """Everything the index knows about one session (by cos id or native id).
+
+    Raises:
+        InvalidId: the id is malformed (checked before any lookup).
+        NotFound: no such session, even after importing what changed.
+        Misroute, StorageError, StateIOError: as `import_sessions`.
+    """
+    from dataclasses import asdict
+
+    _validate_lookup(session)
+    caller = Caller(env, cwd)
+    return _with_index(caller, env, lambda storage: asdict(_find(storage, caller, env, session)))
+
+
+def rename_session(session: str, name: str, env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> dict[str, object]:
+    """Give a session a name (one line, at most 200 characters, no `/`, never a session id).
+
+    Raises:
+        InvalidId: the id is malformed.
+        InvalidInput: the name is not acceptable.
+        NotFound: no such session.
+        Misroute, StorageError, StateIOError: as `import_sessions`.
+    """
+    from dataclasses import asdict
+
+    from coding_os.sessions.transcript import validate_title
+
+    _validate_lookup(session)
+    try:
+        name = validate_title(name)
+    except InvalidInput as exc:  # the rules are those of titles; the message speaks of names
+        raise InvalidInput(str(exc).replace("title", "name", 1)) from None
+    caller = Caller(env, cwd)
+
+    def work(storage: Storage) -> dict[str, object]:
+        row = _find(storage, caller, env, session)
+        storage.set_name(row.id, name)
+        row.name = name
+        return asdict(row)
+
+    return _with_index(caller, env, work)
+
+
+def remove_session(session: str, env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> dict[str, object]:
+    """Remove a cos-native session: its transcript moves to `<state_dir>/trash/`, its row goes.
+
+    Native logs (Claude Code, Codex) belong to their tool and are never deleted by cos.
+
+    Raises:
+        InvalidId: the id is malformed.
+        InvalidInput: the session is not cos-native.
+        NotFound: no such session.
+        Misroute, StorageError, StateIOError: as `import_sessions`.
+    """
+    from coding_os.state import durable
+
+    _validate_lookup(session)
+    caller = Caller(env, cwd)
+
+    def work(storage: Storage) -> dict[str, object]:
+        row = _find(storage, caller, env, session)
+        if row.kind != "cos":
+            tool = {"claude": "Claude Code", "codex": "Codex"}.get(row.kind, row.kind)
+            raise InvalidInput(f"{row.id} is a {tool} session: its log belongs to {tool} and "
+                               "cos never deletes it")
+        trashed = None
+        from coding_os.sessions.transcript import transcript_path
+
+        path = transcript_path(caller.tiers, row.id)
+        if os.path.lexists(path):
+            trash = durable.ensure_dir(os.path.join(caller.tiers.state_dir, "trash"))
+            trashed = os.path.join(trash, os.path.basename(path))
+            try:
+                os.replace(path, trashed)
+            except OSError as exc:
+                raise durable.io_error(path, exc) from None
+        storage.remove_index_row(row.id)
+        return {"id": row.id, "removed": True, "trash": trashed}
+
+    return _with_index(caller, env, work)

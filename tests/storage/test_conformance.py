@@ -23,6 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from coding_os.storage.base import (
+    IndexRow,
     Observation,
     SessionRecord,
     SessionSummary,
@@ -401,3 +402,118 @@ def test_importing_the_storage_package_does_not_import_psycopg(tmp_path: Path) -
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                           env={k: v for k, v in os.environ.items() if k != "COS_DATABASE_URL"})
     assert proc.returncode == 0, proc.stderr
+
+
+# The session index (DESIGN.md §4.2), on every backend
+
+
+def index_row(sid: str, **fields: object) -> IndexRow:
+    base: dict[str, object] = dict(id=sid, agent="claude", kind="claude", native_id=None,
+                                   cwd="/work/repo", last_active="2026-11-29T10:00:00.000Z")
+    base.update(fields)
+    return IndexRow(**base)  # type: ignore[arg-type]
+
+
+def test_index_rows_are_upserted_and_counted_as_new_once(storage: Storage) -> None:
+    rows = [index_row("a", native_id="n-a", title="first", messages=3, tokens=10),
+            index_row("b", agent="codex", kind="codex", native_id="n-b")]
+    assert storage.upsert_index_rows(rows) == 2
+    assert storage.upsert_index_rows([index_row("a", native_id="n-a", title="second")]) == 0
+    assert storage.index_count() == 2
+    found = storage.index_row("a")
+    assert found is not None and (found.title, found.messages) == ("second", 0)
+    assert storage.upsert_index_rows([]) == 0
+
+
+def test_an_index_row_is_found_by_id_or_native_id_and_the_id_wins(storage: Storage) -> None:
+    storage.upsert_index_rows([
+        index_row("ses-claude-20261129-100000-aaaa", native_id="u-1"),
+        index_row("u-2", native_id="ses-claude-20261129-100000-aaaa", agent="codex",
+                  kind="codex", last_active="2026-11-30T00:00:00.000Z"),
+    ])
+    by_native = storage.index_row("u-1")
+    assert by_native is not None and by_native.id == "ses-claude-20261129-100000-aaaa"
+    exact = storage.index_row("ses-claude-20261129-100000-aaaa")
+    assert exact is not None and exact.id == "ses-claude-20261129-100000-aaaa"
+    assert storage.index_row("nothing") is None
+
+
+def test_index_rows_are_listed_most_recent_first_and_filtered(storage: Storage) -> None:
+    storage.upsert_index_rows([
+        index_row("a", last_active="2026-11-29T10:00:00.000Z", title="Fix the 100% bug"),
+        index_row("b", agent="codex", kind="codex", last_active="2026-11-29T12:00:00.000Z",
+                  cwd="/work/repo/sub"),
+        index_row("c", last_active="2026-11-29T11:00:00.000Z", cwd="/work/repo-other",
+                  project="/work/Repo-Other"),
+        index_row("d", last_active="2026-11-29T09:00:00.000Z", cwd=None, title="under_score"),
+    ])
+    assert [r.id for r in storage.index_rows()] == ["b", "c", "a", "d"]
+    assert [r.id for r in storage.index_rows(limit=2)] == ["b", "c"]
+    assert storage.index_rows(limit=0) == []
+    assert [r.id for r in storage.index_rows(agent="claude")] == ["c", "a", "d"]
+    assert [r.id for r in storage.index_rows(kind="codex")] == ["b"]
+    assert [r.id for r in storage.index_rows(cwd_under=["/work/repo"])] == ["b", "a"]
+    assert [r.id for r in storage.index_rows(cwd_under=["/work/repo/", "/work/repo-other"])] \
+        == ["b", "c", "a"]
+    assert storage.index_rows(cwd_under=[]) == []
+    # search: case-insensitive substring; LIKE wildcards in the query match themselves
+    assert [r.id for r in storage.index_rows(search="100%")] == ["a"]
+    assert [r.id for r in storage.index_rows(search="REPO-OTHER")] == ["c"]
+    assert [r.id for r in storage.index_rows(search="po_ot")] == []
+    assert [r.id for r in storage.index_rows(search="under_")] == ["d"]
+
+
+def test_a_native_row_linked_to_a_cos_id_later_replaces_its_native_row(storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("u-1", native_id="u-1")])
+    storage.upsert_index_rows([index_row("ses-claude-20261129-100000-aaaa", native_id="u-1")])
+    assert [r.id for r in storage.index_rows()] == ["ses-claude-20261129-100000-aaaa"]
+
+
+def test_a_user_set_name_survives_upserts_and_a_cleared_index(storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("a"), index_row("b")])
+    assert storage.set_name("a", "my work") is True
+    assert storage.set_name("zz", "nothing") is False
+    storage.upsert_index_rows([index_row("a", title="t")])
+    found = storage.index_row("a")
+    assert found is not None and found.name == "my work"
+    assert [r.id for r in storage.index_rows(search="MY WORK")] == ["a"]
+    storage.clear_index()
+    assert storage.index_count() == 0 and storage.index_rows() == []
+    storage.upsert_index_rows([index_row("a"), index_row("b")])
+    again = storage.index_row("a")
+    assert again is not None and again.name == "my work"
+    assert storage.set_name("a", None) is True
+    cleared = storage.index_row("a")
+    assert cleared is not None and cleared.name is None
+
+
+def test_a_removed_index_row_is_gone_with_its_name(storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("a")])
+    storage.set_name("a", "n")
+    assert storage.remove_index_row("a") is True
+    assert storage.remove_index_row("a") is False
+    storage.upsert_index_rows([index_row("a")])
+    found = storage.index_row("a")
+    assert found is not None and found.name is None
+
+
+def test_an_index_row_round_trips_every_field(storage: Storage) -> None:
+    row = index_row("ses-cos-20261129-100000-aaaa", agent="cos", kind="cos", native_id="n",
+                    title="t \ud800", project="/p", worktree="/p/wt", cwd="/p/wt/x",
+                    branch="main", created="2026-11-29T09:00:00.000Z", messages=7,
+                    tokens=2**40, forked_from="ses-cos-20261129-090000-bbbb", parent=None,
+                    status="open", source_path="/p/.coding-os/cos/transcripts/x.jsonl")
+    storage.upsert_index_rows([row])
+    found = storage.index_row(row.id)
+    assert found == IndexRow(**{**row.__dict__, "title": "t \ufffd"})
+
+
+def test_sqlite_lists_a_page_of_the_index_without_sorting_the_whole_table(tmp_path: Path) -> None:
+    storage = SQLiteStorage(str(tmp_path / "coding-os.db"))
+    try:
+        plan = " ".join(str(row[-1]) for row in storage._query(
+            "EXPLAIN QUERY PLAN SELECT id FROM session_index "
+            "ORDER BY last_active DESC, id DESC LIMIT 50"))
+    finally:
+        storage.close()
+    assert "session_index_last_active" in plan and "TEMP B-TREE" not in plan

@@ -221,6 +221,126 @@ def observations(session: str | None, limit: int | None, as_json: bool) -> None:
         click.echo(f"{row['ts']} {row['session']} {row['event']}{tool}{text}")
 
 
+def _print_refresh(report: dict[str, Any]) -> None:
+    click.echo(f"files: {report['files_seen']} seen, {report['files_unchanged']} unchanged, "
+               f"{report['files_read']} read")
+    click.echo(f"sessions: {report['sessions_added']} added, {report['sessions_updated']} "
+               f"updated, {report['sessions_removed']} removed ({report['sessions']} in the logs, "
+               f"{report['subagents']} subagents not listed)")
+    if report["malformed_lines"] or report["unknown_types"]:
+        unknown = sum(report["unknown_types"].values())
+        click.echo(f"skipped: {report['malformed_lines']} malformed lines, {unknown} lines of "
+                   "unknown types")
+    for path, reason in report["unreadable"]:
+        click.echo(f"unreadable: {path}: {reason}", err=True)
+
+
+@cli.command("import")
+@click.option("--claude-dir", metavar="DIR",
+              help="Claude Code's config dir (default: $CLAUDE_CONFIG_DIR, else ~/.claude).")
+@click.option("--codex-dir", metavar="DIR",
+              help="Codex's home (default: $CODEX_HOME, else ~/.codex).")
+@json_option
+def import_(claude_dir: str | None, codex_dir: str | None, as_json: bool) -> None:
+    """Import what changed in Claude Code, Codex and cos transcripts into the session index."""
+    report = api.import_sessions(claude_dir=claude_dir, codex_dir=codex_dir).to_dict()
+    if as_json:
+        _emit_json(report)
+        return
+    _print_refresh(report)
+
+
+@cli.group("index")
+def index_group() -> None:
+    """The session index (rebuildable from the transcripts and native logs)."""
+
+
+@index_group.command("rebuild")
+@json_option
+def index_rebuild(as_json: bool) -> None:
+    """Empty the session index and build it again from every log."""
+    progress = None
+    if sys.stderr.isatty():
+        def progress(message: str) -> None:
+            click.echo(f"cos: {message}…", err=True)
+    report = api.rebuild_index(progress=progress).to_dict()
+    if as_json:
+        _emit_json(report)
+        return
+    _print_refresh(report)
+
+
+def _session_line(row: dict[str, Any]) -> str:
+    label = row.get("name") or row.get("title") or "-"
+    when = str(row.get("last_active") or "-")[:16].replace("T", " ")
+    return (f"{row['id']:<38} {row['agent']:<7} {when:<16} {row['messages']:>5}  "
+            f"{' '.join(str(label).split())[:80]}")
+
+
+@cli.group("sessions", invoke_without_command=True)
+@click.option("--scope", type=click.Choice(api.SESSION_SCOPES), default="worktree",
+              show_default=True,
+              help="worktree: this checkout; repo: the repository and its worktrees; all.")
+@click.option("--agent", help="Only this agent's sessions.")
+@click.option("--search", metavar="Q", help="Only sessions whose id, title, name or path has Q.")
+@click.option("--limit", type=click.IntRange(min=0), metavar="N",
+              help="At most N sessions (the most recent).")
+@json_option
+@click.pass_context
+def sessions(ctx: click.Context, scope: str, agent: str | None, search: str | None,
+             limit: int | None, as_json: bool) -> None:
+    """List sessions of every agent (cos, Claude Code, Codex), most recent first.
+
+    Imports what changed in the logs first.
+    """
+    if ctx.invoked_subcommand is not None:
+        return
+    rows = api.list_sessions(scope=scope, agent=agent, search=search, limit=limit)
+    if as_json:
+        _emit_json(rows)
+        return
+    for row in rows:
+        click.echo(_session_line(row))
+
+
+@sessions.command("show")
+@click.argument("session")
+@json_option
+def sessions_show(session: str, as_json: bool) -> None:
+    """Show one session (by cos id or native id)."""
+    row = api.show_session(session)
+    if as_json:
+        _emit_json(row)
+        return
+    for key, value in row.items():
+        click.echo(f"{key:<12}{'-' if value is None else value}")
+
+
+@sessions.command("rename")
+@click.argument("session")
+@click.argument("name")
+def sessions_rename(session: str, name: str) -> None:
+    """Give SESSION the name NAME (one line; listed and searchable in `cos sessions`)."""
+    row = api.rename_session(session, name)
+    click.echo(f"{row['id']}: named {row['name']}")
+
+
+@sessions.command("rm")
+@click.argument("session")
+@json_option
+def sessions_rm(session: str, as_json: bool) -> None:
+    """Remove a cos-native session (its transcript goes to the trash).
+
+    Claude Code and Codex logs belong to their tools: cos never deletes them.
+    """
+    result = api.remove_session(session)
+    if as_json:
+        _emit_json(result)
+        return
+    click.echo(f"removed {result['id']}" + (f" (transcript in {result['trash']})"
+                                            if result["trash"] else ""))
+
+
 def run(argv: list[str]) -> int:
     """Run the CLI on `argv`; return the exit code (errors are one line on stderr)."""
     try:

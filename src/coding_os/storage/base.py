@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "Storage", "SessionRecord", "Observation", "SessionSummary", "StorageError", "storable_text",
-    "check_schema_version",
+    "check_schema_version", "IndexRow", "INDEX_COLUMNS", "like_pattern",
 ]
 
 from coding_os.errors import StateIOError
@@ -97,6 +97,46 @@ class SessionSummary:
     created: str = ""
 
 
+@dataclass
+class IndexRow:
+    """One listed session of the index: cos-native, Claude Code or Codex (DESIGN.md §4.2).
+
+    `id` is the cos session id when there is one (a cos-native session, or a native one the hooks
+    linked to a cos id), else the native id. `name` is set by the user only (`set_name`) and
+    survives `clear_index`; an upsert never changes it.
+    """
+
+    id: str
+    agent: str
+    kind: str  # cos | claude | codex
+    native_id: str | None = None
+    title: str | None = None
+    name: str | None = None
+    project: str | None = None
+    worktree: str | None = None
+    cwd: str | None = None
+    branch: str | None = None
+    created: str | None = None
+    last_active: str = ""
+    messages: int = 0
+    tokens: int = 0
+    forked_from: str | None = None
+    parent: str | None = None
+    status: str | None = None
+    source_path: str | None = None
+
+
+INDEX_COLUMNS = ("id", "native_id", "agent", "kind", "title", "name", "project", "worktree",
+                 "cwd", "branch", "created", "last_active", "messages", "tokens", "forked_from",
+                 "parent", "status", "source_path")
+
+
+def like_pattern(text: str) -> str:
+    """`%text%` for a LIKE with ESCAPE '\\': the wildcards in `text` match themselves."""
+    escaped = text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
 class Storage(abc.ABC):
     """The shared database of one project: sessions, observations, summaries.
 
@@ -150,6 +190,52 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def write_summary(self, summary: SessionSummary) -> bool:
         """Store the summary unless the session already has one; True when it was stored."""
+
+    # the session index (DESIGN.md §4.2)
+
+    @abc.abstractmethod
+    def upsert_index_rows(self, rows: Sequence[IndexRow]) -> int:
+        """Insert rows, or update every field but `name` of existing ones (by id), in one
+        transaction; return how many were new.
+
+        A row with a native id replaces a non-cos row of the same agent and native id filed
+        under another id (a native session the hooks linked to a cos id after it was indexed).
+        A new row takes the name kept for its id, if any.
+        """
+
+    @abc.abstractmethod
+    def index_rows(self, *, agent: str | None = None, search: str | None = None,
+                   cwd_under: Sequence[str] | None = None, kind: str | None = None,
+                   limit: int | None = None) -> list[IndexRow]:
+        """Indexed sessions, most recently active first (then by id, descending), at most `limit`.
+
+        `search` matches id, native id, title, name, project or cwd, case-insensitively, as a
+        substring; `cwd_under` keeps sessions whose cwd is one of the directories or inside one.
+        The cost follows the page: ORDER BY last_active DESC LIMIT.
+
+        Raises:
+            StorageError: the database cannot be read.
+        """
+
+    @abc.abstractmethod
+    def index_row(self, id_or_native: str) -> IndexRow | None:
+        """The row whose id or native id is `id_or_native` (the most recent), or None."""
+
+    @abc.abstractmethod
+    def remove_index_row(self, session_id: str) -> bool:
+        """Forget one row (and its name); True when there was one."""
+
+    @abc.abstractmethod
+    def clear_index(self) -> None:
+        """Empty the index (user-set names are kept, for the rows a rebuild brings back)."""
+
+    @abc.abstractmethod
+    def index_count(self) -> int:
+        """How many rows the index holds."""
+
+    @abc.abstractmethod
+    def set_name(self, session_id: str, name: str | None) -> bool:
+        """Set (or with None clear) the user-set name of an indexed session; True when found."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -21,12 +21,15 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from coding_os.state.hookslog import utc_now
 from coding_os.storage.base import (
+    INDEX_COLUMNS,
+    IndexRow,
     Observation,
     SessionRecord,
     SessionSummary,
     Storage,
     StorageError,
     check_schema_version,
+    like_pattern,
     storable_text,
 )
 from coding_os.storage.migrations.postgres import MIGRATIONS
@@ -258,6 +261,105 @@ class PostgresStorage(Storage):
             )
             return cursor.rowcount == 1
 
+    # the session index
+
+    def upsert_index_rows(self, rows: Sequence[IndexRow]) -> int:
+        if not rows:
+            return 0
+        columns = [c for c in INDEX_COLUMNS if c != "name"]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
+        insert = (f"INSERT INTO session_index ({', '.join(columns)}, name) "
+                  f"VALUES ({', '.join(['%s'] * len(columns))}, "
+                  "(SELECT name FROM session_names WHERE id = %s)) "
+                  f"ON CONFLICT (id) DO UPDATE SET {updates} "
+                  "RETURNING (xmax = 0)")  # true for a row inserted, false for one updated
+        added = 0
+        with self._transaction() as conn:
+            for row in rows:
+                if row.native_id is not None:
+                    conn.execute("DELETE FROM session_index WHERE agent = %s AND native_id = %s "
+                                 "AND id <> %s AND kind <> 'cos'",
+                                 (_text(row.agent), _text(row.native_id), _text(row.id)))
+                values = [_text(v) if isinstance(v, str) else v
+                          for v in (getattr(row, c) for c in columns)]
+                inserted = conn.execute(insert, [*values, _text(row.id)]).fetchone()
+                added += bool(inserted and inserted[0])
+        return added
+
+    def index_rows(self, *, agent: str | None = None, search: str | None = None,
+                   cwd_under: Sequence[str] | None = None, kind: str | None = None,
+                   limit: int | None = None) -> list[IndexRow]:
+        where: list[str] = []
+        params: list[object] = []
+        if agent:
+            where.append("agent = %s")
+            params.append(_text(agent))
+        if kind:
+            where.append("kind = %s")
+            params.append(_text(kind))
+        if search:
+            pattern = _text(like_pattern(search.lower()))
+            where.append("(" + " OR ".join(
+                f"lower(coalesce({c}, '')) LIKE %s ESCAPE '\\'"
+                for c in ("id", "native_id", "title", "name", "project", "cwd")) + ")")
+            params.extend([pattern] * 6)
+        if cwd_under is not None:
+            dirs = [d.rstrip("/") or "/" for d in cwd_under]
+            if not dirs:
+                return []
+            clauses = []
+            for directory in dirs:
+                inside = directory if directory.endswith("/") else directory + "/"
+                clauses.append("(cwd = %s OR substr(cwd, 1, %s) = %s)")
+                params.extend([_text(directory), len(inside), _text(inside)])
+            where.append("(" + " OR ".join(clauses) + ")")
+        query = f"SELECT {', '.join(INDEX_COLUMNS)} FROM session_index"
+        if where:
+            query += " WHERE " + " AND ".join(where)
+        query += " ORDER BY last_active DESC, id DESC"
+        if limit is not None and limit >= 0:
+            query += " LIMIT %s"
+            params.append(limit)
+        return [_index_row(row) for row in self._query(query, params)]
+
+    def index_row(self, id_or_native: str) -> IndexRow | None:
+        key = _text(id_or_native)
+        rows = self._query(
+            f"(SELECT {', '.join(INDEX_COLUMNS)} FROM session_index WHERE id = %s) "
+            "UNION ALL "
+            f"(SELECT {', '.join(INDEX_COLUMNS)} FROM session_index WHERE native_id = %s) "
+            "ORDER BY last_active DESC LIMIT 2", (key, key))
+        exact = [row for row in rows if row[0] == key]
+        return _index_row((exact or rows)[0]) if rows else None
+
+    def remove_index_row(self, session_id: str) -> bool:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM session_names WHERE id = %s", (_text(session_id),))
+            cursor = conn.execute("DELETE FROM session_index WHERE id = %s", (_text(session_id),))
+            return cursor.rowcount > 0
+
+    def clear_index(self) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM session_index")
+
+    def index_count(self) -> int:
+        return int(self._query("SELECT count(*) FROM session_index")[0][0])
+
+    def set_name(self, session_id: str, name: str | None) -> bool:
+        key = _text(session_id)
+        with self._transaction() as conn:
+            cursor = conn.execute("UPDATE session_index SET name = %s WHERE id = %s",
+                                  (_text(name), key))
+            if cursor.rowcount == 0:
+                return False
+            if name is None:
+                conn.execute("DELETE FROM session_names WHERE id = %s", (key,))
+            else:
+                conn.execute("INSERT INTO session_names (id, name) VALUES (%s, %s) "
+                             "ON CONFLICT (id) DO UPDATE SET name = excluded.name",
+                             (key, _text(name)))
+            return True
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -328,6 +430,10 @@ def search_path_schema(options: str) -> str | None:
     else:
         schema = value.split(",", 1)[0].strip().translate(_ASCII_LOWER)
     return schema if schema and schema != "$user" else None
+
+
+def _index_row(row: Sequence[Any]) -> IndexRow:
+    return IndexRow(**dict(zip(INDEX_COLUMNS, row)))
 
 
 def _one_line(exc: BaseException) -> str:

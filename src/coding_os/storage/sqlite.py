@@ -13,12 +13,15 @@ from coding_os.errors import StateIOError
 from coding_os.state import durable
 from coding_os.state.hookslog import utc_now
 from coding_os.storage.base import (
+    INDEX_COLUMNS,
+    IndexRow,
     Observation,
     SessionRecord,
     SessionSummary,
     Storage,
     StorageError,
     check_schema_version,
+    like_pattern,
     storable_text,
 )
 from coding_os.storage.migrations.sqlite import MIGRATIONS
@@ -237,5 +240,112 @@ class SQLiteStorage(Storage):
             )
             return cursor.rowcount == 1
 
+    # the session index
+
+    def upsert_index_rows(self, rows: Sequence[IndexRow]) -> int:
+        if not rows:
+            return 0
+        columns = [c for c in INDEX_COLUMNS if c != "name"]
+        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
+        insert = (f"INSERT INTO session_index ({', '.join(columns)}, name) "
+                  f"VALUES ({', '.join('?' * len(columns))}, "
+                  "(SELECT name FROM session_names WHERE id = ?)) "
+                  f"ON CONFLICT (id) DO UPDATE SET {updates}")
+        added = 0
+        with self._transaction() as conn:
+            for row in rows:
+                if row.native_id is not None:
+                    conn.execute("DELETE FROM session_index WHERE agent = ? AND native_id = ? "
+                                 "AND id <> ? AND kind <> 'cos'",
+                                 (row.agent, storable_text(row.native_id), storable_text(row.id)))
+                known = conn.execute("SELECT 1 FROM session_index WHERE id = ?",
+                                     (storable_text(row.id),)).fetchone()
+                values = [storable_text(v) if isinstance(v, str) else v
+                          for v in (getattr(row, c) for c in columns)]
+                conn.execute(insert, [*values, storable_text(row.id)])
+                added += known is None
+        return added
+
+    def index_rows(self, *, agent: str | None = None, search: str | None = None,
+                   cwd_under: Sequence[str] | None = None, kind: str | None = None,
+                   limit: int | None = None) -> list[IndexRow]:
+        where: list[str] = []
+        params: list[object] = []
+        if agent:
+            where.append("agent = ?")
+            params.append(agent)
+        if kind:
+            where.append("kind = ?")
+            params.append(kind)
+        if search:
+            pattern = like_pattern(search.lower())
+            where.append("(" + " OR ".join(
+                f"lower(coalesce({c}, '')) LIKE ? ESCAPE '\\'"
+                for c in ("id", "native_id", "title", "name", "project", "cwd")) + ")")
+            params.extend([storable_text(pattern)] * 6)
+        if cwd_under is not None:
+            dirs = [d.rstrip("/") or "/" for d in cwd_under]
+            if not dirs:
+                return []
+            clauses = []
+            for directory in dirs:
+                inside = directory if directory.endswith("/") else directory + "/"
+                clauses.append("(cwd = ? OR substr(cwd, 1, ?) = ?)")
+                params.extend([storable_text(directory), len(inside), storable_text(inside)])
+            where.append("(" + " OR ".join(clauses) + ")")
+        sql = f"SELECT {', '.join(INDEX_COLUMNS)} FROM session_index"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        sql += " ORDER BY last_active DESC, id DESC"
+        if limit is not None and limit >= 0:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [_index_row(row) for row in self._query(sql, params)]
+
+    def index_row(self, id_or_native: str) -> IndexRow | None:
+        key = storable_text(id_or_native)
+        rows = self._query(
+            f"SELECT {', '.join(INDEX_COLUMNS)} FROM session_index WHERE id = ? "
+            "UNION ALL "
+            f"SELECT {', '.join(INDEX_COLUMNS)} FROM session_index WHERE native_id = ? "
+            "ORDER BY last_active DESC LIMIT 2", (key, key))
+        exact = [row for row in rows if row[0] == key]
+        return _index_row((exact or rows)[0]) if rows else None
+
+    def remove_index_row(self, session_id: str) -> bool:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM session_names WHERE id = ?", (storable_text(session_id),))
+            cursor = conn.execute("DELETE FROM session_index WHERE id = ?",
+                                  (storable_text(session_id),))
+            return cursor.rowcount > 0
+
+    def clear_index(self) -> None:
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM session_index")
+
+    def index_count(self) -> int:
+        count = self._query("SELECT count(*) FROM session_index")[0][0]
+        assert isinstance(count, int)
+        return count
+
+    def set_name(self, session_id: str, name: str | None) -> bool:
+        key = storable_text(session_id)
+        with self._transaction() as conn:
+            cursor = conn.execute("UPDATE session_index SET name = ? WHERE id = ?",
+                                  (storable_text(name), key))
+            if cursor.rowcount == 0:
+                return False
+            if name is None:
+                conn.execute("DELETE FROM session_names WHERE id = ?", (key,))
+            else:
+                conn.execute("INSERT INTO session_names (id, name) VALUES (?, ?) "
+                             "ON CONFLICT (id) DO UPDATE SET name = excluded.name",
+                             (key, storable_text(name)))
+            return True
+
     def close(self) -> None:
         self._conn.close()
+
+
+def _index_row(row: Sequence[object]) -> IndexRow:
+    return IndexRow(**dict(zip(INDEX_COLUMNS, row)))  # type: ignore[arg-type]

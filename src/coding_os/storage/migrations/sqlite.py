@@ -61,4 +61,37 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0002_session_index",
+        """
+        CREATE TABLE session_index (
+            id TEXT PRIMARY KEY,
+            native_id TEXT,
+            agent TEXT NOT NULL,
+            kind TEXT NOT NULL,
+            title TEXT,
+            name TEXT,
+            project TEXT,
+            worktree TEXT,
+            cwd TEXT,
+            branch TEXT,
+            created TEXT,
+            last_active TEXT NOT NULL,
+            messages INTEGER NOT NULL DEFAULT 0,
+            tokens INTEGER NOT NULL DEFAULT 0,
+            forked_from TEXT,
+            parent TEXT,
+            status TEXT,
+            source_path TEXT
+        );
+        CREATE INDEX session_index_last_active ON session_index (last_active, id);
+        CREATE INDEX session_index_native ON session_index (native_id);
+        CREATE INDEX session_index_name ON session_index (name);
+
+        CREATE TABLE session_names (
+            id TEXT PRIMARY KEY,
+            name TEXT NOT NULL
+        );
+        """,
+    ),
 ]

@@ -1,0 +1,353 @@
+"""The session index (DESIGN.md §4.2): one list of every session, built from their logs.
+
+Three sources feed it: cos-native transcripts (`<state_dir>/<agent>/transcripts/*.jsonl`),
+Claude Code transcripts and Codex rollouts (the importers of `coding_os.adapters`). `refresh`
+reads only what changed since the last time: the importers' `ImportState` and the size, mtime and
+inode of each cos transcript are kept in `<state_dir>/.import-state.json` (written atomically,
+after the index, so a crash in between only makes the next refresh redo some work). A native
+session the hooks linked to a cos session id (the `sessions` table) is filed under that id.
+Subagents and sidechains are never rows. The index can always be rebuilt from the logs:
+`rebuild` empties it and refreshes everything; an empty index (a deleted database) is refilled
+from the kept import state without reading the logs again.
+
+Nothing here fails on a bad log: unknown entry types, malformed lines, torn tails and unreadable
+files are counted in the `RefreshReport`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from coding_os.sessions.native import ImportState, NativeSession, ScanReport
+from coding_os.state import durable
+from coding_os.state.identity import is_session_id
+from coding_os.state.tiers import RESERVED_DIRS, Tiers
+from coding_os.storage.base import IndexRow, Storage
+
+__all__ = [
+    "STATE_FILE",
+    "KINDS",
+    "RefreshReport",
+    "refresh",
+    "rebuild",
+    "native_row",
+    "cos_row",
+    "cos_transcripts",
+]
+
+STATE_FILE = ".import-state.json"
+KINDS = ("cos", "claude", "codex")
+TITLE_PREVIEW_CHARS = 120
+# Problems of a cos transcript that mean a line could not be used.
+_MALFORMED = ("invalid_utf8", "not_json", "invalid_entry", "unsupported_version")
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class RefreshReport:
+    """What one refresh of the index read and changed."""
+
+    full: bool = False
+    files_seen: int = 0
+    files_unchanged: int = 0
+    files_read: int = 0
+    bytes_read: int = 0
+    sessions: int = 0  # sessions the logs hold (subagents and sidechains not counted)
+    sessions_added: int = 0
+    sessions_updated: int = 0
+    sessions_removed: int = 0
+    subagents: int = 0
+    unknown_types: dict[str, int] = field(default_factory=dict)
+    malformed_lines: int = 0
+    torn_files: list[str] = field(default_factory=list)
+    unreadable: list[tuple[str, str]] = field(default_factory=list)
+    orphan_subagents: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON."""
+        data = asdict(self)
+        data["unreadable"] = [list(item) for item in self.unreadable]
+        return data
+
+    def _add_scan(self, scan: ScanReport | None) -> None:
+        if scan is None:
+            return
+        self.files_seen += scan.files_seen
+        self.files_unchanged += scan.files_unchanged
+        self.files_read += scan.files_opened
+        self.bytes_read += scan.bytes_read
+        self.malformed_lines += scan.malformed_lines
+        self.torn_files.extend(scan.torn_files)
+        self.unreadable.extend(scan.unreadable)
+        self.orphan_subagents += len(scan.orphan_subagents)
+
+
+def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
+            codex_dir: str | None = None, full: bool = False,
+            progress: Progress | None = None) -> RefreshReport:
+    """Bring the index up to date with the logs, reading only files that changed (all, if `full`).
+
+    `claude_dir` and `codex_dir` default as the importers' do (`CLAUDE_CONFIG_DIR` or
+    `~/.claude`; `CODEX_HOME` or `~/.codex`).
+
+    Raises:
+        StorageError: the index cannot be read or written.
+        StateIOError: the import state cannot be saved.
+    """
+    from coding_os.adapters.claude.transcripts import scan_claude
+    from coding_os.adapters.codex.rollouts import scan_codex
+
+    say = progress or (lambda message: None)
+    report = RefreshReport(full=full)
+    state_path = os.path.join(tiers.state_dir, STATE_FILE)
+    document = {} if full else _load(state_path)
+    state = ImportState.from_dict(document)
+    before = dict(state.files)
+    everything = full or not storage.index_rows(limit=1)
+
+    say("scanning Claude Code transcripts")
+    claude, state = scan_claude(claude_dir, state)
+    report._add_scan(state.report)
+    say("scanning Codex rollouts")
+    codex, state = scan_codex(codex_dir, state)
+    report._add_scan(state.report)
+    changed = {path for path, record in state.files.items() if before.get(path) is not record}
+    changed.update(path for path in before if path not in state.files)
+    codex_names_changed = any(state.files[p].kind == "index" if p in state.files
+                              else before[p].kind == "index" for p in changed)
+
+    rows: list[IndexRow] = []
+    project_of: dict[str, tuple[str | None, str | None]] = {}
+    for native in (*claude, *codex):
+        report.sessions += 1
+        report.subagents += len(native.subagents)
+        touched = (everything or any(p in changed for p in (native.path, *native.paths))
+                   or (native.agent == "codex" and codex_names_changed))
+        if not touched:
+            continue
+        for name, count in native.unknown_types.items():
+            report.unknown_types[name] = report.unknown_types.get(name, 0) + count
+        linked = storage.session_by_native(native.agent, native.native_id)
+        rows.append(native_row(native, linked.id if linked else None,
+                               linked.status if linked else None, project_of))
+
+    say("reading cos transcripts")
+    previous_cos = document.get("cos_transcripts")
+    previous_cos = previous_cos if isinstance(previous_cos, dict) else {}
+    cos_records: dict[str, list[int]] = {}
+    removed: list[str] = []
+    for path in cos_transcripts(tiers):
+        report.files_seen += 1
+        try:
+            st = os.stat(path)
+        except OSError as exc:
+            report.unreadable.append((path, exc.strerror or type(exc).__name__))
+            continue
+        # [size, mtime_ns, inode, 1 when it is a listed session]
+        record = [st.st_size, st.st_mtime_ns, st.st_ino, 0]
+        cos_records[path] = record
+        known = previous_cos.get(path)
+        if not everything and isinstance(known, list) and known[:3] == record[:3]:
+            report.files_unchanged += 1
+            record[3] = 1 if known[3:] == [1] else 0
+            report.sessions += record[3]
+            continue
+        report.files_read += 1
+        report.bytes_read += st.st_size
+        row, problems = cos_row(path)
+        report.malformed_lines += sum(1 for kind in problems if kind in _MALFORMED)
+        if "torn_tail" in problems:
+            report.torn_files.append(path)
+        if row is None:
+            if problems == ["unreadable"]:
+                report.unreadable.append((path, "cannot be read"))
+                del cos_records[path]
+            else:  # a sidechain, or no valid session_meta: never listed
+                removed.append(os.path.basename(path)[:-len(".jsonl")])
+            continue
+        report.sessions += 1
+        record[3] = 1
+        rows.append(row)
+    for path in previous_cos:
+        if path not in cos_records and str(path).endswith(".jsonl"):
+            removed.append(os.path.basename(str(path))[:-len(".jsonl")])
+
+    say(f"writing {len(rows)} index rows")
+    added = storage.upsert_index_rows(rows)
+    report.sessions_added = added
+    report.sessions_updated = len(rows) - added
+    for session in removed:
+        if is_session_id(session) and storage.remove_index_row(session):
+            report.sessions_removed += 1
+
+    if document and not changed and cos_records == previous_cos:
+        return report  # nothing new to remember: the saved state stays as it is
+    document = state.to_dict()
+    document["cos_transcripts"] = cos_records
+    durable.ensure_dir(tiers.state_dir)
+    durable.atomic_write(state_path, json.dumps(document, ensure_ascii=False,
+                                                separators=(",", ":")).encode("utf-8"))
+    return report
+
+
+def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
+            codex_dir: str | None = None, progress: Progress | None = None) -> RefreshReport:
+    """Empty the index and build it again from every log, read in full.
+
+    Raises:
+        StorageError, StateIOError: as `refresh`.
+    """
+    (progress or (lambda message: None))("clearing the index")
+    storage.clear_index()
+    return refresh(storage, tiers, claude_dir, codex_dir, full=True, progress=progress)
+
+
+def _load(path: str) -> dict[str, Any]:
+    """The saved import state document; anything unreadable gives an empty one (a full import)."""
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def native_row(native: NativeSession, cos_id: str | None = None, status: str | None = None,
+               project_cache: dict[str, tuple[str | None, str | None]] | None = None,
+               ) -> IndexRow:
+    """The index row of a Claude Code or Codex session (`cos_id`: the cos session the hooks
+    linked to it, which becomes the row's id)."""
+    project, worktree = _checkout(native.cwd, project_cache)
+    return IndexRow(
+        id=cos_id or native.native_id,
+        native_id=native.native_id,
+        agent=native.agent,
+        kind=native.agent,
+        title=native.title or _preview(native.first_prompt),
+        project=project,
+        worktree=worktree,
+        cwd=native.cwd,
+        branch=native.git_branch,
+        created=native.created,
+        last_active=native.last_active or native.created or "",
+        messages=native.user_messages + native.assistant_messages,
+        tokens=native.tokens_with_subagents.total,
+        forked_from=native.forked_from or native.continues,
+        parent=None,
+        status=status,
+        source_path=native.path,
+    )
+
+
+def cos_row(path: str) -> tuple[IndexRow | None, list[str]]:
+    """The index row of a cos-native transcript and the kinds of problems its read met.
+
+    None for a sidechain (`parent` set) or a transcript without a valid session_meta; the
+    problems are `["unreadable"]` when the file could not be read at all.
+    """
+    from coding_os.errors import CosError
+    from coding_os.sessions import transcript
+
+    try:
+        read = transcript.read(path)
+    except CosError:
+        return None, ["unreadable"]
+    problems = read.report.kinds()
+    meta = read.meta
+    if meta is None or meta.get("parent"):
+        return None, problems
+    title = meta.get("title")
+    first_prompt = None
+    tokens = 0
+    status = "open"
+    for entry in read.entries:
+        kind = entry["type"]
+        if kind == "title":
+            title = entry["title"]
+        elif kind == "user" and first_prompt is None:
+            first_prompt = entry["text"]
+        elif kind == "assistant":
+            usage = entry.get("usage")
+            if isinstance(usage, dict):
+                tokens += sum(v for k, v in usage.items()
+                              if k in ("input", "output") and isinstance(v, int)
+                              and not isinstance(v, bool))
+        elif kind == "event" and entry["name"] == "close":
+            status = "closed"
+    visible = read.visible()
+    worktree = meta.get("worktree") or meta.get("project")
+    return IndexRow(
+        id=meta["session"],
+        native_id=meta.get("native_id"),
+        agent=meta["agent"],
+        kind="cos",
+        title=title or _preview(first_prompt),
+        project=meta.get("project"),
+        worktree=meta.get("worktree"),
+        cwd=worktree,
+        branch=meta.get("branch"),
+        created=meta["ts"],
+        last_active=read.entries[-1]["ts"],
+        messages=sum(1 for e in visible if e["type"] in ("user", "assistant")),
+        tokens=tokens,
+        forked_from=meta.get("forked_from"),
+        parent=None,
+        status=status,
+        source_path=path,
+    ), problems
+
+
+def cos_transcripts(tiers: Tiers) -> list[str]:
+    """Every cos-native transcript under the state dir: `<agent>/transcripts/*.jsonl`."""
+    found = []
+    for agent in _names(tiers.state_dir):
+        if agent.startswith(".") or agent in RESERVED_DIRS:
+            continue
+        folder = os.path.join(tiers.state_dir, agent, "transcripts")
+        for name in _names(folder):
+            if name.endswith(".jsonl") and not name.startswith("."):
+                found.append(os.path.join(folder, name))
+    return sorted(found)
+
+
+def _names(folder: str) -> Iterable[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return ()
+
+
+def _preview(text: str | None) -> str | None:
+    """The first line of a prompt, cut short: a title for a session that has none."""
+    if not text:
+        return None
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line[:TITLE_PREVIEW_CHARS] or None
+
+
+def _checkout(cwd: str | None, cache: Mapping[str, tuple[str | None, str | None]] | None
+              ) -> tuple[str | None, str | None]:
+    """(project, worktree) of a session's cwd: the main repository and the checkout holding it.
+
+    A cwd outside any git checkout (or gone from this machine) is its own project and worktree.
+    """
+    if not cwd:
+        return None, None
+    if cache is not None and cwd in cache:
+        return cache[cwd]
+    from coding_os.state.root import checkout_root, linked_worktree_main
+
+    worktree = checkout_root(cwd) if os.path.isabs(cwd) else None
+    if worktree is None:
+        result: tuple[str | None, str | None] = (cwd, cwd)
+    else:
+        linked = linked_worktree_main(worktree, {})
+        result = (linked[1], linked[0]) if linked else (worktree, worktree)
+    if isinstance(cache, dict):
+        cache[cwd] = result
+    return result

@@ -1,0 +1,229 @@
+"""`cos import`, `cos index rebuild` and `cos sessions` as a user runs them, on a private HOME
+holding copies of the fixtures where Claude Code and Codex keep their logs."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.adapters.test_claude_transcripts import (
+    MAIN_1053,
+    SMALL,
+    VIEWER,
+    conversation,
+    write_jsonl,
+)
+from tests.adapters.test_claude_transcripts import copy_fixtures as copy_claude
+from tests.adapters.test_codex_rollouts import ROLLOUTS
+from tests.adapters.test_codex_rollouts import copy_fixtures as copy_codex
+from tests.conftest import COS, cos, git
+from tests.storage.test_conformance import pg_schemas, pg_url  # noqa: F401  (fixtures)
+
+NATIVE_IDS = {MAIN_1053, VIEWER, SMALL, *ROLLOUTS}
+HERE = "aaaaaaaa-0000-0000-0000-000000000001"  # a Claude session in the repo's subdirectory
+WORKTREE = "aaaaaaaa-0000-0000-0000-000000000002"  # one in a linked worktree of the repo
+
+
+@pytest.fixture
+def project(isolated_env: Path, repo: Path) -> tuple[Path, dict[str, str]]:
+    """An initialised checkout, and the environment pointing at fixture-filled native dirs."""
+    (repo / ".coding-os").mkdir()
+    copy_claude(isolated_env / ".claude")
+    codex_home = isolated_env / "codex-home"
+    copy_codex(codex_home)
+    return repo, {"CODEX_HOME": str(codex_home)}
+
+
+def run(project: tuple[Path, dict[str, str]], *args: str,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return cos(*args, cwd=cwd or project[0], env=project[1])
+
+
+def data(project: tuple[Path, dict[str, str]], *args: str, cwd: Path | None = None) -> object:
+    proc = run(project, *args, "--json", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def ids(rows: object) -> list[str]:
+    assert isinstance(rows, list)
+    return [row["id"] for row in rows]
+
+
+def claude_session(home: Path, session: str, cwd: Path, second: int = 0) -> None:
+    entries = conversation(session, 1, start=second)
+    for entry in entries:
+        entry["cwd"] = str(cwd)
+    key = "".join(c if c.isalnum() else "-" for c in str(cwd))
+    write_jsonl(home / ".claude" / "projects" / key / f"{session}.jsonl", entries)
+
+
+def test_import_counts_files_and_sessions_and_a_second_import_reads_nothing(
+        project: tuple[Path, dict[str, str]]) -> None:
+    first = data(project, "import")
+    assert isinstance(first, dict)
+    assert (first["files_seen"], first["files_read"], first["sessions_added"]) == (8, 8, 7)
+    assert first["unknown_types"]["frame-link"] == 1 and first["malformed_lines"] == 0
+    second = data(project, "import")
+    assert isinstance(second, dict)
+    assert (second["files_unchanged"], second["files_read"]) == (8, 0)
+    assert (second["sessions_added"], second["sessions_updated"]) == (0, 0)
+    readable = run(project, "import")
+    assert readable.returncode == 0 and "8 unchanged, 0 read" in readable.stdout
+
+
+def test_sessions_in_scope_all_lists_every_fixture_session_and_never_a_subagent(
+        project: tuple[Path, dict[str, str]]) -> None:
+    rows = data(project, "sessions", "--scope", "all")
+    assert set(ids(rows)) == NATIVE_IDS and len(ids(rows)) == 7
+    assert isinstance(rows, list)
+    assert list(rows[0]) == ["id", "native_id", "agent", "kind", "title", "name", "project",
+                             "worktree", "cwd", "branch", "created", "last_active", "messages",
+                             "tokens", "forked_from", "parent", "status"]
+    assert [r["last_active"] for r in rows] == sorted((r["last_active"] for r in rows),
+                                                      reverse=True)
+    assert all(r["parent"] is None for r in rows)
+
+
+def test_agent_search_and_limit_narrow_the_list(project: tuple[Path, dict[str, str]]) -> None:
+    assert set(ids(data(project, "sessions", "--scope", "all", "--agent", "codex"))) \
+        == set(ROLLOUTS)
+    assert ids(data(project, "sessions", "--scope", "all", "--search", "STAGE0 small")) == [SMALL]
+    everything = ids(data(project, "sessions", "--scope", "all"))
+    assert ids(data(project, "sessions", "--scope", "all", "--limit", "2")) == everything[:2]
+    assert data(project, "sessions", "--scope", "all", "--limit", "0") == []
+
+
+def test_the_default_scope_is_this_worktree_and_repo_widens_to_all_its_worktrees(
+        project: tuple[Path, dict[str, str]], isolated_env: Path) -> None:
+    repo = project[0]
+    (repo / "sub").mkdir()
+    worktree = repo.parent / "wt"
+    git(repo, "worktree", "add", "-q", str(worktree))
+    claude_session(isolated_env, HERE, repo / "sub")
+    claude_session(isolated_env, WORKTREE, worktree.resolve(), second=100)
+    assert ids(data(project, "sessions")) == [HERE]
+    assert ids(data(project, "sessions", "--scope", "worktree", cwd=repo / "sub")) == [HERE]
+    assert ids(data(project, "sessions", cwd=worktree)) == [WORKTREE]
+    assert ids(data(project, "sessions", "--scope", "repo")) == [WORKTREE, HERE]
+    assert len(ids(data(project, "sessions", "--scope", "all"))) == 9
+
+
+def test_sessions_imports_what_changed_first(project: tuple[Path, dict[str, str]],
+                                             isolated_env: Path) -> None:
+    assert data(project, "sessions") == []
+    claude_session(isolated_env, HERE, project[0])
+    rows = data(project, "sessions")
+    assert isinstance(rows, list) and ids(rows) == [HERE]
+    assert (rows[0]["agent"], rows[0]["kind"], rows[0]["messages"], rows[0]["title"]) == (
+        "claude", "claude", 2, "prompt 0")
+
+
+@pytest.mark.parametrize("damage", ["delete", "corrupt"])
+def test_a_deleted_or_corrupt_database_is_rebuilt_by_the_next_listing(
+        project: tuple[Path, dict[str, str]], damage: str) -> None:
+    before = ids(data(project, "sessions", "--scope", "all"))
+    database = project[0] / ".coding-os" / "coding-os.db"
+    for extra in ("-wal", "-shm"):
+        database.with_name(database.name + extra).unlink(missing_ok=True)
+    if damage == "delete":
+        database.unlink()
+    else:
+        database.write_bytes(b"this is not a database" * 100)
+    proc = run(project, "sessions", "--scope", "all", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert ids(json.loads(proc.stdout)) == before
+
+
+def test_index_rebuild_reads_every_log_again(project: tuple[Path, dict[str, str]]) -> None:
+    data(project, "import")
+    report = data(project, "index", "rebuild")
+    assert isinstance(report, dict)
+    assert (report["full"], report["files_read"], report["sessions_added"]) == (True, 8, 7)
+    proc = run(project, "index", "rebuild")
+    assert proc.returncode == 0 and proc.stderr == ""  # no progress lines without a TTY
+
+
+def test_index_rebuild_shows_progress_on_stderr_when_it_is_a_terminal(
+        project: tuple[Path, dict[str, str]]) -> None:
+    if shutil.which("script") is None:
+        pytest.skip("util-linux script(1) is needed to give cos a terminal")
+    proc = subprocess.run(["script", "-qec", f"{shlex.quote(COS)} index rebuild --json >/dev/null",
+                           "/dev/null"], cwd=project[0], env={**os.environ, **project[1]},
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "cos: scanning Claude Code transcripts" in proc.stdout  # the terminal shows stderr
+    assert "cos: writing 7 index rows" in proc.stdout
+
+
+def test_show_rename_and_search_by_name(project: tuple[Path, dict[str, str]]) -> None:
+    shown = data(project, "sessions", "show", VIEWER)
+    assert isinstance(shown, dict) and shown["kind"] == "claude"
+    assert shown["source_path"].endswith(f"{VIEWER}.jsonl")
+    proc = run(project, "sessions", "rename", VIEWER, "orchestrator work")
+    assert proc.returncode == 0, proc.stderr
+    assert ids(data(project, "sessions", "--scope", "all", "--search", "orchestrator W")) \
+        == [VIEWER]
+    bad = run(project, "sessions", "rename", VIEWER, "../etc")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "name" in bad.stderr
+
+
+def test_rm_refuses_a_native_session_and_keeps_its_log(
+        project: tuple[Path, dict[str, str]], isolated_env: Path) -> None:
+    proc = run(project, "sessions", "rm", MAIN_1053)
+    assert proc.returncode == 2 and "never deletes" in proc.stderr
+    assert list((isolated_env / ".claude").rglob(f"{MAIN_1053}.jsonl"))
+    assert MAIN_1053 in ids(data(project, "sessions", "--scope", "all"))
+
+
+def test_rm_moves_a_cos_session_to_the_trash(project: tuple[Path, dict[str, str]]) -> None:
+    repo, env = project
+    created = subprocess.run(
+        [sys.executable, "-c", "from coding_os import api; print(api.create_session('claude'))"],
+        cwd=repo, env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    sid = created.stdout.strip()
+    assert ids(data(project, "sessions")) == [sid]
+    removed = data(project, "sessions", "rm", sid)
+    assert isinstance(removed, dict) and removed["trash"].endswith(f"trash/{sid}.jsonl")
+    assert data(project, "sessions") == []
+    assert run(project, "sessions", "show", sid).returncode == 1
+
+
+@pytest.mark.parametrize("args", [("--limit", "-1"), ("--scope", "bogus"), ("--limit", "x")])
+def test_bad_input_exits_2_with_one_line(project: tuple[Path, dict[str, str]],
+                                         args: tuple[str, ...]) -> None:
+    proc = run(project, "sessions", *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("cos: ") and proc.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("session", ["../x", "a b", ""])
+def test_a_malformed_id_is_refused_before_any_lookup(project: tuple[Path, dict[str, str]],
+                                                     session: str) -> None:
+    proc = run(project, "sessions", "show", session)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+def test_an_unknown_session_is_not_found(project: tuple[Path, dict[str, str]]) -> None:
+    proc = run(project, "sessions", "show", "ses-claude-20261129-100000-ffff")
+    assert proc.returncode == 1 and proc.stderr == "cos: no session ses-claude-20261129-100000-ffff\n"
+
+
+def test_the_index_lives_in_postgres_when_the_url_selects_it(
+        project: tuple[Path, dict[str, str]], pg_url: str) -> None:  # noqa: F811
+    on_pg = (project[0], {**project[1], "COS_DATABASE_URL": pg_url})
+    assert set(ids(data(on_pg, "sessions", "--scope", "all"))) == NATIVE_IDS
+    assert run(on_pg, "sessions", "rename", SMALL, "stage zero").returncode == 0
+    rebuilt = data(on_pg, "index", "rebuild")
+    assert isinstance(rebuilt, dict) and rebuilt["sessions_added"] == 7
+    named = data(on_pg, "sessions", "--scope", "all", "--search", "stage ZERO")
+    assert isinstance(named, list) and [(r["id"], r["name"]) for r in named] == [
+        (SMALL, "stage zero")]
+    assert not (project[0] / ".coding-os" / "coding-os.db").exists()

@@ -1,0 +1,224 @@
+"""The session index: native and cos-native sessions mapped to rows, refreshed incrementally."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from coding_os.sessions import index, transcript
+from coding_os.sessions.native import NativeSession, NativeSubagent, TokenTotals
+from coding_os.state.tiers import Tiers
+from coding_os.storage.base import SessionRecord
+from coding_os.storage.sqlite import SQLiteStorage
+from tests.adapters.test_claude_transcripts import (
+    MAIN_1053,
+    SMALL,
+    VIEWER,
+    conversation,
+    write_jsonl,
+)
+from tests.adapters.test_claude_transcripts import copy_fixtures as copy_claude
+from tests.adapters.test_codex_rollouts import ROLLOUTS
+from tests.adapters.test_codex_rollouts import copy_fixtures as copy_codex
+from tests.conftest import git
+
+NATIVE_IDS = {MAIN_1053, VIEWER, SMALL, *ROLLOUTS}
+
+
+@pytest.fixture
+def homes(tmp_path: Path) -> tuple[Path, Path]:
+    """Claude's and Codex's dirs holding every fixture, laid out as the tools keep them."""
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    copy_claude(claude)
+    copy_codex(codex)
+    return claude, codex
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> SQLiteStorage:
+    return SQLiteStorage(str(tmp_path / ".coding-os" / "coding-os.db"))
+
+
+def refresh(storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path],
+            full: bool = False) -> index.RefreshReport:
+    return index.refresh(storage, tiers, str(homes[0]), str(homes[1]), full=full)
+
+
+def native(**fields: object) -> NativeSession:
+    base: dict[str, object] = dict(agent="claude", native_id="u-1", path="/logs/u-1.jsonl")
+    base.update(fields)
+    return NativeSession(**base)  # type: ignore[arg-type]
+
+
+# mapping
+
+
+def test_a_native_session_is_filed_under_its_native_id_or_the_cos_id_the_hooks_linked() -> None:
+    session = native(cwd="/nowhere/app", git_branch="dev", created="2026-01-01T00:00:00.000Z",
+                     last_active="2026-01-02T00:00:00.000Z", user_messages=2,
+                     assistant_messages=3, title="Named")
+    row = index.native_row(session)
+    assert (row.id, row.native_id, row.kind, row.title, row.branch, row.messages) == (
+        "u-1", "u-1", "claude", "Named", "dev", 5)
+    # a cwd that is no checkout here (or gone) is its own project and worktree
+    assert (row.project, row.worktree, row.cwd) == ("/nowhere/app", "/nowhere/app", "/nowhere/app")
+    linked = index.native_row(session, "ses-claude-20261129-100000-aaaa", "ended")
+    assert (linked.id, linked.native_id, linked.status) == (
+        "ses-claude-20261129-100000-aaaa", "u-1", "ended")
+
+
+def test_a_native_row_counts_subagent_tokens_and_falls_back_to_the_first_prompt() -> None:
+    sub = NativeSubagent(agent="claude", agent_id="a1", parent="u-1", layout="nested",
+                         path="/x", tokens=TokenTotals(input=5, output=5))
+    row = index.native_row(native(tokens=TokenTotals(input=100, output=20), subagents=(sub,),
+                                  first_prompt="  fix the bug\nin detail", continues="u-0",
+                                  created="2026-01-01T00:00:00.000Z"))
+    assert (row.tokens, row.title, row.forked_from, row.parent) == (130, "fix the bug", "u-0", None)
+    assert row.last_active == "2026-01-01T00:00:00.000Z"  # no later entry: its creation
+
+
+def test_project_and_worktree_of_a_native_session_come_from_its_checkout(repo: Path) -> None:
+    (repo / "sub").mkdir()
+    wt = repo.parent / "wt"
+    git(repo, "worktree", "add", "-q", str(wt))
+    assert index.native_row(native(cwd=str(repo / "sub"))).worktree == str(repo)
+    in_worktree = index.native_row(native(cwd=str(wt)))
+    assert (in_worktree.project, in_worktree.worktree) == (str(repo), str(wt.resolve()))
+
+
+def test_a_cos_transcript_maps_to_a_row_with_title_messages_tokens_and_status(
+        tiers: Tiers) -> None:
+    sid = transcript.create(tiers, "claude", project="/p", worktree="/p/wt", branch="main")
+    transcript.append(tiers, sid, "user", {"turn": 1, "text": "first prompt\nsecond line"})
+    transcript.append(tiers, sid, "assistant",
+                      {"turn": 1, "text": "ok", "usage": {"input": 7, "output": 3}})
+    row, problems = index.cos_row(transcript.transcript_path(tiers, sid))
+    assert row is not None and problems == []
+    assert (row.id, row.kind, row.title, row.messages, row.tokens, row.status) == (
+        sid, "cos", "first prompt", 2, 10, "open")
+    assert (row.project, row.worktree, row.cwd, row.branch) == ("/p", "/p/wt", "/p/wt", "main")
+    transcript.append(tiers, sid, "rewind", {"to_seq": 1})
+    transcript.set_title(tiers, sid, "Renamed")
+    transcript.close(tiers, sid)
+    row, _ = index.cos_row(transcript.transcript_path(tiers, sid))
+    assert row is not None and (row.title, row.messages, row.status) == ("Renamed", 1, "closed")
+
+
+def test_a_cos_sidechain_is_never_a_row(tiers: Tiers) -> None:
+    parent = transcript.create(tiers, "claude")
+    side = transcript.create(tiers, "claude", parent=parent)
+    row, _ = index.cos_row(transcript.transcript_path(tiers, side))
+    assert row is None
+
+
+# refresh
+
+
+def test_every_fixture_is_indexed_once_and_subagents_are_never_rows(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    report = refresh(storage, tiers, homes)
+    assert (report.files_seen, report.files_read, report.sessions_added) == (8, 8, 7)
+    assert report.subagents >= 2 and report.orphan_subagents == 1  # the 2.0.x Warmup agent
+    assert report.unknown_types["atis-latch"] == 1 and report.malformed_lines == 0
+    rows = storage.index_rows()
+    assert {r.id for r in rows} == NATIVE_IDS
+    assert not any("3be551df" in r.id for r in rows)
+    assert [r.last_active for r in rows] == sorted((r.last_active for r in rows), reverse=True)
+    saved = json.loads((tiers.state_dir / Path(index.STATE_FILE)).read_text(encoding="utf-8"))
+    assert saved["version"] == 1 and len(saved["files"]) == 8
+
+
+def test_a_second_refresh_reads_nothing_and_changes_nothing(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    refresh(storage, tiers, homes)
+    again = refresh(storage, tiers, homes)
+    assert (again.files_read, again.files_unchanged, again.bytes_read) == (0, 8, 0)
+    assert (again.sessions_added, again.sessions_updated, again.sessions) == (0, 0, 7)
+
+
+def test_an_appended_transcript_updates_only_its_row(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    session = "11111111-2222-3333-4444-555555555555"
+    path = homes[0] / "projects" / "-work-app" / f"{session}.jsonl"
+    write_jsonl(path, conversation(session, 1))
+    first = refresh(storage, tiers, homes)
+    assert first.sessions_added == 8
+    write_jsonl(path, conversation(session, 2)[2:], mode="a")
+    with path.open("a", encoding="utf-8") as handle:
+        handle.write("{not json\n")
+    report = refresh(storage, tiers, homes)
+    assert (report.files_read, report.sessions_added, report.sessions_updated) == (1, 0, 1)
+    assert report.malformed_lines == 1
+    row = storage.index_row(session)
+    assert row is not None and row.messages == 4 and row.cwd == "/work/app"
+
+
+def test_a_native_session_the_hooks_saw_gets_the_cos_id(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    refresh(storage, tiers, homes)
+    sid = "ses-claude-20261129-100000-aaaa"
+    storage.upsert_session(SessionRecord(id=sid, agent="claude", panel="p", native_id=VIEWER,
+                                         started="x", last_active="x", status="ended"))
+    report = refresh(storage, tiers, homes, full=True)
+    assert (report.sessions_added, report.sessions_updated) == (1, 6)  # filed anew, under the cos id
+    row = storage.index_row(VIEWER)
+    assert row is not None and (row.id, row.status) == (sid, "ended")
+    assert storage.index_row(sid) == row and storage.index_count() == 7
+
+
+def test_an_empty_index_is_refilled_from_the_kept_state_without_reading_the_logs(
+        tmp_path: Path, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    first = SQLiteStorage(str(tmp_path / "a.db"))
+    refresh(first, tiers, homes)
+    fresh = SQLiteStorage(str(tmp_path / "b.db"))  # as after a deleted database
+    report = refresh(fresh, tiers, homes)
+    assert (report.files_read, report.sessions_added) == (0, 7)
+    assert {r.id for r in fresh.index_rows()} == NATIVE_IDS
+
+
+def test_rebuild_reads_everything_and_gives_the_same_rows(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    refresh(storage, tiers, homes)
+    before = storage.index_rows()
+    report = index.rebuild(storage, tiers, str(homes[0]), str(homes[1]))
+    assert report.full and (report.files_read, report.sessions_added) == (8, 7)
+    assert storage.index_rows() == before
+
+
+def test_a_corrupt_import_state_means_a_full_import_not_an_error(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    refresh(storage, tiers, homes)
+    (Path(tiers.state_dir) / index.STATE_FILE).write_bytes(b"\xff{garbage")
+    report = refresh(storage, tiers, homes)
+    assert (report.files_read, report.sessions_added, report.sessions_updated) == (8, 0, 7)
+
+
+def test_cos_transcripts_are_indexed_and_a_removed_one_leaves_the_index(
+        storage: SQLiteStorage, tiers: Tiers, tmp_path: Path) -> None:
+    empty = (str(tmp_path / "no-claude"), str(tmp_path / "no-codex"))
+    sid = transcript.create(tiers, "claude", project="/p", worktree="/p")
+    transcript.create(tiers, "claude", parent=sid)  # a sidechain: never listed
+    report = index.refresh(storage, tiers, *empty)
+    assert (report.sessions_added, report.sessions) == (1, 1)
+    assert [r.id for r in storage.index_rows()] == [sid]
+    unchanged = index.refresh(storage, tiers, *empty)
+    assert (unchanged.files_read, unchanged.files_unchanged, unchanged.sessions) == (0, 2, 1)
+    transcript.append(tiers, sid, "user", {"turn": 1, "text": "hi"})
+    assert index.refresh(storage, tiers, *empty).sessions_updated == 1
+    os.unlink(transcript.transcript_path(tiers, sid))
+    gone = index.refresh(storage, tiers, *empty)
+    assert gone.sessions_removed == 1 and storage.index_rows() == []
+
+
+def test_a_cos_transcript_with_bad_lines_is_indexed_and_the_lines_counted(
+        storage: SQLiteStorage, tiers: Tiers, tmp_path: Path) -> None:
+    sid = transcript.create(tiers, "claude")
+    path = transcript.transcript_path(tiers, sid)
+    with open(path, "ab") as handle:
+        handle.write(b"not json\n\xff\xfe\n{\"v\":1,\"seq\":3")
+    report = index.refresh(storage, tiers, str(tmp_path / "x"), str(tmp_path / "y"))
+    assert report.sessions_added == 1 and report.malformed_lines == 2
+    assert report.torn_files == [path]
