@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -43,6 +44,7 @@ class SQLiteStorage(Storage):
             StorageError: it cannot be opened or migrated, or a newer coding-os migrated it.
         """
         self.path = path
+        self.busy_timeout_s = busy_timeout_s
         try:
             durable.ensure_dir(os.path.dirname(path))
             self._conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
@@ -100,7 +102,18 @@ class SQLiteStorage(Storage):
         # rather than racing on the journal mode change.
         lock_fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, durable.FILE_MODE)
         try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            # Wait for another migrator at most as long as for any other lock (a hook gives up
+            # after its short wait instead of hanging behind a long migration).
+            deadline = time.monotonic() + self.busy_timeout_s
+            while True:
+                try:
+                    fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise StorageError(f"migrating {self.path}: another process holds the "
+                                           "migration lock") from None
+                    time.sleep(0.02)
             try:
                 self._conn.execute("PRAGMA journal_mode = WAL")
                 version = self.schema_version()
