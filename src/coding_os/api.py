@@ -34,6 +34,8 @@ __all__ = [
     "gc_panels",
     "session_summary",
     "session_observations",
+    "collect_transcripts",
+    "export_session",
 ]
 
 _T = TypeVar("_T")
@@ -184,6 +186,44 @@ def gc_panels(dry_run: bool = False, env: Mapping[str, str] | None = None,
     env = os.environ if env is None else env
     caller = Caller(env, cwd)
     return reap_panels(caller.tiers, env, dry_run=dry_run)
+
+
+def collect_transcripts(dry_run: bool = False, env: Mapping[str, str] | None = None,
+                        cwd: str | None = None) -> Any:
+    """Apply `cleanup_period_days` to cos-native transcripts (a week in the trash first).
+
+    Raises:
+        InvalidInput: the period is not a number of days, or below 1.
+    """
+    from coding_os.sessions.retention import cleanup_period_days, collect
+
+    env = os.environ if env is None else env
+    caller = Caller(env, cwd)
+    period = cleanup_period_days(load_config(caller.resolution.project_root), env)
+    return collect(caller.tiers, period, dry_run=dry_run)
+
+
+def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> str:
+    """A session's conversation as Markdown, JSON or HTML (cos-native, Claude Code or Codex).
+
+    Raises:
+        InvalidId, NotFound: as `show_session`.
+        InvalidInput: an unknown format.
+    """
+    from coding_os.sessions.export import FORMATS, read_turns, render
+
+    if fmt not in FORMATS:
+        raise InvalidInput(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
+    row = show_session(session, env, cwd)
+    source = row.get("source_path")
+    if not isinstance(source, str) or not source:
+        raise NotFound(f"session {session} has no log to export")
+    meta, turns = read_turns(source, str(row.get("kind")))
+    meta.update({key: row[key] for key in ("id", "native_id", "agent", "title", "name", "cwd")
+                 if row.get(key) is not None})
+    meta["title"] = row.get("name") or row.get("title") or row.get("id")
+    return render(meta, turns, fmt)
 
 
 def _storage(caller: Caller, env: Mapping[str, str] | None) -> Any:

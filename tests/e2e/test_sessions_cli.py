@@ -227,3 +227,44 @@ def test_the_index_lives_in_postgres_when_the_url_selects_it(
     assert isinstance(named, list) and [(r["id"], r["name"]) for r in named] == [
         (SMALL, "stage zero")]
     assert not (project[0] / ".coding-os" / "coding-os.db").exists()
+
+
+@pytest.mark.parametrize("fmt,marker", [("md", "# "), ("html", "<!doctype html>"), ("json", '"turns"')])
+def test_export_renders_a_native_session_found_by_its_native_id(
+        project: tuple[Path, dict[str, str]], fmt: str, marker: str, tmp_path: Path) -> None:
+    native = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"  # the Claude Code 1.0.108 fixture
+    proc = run(project, "export", native, "--format", fmt)
+    assert proc.returncode == 0, proc.stderr
+    assert marker in proc.stdout and "/orchestrator" in proc.stdout
+    out = tmp_path / f"export.{fmt}"
+    assert run(project, "export", native, "--format", fmt, "-o", str(out)).returncode == 0
+    assert out.read_text(encoding="utf-8") == proc.stdout
+
+
+def test_export_of_an_unknown_session_or_format_is_a_clear_error(
+        project: tuple[Path, dict[str, str]]) -> None:
+    missing = run(project, "export", "ses-claude-20261129-100000-abcd")
+    assert missing.returncode == 1 and missing.stderr.count("\n") == 1
+    bad = run(project, "export", "x", "--format", "pdf")
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_gc_moves_expired_cos_transcripts_to_the_trash_and_reports_both_collectors(
+        project: tuple[Path, dict[str, str]]) -> None:
+    repo, env = project
+    transcripts = repo / ".coding-os" / "claude" / "transcripts"
+    transcripts.mkdir(parents=True)
+    old = transcripts / "ses-claude-20250101-000000-aaaa.jsonl"
+    old.write_text('{"v":1,"seq":0,"ts":"2025-01-01T00:00:00.000Z","type":"session_meta"}\n',
+                   encoding="utf-8")
+    os.utime(old, (0, 1_700_000_000))
+    dry = data(project, "gc", "--dry-run")
+    assert isinstance(dry, dict) and dry["transcripts"]["trashed"] == [
+        "claude/transcripts/" + old.name]
+    assert old.exists()
+    report = run(project, "gc", cwd=repo)
+    assert report.returncode == 0 and "1 transcripts moved to the trash" in report.stdout
+    assert not old.exists()
+    assert list((repo / ".coding-os" / "trash").rglob(old.name))
+    bad = cos("gc", cwd=repo, env={**env, "COS_CLEANUP_PERIOD_DAYS": "0"})
+    assert bad.returncode == 2 and "minimum is 1 day" in bad.stderr

@@ -185,22 +185,53 @@ def uninstall(agent: str | None, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--panels", is_flag=True, help="Reap stale panels (the only collector so far).")
-@click.option("--dry-run", is_flag=True, help="List what would be reaped; change nothing.")
+@click.option("--panels", is_flag=True, help="Only reap stale panels.")
+@click.option("--dry-run", is_flag=True, help="List what would be removed; change nothing.")
 @json_option
 def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
-    """Reap panels whose heartbeat is older than COS_PANEL_GC_TTL (default 24h)."""
+    """Reap panels whose heartbeat is older than COS_PANEL_GC_TTL (default 24h) and, without
+    --panels, move cos transcripts older than cleanup_period_days to the trash (kept 7 days)."""
     report = api.gc_panels(dry_run=dry_run)
+    retention = None if panels else api.collect_transcripts(dry_run=dry_run)
     if as_json:
-        _emit_json(report.as_dict())
+        _emit_json(report.as_dict() if retention is None
+                   else {"panels": report.as_dict(), "transcripts": retention.as_dict()})
         return
     verb = "would reap" if dry_run else "reaped"
     for entry in report.reaped:
         click.echo(f"{verb} {entry.agent}/{entry.panel} (session {entry.session or '-'}, "
                    f"heartbeat {entry.heartbeat_age_s}s ago)")
     click.echo(f"{len(report.reaped)} {verb}, {report.kept} kept, {report.busy} busy")
-    for error in report.errors:
+    errors = list(report.errors)
+    if retention is not None:
+        moved = "would move" if dry_run else "moved"
+        for path in retention.trashed:
+            click.echo(f"{moved} {path} to the trash")
+        for day in retention.purged:
+            click.echo(f"{'would empty' if dry_run else 'emptied'} {day}")
+        click.echo(f"{len(retention.trashed)} transcripts {moved} to the trash "
+                   f"(older than {retention.period_days:g} days), {retention.kept} kept")
+        errors += retention.errors
+    for error in errors:
         click.echo(f"error: {error}", err=True)
+
+
+@cli.command()
+@click.argument("session")
+@click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md",
+              show_default=True, help="Output format.")
+@click.option("-o", "output", metavar="FILE", help="Write to FILE instead of stdout.")
+def export(session: str, fmt: str, output: str | None) -> None:
+    """Export SESSION's conversation (cos-native, Claude Code or Codex; by id or native id)."""
+    text = api.export_session(session, fmt)
+    if output is None:
+        click.echo(text, nl=False)
+        return
+    try:
+        with open(output, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise InvalidInput(f"cannot write {output}: {exc.strerror}") from None
 
 
 @cli.command()
