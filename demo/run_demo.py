@@ -152,9 +152,10 @@ def main() -> None:
         run([COS, "hooks-log", "-n", "8"], repo, {})
         heading("cos observations (what the hooks observed, from the shared SQLite database)")
         run([COS, "observations", "-n", "6"], repo, {})
+        sessions_part(scratch, repo, home)
         heading("What the state dir holds")
         for path in sorted((repo / ".coding-os").rglob("*")):
-            if path.is_file() and ".tmp-" not in path.name:
+            if path.is_file() and ".tmp-" not in path.name and "trash" not in path.parts:
                 print(f"  {path.relative_to(repo)}")
         print(f"\nScratch project kept at {scratch} (delete it when done).")
     except BaseException:
@@ -163,6 +164,49 @@ def main() -> None:
 
 
 BASE_ENV: dict[str, str] = {}
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+
+
+def sessions_part(scratch: Path, repo: Path, home: Path) -> None:
+    """Sessions: a cos-native one written through the API, real Claude Code and Codex logs
+    imported, one list, a name, an export."""
+    from coding_os import api
+
+    heading("A cos-native session written through coding_os.api (a custom Python agent)")
+    env = {**BASE_ENV, "COS_AGENT": "myagent"}
+    session = api.create_session("myagent", title="Add a greeting", env=env, cwd=str(repo))
+    api.append_event(session, "user", {"text": "Add a greeting to app.py", "turn": 1},
+                     env=env, cwd=str(repo))
+    api.append_event(session, "tool_call", {"turn": 1, "tool": "Edit", "call_id": "c1",
+                                            "input": {"file_path": "app.py"}}, env=env,
+                     cwd=str(repo))
+    api.append_event(session, "tool_result", {"turn": 1, "call_id": "c1", "ok": True,
+                                              "output": "edited"}, env=env, cwd=str(repo))
+    api.append_event(session, "assistant", {"turn": 1, "text": "Done: app.py greets you."},
+                     env=env, cwd=str(repo))
+    print(f"  created {session} with 4 entries")
+
+    codex_home = home / ".codex"
+    if FIXTURES.is_dir():
+        heading("Real Claude Code transcripts and Codex rollouts (the shared fixtures) imported")
+        claude_dir = home / ".claude" / "projects" / "-fixtures"
+        claude_dir.mkdir(parents=True)
+        for path in sorted((FIXTURES / "claude").glob("*.jsonl")):
+            shutil.copy(path, claude_dir / path.name.split("__", 1)[1])
+        rollouts = codex_home / "sessions" / "2026" / "02" / "23"
+        rollouts.mkdir(parents=True)
+        for path in sorted((FIXTURES / "codex").glob("*.jsonl")):
+            shutil.copy(path, rollouts / path.name.split("__", 2)[-1])
+        run([COS, "import"], repo, {"CODEX_HOME": str(codex_home)})
+    else:
+        print(f"  ({FIXTURES} is not here: only the cos-native session is listed)")
+    heading("cos sessions --scope all: one list across cos, Claude Code and Codex")
+    run([COS, "sessions", "--scope", "all", "--limit", "8"], repo, {"CODEX_HOME": str(codex_home)})
+    heading("A name, and an export of the cos-native session")
+    run([COS, "sessions", "rename", session, "greeting"], repo, {})
+    proc = run([COS, "export", session, "--format", "md"], repo, {}, show=False)
+    print(f"{DIM}$ cos export {session} --format md{RESET}")
+    print("\n".join(proc.stdout.splitlines()[:12]))
 
 if __name__ == "__main__":
     main()
