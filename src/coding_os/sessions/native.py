@@ -33,6 +33,8 @@ __all__ = [
     "ImportState",
     "ScanReport",
     "FileAggregate",
+    "LineCounts",
+    "count",
     "refresh_file",
     "list_dir",
     "normalise_timestamp",
@@ -304,6 +306,35 @@ class ImportState:
     def records(self, agent: str) -> dict[str, FileRecord]:
         """The file records of one agent, by path."""
         return {path: rec for path, rec in self.files.items() if rec.agent == agent}
+
+
+def count(table: dict[str, int], key: str) -> None:
+    """Add one to `table[key]`."""
+    table[key] = table.get(key, 0) + 1
+
+
+class LineCounts:
+    """What both importers' aggregates share: a JSON-able `data` dict counting lines, entry
+    types and unusable lines (keys `lines`, `types`, `malformed`)."""
+
+    data: dict[str, Any]
+
+    def dump(self) -> dict[str, Any]:
+        """The aggregate as JSON."""
+        return self.data
+
+    def malformed(self, reason: str) -> None:
+        """Count one unusable line."""
+        count(self.data["malformed"], reason)
+
+    def count_line(self, entry: dict[str, Any]) -> str:
+        """Count one parsed line and return its `type` (`<missing>` when it has none)."""
+        self.data["lines"] += 1
+        kind = entry.get("type")
+        if not isinstance(kind, str):
+            kind = "<missing>"
+        count(self.data["types"], kind)
+        return kind
 
 
 class FileAggregate(Protocol):

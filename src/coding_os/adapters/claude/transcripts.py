@@ -28,11 +28,13 @@ from typing import Any
 from coding_os.sessions.native import (
     FileRecord,
     ImportState,
+    LineCounts,
     NativeSession,
     NativeSubagent,
     ScanReport,
     TokenTotals,
     clip,
+    count,
     list_dir,
     normalise_timestamp,
     refresh_file,
@@ -193,11 +195,7 @@ def _classify_text(texts: list[str], images: int) -> tuple[str, str]:
     return "prompt", text
 
 
-def _count(table: dict[str, int], key: str) -> None:
-    table[key] = table.get(key, 0) + 1
-
-
-class ClaudeTranscript:
+class ClaudeTranscript(LineCounts):
     """The partial aggregate of one transcript file (see `FileAggregate`).
 
     In a session file (`split`), `isSidechain` entries form inline subagent chains apart from the
@@ -235,23 +233,11 @@ class ClaudeTranscript:
         self.data = data
         self.split = bool(data["split"])
 
-    def dump(self) -> dict[str, Any]:
-        """The aggregate as JSON."""
-        return self.data
-
-    def malformed(self, reason: str) -> None:
-        """Count one unusable line."""
-        _count(self.data["malformed"], reason)
-
     def feed(self, entry: dict[str, Any]) -> None:
         """Take one transcript entry."""
         data = self.data
-        data["lines"] += 1
-        kind = entry.get("type")
-        if not isinstance(kind, str):
-            kind = "<missing>"
+        kind = self.count_line(entry)
         types = data["types"]
-        _count(types, kind)
         subtype: object = None
         if kind == "system":
             subtype = entry.get("subtype")
@@ -259,9 +245,9 @@ class ClaudeTranscript:
             attachment = entry.get("attachment")
             subtype = attachment.get("type") if isinstance(attachment, dict) else None
         if isinstance(subtype, str):
-            _count(types, f"{kind}/{subtype}")
+            count(types, f"{kind}/{subtype}")
         if kind not in KNOWN_ENTRY_TYPES:
-            _count(data["unknown"], kind)
+            count(data["unknown"], kind)
         ts = normalise_timestamp(entry.get("timestamp"))
         if ts is not None:
             if data["first_line_ts"] is None:
@@ -290,7 +276,7 @@ class ClaudeTranscript:
         data = self.data
         session_id = entry.get("sessionId")
         if isinstance(session_id, str) and session_id:
-            _count(data["session_ids"], session_id)
+            count(data["session_ids"], session_id)
         cwd = entry.get("cwd")
         if data["cwd"] is None and isinstance(cwd, str) and cwd:
             data["cwd"] = cwd

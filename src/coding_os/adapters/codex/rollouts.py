@@ -24,11 +24,13 @@ from typing import Any
 from coding_os.sessions.native import (
     FileRecord,
     ImportState,
+    LineCounts,
     NativeSession,
     NativeSubagent,
     ScanReport,
     TokenTotals,
     clip,
+    count,
     list_dir,
     normalise_timestamp,
     refresh_file,
@@ -97,10 +99,6 @@ def prompt_text(content: object) -> str | None:
     return "[image]" if images else None
 
 
-def _count(table: dict[str, int], key: str) -> None:
-    table[key] = table.get(key, 0) + 1
-
-
 def _new_prompts() -> dict[str, Any]:
     return {"count": 0, "first": None, "last": None}
 
@@ -113,7 +111,7 @@ def _add_prompt(prompts: dict[str, Any], text: str) -> None:
         prompts["last"] = clip(text)
 
 
-class CodexRollout:
+class CodexRollout(LineCounts):
     """The partial aggregate of one rollout file (see `FileAggregate`)."""
 
     def __init__(self, data: dict[str, Any] | None) -> None:
@@ -139,29 +137,17 @@ class CodexRollout:
             }
         self.data = data
 
-    def dump(self) -> dict[str, Any]:
-        """The aggregate as JSON."""
-        return self.data
-
-    def malformed(self, reason: str) -> None:
-        """Count one unusable line."""
-        _count(self.data["malformed"], reason)
-
     def feed(self, entry: dict[str, Any]) -> None:
         """Take one rollout line."""
         data = self.data
-        data["lines"] += 1
-        kind = entry.get("type")
-        if not isinstance(kind, str):
-            kind = "<missing>"
-        _count(data["types"], kind)
+        kind = self.count_line(entry)
         payload = entry.get("payload")
         payload = payload if isinstance(payload, dict) else {}
         subtype = payload.get("type")
         if kind in ("event_msg", "response_item") and isinstance(subtype, str):
-            _count(data["types"], f"{kind}/{subtype}")
+            count(data["types"], f"{kind}/{subtype}")
         if kind not in KNOWN_LINE_TYPES:
-            _count(data["unknown"], kind)
+            count(data["unknown"], kind)
         ts = normalise_timestamp(entry.get("timestamp"))
         if ts is not None:
             if data["first_ts"] is None or ts < data["first_ts"]:
@@ -266,7 +252,7 @@ class SessionIndex:
 
     def malformed(self, reason: str) -> None:
         """Count one unusable line."""
-        _count(self.data["malformed"], reason)
+        count(self.data["malformed"], reason)
 
     def feed(self, entry: dict[str, Any]) -> None:
         """Take one index line."""
