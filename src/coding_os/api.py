@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from coding_os.config import horizon_for, load_config
 from coding_os.errors import InvalidInput, NotFound, NotTrusted
@@ -733,3 +733,173 @@ def remove_session(session: str, env: Mapping[str, str] | None = None,
         return {"id": row.id, "removed": True, "trash": trashed}
 
     return _with_index(caller, env, work)
+
+
+# Resume and fork (DESIGN.md §4.3, §4.4): the finding, the restore report and the handover live
+# in coding_os.sessions.resume, imported when first used.
+
+if TYPE_CHECKING:
+    from coding_os.sessions.resume import ForkReport, Handover, RestoreReport, ResumeScope
+
+__all__ += [
+    "resume_session",
+    "fork_any_session",
+    "hand_over",
+]
+
+
+def _resume_scope(caller: Caller, env: Mapping[str, str]) -> ResumeScope:
+    """The caller's checkout, its repository's directories, and its own sessions (excluded from
+    `--continue`)."""
+    from coding_os.adapters import PANEL_ENV_VARS
+    from coding_os.sessions.resume import ResumeScope
+    from coding_os.state.caller import read_panel_session
+
+    current: set[str] = set()
+    panel = read_panel_session(caller.panel_dir)
+    if panel is not None:
+        current.update(value for value in panel if value)
+    current.update(env[var] for var in PANEL_ENV_VARS if env.get(var))
+    if caller.native:
+        current.add(caller.native)
+    return ResumeScope(here=_checkout_dir(caller, env),
+                       repo=_scope_dirs(caller, "repo", env) or [], current=current)
+
+
+def _sqlite_file(caller: Caller, env: Mapping[str, str]) -> str | None:
+    """The default SQLite database of the project, or None when a URL selects another one."""
+    return None if env.get("COS_DATABASE_URL") else caller.tiers.database
+
+
+def _set_aside_files(path: str) -> set[str]:
+    folder, name = os.path.split(path)
+    try:
+        return {n for n in os.listdir(folder) if n.startswith(name + ".corrupt-")}
+    except OSError:
+        return set()
+
+
+def _database_repairs(path: str | None, existed: bool, aside: set[str]) -> list[str]:
+    """What happened to the SQLite file while the index was used: rebuilt after it was missing
+    or set aside as corrupt."""
+    if path is None:
+        return []
+    new = sorted(_set_aside_files(path) - aside)
+    if new:
+        return [f"database: {path} was corrupt, set aside to {new[0]} and rebuilt from the logs"]
+    if not existed:
+        return [f"database: {path} was missing, rebuilt from the logs"]
+    return []
+
+
+def _with_repairs(caller: Caller, env: Mapping[str, str] | None,
+                  work: Callable[[Storage], _T]) -> tuple[_T, list[str]]:
+    """`_with_index`, and what it repaired in the SQLite file."""
+    path = _sqlite_file(caller, os.environ if env is None else env)
+    existed = path is not None and os.path.exists(path)
+    aside = _set_aside_files(path) if path else set()
+    result = _with_index(caller, env, work)
+    return result, _database_repairs(path, existed, aside)
+
+
+def resume_session(session: str | None = None, *, latest: bool = False, pr: str | None = None,
+                   env: Mapping[str, str] | None = None, cwd: str | None = None
+                   ) -> RestoreReport:
+    """Find a session to resume (exact id or name, `latest` of this checkout, or pull request
+    `pr`) and return its restore report; nothing is executed (see `hand_over`).
+
+    Raises:
+        InvalidId: the id or name is malformed (checked before any lookup).
+        InvalidInput: not exactly one way to find it; a malformed pull request.
+        NotFound: no such session, even after an import and a scan of the transcripts.
+        Ambiguous: several sessions have the name or link the pull request.
+        CrossProject: the session belongs to another project; the message is the command to run.
+        Misroute, StorageError, StateIOError: as `import_sessions`.
+    """
+    from coding_os.sessions import resume
+
+    if session is not None:
+        resume.validate_key(session)
+    if pr is not None:
+        resume.pr_number(pr)
+    caller = Caller(env, cwd)
+    environ = os.environ if env is None else env
+    scope = _resume_scope(caller, environ)
+    claude_dir, _ = _native_dirs(environ)
+
+    def work(storage: Storage) -> RestoreReport:
+        found = resume.find_for_resume(
+            storage, caller.tiers, scope, lambda: _refresh(storage, caller, env), key=session,
+            latest=latest, pr=pr, claude_dir=claude_dir)
+        return resume.restore_report(found, scope, caller.tiers)
+
+    report, repairs = _with_repairs(caller, env, work)
+    report.rebuilt[:0] = repairs
+    return report
+
+
+def fork_any_session(session: str, at_seq: int | None = None, name: str | None = None, *,
+                     dry_run: bool = False, env: Mapping[str, str] | None = None,
+                     cwd: str | None = None) -> ForkReport:
+    """Fork a session found by id or name: a cos-native one into a new transcript (unless
+    `dry_run`), which the index learns at once; a Claude Code or Codex one gets the handover to
+    its own fork (`claude --resume <id> --fork-session`, `codex fork <id>`), not executed here.
+
+    Raises:
+        InvalidId: the id or name is malformed (checked before any lookup).
+        InvalidInput: a bad seq or name; `--at`/`--name` for a Claude Code or Codex session;
+            a sidechain of a fork.
+        NotFound, Ambiguous, CrossProject: as `resume_session`.
+        Misroute, StorageError, StateIOError: as `import_sessions`.
+    """
+    from dataclasses import asdict
+
+    from coding_os.sessions import resume, transcript
+
+    resume.validate_key(session)
+    if name is not None:
+        transcript.validate_title(name)
+    caller = Caller(env, cwd)
+    environ = os.environ if env is None else env
+    scope = _resume_scope(caller, environ)
+
+    def work(storage: Storage) -> ForkReport:
+        found = resume.find_for_resume(storage, caller.tiers, scope,
+                                       lambda: _refresh(storage, caller, env), key=session)
+        row = found.row
+        where, relocation = resume.place(row, scope, verb="fork")
+        handover = resume.fork_handover(row, where)
+        report = resume.ForkReport(path=found.path, source=asdict(row), session=None,
+                                   transcript=None, fork_point=at_seq, copied=None,
+                                   relocation=relocation, cwd=where, handover=handover,
+                                   dry_run=dry_run)
+        if handover is not None:
+            if at_seq is not None or name is not None:
+                raise InvalidInput(f"{row.id} is a {row.kind} session: --at and --name apply to "
+                                   "cos-native sessions (name the fork with `cos sessions "
+                                   "rename` once it appears)")
+            return report
+        if dry_run:
+            return report
+        forked = transcript.fork(caller.tiers, row.id, at_seq, name)
+        _refresh(storage, caller, env)
+        if name is not None:
+            storage.set_name(forked.session, name)
+        report.session, report.transcript = forked.session, forked.path
+        report.fork_point, report.copied = forked.fork_point, forked.copied
+        return report
+
+    return _with_index(caller, env, work)
+
+
+def hand_over(handover: Handover, announce: Callable[[], None] | None = None) -> NoReturn:
+    """Run the agent in place of this process, in the session's directory (never returns);
+    `announce` runs just before, once the agent and the directory are known to be there.
+
+    Raises:
+        NotFound: the agent is not on PATH or the directory cannot be entered.
+        CosError: the exec failed.
+    """
+    from coding_os.sessions.resume import hand_over as exec_agent
+
+    exec_agent(handover, announce)

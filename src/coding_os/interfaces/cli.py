@@ -372,6 +372,113 @@ def sessions_rm(session: str, as_json: bool) -> None:
                                             if result["trash"] else ""))
 
 
+def _print_report(fields: list[tuple[str, object]]) -> None:
+    for key, value in fields:
+        if value not in (None, "", []):
+            click.echo(f"{key:<11}{value}")
+
+
+def _label(session: dict[str, Any]) -> str:
+    label = session.get("name") or session.get("title")
+    tool = {"cos": "cos-native", "claude": "Claude Code", "codex": "Codex"}.get(
+        str(session.get("kind")), str(session.get("kind")))
+    return f"{session['id']} ({tool}{', ' + ' '.join(str(label).split())[:80] if label else ''})"
+
+
+def _restored_line(restored: dict[str, Any]) -> str:
+    if restored["kind"] == "transcript":
+        return (f"{restored['entries']} transcript entries, {restored['compacts']} compacts, "
+                f"{restored['summaries']} summaries, {restored['messages']} messages")
+    return f"{restored['messages']} messages, {restored['tokens']} tokens ({restored['log']})"
+
+
+@cli.command()
+@click.argument("session", required=False)
+@click.option("-c", "--continue", "latest", is_flag=True,
+              help="The most recently active session of this checkout (not the caller's own).")
+@click.option("--from-pr", "pr", metavar="N|URL",
+              help="The session whose Claude Code log links this pull request.")
+@click.option("--dry-run", is_flag=True, help="Print the restore report readably; run nothing.")
+@json_option
+def resume(session: str | None, latest: bool, pr: str | None, dry_run: bool,
+           as_json: bool) -> None:
+    """Resume SESSION (exact cos id, native id or user-set name) in its directory and agent.
+
+    Hands over to `claude --resume <id>` or `codex resume <id>` in the session's directory;
+    --json prints the restore report and --dry-run shows it, neither runs anything. A session of
+    another project exits 4 with the command to run there; several with one name exit 5.
+    """
+    if session is None and not latest and pr is None:
+        raise InvalidInput("give a session id or name, --continue or --from-pr "
+                           "(the interactive picker is not available yet)")
+    report = api.resume_session(session, latest=latest, pr=pr)
+    data = report.to_dict()
+    if as_json:
+        _emit_json(data)
+        return
+    if dry_run or report.handover is None:
+        handover = data["handover"]
+        _print_report([
+            ("session", _label(data["session"])), ("found by", data["path"]),
+            ("restored", _restored_line(data["restored"])),
+            ("rebuilt", "; ".join(data["rebuilt"])), ("relocation", data["relocation"]),
+            ("cwd", data["cwd"]),
+            ("handover", handover["command"] if handover else f"none: {data['handover_note']}")])
+        return
+    handover_command = report.handover.command()
+
+    def announce() -> None:
+        if report.relocation:
+            click.echo(f"cos: {report.relocation}", err=True)
+        click.echo(f"cos: resuming {report.session['id']}: {handover_command}", err=True)
+
+    api.hand_over(report.handover, announce)
+
+
+@cli.command()
+@click.argument("session")
+@click.option("--at", "at_seq", type=click.IntRange(min=0), metavar="SEQ",
+              help="Fork at this seq (default: the end; cos-native sessions only).")
+@click.option("--name", metavar="N", help="Name the new session (cos-native sessions only).")
+@click.option("--dry-run", is_flag=True, help="Show what would be done; change and run nothing.")
+@json_option
+def fork(session: str, at_seq: int | None, name: str | None, dry_run: bool,
+         as_json: bool) -> None:
+    """Fork SESSION into a new session; the source is untouched.
+
+    A cos-native session gets a new transcript that starts with a `fork` entry. A Claude Code or
+    Codex session hands over to its own fork (`claude --resume <id> --fork-session`,
+    `codex fork <id>`); --json and --dry-run print it and run nothing.
+    """
+    report = api.fork_any_session(session, at_seq, name, dry_run=dry_run)
+    data = report.to_dict()
+    if as_json:
+        _emit_json(data)
+        return
+    handover = data["handover"]
+    if report.session is not None:
+        click.echo(f"forked {data['source']['id']} at seq {report.fork_point} into "
+                   f"{report.session} ({report.copied} entries copied)")
+        click.echo(f"transcript {report.transcript}")
+        return
+    if dry_run or report.handover is None:
+        what = handover["command"] if handover else (
+            f"would fork {data['source']['id']} at seq "
+            f"{'end' if at_seq is None else at_seq} into a new cos session")
+        _print_report([("session", _label(data["source"])), ("found by", data["path"]),
+                       ("relocation", data["relocation"]), ("cwd", data["cwd"]),
+                       ("fork", what)])
+        return
+    handover_command = report.handover.command()
+
+    def announce() -> None:
+        if report.relocation:
+            click.echo(f"cos: {report.relocation}", err=True)
+        click.echo(f"cos: forking {data['source']['id']}: {handover_command}", err=True)
+
+    api.hand_over(report.handover, announce)
+
+
 def run(argv: list[str]) -> int:
     """Run the CLI on `argv`; return the exit code (errors are one line on stderr)."""
     try:

@@ -1,0 +1,500 @@
+"""Resuming and forking a session (DESIGN.md §4.3, §4.4): finding it, the restore report, and
+the command that hands over to its agent.
+
+A session is found by exact id (cos or native), as the most recent one of this worktree
+(`--continue`), by exact user-set name, or by a pull request its log links to. A lookup that misses
+the index imports what changed (native logs and cos transcripts) and then reads the cos
+transcript directly before it says "not found"; the report names the path that found it and what
+was repaired. Sessions of another worktree of the same repository resume there (with a note);
+sessions of another project are refused with the command to run instead (`CrossProject`).
+
+Claude Code and Codex sessions hand over to their own CLI (`claude --resume <id>`, `codex resume
+<id>`; for a fork `claude --resume <id> --fork-session`, `codex fork <id>`) in the session's
+directory. A cos-native session has no external agent to hand over to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from coding_os.errors import Ambiguous, CosError, CrossProject, InvalidId, NotFound
+from coding_os.state.identity import is_session_id
+from coding_os.storage.base import IndexRow, Storage
+
+if TYPE_CHECKING:
+    from coding_os.sessions.index import RefreshReport
+    from coding_os.state.tiers import Tiers
+
+__all__ = [
+    "FOUND_BY",
+    "Handover",
+    "ResumeScope",
+    "Found",
+    "RestoreReport",
+    "ForkReport",
+    "validate_key",
+    "pr_number",
+    "find_for_resume",
+    "place",
+    "restored",
+    "resume_handover",
+    "fork_handover",
+    "restore_report",
+    "hand_over",
+]
+
+# How a session was found: the index as it stood; a cos transcript read from disk (the import's
+# scan of changed transcripts, or the transcript at its path); an import of the agents' logs.
+FOUND_BY = ("index", "direct_scan", "native_import")
+_AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex"}
+# A pull request as a number, `#number`, or a URL ending in /pull/<n> (GitHub) or
+# /merge_requests/<n> (GitLab).
+_PR_URL = re.compile(r"/(?:pull|pulls|merge_requests)/([0-9]+)(?:[/?#].*)?$")
+
+
+@dataclass
+class Handover:
+    """The agent command that continues the session, and the directory it must run in."""
+
+    argv: list[str]
+    cwd: str
+
+    def command(self) -> str:
+        """The handover as one shell line: `cd <cwd> && <argv>`."""
+        return f"cd {shlex.quote(self.cwd)} && {shlex.join(self.argv)}"
+
+
+@dataclass
+class ResumeScope:
+    """Where the caller stands: its checkout, its repository's directories, its own sessions."""
+
+    here: str  # the checkout (or linked worktree) the caller works in
+    repo: list[str]  # the repository's main checkout, its project root and linked worktrees
+    current: set[str] = field(default_factory=set)  # the caller's own session ids, cos and native
+
+
+@dataclass
+class Found:
+    """A session found for resuming, how it was found, and what the lookup repaired."""
+
+    row: IndexRow
+    path: str  # one of FOUND_BY
+    rebuilt: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RestoreReport:
+    """What `cos resume` found, restored and rebuilt, and the command that hands over.
+
+    `handover` is None for a session without an external agent; `handover_note` says why.
+    """
+
+    path: str
+    session: dict[str, Any]
+    restored: dict[str, Any]
+    rebuilt: list[str]
+    relocation: str | None
+    cwd: str
+    handover: Handover | None
+    handover_note: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON (`handover`: `{"argv", "cwd", "command"}` or null)."""
+        data = asdict(self)
+        data["handover"] = None if self.handover is None else {
+            **asdict(self.handover), "command": self.handover.command()}
+        return data
+
+
+@dataclass
+class ForkReport:
+    """What `cos fork` did (cos-native) or the command that forks in the session's own agent."""
+
+    path: str
+    source: dict[str, Any]
+    session: str | None  # the new cos session id (cos-native; None on a dry run or a handover)
+    transcript: str | None
+    fork_point: int | None
+    copied: int | None
+    relocation: str | None
+    cwd: str
+    handover: Handover | None
+    dry_run: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON (`handover` as in `RestoreReport.to_dict`)."""
+        data = asdict(self)
+        data["handover"] = None if self.handover is None else {
+            **asdict(self.handover), "command": self.handover.command()}
+        return data
+
+
+def validate_key(key: str) -> str:
+    """A session id, native id or name as typed: refused before any lookup when it could name a
+    path or hide a character.
+
+    Raises:
+        InvalidId: empty, longer than 200 characters, `.` or `..`, a `/` or `\\`, a control
+            character (NUL included).
+    """
+    if (not key or len(key) > 200 or key.strip() in (".", "..") or "/" in key or "\\" in key
+            or any(ord(c) < 32 or ord(c) == 127 for c in key)):
+        raise InvalidId(f"not a session id or name: {key!r}")
+    return key
+
+
+def pr_number(pr: str) -> str:
+    """The number of a pull request given as `123`, `#123` or its URL.
+
+    Raises:
+        InvalidInput: none of those.
+    """
+    from coding_os.errors import InvalidInput
+
+    text = pr.strip()
+    if text.startswith("#"):
+        text = text[1:]
+    if text.isascii() and text.isdigit() and len(text) <= 12:
+        return str(int(text))
+    match = _PR_URL.search(text) if len(text) <= 2000 else None
+    if match is None:
+        raise InvalidInput(f"not a pull request number or URL: {pr!r}")
+    return str(int(match.group(1)))
+
+
+def _under(path: str, dirs: Iterable[str]) -> bool:
+    return any(path == d or path.startswith(d.rstrip(os.sep) + os.sep) for d in dirs)
+
+
+def _where(row: IndexRow) -> str | None:
+    return row.cwd or row.worktree or row.project
+
+
+def place(row: IndexRow, scope: ResumeScope, verb: str = "resume") -> tuple[str, str | None]:
+    """Where the session must run (its directory) and a relocation note when that is not the
+    caller's checkout.
+
+    Raises:
+        CrossProject: the session ran in another project; the message is the command to run
+            there: `cd <dir> && cos <verb> <id>`.
+    """
+    where = _where(row)
+    if where is None:
+        return scope.here, (f"the session does not say where it ran; {verb} in {scope.here}")
+    here = _under(where, [scope.here])
+    if not (here or _under(where, scope.repo)
+            or (row.project is not None and row.project in scope.repo)):
+        raise CrossProject(f"cd {shlex.quote(where)} && cos {verb} {shlex.quote(row.id)}")
+    if not os.path.isdir(where):
+        home = row.project if row.project and os.path.isdir(row.project) else scope.here
+        return home, f"the session's directory {where} is gone: {verb} in {home}"
+    if here:
+        return where, None
+    return where, (f"the session ran in {row.worktree or where}, another worktree of this "
+                   f"repository: {verb} there, not in {scope.here}")
+
+
+def _row_by_transcript(storage: Storage, tiers: Tiers, key: str) -> IndexRow | None:
+    """The row of a cos transcript read straight from disk (by id, else by its meta's native
+    id), written into the index; None for a sidechain or when no transcript has `key`."""
+    from coding_os.sessions import index, transcript
+
+    paths: list[str] = []
+    if is_session_id(key):
+        paths.append(transcript.transcript_path(tiers, key))
+    else:
+        for path in index.cos_transcripts(tiers):
+            try:
+                meta = transcript.read_meta(path)
+            except CosError:
+                continue
+            if meta is not None and meta.get("native_id") == key:
+                paths.append(path)
+    for path in paths:
+        if not os.path.isfile(path):
+            continue
+        row, _ = index.cos_row(path)
+        if row is not None:
+            storage.upsert_index_rows([row])
+            return row
+    return None
+
+
+def _import_note(report: RefreshReport) -> str | None:
+    changed = report.sessions_added + report.sessions_updated + report.sessions_removed
+    if not changed:
+        return None
+    return (f"index: {report.sessions_added} added, {report.sessions_updated} updated, "
+            f"{report.sessions_removed} removed by an import of what changed")
+
+
+class _Refresher:
+    """Imports what changed at most once per lookup, remembering what it repaired."""
+
+    def __init__(self, refresh: Callable[[], RefreshReport]) -> None:
+        self._refresh = refresh
+        self.done = False
+        self.notes: list[str] = []
+
+    def __call__(self) -> None:
+        if self.done:
+            return
+        self.done = True
+        note = _import_note(self._refresh())
+        if note:
+            self.notes.append(note)
+
+
+def _find_by_id(storage: Storage, tiers: Tiers, key: str, refresher: _Refresher) -> Found | None:
+    """The session whose cos id or native id is `key`: the index, else an import of what changed,
+    else the cos transcript read directly (which repairs the index). None when none has it."""
+    row = storage.index_row(key)
+    if row is not None:
+        return Found(row, "index")
+    refresher()
+    row = storage.index_row(key)
+    if row is not None:
+        return Found(row, "direct_scan" if row.kind == "cos" else "native_import",
+                     list(refresher.notes))
+    row = _row_by_transcript(storage, tiers, key)
+    if row is not None:
+        return Found(row, "direct_scan",
+                     [*refresher.notes, f"index: the row of {row.id} repaired from its transcript"])
+    return None
+
+
+def _by_name(storage: Storage, name: str, scope: ResumeScope) -> IndexRow | None:
+    """The one session with the user-set name `name`, preferring this repository's.
+
+    Raises:
+        Ambiguous: several sessions have it (their ids in the message).
+    """
+    named = [row for row in storage.index_rows(search=name) if row.name == name]
+    if not named:
+        return None
+    ours = [row for row in named
+            if (_where(row) is not None and _under(str(_where(row)), scope.repo))
+            or (row.project is not None and row.project in scope.repo)]
+    candidates = ours or named
+    if len(candidates) == 1:
+        return candidates[0]
+    listed = ", ".join(row.id for row in candidates)
+    raise Ambiguous(f"{len(candidates)} sessions are named {name!r}: {listed}; "
+                    "resume one by its id")
+
+
+def _latest(storage: Storage, scope: ResumeScope) -> IndexRow | None:
+    """The most recently active session of the caller's checkout that is not the caller's own."""
+    limit = len(scope.current) + 1  # the caller's own sessions are at most this many rows
+    for row in storage.index_rows(cwd_under=[scope.here], limit=limit):
+        if row.id in scope.current or (row.native_id or "") in scope.current:
+            continue
+        if row.parent is None:
+            return row
+    return None
+
+
+def _pr_sessions(storage: Storage, tiers: Tiers, claude_dir: str | None,
+                 number: str) -> list[IndexRow]:
+    """Sessions whose Claude Code log links the pull request `number` (`pr-link` entries).
+
+    The index keeps no PR column, so this asks the Claude importer, whose kept aggregates make an
+    unchanged log cost a stat. Codex logs and cos transcripts record no PR links.
+    """
+    from coding_os.adapters.claude.transcripts import scan_claude
+    from coding_os.sessions.index import STATE_FILE
+    from coding_os.sessions.native import ImportState
+
+    try:
+        with open(os.path.join(tiers.state_dir, STATE_FILE), "rb") as f:
+            document = json.loads(f.read())
+    except (OSError, ValueError):
+        document = {}
+    state = ImportState.from_dict(document if isinstance(document, dict) else {})
+    natives, _ = scan_claude(claude_dir, state)
+    rows = []
+    for native in natives:
+        numbers = {_link_number(link) for link in native.pr_links}
+        if number in numbers:
+            row = storage.index_row(native.native_id)
+            if row is not None:
+                rows.append(row)
+    return sorted(rows, key=lambda r: (r.last_active, r.id), reverse=True)
+
+
+def _link_number(link: str) -> str | None:
+    from coding_os.errors import InvalidInput
+
+    try:
+        return pr_number(link)
+    except InvalidInput:
+        return None
+
+
+def find_for_resume(storage: Storage, tiers: Tiers, scope: ResumeScope,
+                    refresh: Callable[[], RefreshReport], *, key: str | None = None,
+                    latest: bool = False, pr: str | None = None,
+                    claude_dir: str | None = None) -> Found:
+    """The session to resume: by exact id or name (`key`), the latest of this checkout
+    (`latest`), or the one that links pull request `pr`. Exactly one of them must be given.
+
+    An id wins over a name; a key with whitespace can only be a name. The caller checks where
+    the session may run with `place`.
+
+    Raises:
+        InvalidId: `key` is malformed (checked before any lookup).
+        InvalidInput: not exactly one of key, latest, pr; a malformed pull request.
+        NotFound: nothing matches, even after importing what changed and scanning transcripts.
+        Ambiguous: several sessions have the name, or link the pull request.
+    """
+    from coding_os.errors import InvalidInput
+
+    if sum((key is not None, latest, pr is not None)) != 1:
+        raise InvalidInput("give one of: a session id or name, --continue, --from-pr")
+    refresher = _Refresher(refresh)
+    if key is not None:
+        validate_key(key)
+        if not any(c.isspace() for c in key):
+            found = _find_by_id(storage, tiers, key, refresher)
+            if found is not None:
+                return found
+        refresher()
+        row = _by_name(storage, key, scope)
+        if row is None:
+            raise NotFound(f"no session {key}")
+        return Found(row, "index", list(refresher.notes))
+    if latest:
+        refresher()
+        row = _latest(storage, scope)
+        if row is None:
+            raise NotFound(f"no session to continue in {scope.here}")
+        return Found(row, "index", list(refresher.notes))
+    assert pr is not None
+    number = pr_number(pr)
+    refresher()
+    rows = _pr_sessions(storage, tiers, claude_dir, number)
+    ours = [row for row in rows if _where(row) is not None and _under(str(_where(row)),
+                                                                        scope.repo)]
+    candidates = ours or rows
+    if not candidates:
+        raise NotFound(f"no session links pull request {number}")
+    if len(candidates) > 1:
+        raise Ambiguous(f"{len(candidates)} sessions link pull request {number}: "
+                        f"{', '.join(r.id for r in candidates)}; resume one by its id")
+    return Found(candidates[0], "native_import", list(refresher.notes))
+
+
+def _count_types(path: str, types: Sequence[str]) -> dict[str, int]:
+    """How many entries of each type a cos transcript holds, counted on the raw bytes.
+
+    Every line starts with the same head (`{"v":1,"seq":…,"ts":"…","type":"…"`), so `","type":"X"`
+    after the timestamp is the entry's type; a JSON string cannot hold that unescaped. Reading
+    in blocks keeps this at the cost of a byte search, not of a parse.
+    """
+    needles = {t: f'Z","type":"{t}"'.encode("ascii") for t in types}
+    counts = dict.fromkeys(types, 0)
+    keep = max(len(n) for n in needles.values()) - 1
+    carry = b""
+    try:
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                data = carry + block
+                for name, needle in needles.items():
+                    counts[name] += data.count(needle)
+                carry = data[-keep:]
+                for name, needle in needles.items():  # a match inside the carry counts once
+                    counts[name] -= carry.count(needle)
+    except OSError:
+        pass
+    return counts
+
+
+def restored(row: IndexRow, tiers: Tiers) -> dict[str, Any]:
+    """What resuming restores: a cos transcript's entries, compacts and summaries (read from its
+    tail and by a byte count, never a full parse), or a native session's messages."""
+    base: dict[str, Any] = {"messages": row.messages, "tokens": row.tokens,
+                            "worktree": row.worktree, "branch": row.branch,
+                            "status": row.status}
+    if row.kind != "cos":
+        return {"kind": "native_log", "log": row.source_path, **base}
+    from coding_os.sessions import transcript
+
+    path = row.source_path or transcript.transcript_path(tiers, row.id)
+    try:
+        last = transcript.last_seq(path)
+    except CosError:
+        last = None
+    counts = _count_types(path, ("compact", "summary"))
+    return {"kind": "transcript", "transcript": path,
+            "entries": 0 if last is None else last + 1,
+            "compacts": counts["compact"], "summaries": counts["summary"], **base}
+
+
+def resume_handover(row: IndexRow, cwd: str) -> tuple[Handover | None, str | None]:
+    """The agent command that resumes `row` in `cwd`, or None and why there is none."""
+    native = row.native_id or row.id
+    if row.kind == "claude":
+        return Handover(["claude", "--resume", native], cwd), None
+    if row.kind == "codex":
+        return Handover(["codex", "resume", native], cwd), None
+    return None, (f"{row.id} is a cos-native session: there is no external agent to hand over "
+                  "to; its transcript is the restored context")
+
+
+def fork_handover(row: IndexRow, cwd: str) -> Handover | None:
+    """The agent command that forks a Claude Code or Codex session (None for cos-native)."""
+    native = row.native_id or row.id
+    if row.kind == "claude":
+        return Handover(["claude", "--resume", native, "--fork-session"], cwd)
+    if row.kind == "codex":
+        return Handover(["codex", "fork", native], cwd)
+    return None
+
+
+def restore_report(found: Found, scope: ResumeScope, tiers: Tiers,
+                   rebuilt: Sequence[str] = ()) -> RestoreReport:
+    """The restore report of a found session (`rebuilt`: repairs made before the lookup).
+
+    Raises:
+        CrossProject: the session belongs to another project (see `place`).
+    """
+    cwd, relocation = place(found.row, scope)
+    handover, note = resume_handover(found.row, cwd)
+    return RestoreReport(path=found.path, session=asdict(found.row),
+                         restored=restored(found.row, tiers),
+                         rebuilt=[*rebuilt, *found.rebuilt], relocation=relocation, cwd=cwd,
+                         handover=handover, handover_note=note)
+
+
+def hand_over(handover: Handover, announce: Callable[[], None] | None = None) -> NoReturn:
+    """Replace this process with the agent: chdir to the session's directory, then exec
+    (`announce` runs once the agent and the directory are known to be there).
+
+    Raises:
+        NotFound: the agent is not on PATH, or the directory cannot be entered.
+        CosError: the exec itself failed.
+    """
+    program = handover.argv[0]
+    if shutil.which(program) is None:
+        raise NotFound(f"{program} is not on PATH; to continue, run: {handover.command()}")
+    import sys
+
+    try:
+        os.chdir(handover.cwd)
+    except OSError as exc:
+        raise NotFound(f"cannot enter {handover.cwd}: {exc.strerror}") from None
+    if announce is not None:
+        announce()
+    sys.stdout.flush()  # what was printed must not die with this process image
+    sys.stderr.flush()
+    try:
+        os.execvp(program, handover.argv)
+    except OSError as exc:
+        raise CosError(f"cannot start {program}: {exc.strerror}") from None

@@ -1,0 +1,322 @@
+"""`cos resume` and `cos fork` as a user runs them, on the fixture layout of test_sessions_cli
+(a private HOME holding Claude Code and Codex logs). Handovers run only through fake `claude` and
+`codex` scripts placed first on PATH, which record their argv and directory."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from coding_os import api
+from tests.adapters.test_claude_transcripts import write_jsonl
+from tests.conftest import git
+from tests.e2e.test_sessions_cli import HERE, WORKTREE, claude_session, data, project, run
+
+__all__ = ["project"]  # the fixture, imported for pytest
+
+OTHER = "aaaaaaaa-0000-0000-0000-000000000003"  # a Claude session in another project
+LATER = "aaaaaaaa-0000-0000-0000-000000000004"  # one more in the repo, active later
+Project = tuple[Path, dict[str, str]]
+
+
+def cos_session(project: Project, compacts: int = 1) -> str:
+    """A cos-native session of the repo with two turns and `compacts` compact markers."""
+    repo, env = project
+    caller = {**os.environ, **env}
+    sid = api.create_session("claude", title="native work", env=caller, cwd=str(repo))
+    for turn in (1, 2):
+        api.append_event(sid, "user", {"text": f"prompt {turn}", "turn": turn}, env=caller,
+                         cwd=str(repo))
+        api.append_event(sid, "assistant", {"text": f"answer {turn}", "turn": turn}, env=caller,
+                         cwd=str(repo))
+    for _ in range(compacts):
+        api.mark_compact(sid, "summary of the turns", 1, 4, env=caller, cwd=str(repo))
+    return sid
+
+
+def fake_agents(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """PATH with fake `claude` and `codex` first; each writes its cwd and argv to the record."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    record = tmp_path / "record.txt"
+    for name in ("claude", "codex"):
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\n{{ pwd; echo {name}; for a in "$@"; do echo "$a"; done; }}'
+                          f' > "{record}"\n', encoding="utf-8")
+        script.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}, record
+
+
+def report(project: Project, *args: str, cwd: Path | None = None,
+           env: dict[str, str] | None = None) -> dict[str, object]:
+    target = (project[0], {**project[1], **(env or {})})
+    result = data(target, *args, cwd=cwd)
+    assert isinstance(result, dict)
+    return result
+
+
+def session_id(result: dict[str, object]) -> str:
+    session = result["session"]
+    assert isinstance(session, dict)
+    return str(session["id"])
+
+
+# -- by id ----------------------------------------------------------------------------------------
+
+
+def test_resume_by_native_id_reports_the_claude_handover_in_the_sessions_directory(
+        project: Project, isolated_env: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    result = report(project, "resume", HERE)
+    assert session_id(result) == HERE
+    assert result["path"] == "native_import"  # the first lookup missed the empty index
+    assert result["cwd"] == str(project[0]) and result["relocation"] is None
+    assert result["handover"] == {"argv": ["claude", "--resume", HERE], "cwd": str(project[0]),
+                                  "command": f"cd {project[0]} && claude --resume {HERE}"}
+    restored = result["restored"]
+    assert isinstance(restored, dict) and (restored["kind"], restored["messages"]) == (
+        "native_log", 2)
+    assert report(project, "resume", HERE)["path"] == "index"
+
+
+def test_a_missing_session_exits_1_with_one_line_and_no_picker(project: Project) -> None:
+    proc = run(project, "resume", "ses-claude-20261129-100000-ffff")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr == "cos: no session ses-claude-20261129-100000-ffff\n"
+
+
+@pytest.mark.parametrize("key", ["../x", "a/b", "..", "a\x01b", "a\\b"])
+def test_a_malformed_id_is_refused_before_any_lookup(project: Project, key: str) -> None:
+    proc = run(project, "resume", key)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    state = project[0] / ".coding-os"
+    assert not (state / "coding-os.db").exists() and not (state / ".import-state.json").exists()
+    fork = run(project, "fork", key)
+    assert fork.returncode == 2 and not (state / "coding-os.db").exists()
+
+
+def test_a_session_of_another_project_exits_4_with_the_command_to_run_there(
+        project: Project, isolated_env: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other project"
+    other.mkdir()
+    claude_session(isolated_env, OTHER, other.resolve())
+    proc = run(project, "resume", OTHER, "--json")
+    assert proc.returncode == 4 and proc.stdout == ""
+    assert proc.stderr == f"cos: cd '{other.resolve()}' && cos resume {OTHER}\n"
+    fork = run(project, "fork", OTHER, "--json")
+    assert fork.returncode == 4 and fork.stderr == (
+        f"cos: cd '{other.resolve()}' && cos fork {OTHER}\n")
+    # Where the message says, it resumes.
+    assert session_id(report(project, "resume", OTHER, cwd=other)) == OTHER
+
+
+def test_a_session_of_a_linked_worktree_resumes_there_with_a_relocation_note(
+        project: Project, isolated_env: Path) -> None:
+    repo = project[0]
+    worktree = (repo.parent / "wt")
+    git(repo, "worktree", "add", "-q", str(worktree))
+    worktree = worktree.resolve()
+    claude_session(isolated_env, WORKTREE, worktree)
+    result = report(project, "resume", WORKTREE)
+    assert result["cwd"] == str(worktree)
+    assert isinstance(result["relocation"], str) and str(worktree) in result["relocation"]
+    handover = result["handover"]
+    assert isinstance(handover, dict) and handover["cwd"] == str(worktree)
+    from_there = report(project, "resume", WORKTREE, cwd=worktree)
+    assert from_there["relocation"] is None
+
+
+def test_a_session_whose_worktree_vanished_resumes_in_the_project_with_a_note(
+        project: Project, isolated_env: Path) -> None:
+    repo = project[0]
+    worktree = repo.parent / "wt"
+    git(repo, "worktree", "add", "-q", str(worktree))
+    claude_session(isolated_env, WORKTREE, worktree.resolve())
+    assert report(project, "resume", WORKTREE)["cwd"] == str(worktree.resolve())
+    shutil.rmtree(worktree)
+    result = report(project, "resume", WORKTREE)
+    assert result["cwd"] == str(repo)
+    assert isinstance(result["relocation"], str) and "is gone" in result["relocation"]
+
+
+# -- by name --------------------------------------------------------------------------------------
+
+
+def test_resume_by_exact_name_and_several_sessions_with_one_name_exit_5_listing_the_ids(
+        project: Project, isolated_env: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    claude_session(isolated_env, LATER, project[0], second=100)
+    assert run(project, "sessions", "rename", HERE, "big refactor").returncode == 0
+    assert session_id(report(project, "resume", "big refactor")) == HERE
+    assert run(project, "resume", "big").returncode == 1  # exact names only, never a guess
+    assert run(project, "sessions", "rename", LATER, "big refactor").returncode == 0
+    proc = run(project, "resume", "big refactor")
+    assert proc.returncode == 5 and proc.stdout == "" and proc.stderr.count("\n") == 1
+    assert HERE in proc.stderr and LATER in proc.stderr
+
+
+# -- --continue -----------------------------------------------------------------------------------
+
+
+def test_continue_picks_the_latest_of_this_checkout_but_not_the_callers_own_session(
+        project: Project, isolated_env: Path, tmp_path: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    claude_session(isolated_env, LATER, project[0], second=100)
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    claude_session(isolated_env, OTHER, other.resolve(), second=500)  # latest, other project
+    assert session_id(report(project, "resume", "--continue")) == LATER
+    inside_later = {"CLAUDE_CODE_SESSION_ID": LATER, "COS_AGENT": "claude"}
+    assert session_id(report(project, "resume", "-c", env=inside_later)) == HERE
+    assert session_id(report(project, "resume", "-c", cwd=other)) == OTHER
+
+
+def test_continue_with_no_session_here_is_not_found(project: Project) -> None:
+    proc = run(project, "resume", "-c")
+    assert proc.returncode == 1 and proc.stderr == f"cos: no session to continue in {project[0]}\n"
+
+
+def test_resume_without_a_way_to_find_the_session_is_a_usage_error(project: Project) -> None:
+    proc = run(project, "resume")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+
+
+# -- --from-pr ------------------------------------------------------------------------------------
+
+
+def test_from_pr_finds_the_session_whose_log_links_the_pull_request(
+        project: Project, isolated_env: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    claude_session(isolated_env, LATER, project[0], second=100)
+    key = "".join(c if c.isalnum() else "-" for c in str(project[0]))
+    write_jsonl(isolated_env / ".claude" / "projects" / key / f"{HERE}.jsonl", [
+        {"type": "pr-link", "sessionId": HERE, "prNumber": 7,
+         "prUrl": "https://example.invalid/org/repo/pull/7", "prRepository": "org/repo",
+         "timestamp": "2026-01-01T00:10:00.000Z"}], mode="a")
+    for pr in ("7", "#7", "https://example.invalid/org/repo/pull/7"):
+        assert session_id(report(project, "resume", "--from-pr", pr)) == HERE
+    missing = run(project, "resume", "--from-pr", "8")
+    assert missing.returncode == 1 and missing.stderr == "cos: no session links pull request 8\n"
+    assert run(project, "resume", "--from-pr", "not a pr").returncode == 2
+
+
+# -- cos-native sessions and a broken index -------------------------------------------------------
+
+
+def test_a_cos_native_session_restores_its_transcript_and_has_no_handover(
+        project: Project) -> None:
+    sid = cos_session(project, compacts=2)
+    result = report(project, "resume", sid)
+    assert result["handover"] is None and "cos-native" in str(result["handover_note"])
+    restored = result["restored"]
+    assert isinstance(restored, dict)
+    assert (restored["kind"], restored["entries"], restored["compacts"], restored["summaries"],
+            restored["messages"]) == ("transcript", 7, 2, 0, 4)
+    readable = run(project, "resume", sid)  # nothing to hand over: the report, exit 0
+    assert readable.returncode == 0 and "7 transcript entries, 2 compacts" in readable.stdout
+
+
+@pytest.mark.parametrize("damage", ["delete", "corrupt"])
+def test_a_deleted_or_corrupt_index_is_rebuilt_and_a_direct_scan_finds_the_session(
+        project: Project, damage: str) -> None:
+    sid = cos_session(project)
+    assert report(project, "resume", sid)["path"] == "direct_scan"  # not indexed yet
+    assert report(project, "resume", sid)["path"] == "index"
+    database = project[0] / ".coding-os" / "coding-os.db"
+    for extra in ("-wal", "-shm"):
+        database.with_name(database.name + extra).unlink(missing_ok=True)
+    if damage == "delete":
+        database.unlink()
+    else:
+        database.write_bytes(b"this is not a database" * 100)
+    result = report(project, "resume", sid)
+    assert session_id(result) == sid and result["path"] == "direct_scan"
+    rebuilt = result["rebuilt"]
+    assert isinstance(rebuilt, list)
+    assert any(("missing" if damage == "delete" else "corrupt") in note for note in rebuilt)
+    assert any(note.startswith("index: ") for note in rebuilt)
+
+
+def test_dry_run_prints_the_report_readably_and_runs_nothing(
+        project: Project, isolated_env: Path, tmp_path: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    path, record = fake_agents(tmp_path)
+    proc = run((project[0], {**project[1], **path}), "resume", HERE, "--dry-run")
+    assert proc.returncode == 0 and not record.exists()
+    assert "found by   native_import" in proc.stdout
+    assert f"handover   cd {project[0]} && claude --resume {HERE}" in proc.stdout
+
+
+# -- the handover ---------------------------------------------------------------------------------
+
+
+def test_resume_hands_over_to_claude_in_the_sessions_directory(
+        project: Project, isolated_env: Path, tmp_path: Path) -> None:
+    repo = project[0]
+    worktree = repo.parent / "wt"
+    git(repo, "worktree", "add", "-q", str(worktree))
+    claude_session(isolated_env, WORKTREE, worktree.resolve())
+    path, record = fake_agents(tmp_path)
+    (repo / "sub").mkdir()
+    proc = run((repo, {**project[1], **path}), "resume", WORKTREE, cwd=repo / "sub")
+    assert proc.returncode == 0, proc.stderr
+    assert record.read_text(encoding="utf-8").splitlines() == [
+        str(worktree.resolve()), "claude", "--resume", WORKTREE]
+    assert "another worktree" in proc.stderr
+
+
+def test_resume_without_the_agent_on_path_is_one_clear_line(
+        project: Project, isolated_env: Path, tmp_path: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    proc = run((project[0], {**project[1], "PATH": str(empty)}), "resume", HERE)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1
+    assert proc.stderr.startswith("cos: claude is not on PATH")
+
+
+# -- fork -----------------------------------------------------------------------------------------
+
+
+def test_fork_of_a_cos_native_session_starts_with_a_fork_entry_and_leaves_the_source(
+        project: Project) -> None:
+    sid = cos_session(project)
+    source = project[0] / ".coding-os" / "claude" / "transcripts" / f"{sid}.jsonl"
+    before = source.read_bytes()
+    result = report(project, "fork", sid, "--at", "3", "--name", "branch idea")
+    new = result["session"]
+    assert isinstance(new, str) and new != sid and result["handover"] is None
+    assert (result["fork_point"], result["copied"]) == (3, 3)
+    lines = [json.loads(line) for line in
+             Path(str(result["transcript"])).read_text(encoding="utf-8").splitlines()]
+    assert [e["type"] for e in lines[:2]] == ["session_meta", "fork"]
+    assert (lines[1]["forked_from"], lines[1]["fork_point"]) == (sid, 3)
+    assert source.read_bytes() == before
+    shown = report(project, "sessions", "show", new)
+    assert (shown["forked_from"], shown["name"]) == (sid, "branch idea")
+    assert session_id(report(project, "resume", "branch idea")) == new
+    dry = report(project, "fork", sid, "--dry-run")
+    assert dry["session"] is None and dry["dry_run"] is True
+
+
+def test_fork_of_a_claude_session_hands_over_to_claudes_own_fork(
+        project: Project, isolated_env: Path, tmp_path: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    path, record = fake_agents(tmp_path)
+    with_fake = (project[0], {**project[1], **path})
+    result = report(with_fake, "fork", HERE)
+    assert result["handover"] == {
+        "argv": ["claude", "--resume", HERE, "--fork-session"], "cwd": str(project[0]),
+        "command": f"cd {project[0]} && claude --resume {HERE} --fork-session"}
+    assert not record.exists()
+    dry = run(with_fake, "fork", HERE, "--dry-run")
+    assert dry.returncode == 0 and "--fork-session" in dry.stdout and not record.exists()
+    assert run(with_fake, "fork", HERE, "--at", "1").returncode == 2
+    proc = run(with_fake, "fork", HERE)
+    assert proc.returncode == 0, proc.stderr
+    assert record.read_text(encoding="utf-8").splitlines() == [
+        str(project[0]), "claude", "--resume", HERE, "--fork-session"]
