@@ -49,7 +49,7 @@ test: $(VENV)/.test-installed clients
 	$(PY) -m pytest
 
 bench: $(VENV)/.installed
-	@for f in benchmarks/*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	@for f in benchmarks/[!_]*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:
 	rm -rf $(VENV) $(CLIENTS)/node_modules
