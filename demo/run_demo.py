@@ -208,5 +208,16 @@ def sessions_part(scratch: Path, repo: Path, home: Path) -> None:
     print(f"{DIM}$ cos export {session} --format md{RESET}")
     print("\n".join(proc.stdout.splitlines()[:12]))
 
+    heading("Resume by name: the restore report (--json never runs the agent)")
+    run([COS, "resume", "greeting", "--json"], repo, {})
+    heading("A fork of the cos-native session, at its first prompt")
+    run([COS, "fork", session, "--at", "1", "--name", "greeting-take-2"], repo, {})
+    if FIXTURES.is_dir():
+        heading("A session of another project: refused, with the command to run instead")
+        native = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"  # a Claude Code fixture from /path/to/Demo
+        refused = run([COS, "resume", native], repo, {"CODEX_HOME": str(codex_home)},
+                      check=False)
+        print(f"exit {refused.returncode}")
+
 if __name__ == "__main__":
     main()
