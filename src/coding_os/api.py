@@ -8,18 +8,22 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from coding_os.config import horizon_for, load_config
 from coding_os.errors import InvalidInput, NotFound, NotTrusted
-from coding_os.install import InstallReport, install, uninstall
 from coding_os.state import hookslog
 from coding_os.state.caller import Caller
-from coding_os.state.gc import PanelGcReport, reap_panels
-from coding_os.state.lifecycle import HookResult, handle
 from coding_os.state.root import Resolution, resolve
 from coding_os.state.statefile import StateCheck, check_state, validate_name, write_state
 from coding_os.state.tiers import RESERVED_NAMES
+
+# Modules only some commands need are imported inside the functions that use them: every `cos`
+# command pays for what is imported here (benchmarks/resume_continue.py).
+if TYPE_CHECKING:
+    from coding_os.install import InstallReport
+    from coding_os.state.gc import PanelGcReport
+    from coding_os.state.lifecycle import HookResult
 
 __all__ = [
     "where",
@@ -153,6 +157,8 @@ def hook(event: str, payload: dict[str, object], env: Mapping[str, str] | None =
     Raises:
         InvalidInput, Misroute, StateIOError: as `state.lifecycle.handle`.
     """
+    from coding_os.state.lifecycle import handle
+
     return handle(event, payload, env, cwd)
 
 
@@ -163,6 +169,8 @@ def init(agent: str, local: bool = False, env: Mapping[str, str] | None = None,
     Raises:
         InvalidInput, NotFound, StateIOError: as `install.install`.
     """
+    from coding_os.install import install
+
     return install(agent, local=local, caller=Caller(env, cwd))
 
 
@@ -173,6 +181,8 @@ def uninstall_hooks(agent: str | None = None, env: Mapping[str, str] | None = No
     Raises:
         NotFound, InvalidInput, StateIOError: as `install.uninstall`.
     """
+    from coding_os.install import uninstall
+
     return uninstall(agent, caller=Caller(env, cwd))
 
 
@@ -185,6 +195,8 @@ def gc_panels(dry_run: bool = False, env: Mapping[str, str] | None = None,
     """
     env = os.environ if env is None else env
     caller = Caller(env, cwd)
+    from coding_os.state.gc import reap_panels
+
     return reap_panels(caller.tiers, env, dry_run=dry_run)
 
 
@@ -271,7 +283,6 @@ def session_observations(session: str | None = None, env: Mapping[str, str] | No
 # Transcripts (DESIGN.md §4.1, §4.4): thin wrappers over coding_os.sessions.transcript, which is
 # imported when first used so that the commands that never touch a transcript do not load it.
 
-from typing import TYPE_CHECKING  # noqa: E402  (kept with the functions it serves)
 
 if TYPE_CHECKING:
     from coding_os.sessions.transcript import Appended, Forked
@@ -903,3 +914,47 @@ def hand_over(handover: Handover, announce: Callable[[], None] | None = None) ->
     from coding_os.sessions.resume import hand_over as exec_agent
 
     exec_agent(handover, announce)
+
+
+__all__ += ["resumable_sessions"]
+
+
+def resumable_sessions(scope: str = "worktree", search: str | None = None,
+                       this_branch: bool = False, limit: int = 50,
+                       env: Mapping[str, str] | None = None, cwd: str | None = None
+                       ) -> list[dict[str, object]]:
+    """One page of the sessions `cos resume` may pick, most recently active first, from the
+    index as it stands (no import: see `import_sessions`).
+
+    The caller's own sessions and sidechains are left out; `this_branch` keeps the sessions of
+    the branch checked out here. The cost follows the page (ORDER BY last_active LIMIT).
+
+    Raises:
+        InvalidInput: an unknown scope or a negative limit.
+        Misroute, StorageError: as `import_sessions`.
+    """
+    if scope not in SESSION_SCOPES:
+        raise InvalidInput(f"scope must be one of {', '.join(SESSION_SCOPES)}, not {scope!r}")
+    if limit < 0:
+        raise InvalidInput("the limit must be zero or more")
+    caller = Caller(env, cwd)
+    environ = os.environ if env is None else env
+    dirs = _scope_dirs(caller, scope, environ)
+    mine = _resume_scope(caller, environ).current
+    branch = _git_branch(_checkout_dir(caller, environ)) if this_branch else None
+
+    def keep(row: IndexRow) -> bool:
+        return (row.parent is None and row.id not in mine and (row.native_id or "") not in mine
+                and (branch is None or row.branch == branch))
+
+    def work(storage: Storage) -> list[dict[str, object]]:
+        # Rows left out make a page short: ask for more until it is full or the index ends.
+        fetch = limit + len(mine)
+        while True:
+            rows = storage.index_rows(search=search or None, cwd_under=dirs, limit=fetch)
+            kept = [_row_dict(row) for row in rows if keep(row)]
+            if len(kept) >= limit or len(rows) < fetch:
+                return kept[:limit]
+            fetch *= 4
+
+    return _with_index(caller, env, work)

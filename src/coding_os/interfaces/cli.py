@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 import click
 
 from coding_os import __version__, api
-from coding_os.errors import CosError, InvalidInput, NotTrusted
+from coding_os.errors import Ambiguous, CosError, InvalidInput, NotTrusted
 
 __all__ = ["cli", "run"]
 
@@ -392,6 +392,24 @@ def _restored_line(restored: dict[str, Any]) -> str:
     return f"{restored['messages']} messages, {restored['tokens']} tokens ({restored['log']})"
 
 
+def _on_terminal() -> bool:
+    return sys.stdin.isatty() and sys.stdout.isatty()
+
+
+def _pick(search: str = "", scope: str = "worktree") -> str:
+    """The session the user picks on the terminal (see coding_os.interfaces.picker).
+
+    Raises:
+        click.exceptions.Abort: the user cancelled (exit 130).
+    """
+    from coding_os.interfaces.picker import pick_session
+
+    picked = pick_session(search=search, scope=scope)
+    if picked is None:
+        raise click.exceptions.Abort()
+    return picked
+
+
 @cli.command()
 @click.argument("session", required=False)
 @click.option("-c", "--continue", "latest", is_flag=True,
@@ -404,14 +422,27 @@ def resume(session: str | None, latest: bool, pr: str | None, dry_run: bool,
            as_json: bool) -> None:
     """Resume SESSION (exact cos id, native id or user-set name) in its directory and agent.
 
+    Without SESSION, --continue or --from-pr on a terminal, a picker lists this worktree's
+    sessions: type to search, Ctrl-W widens the scope (repository, all projects), Ctrl-B keeps
+    this branch, Enter resumes, Esc cancels (exit 130). A name several sessions have opens it
+    with the name searched.
+
     Hands over to `claude --resume <id>` or `codex resume <id>` in the session's directory;
     --json prints the restore report and --dry-run shows it, neither runs anything. A session of
     another project exits 4 with the command to run there; several with one name exit 5.
     """
     if session is None and not latest and pr is None:
-        raise InvalidInput("give a session id or name, --continue or --from-pr "
-                           "(the interactive picker is not available yet)")
-    report = api.resume_session(session, latest=latest, pr=pr)
+        if not _on_terminal():
+            raise InvalidInput("give a session id or name, --continue or --from-pr "
+                               "(the picker opens only on a terminal)")
+        session = _pick()
+    try:
+        report = api.resume_session(session, latest=latest, pr=pr)
+    except Ambiguous:
+        if session is None or not _on_terminal():
+            raise
+        # Several sessions have this name: the user picks one, the name already searched.
+        report = api.resume_session(_pick(search=session, scope="all"))
     data = report.to_dict()
     if as_json:
         _emit_json(data)

@@ -391,29 +391,77 @@ def find_for_resume(storage: Storage, tiers: Tiers, scope: ResumeScope,
     return Found(candidates[0], "native_import", list(refresher.notes))
 
 
-def _count_types(path: str, types: Sequence[str]) -> dict[str, int]:
+def _count_types(path: str, types: Sequence[str], block: int = 1 << 20) -> dict[str, int]:
     """How many entries of each type a cos transcript holds, counted on the raw bytes.
 
     Every line starts with the same head (`{"v":1,"seq":…,"ts":"…","type":"…"`), so `","type":"X"`
-    after the timestamp is the entry's type; a JSON string cannot hold that unescaped. Reading
-    in blocks keeps this at the cost of a byte search, not of a parse.
+    after the timestamp is the entry's type; a JSON string cannot hold that unescaped. A
+    transcript is append-only, so the counts are kept beside it (`<transcript>.counts`, keyed by
+    inode and size) and only the bytes appended since are searched: resuming a long session
+    costs what it added, not its length. A file that shrank (a torn tail set aside) or was
+    replaced is counted again from the start.
     """
+    from coding_os import jsonwire
+    from coding_os.state import durable
+
     needles = {t: f'Z","type":"{t}"'.encode("ascii") for t in types}
     counts = dict.fromkeys(types, 0)
+    cache_path = path + ".counts"
+    try:
+        st = os.stat(path)
+    except OSError:
+        return counts
+    start = 0
+    cached = durable.read_small(cache_path, 4096)
+    if cached:
+        try:
+            record = jsonwire.loads(cached.decode("ascii", "replace"))
+        except ValueError:
+            record = None
+        if (isinstance(record, dict) and record.get("inode") == st.st_ino
+                and isinstance(record.get("size"), int) and 0 <= record["size"] <= st.st_size
+                and isinstance(record.get("counts"), dict)
+                and all(isinstance(record["counts"].get(t), int) for t in types)
+                and record.get("tail") == _tail_hex(path, record["size"])):
+            start = record["size"]
+            counts = {t: record["counts"][t] for t in types}
+    end = st.st_size
     keep = max(len(n) for n in needles.values()) - 1
     carry = b""
     try:
         with open(path, "rb") as f:
-            while block := f.read(1 << 20):
-                data = carry + block
+            f.seek(start)
+            while f.tell() < end:
+                chunk = f.read(min(block, end - f.tell()))
+                if not chunk:
+                    break
+                data = carry + chunk
                 for name, needle in needles.items():
                     counts[name] += data.count(needle)
                 carry = data[-keep:]
                 for name, needle in needles.items():  # a match inside the carry counts once
                     counts[name] -= carry.count(needle)
     except OSError:
-        pass
+        return counts
+    if start != end:
+        try:
+            durable.atomic_write(cache_path, jsonwire.dumps(
+                {"inode": st.st_ino, "size": end, "tail": _tail_hex(path, end),
+                 "counts": counts}).encode("ascii"), sync=False)
+        except CosError:
+            pass  # a cache: the counts are right either way, the next resume counts again
     return counts
+
+
+def _tail_hex(path: str, size: int) -> str | None:
+    """The 32 bytes before `size`: the counted prefix is still the file's own (a tail set aside
+    and written over keeps the size but not these bytes)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, size - 32))
+            return f.read(min(32, size)).hex()
+    except OSError:
+        return None
 
 
 def restored(row: IndexRow, tiers: Tiers) -> dict[str, Any]:

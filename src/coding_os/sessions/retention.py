@@ -77,7 +77,7 @@ def _transcripts(tiers: Tiers) -> list[str]:
         except OSError:
             continue
         for name in names:
-            if name.endswith((".jsonl", ".jsonl.torn")):
+            if name.endswith((".jsonl", ".jsonl.torn", ".jsonl.counts")):
                 found.append(os.path.join(directory, name))
     return found
 
