@@ -602,16 +602,16 @@ def _row_dict(row: IndexRow, fields: tuple[str, ...] = SESSION_FIELDS) -> dict[s
 
 
 def list_sessions(scope: str = "worktree", agent: str | None = None, search: str | None = None,
-                  limit: int | None = None, refresh: bool = True,
+                  limit: int | None = None, refresh: bool = True, this_branch: bool = False,
                   env: Mapping[str, str] | None = None, cwd: str | None = None
                   ) -> list[dict[str, object]]:
     """Sessions of every kind, most recently active first, after importing what changed.
 
     `scope`: `worktree` (cwd inside the caller's checkout), `repo` (the repository and all its
-    worktrees) or `all`.
+    worktrees) or `all`. `this_branch`: only sessions on the branch checked out here.
 
     Raises:
-        InvalidInput: an unknown scope or a negative limit.
+        InvalidInput: an unknown scope or a negative limit, or `this_branch` outside a branch.
         Misroute, StorageError, StateIOError: as `import_sessions`.
     """
     if scope not in SESSION_SCOPES:
@@ -619,13 +619,19 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
     if limit is not None and limit < 0:
         raise InvalidInput("the limit must be zero or more")
     caller = Caller(env, cwd)
-    dirs = _scope_dirs(caller, scope, os.environ if env is None else env)
+    environ = os.environ if env is None else env
+    dirs = _scope_dirs(caller, scope, environ)
+    branch = None
+    if this_branch:
+        branch = _git_branch(_checkout_dir(caller, environ))
+        if branch is None:
+            raise InvalidInput("--branch: this checkout is not on a branch")
 
     def work(storage: Storage) -> list[dict[str, object]]:
         if refresh:
             _refresh(storage, caller, env)
         return [_row_dict(row) for row in storage.index_rows(
-            agent=agent, search=search, cwd_under=dirs, limit=limit)]
+            agent=agent, search=search, cwd_under=dirs, limit=limit, branch=branch)]
 
     return _with_index(caller, env, work)
 

@@ -268,3 +268,16 @@ def test_gc_moves_expired_cos_transcripts_to_the_trash_and_reports_both_collecto
     assert list((repo / ".coding-os" / "trash").rglob(old.name))
     bad = cos("gc", cwd=repo, env={**env, "COS_CLEANUP_PERIOD_DAYS": "0"})
     assert bad.returncode == 2 and "minimum is 1 day" in bad.stderr
+
+
+def test_branch_keeps_the_sessions_of_the_branch_checked_out_here(
+        project: tuple[Path, dict[str, str]]) -> None:
+    everything = data(project, "sessions", "--scope", "all")
+    assert isinstance(everything, list)
+    on_main = [row["id"] for row in everything if row["branch"] == "main"]
+    assert on_main and len(on_main) < len(everything)  # the fixtures span several branches
+    assert ids(data(project, "sessions", "--scope", "all", "--branch")) == on_main
+    repo = project[0]
+    git(repo, "checkout", "-q", "--detach")
+    detached = run(project, "sessions", "--branch")
+    assert detached.returncode == 2 and "not on a branch" in detached.stderr

@@ -464,6 +464,13 @@ def test_index_rows_are_listed_most_recent_first_and_filtered(storage: Storage) 
     assert [r.id for r in storage.index_rows(search="under_")] == ["d"]
 
 
+def test_index_rows_filter_by_branch(storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("a", branch="main"), index_row("b", branch="feature"),
+                               index_row("c", branch=None)])
+    assert [r.id for r in storage.index_rows(branch="feature")] == ["b"]
+    assert len(storage.index_rows(branch=None)) == 3
+
+
 def test_a_native_row_linked_to_a_cos_id_later_replaces_its_native_row(storage: Storage) -> None:
     storage.upsert_index_rows([index_row("u-1", native_id="u-1")])
     storage.upsert_index_rows([index_row("ses-claude-20261129-100000-aaaa", native_id="u-1")])

@@ -316,17 +316,20 @@ def _session_line(row: dict[str, Any]) -> str:
 @click.option("--search", metavar="Q", help="Only sessions whose id, title, name or path has Q.")
 @click.option("--limit", type=click.IntRange(min=0), metavar="N",
               help="At most N sessions (the most recent).")
+@click.option("--branch", "this_branch", is_flag=True,
+              help="Only sessions on the branch checked out here.")
 @json_option
 @click.pass_context
 def sessions(ctx: click.Context, scope: str, agent: str | None, search: str | None,
-             limit: int | None, as_json: bool) -> None:
+             limit: int | None, this_branch: bool, as_json: bool) -> None:
     """List sessions of every agent (cos, Claude Code, Codex), most recent first.
 
     Imports what changed in the logs first.
     """
     if ctx.invoked_subcommand is not None:
         return
-    rows = api.list_sessions(scope=scope, agent=agent, search=search, limit=limit)
+    rows = api.list_sessions(scope=scope, agent=agent, search=search, limit=limit,
+                             this_branch=this_branch)
     if as_json:
         _emit_json(rows)
         return

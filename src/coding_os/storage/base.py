@@ -206,7 +206,7 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
-                   limit: int | None = None) -> list[IndexRow]:
+                   limit: int | None = None, branch: str | None = None) -> list[IndexRow]:
         """Indexed sessions, most recently active first (then by id, descending), at most `limit`.
 
         `search` matches id, native id, title, name, project or cwd, case-insensitively, as a

@@ -288,7 +288,7 @@ class PostgresStorage(Storage):
 
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
-                   limit: int | None = None) -> list[IndexRow]:
+                   limit: int | None = None, branch: str | None = None) -> list[IndexRow]:
         where: list[str] = []
         params: list[object] = []
         if agent:
@@ -297,6 +297,9 @@ class PostgresStorage(Storage):
         if kind:
             where.append("kind = %s")
             params.append(_text(kind))
+        if branch:
+            where.append("branch = %s")
+            params.append(_text(branch))
         if search:
             pattern = _text(like_pattern(search.lower()))
             where.append("(" + " OR ".join(

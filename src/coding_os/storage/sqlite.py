@@ -281,7 +281,7 @@ class SQLiteStorage(Storage):
 
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
-                   limit: int | None = None) -> list[IndexRow]:
+                   limit: int | None = None, branch: str | None = None) -> list[IndexRow]:
         where: list[str] = []
         params: list[object] = []
         if agent:
@@ -290,6 +290,9 @@ class SQLiteStorage(Storage):
         if kind:
             where.append("kind = ?")
             params.append(kind)
+        if branch:
+            where.append("branch = ?")
+            params.append(storable_text(branch))
         if search:
             pattern = like_pattern(search.lower())
             where.append("(" + " OR ".join(
