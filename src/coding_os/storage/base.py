@@ -7,12 +7,12 @@ same behaviour against each. Rows are plain dataclasses; timestamps are ISO-8601
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
     "Storage", "SessionRecord", "Observation", "SessionSummary", "StorageError", "storable_text",
-    "check_schema_version", "IndexRow", "INDEX_COLUMNS", "like_pattern",
+    "check_schema_version", "IndexRow", "INDEX_COLUMNS", "like_pattern", "index_query",
 ]
 
 from coding_os.errors import StateIOError
@@ -32,6 +32,46 @@ def storable_text(value: str | None) -> str | None:
         return value
     except UnicodeEncodeError:
         return "".join("\ufffd" if "\ud800" <= c <= "\udfff" else c for c in value)
+
+
+def index_query(columns: Sequence[str], *, placeholder: str,
+                text: Callable[[str], str | None], agent: str | None = None,
+                search: str | None = None, cwd_under: Sequence[str] | None = None,
+                kind: str | None = None, limit: int | None = None,
+                branch: str | None = None) -> tuple[str, list[object]] | None:
+    """The listing query of `Storage.index_rows` for a dialect (its `placeholder`, and `text`
+    making a string storable there); None when `cwd_under` is empty (nothing can match)."""
+    where: list[str] = []
+    params: list[object] = []
+    for column, value in (("agent", agent), ("kind", kind), ("branch", branch)):
+        if value:
+            where.append(f"{column} = {placeholder}")
+            params.append(text(value))
+    if search:
+        pattern = text(like_pattern(search.lower()))
+        where.append("(" + " OR ".join(
+            f"lower(coalesce({c}, '')) LIKE {placeholder} ESCAPE '\\'"
+            for c in ("id", "native_id", "title", "name", "project", "cwd")) + ")")
+        params.extend([pattern] * 6)
+    if cwd_under is not None:
+        dirs = [d.rstrip("/") or "/" for d in cwd_under]
+        if not dirs:
+            return None
+        clauses = []
+        for directory in dirs:
+            inside = directory if directory.endswith("/") else directory + "/"
+            clauses.append(f"(cwd = {placeholder} OR substr(cwd, 1, {placeholder}) = "
+                           f"{placeholder})")
+            params.extend([text(directory), len(inside), text(inside)])
+        where.append("(" + " OR ".join(clauses) + ")")
+    query = f"SELECT {', '.join(columns)} FROM session_index"
+    if where:
+        query += " WHERE " + " AND ".join(where)
+    query += " ORDER BY last_active DESC, id DESC"
+    if limit is not None and limit >= 0:
+        query += f" LIMIT {placeholder}"
+        params.append(limit)
+    return query, params
 
 
 def check_schema_version(version: int, known: int, where: str) -> None:

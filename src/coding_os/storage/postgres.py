@@ -29,7 +29,7 @@ from coding_os.storage.base import (
     Storage,
     StorageError,
     check_schema_version,
-    like_pattern,
+    index_query,
     storable_text,
 )
 from coding_os.storage.migrations.postgres import MIGRATIONS
@@ -289,40 +289,12 @@ class PostgresStorage(Storage):
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
                    limit: int | None = None, branch: str | None = None) -> list[IndexRow]:
-        where: list[str] = []
-        params: list[object] = []
-        if agent:
-            where.append("agent = %s")
-            params.append(_text(agent))
-        if kind:
-            where.append("kind = %s")
-            params.append(_text(kind))
-        if branch:
-            where.append("branch = %s")
-            params.append(_text(branch))
-        if search:
-            pattern = _text(like_pattern(search.lower()))
-            where.append("(" + " OR ".join(
-                f"lower(coalesce({c}, '')) LIKE %s ESCAPE '\\'"
-                for c in ("id", "native_id", "title", "name", "project", "cwd")) + ")")
-            params.extend([pattern] * 6)
-        if cwd_under is not None:
-            dirs = [d.rstrip("/") or "/" for d in cwd_under]
-            if not dirs:
-                return []
-            clauses = []
-            for directory in dirs:
-                inside = directory if directory.endswith("/") else directory + "/"
-                clauses.append("(cwd = %s OR substr(cwd, 1, %s) = %s)")
-                params.extend([_text(directory), len(inside), _text(inside)])
-            where.append("(" + " OR ".join(clauses) + ")")
-        query = f"SELECT {', '.join(INDEX_COLUMNS)} FROM session_index"
-        if where:
-            query += " WHERE " + " AND ".join(where)
-        query += " ORDER BY last_active DESC, id DESC"
-        if limit is not None and limit >= 0:
-            query += " LIMIT %s"
-            params.append(limit)
+        built = index_query(INDEX_COLUMNS, placeholder="%s", text=_text, agent=agent,
+                            search=search, cwd_under=cwd_under, kind=kind, limit=limit,
+                            branch=branch)
+        if built is None:
+            return []
+        query, params = built
         return [_index_row(row) for row in self._query(query, params)]
 
     def index_row(self, id_or_native: str) -> IndexRow | None:

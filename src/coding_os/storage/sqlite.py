@@ -22,7 +22,7 @@ from coding_os.storage.base import (
     Storage,
     StorageError,
     check_schema_version,
-    like_pattern,
+    index_query,
     storable_text,
 )
 from coding_os.storage.migrations.sqlite import MIGRATIONS
@@ -282,41 +282,13 @@ class SQLiteStorage(Storage):
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
                    limit: int | None = None, branch: str | None = None) -> list[IndexRow]:
-        where: list[str] = []
-        params: list[object] = []
-        if agent:
-            where.append("agent = ?")
-            params.append(agent)
-        if kind:
-            where.append("kind = ?")
-            params.append(kind)
-        if branch:
-            where.append("branch = ?")
-            params.append(storable_text(branch))
-        if search:
-            pattern = like_pattern(search.lower())
-            where.append("(" + " OR ".join(
-                f"lower(coalesce({c}, '')) LIKE ? ESCAPE '\\'"
-                for c in ("id", "native_id", "title", "name", "project", "cwd")) + ")")
-            params.extend([storable_text(pattern)] * 6)
-        if cwd_under is not None:
-            dirs = [d.rstrip("/") or "/" for d in cwd_under]
-            if not dirs:
-                return []
-            clauses = []
-            for directory in dirs:
-                inside = directory if directory.endswith("/") else directory + "/"
-                clauses.append("(cwd = ? OR substr(cwd, 1, ?) = ?)")
-                params.extend([storable_text(directory), len(inside), storable_text(inside)])
-            where.append("(" + " OR ".join(clauses) + ")")
-        sql = f"SELECT {', '.join(INDEX_COLUMNS)} FROM session_index"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        sql += " ORDER BY last_active DESC, id DESC"
-        if limit is not None and limit >= 0:
-            sql += " LIMIT ?"
-            params.append(limit)
-        return [_index_row(row) for row in self._query(sql, params)]
+        built = index_query(INDEX_COLUMNS, placeholder="?", text=storable_text, agent=agent,
+                            search=search, cwd_under=cwd_under, kind=kind, limit=limit,
+                            branch=branch)
+        if built is None:
+            return []
+        query, params = built
+        return [_index_row(row) for row in self._query(query, params)]
 
     def index_row(self, id_or_native: str) -> IndexRow | None:
         key = storable_text(id_or_native)
