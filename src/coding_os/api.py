@@ -563,7 +563,7 @@ def _checkout_dir(caller: Caller, env: Mapping[str, str]) -> str:
     if top in (home, "/"):  # a dotfiles repository in HOME is not this project's checkout
         top = None
     if resolution.rule == "default":  # no project here: the checkout, else the directory
-        return top or caller.cwd
+        return top or os.path.realpath(caller.cwd)
     if top is not None and top.startswith(resolution.project_root.rstrip(os.sep) + os.sep):
         return top  # a checkout nested in the project
     return resolution.project_root

@@ -459,14 +459,7 @@ def resume(session: str | None, latest: bool, pr: str | None, dry_run: bool,
             ("cwd", data["cwd"]),
             ("handover", handover["command"] if handover else f"none: {data['handover_note']}")])
         return
-    handover_command = report.handover.command()
-
-    def announce() -> None:
-        if report.relocation:
-            click.echo(f"cos: {report.relocation}", err=True)
-        click.echo(f"cos: resuming {report.session['id']}: {handover_command}", err=True)
-
-    api.hand_over(report.handover, announce)
+    _hand_over(report.handover, report.relocation, f"resuming {report.session['id']}")
 
 
 @cli.command()
@@ -503,14 +496,19 @@ def fork(session: str, at_seq: int | None, name: str | None, dry_run: bool,
                        ("relocation", data["relocation"]), ("cwd", data["cwd"]),
                        ("fork", what)])
         return
-    handover_command = report.handover.command()
+    _hand_over(report.handover, report.relocation, f"forking {data['source']['id']}")
+
+
+def _hand_over(handover: Any, relocation: str | None, doing: str) -> None:
+    """Replace this process with the agent, saying on stderr what it runs and where."""
+    command = handover.command()
 
     def announce() -> None:
-        if report.relocation:
-            click.echo(f"cos: {report.relocation}", err=True)
-        click.echo(f"cos: forking {data['source']['id']}: {handover_command}", err=True)
+        if relocation:
+            click.echo(f"cos: {relocation}", err=True)
+        click.echo(f"cos: {doing}: {command}", err=True)
 
-    api.hand_over(report.handover, announce)
+    api.hand_over(handover, announce)
 
 
 def run(argv: list[str]) -> int:

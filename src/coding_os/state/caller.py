@@ -34,7 +34,8 @@ class Caller:
             InvalidId: COS_AGENT or `.coding-os/.agent` names an invalid agent.
         """
         env = os.environ if env is None else env
-        self.cwd = os.path.realpath(cwd if cwd is not None else os.getcwd())
+        # resolve() takes the physical path of it; the raw one is kept for the few who need it.
+        self.cwd = cwd if cwd is not None else os.getcwd()
         self.resolution: Resolution = resolve(self.cwd, env)
         self.tiers = Tiers(self.resolution.state_dir)
         self.agent = detect_agent(env, self.tiers.agent_marker)
