@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from coding_os.config import horizon_for, load_config
 from coding_os.errors import InvalidInput, NotFound, NotTrusted
@@ -19,8 +18,11 @@ from coding_os.state.statefile import StateCheck, check_state, validate_name, wr
 from coding_os.state.tiers import RESERVED_NAMES
 
 # Modules only some commands need are imported inside the functions that use them: every `cos`
-# command pays for what is imported here (benchmarks/resume_continue.py).
+# command pays for what is imported here (benchmarks/resume_continue.py), typing included.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, NoReturn, TypeVar
+
     from coding_os.install import InstallReport
     from coding_os.state.gc import PanelGcReport
     from coding_os.state.lifecycle import HookResult
@@ -42,7 +44,8 @@ __all__ = [
     "export_session",
 ]
 
-_T = TypeVar("_T")
+if TYPE_CHECKING:
+    _T = TypeVar("_T")
 
 
 def where(env: Mapping[str, str] | None = None, cwd: str | None = None) -> Resolution:
@@ -521,6 +524,18 @@ def _refresh(storage: Storage, caller: Caller, env: Mapping[str, str] | None,
                          codex_dir or default_codex, full=full, progress=progress)
 
 
+def _lookup_refresh(storage: Storage, caller: Caller,
+                    env: Mapping[str, str] | None) -> RefreshReport | None:
+    """Import what changed before a lookup; None, without loading the importers, when a walk of
+    the logs finds them as the last import left them (see coding_os.sessions.freshness)."""
+    from coding_os.sessions import freshness
+
+    claude_dir, codex_dir = _native_dirs(os.environ if env is None else env)
+    if freshness.unchanged(caller.tiers, claude_dir, codex_dir) and storage.index_rows(limit=1):
+        return None
+    return _refresh(storage, caller, env)
+
+
 def import_sessions(claude_dir: str | None = None, codex_dir: str | None = None,
                     env: Mapping[str, str] | None = None, cwd: str | None = None
                     ) -> RefreshReport:
@@ -629,7 +644,7 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
 
     def work(storage: Storage) -> list[dict[str, object]]:
         if refresh:
-            _refresh(storage, caller, env)
+            _lookup_refresh(storage, caller, env)
         return [_row_dict(row) for row in storage.index_rows(
             agent=agent, search=search, cwd_under=dirs, limit=limit, branch=branch)]
 
@@ -659,7 +674,7 @@ def _find(storage: Storage, caller: Caller, env: Mapping[str, str] | None,
     """
     row = storage.index_row(key)
     if row is None:
-        _refresh(storage, caller, env)
+        _lookup_refresh(storage, caller, env)
         row = storage.index_row(key)
     if row is None:
         raise NotFound(f"no session {key}")
@@ -668,23 +683,38 @@ def _find(storage: Storage, caller: Caller, env: Mapping[str, str] | None,
 
 def show_session(session: str, env: Mapping[str, str] | None = None,
                  cwd: str | None = None) -> dict[str, object]:
-    """Everything the index knows about one session (by cos id or native id).
+    """Everything the index knows about one session (by cos id or native id), found as
+    `cos resume ID` finds it, with `path` (`index`, `direct_scan`, `native_import`) and
+    `repaired` (what the lookup rebuilt or added: the database, index rows; empty when none).
 
     Raises:
         InvalidId: the id is malformed (checked before any lookup).
-        NotFound: no such session, even after importing what changed.
+        NotFound: no such session, even after importing what changed and reading the
+            transcripts.
         Misroute, StorageError, StateIOError: as `import_sessions`.
     """
     from dataclasses import asdict
 
+    from coding_os.sessions.resume import Found, find_by_id
+
     _validate_lookup(session)
     caller = Caller(env, cwd)
-    return _with_index(caller, env, lambda storage: asdict(_find(storage, caller, env, session)))
+
+    def work(storage: Storage) -> Found:
+        found = find_by_id(storage, caller.tiers, session,
+                           lambda: _lookup_refresh(storage, caller, env))
+        if found is None:
+            raise NotFound(f"no session {session}")
+        return found
+
+    found, repairs = _with_repairs(caller, env, work)
+    return {**asdict(found.row), "path": found.path, "repaired": [*repairs, *found.rebuilt]}
 
 
 def rename_session(session: str, name: str, env: Mapping[str, str] | None = None,
                    cwd: str | None = None) -> dict[str, object]:
-    """Give a session a name (one line, at most 200 characters, no `/`, never a session id).
+    """Give a session a name (one line, at most 200 characters, never a session id; `/` may be
+    inside it, but no `\\`, no leading `/` and no `..` segment: a name is never a path).
 
     Raises:
         InvalidId: the id is malformed.
@@ -846,7 +876,8 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
 
     def work(storage: Storage) -> RestoreReport:
         found = resume.find_for_resume(
-            storage, caller.tiers, scope, lambda: _refresh(storage, caller, env), key=session,
+            storage, caller.tiers, scope, lambda: _lookup_refresh(storage, caller, env),
+            key=session,
             latest=latest, pr=pr, claude_dir=claude_dir)
         return resume.restore_report(found, scope, caller.tiers)
 
@@ -882,7 +913,7 @@ def fork_any_session(session: str, at_seq: int | None = None, name: str | None =
 
     def work(storage: Storage) -> ForkReport:
         found = resume.find_for_resume(storage, caller.tiers, scope,
-                                       lambda: _refresh(storage, caller, env), key=session)
+                                       lambda: _lookup_refresh(storage, caller, env), key=session)
         row = found.row
         where, relocation = resume.place(row, scope, verb="fork")
         handover = resume.fork_handover(row, where)
@@ -899,7 +930,7 @@ def fork_any_session(session: str, at_seq: int | None = None, name: str | None =
         if dry_run:
             return report
         forked = transcript.fork(caller.tiers, row.id, at_seq, name)
-        _refresh(storage, caller, env)
+        _lookup_refresh(storage, caller, env)
         if name is not None:
             storage.set_name(forked.session, name)
         report.session, report.transcript = forked.session, forked.path
@@ -922,7 +953,10 @@ def hand_over(handover: Handover, announce: Callable[[], None] | None = None) ->
     exec_agent(handover, announce)
 
 
-__all__ += ["resumable_sessions"]
+__all__ += ["resumable_sessions", "PICKER_FIELDS"]
+
+# The fields of a session the picker lists and previews: a listed session's and its prompts.
+PICKER_FIELDS = SESSION_FIELDS + ("first_prompt", "last_prompt")
 
 
 def resumable_sessions(scope: str = "worktree", search: str | None = None,
@@ -930,7 +964,7 @@ def resumable_sessions(scope: str = "worktree", search: str | None = None,
                        env: Mapping[str, str] | None = None, cwd: str | None = None
                        ) -> list[dict[str, object]]:
     """One page of the sessions `cos resume` may pick, most recently active first, from the
-    index as it stands (no import: see `import_sessions`).
+    index as it stands (no import: see `import_sessions`); rows have the PICKER_FIELDS.
 
     The caller's own sessions and sidechains are left out; `this_branch` keeps the sessions of
     the branch checked out here. The cost follows the page (ORDER BY last_active LIMIT).
@@ -958,7 +992,7 @@ def resumable_sessions(scope: str = "worktree", search: str | None = None,
         fetch = limit + len(mine)
         while True:
             rows = storage.index_rows(search=search or None, cwd_under=dirs, limit=fetch)
-            kept = [_row_dict(row) for row in rows if keep(row)]
+            kept = [_row_dict(row, PICKER_FIELDS) for row in rows if keep(row)]
             if len(kept) >= limit or len(rows) < fetch:
                 return kept[:limit]
             fetch *= 4

@@ -1,26 +1,91 @@
 """`cos resume` and `cos fork` as a user runs them, on the fixture layout of test_sessions_cli
 (a private HOME holding Claude Code and Codex logs). Handovers run only through fake `claude` and
-`codex` scripts placed first on PATH, which record their argv and directory."""
+`codex` scripts placed first on PATH, which record their argv and directory.
+
+Every test runs twice: on the default SQLite index and on PostgreSQL (`COS_DATABASE_URL` naming a
+fresh schema of the test database, dropped afterwards; skipped when the server cannot be reached,
+a failure under CI=true)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
 from coding_os import api
+from tests.adapters.test_claude_transcripts import copy_fixtures as copy_claude
 from tests.adapters.test_claude_transcripts import write_jsonl
-from tests.conftest import git
-from tests.e2e.test_sessions_cli import HERE, WORKTREE, claude_session, data, project, run
+from tests.adapters.test_codex_rollouts import copy_fixtures as copy_codex
+from tests.conftest import COS, git
+from tests.e2e.test_sessions_cli import HERE, WORKTREE, claude_session, data, run
+from tests.storage.test_conformance import pg_schemas, pg_url
 
-__all__ = ["project"]  # the fixture, imported for pytest
+__all__ = ["pg_schemas", "pg_url"]  # fixtures, imported for pytest
 
 OTHER = "aaaaaaaa-0000-0000-0000-000000000003"  # a Claude session in another project
 LATER = "aaaaaaaa-0000-0000-0000-000000000004"  # one more in the repo, active later
 Project = tuple[Path, dict[str, str]]
+
+
+BACKENDS = ("sqlite", "postgres")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> dict[str, str]:
+    """The environment selecting the index backend: nothing for SQLite, a fresh schema's URL for
+    PostgreSQL."""
+    if request.param == "sqlite":
+        return {}
+    return {"COS_DATABASE_URL": request.getfixturevalue("pg_url")}
+
+
+@pytest.fixture
+def project(isolated_env: Path, repo: Path, backend: dict[str, str]) -> Project:
+    """An initialised checkout, and the environment pointing at fixture-filled native dirs and
+    at the index backend under test."""
+    (repo / ".coding-os").mkdir()
+    copy_claude(isolated_env / ".claude")
+    codex_home = isolated_env / "codex-home"
+    copy_codex(codex_home)
+    return repo, {"CODEX_HOME": str(codex_home), **backend}
+
+
+def on_postgres(project: Project) -> bool:
+    return "COS_DATABASE_URL" in project[1]
+
+
+def pg_execute(project: Project, statement: str) -> list[tuple[object, ...]]:
+    """Run one SQL statement in the project's PostgreSQL schema; the rows it returns."""
+    import psycopg
+
+    with psycopg.connect(project[1]["COS_DATABASE_URL"], autocommit=True) as conn:
+        cursor = conn.execute(statement)
+        return cursor.fetchall() if cursor.description else []
+
+
+def pg_schema(project: Project) -> str:
+    """The schema the project's URL selects (libpq options=-csearch_path=<schema>)."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    from coding_os.storage.postgres import search_path_schema
+
+    options = conninfo_to_dict(project[1]["COS_DATABASE_URL"]).get("options")
+    schema = search_path_schema(str(options or ""))
+    assert schema is not None
+    return schema
+
+
+def pg_tables(project: Project) -> list[str]:
+    """The tables of the project's PostgreSQL schema (the first of its search_path)."""
+    return [str(name) for (name,) in pg_execute(
+        project, "SELECT table_name FROM information_schema.tables"
+                 f" WHERE table_schema = '{pg_schema(project)}' ORDER BY table_name")]
 
 
 def cos_session(project: Project, compacts: int = 1) -> str:
@@ -89,7 +154,7 @@ def test_a_missing_session_exits_1_with_one_line_and_no_picker(project: Project)
     assert proc.stderr == "cos: no session ses-claude-20261129-100000-ffff\n"
 
 
-@pytest.mark.parametrize("key", ["../x", "a/b", "..", "a\x01b", "a\\b"])
+@pytest.mark.parametrize("key", ["../x", "/etc/passwd", "a/../b", "..", "a\x01b", "a\\b"])
 def test_a_malformed_id_is_refused_before_any_lookup(project: Project, key: str) -> None:
     proc = run(project, "resume", key)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
@@ -97,6 +162,8 @@ def test_a_malformed_id_is_refused_before_any_lookup(project: Project, key: str)
     assert not (state / "coding-os.db").exists() and not (state / ".import-state.json").exists()
     fork = run(project, "fork", key)
     assert fork.returncode == 2 and not (state / "coding-os.db").exists()
+    if on_postgres(project):  # not even connected: the fresh schema was never migrated
+        assert pg_tables(project) == []
 
 
 def test_a_session_of_another_project_exits_4_with_the_command_to_run_there(
@@ -223,22 +290,35 @@ def test_a_cos_native_session_restores_its_transcript_and_has_no_handover(
 @pytest.mark.parametrize("damage", ["delete", "corrupt"])
 def test_a_deleted_or_corrupt_index_is_rebuilt_and_a_direct_scan_finds_the_session(
         project: Project, damage: str) -> None:
+    """SQLite: the database file deleted, or overwritten with garbage. PostgreSQL: the schema
+    dropped (a new one is made on open), or every index row deleted (the tables stay)."""
     sid = cos_session(project)
     assert report(project, "resume", sid)["path"] == "direct_scan"  # not indexed yet
     assert report(project, "resume", sid)["path"] == "index"
-    database = project[0] / ".coding-os" / "coding-os.db"
-    for extra in ("-wal", "-shm"):
-        database.with_name(database.name + extra).unlink(missing_ok=True)
-    if damage == "delete":
-        database.unlink()
+    if on_postgres(project):
+        if damage == "delete":
+            pg_execute(project, f'DROP SCHEMA "{pg_schema(project)}" CASCADE')
+            assert pg_tables(project) == []
+        else:
+            pg_execute(project, "DELETE FROM session_index")
     else:
-        database.write_bytes(b"this is not a database" * 100)
+        database = project[0] / ".coding-os" / "coding-os.db"
+        for extra in ("-wal", "-shm"):
+            database.with_name(database.name + extra).unlink(missing_ok=True)
+        if damage == "delete":
+            database.unlink()
+        else:
+            database.write_bytes(b"this is not a database" * 100)
     result = report(project, "resume", sid)
     assert session_id(result) == sid and result["path"] == "direct_scan"
     rebuilt = result["rebuilt"]
     assert isinstance(rebuilt, list)
-    assert any(("missing" if damage == "delete" else "corrupt") in note for note in rebuilt)
-    assert any(note.startswith("index: ") for note in rebuilt)
+    if not on_postgres(project):
+        assert any(("missing" if damage == "delete" else "corrupt") in note for note in rebuilt)
+    assert any(note.startswith("index: ") for note in rebuilt), rebuilt
+    assert report(project, "resume", sid)["path"] == "index"  # the index was repaired
+    listed = data(project, "sessions", "--scope", "all")
+    assert isinstance(listed, list) and sid in [row["id"] for row in listed]
 
 
 def test_dry_run_prints_the_report_readably_and_runs_nothing(
@@ -320,3 +400,108 @@ def test_fork_of_a_claude_session_hands_over_to_claudes_own_fork(
     assert proc.returncode == 0, proc.stderr
     assert record.read_text(encoding="utf-8").splitlines() == [
         str(project[0]), "claude", "--resume", HERE, "--fork-session"]
+
+
+# -- sidechains -----------------------------------------------------------------------------------
+
+
+def test_a_sidechain_is_never_continued_nor_listed_and_its_parent_is(project: Project) -> None:
+    repo, env = project
+    caller = {**os.environ, **env}
+    parent = cos_session(project)
+    sidechain = api.create_session("claude", parent=parent, env=caller, cwd=str(repo))
+    api.append_event(sidechain, "user", {"text": "subagent prompt", "turn": 1}, env=caller,
+                     cwd=str(repo))  # the sidechain is the most recently active transcript
+    assert session_id(report(project, "resume", "--continue")) == parent
+    listed = data(project, "sessions", "--scope", "all")
+    assert isinstance(listed, list)
+    assert parent in [row["id"] for row in listed]
+    assert sidechain not in [row["id"] for row in listed]
+    assert all(row["parent"] is None for row in listed)
+    # Resumed by its own id, a sidechain is not a session: a clean not-found, no picker.
+    proc = run(project, "resume", sidechain)
+    assert proc.returncode == 1 and proc.stdout == "" and proc.stderr == (
+        f"cos: no session {sidechain}\n")
+
+
+# -- a resume killed half way ---------------------------------------------------------------------
+
+RUNS = 20
+MANY = 250  # Claude Code sessions in the repo: enough logs that the repair takes a while
+
+
+def damage_index(project: Project) -> None:
+    """Lose the index and the import state, so that the next lookup scans every log again."""
+    state = project[0] / ".coding-os"
+    (state / ".import-state.json").unlink(missing_ok=True)
+    if on_postgres(project):
+        pg_execute(project, f'DROP SCHEMA IF EXISTS "{pg_schema(project)}" CASCADE')
+        return
+    for extra in ("", "-wal", "-shm"):
+        (state / f"coding-os.db{extra}").unlink(missing_ok=True)
+
+
+def index_exists(project: Project) -> bool:
+    """Whether a lookup has (re)made the index store since `damage_index`."""
+    if on_postgres(project):
+        return bool(pg_tables(project))
+    return (project[0] / ".coding-os" / "coding-os.db").exists()
+
+
+def comparable(result: dict[str, object]) -> dict[str, object]:
+    """A restore report without how it was found and what was repaired on the way (those
+    depend on what the killed run left)."""
+    return {key: value for key, value in result.items() if key not in ("path", "rebuilt")}
+
+
+def killed_resume(project: Project, args: list[str], delay: float) -> int:
+    """Start `cos <args>`, SIGKILL it `delay` seconds later; its exit status (-9 when killed)."""
+    proc = subprocess.Popen([COS, *args], cwd=project[0], env={**os.environ, **project[1]},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        proc.wait(timeout=delay)  # a bounded wait for the kill moment, not for a condition
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGKILL)
+    return proc.wait(timeout=60)
+
+
+def test_a_resume_killed_while_it_repairs_the_index_leaves_nothing_the_next_one_trips_on(
+        project: Project, isolated_env: Path) -> None:
+    """`cos resume` (by native id, by cos id, --continue) SIGKILLed at delays spread over one
+    uninterrupted run while it rebuilds a lost index from MANY logs: the next resume reports the
+    same session and counts, and the listing is the one from before."""
+    repo = project[0]
+    for n in range(MANY):
+        claude_session(isolated_env, f"bbbbbbbb-0000-0000-0000-{n:012d}", repo, second=n)
+    sid = cos_session(project)
+    keys: list[list[str]] = [["resume", HERE, "--json"], ["resume", sid, "--json"],
+                             ["resume", "--continue", "--json"]]
+    claude_session(isolated_env, HERE, repo, second=MANY + 10)
+    listing = data(project, "sessions", "--scope", "all")
+    assert isinstance(listing, list) and len(listing) == MANY + 9  # + the fixtures + HERE + sid
+    expected = {}
+    for args in keys:
+        damage_index(project)
+        expected[args[1]] = comparable(report(project, *args[:-1]))
+    assert session_id(expected["--continue"]) == sid  # the newest of this checkout
+    damage_index(project)
+    started = time.monotonic()
+    uninterrupted = report(project, "resume", HERE)
+    duration = time.monotonic() - started
+    assert comparable(uninterrupted) == expected[HERE]
+    assert uninterrupted["path"] == "native_import"
+    killed = mid_repair = 0
+    for run_number in range(RUNS):
+        args = keys[run_number % len(keys)]
+        damage_index(project)
+        status = killed_resume(project, args, duration * (run_number + 0.5) / RUNS)
+        killed += status == -signal.SIGKILL
+        state = repo / ".coding-os"
+        if (status == -signal.SIGKILL and index_exists(project)
+                and not (state / ".import-state.json").exists()):
+            mid_repair += 1  # killed after it opened the index, before the import finished
+        after = report(project, *args[:-1])
+        assert comparable(after) == expected[args[1]], f"run {run_number}: {args}"
+        assert data(project, "sessions", "--scope", "all") == listing, f"run {run_number}"
+    assert killed >= RUNS // 2, f"only {killed} of {RUNS} runs were killed"
+    assert mid_repair >= 3, f"only {mid_repair} kills landed before the import finished"

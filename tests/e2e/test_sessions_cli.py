@@ -175,6 +175,92 @@ def test_show_rename_and_search_by_name(project: tuple[Path, dict[str, str]]) ->
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "name" in bad.stderr
 
 
+def test_show_gives_the_first_and_last_prompt_which_list_rows_leave_out(
+        project: tuple[Path, dict[str, str]], isolated_env: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    second = conversation(HERE, 2, prefix="")[2:]  # a later turn: "prompt 1"
+    for entry in second:
+        entry["cwd"] = str(project[0])
+    log = next((isolated_env / ".claude" / "projects").rglob(f"{HERE}.jsonl"))
+    with log.open("a", encoding="utf-8") as f:
+        f.writelines(json.dumps(entry) + "\n" for entry in second)
+    shown = data(project, "sessions", "show", HERE)
+    assert isinstance(shown, dict)
+    assert (shown["first_prompt"], shown["last_prompt"]) == ("prompt 0", "prompt 1")
+    assert shown["path"] == "native_import"  # the first lookup imported it
+    readable = run(project, "sessions", "show", HERE)
+    assert readable.returncode == 0, readable.stderr
+    assert "first_prompt prompt 0\n" in readable.stdout
+    assert "last_prompt  prompt 1\n" in readable.stdout
+    rows = data(project, "sessions")
+    assert isinstance(rows, list) and ids(rows) == [HERE]
+    assert "first_prompt" not in rows[0] and "last_prompt" not in rows[0]
+
+
+def test_a_name_with_a_slash_is_kept_and_resumes_by_that_name(
+        project: tuple[Path, dict[str, str]], isolated_env: Path) -> None:
+    claude_session(isolated_env, HERE, project[0])
+    proc = run(project, "sessions", "rename", HERE, "CI/CD")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == f"{HERE}: named CI/CD\n"
+    shown = data(project, "sessions", "show", HERE)
+    assert isinstance(shown, dict) and shown["name"] == "CI/CD"
+    report = data(project, "resume", "CI/CD")
+    assert isinstance(report, dict) and report["session"]["id"] == HERE
+    assert report["session"]["name"] == "CI/CD"
+    assert report["handover"]["argv"] == ["claude", "--resume", HERE]
+    for bad in ("../x", "a/../b", "..", "/etc", "a\\b"):
+        refused = run(project, "sessions", "rename", HERE, bad)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, (bad, refused.stderr)
+        assert run(project, "resume", bad, "--json").returncode == 2
+    again = data(project, "sessions", "show", HERE)
+    assert isinstance(again, dict) and again["name"] == "CI/CD"
+
+
+def _delete_database(project: tuple[Path, dict[str, str]]) -> Path:
+    database = project[0] / ".coding-os" / "coding-os.db"
+    for extra in ("", "-wal", "-shm"):
+        database.with_name(database.name + extra).unlink(missing_ok=True)
+    return database
+
+
+def test_show_after_the_index_was_deleted_finds_the_session_and_says_it_repaired_it(
+        project: tuple[Path, dict[str, str]]) -> None:
+    repo, env = project
+    created = subprocess.run(
+        [sys.executable, "-c", "from coding_os import api; sid = api.create_session('claude'); "
+         "api.append_event(sid, 'user', {'turn': 1, 'text': 'first ask'}); print(sid)"],
+        cwd=repo, env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    sid = created.stdout.strip()
+    assert ids(data(project, "sessions")) == [sid]
+    intact = data(project, "sessions", "show", sid)
+    assert isinstance(intact, dict) and intact["first_prompt"] == "first ask"
+    assert (intact["path"], intact["repaired"]) == ("index", [])
+    quiet = run(project, "sessions", "show", sid)
+    assert quiet.returncode == 0 and "index repaired" not in quiet.stdout
+
+    database = _delete_database(project)
+    shown = data(project, "sessions", "show", sid)
+    assert isinstance(shown, dict)
+    assert (shown["id"], shown["kind"], shown["path"]) == (sid, "cos", "direct_scan")
+    assert shown["first_prompt"] == "first ask"
+    assert any(note.startswith(f"database: {database} was missing") for note in shown["repaired"])
+    assert any(note.startswith("index: ") for note in shown["repaired"])
+    assert database.exists()
+
+    _delete_database(project)
+    readable = run(project, "sessions", "show", sid)
+    assert readable.returncode == 0, readable.stderr
+    lines = [line for line in readable.stdout.splitlines() if "repaired" in line]
+    assert len(lines) == 1 and lines[0].startswith("index repaired (found by direct scan): ")
+    assert "was missing" in lines[0]
+
+    _delete_database(project)
+    native = data(project, "sessions", "show", VIEWER)
+    assert isinstance(native, dict)
+    assert (native["id"], native["path"]) == (VIEWER, "native_import") and native["repaired"]
+
+
 def test_rm_refuses_a_native_session_and_keeps_its_log(
         project: tuple[Path, dict[str, str]], isolated_env: Path) -> None:
     proc = run(project, "sessions", "rm", MAIN_1053)

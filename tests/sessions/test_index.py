@@ -107,6 +107,35 @@ def test_a_cos_transcript_maps_to_a_row_with_title_messages_tokens_and_status(
     assert row is not None and (row.title, row.messages, row.status) == ("Renamed", 1, "closed")
 
 
+def test_a_cos_row_keeps_the_first_prompt_and_the_last_one_still_visible(tiers: Tiers) -> None:
+    sid = transcript.create(tiers, "claude")
+    for turn, text in enumerate(["add a login page", "now the tests", "undo that"], start=1):
+        transcript.append(tiers, sid, "user", {"turn": turn, "text": text})
+        transcript.append(tiers, sid, "assistant", {"turn": turn, "text": "ok"})
+    row, _ = index.cos_row(transcript.transcript_path(tiers, sid))
+    assert row is not None and (row.first_prompt, row.last_prompt) == (
+        "add a login page", "undo that")
+    transcript.append(tiers, sid, "rewind", {"to_seq": 4})  # "undo that" is rewound away
+    row, _ = index.cos_row(transcript.transcript_path(tiers, sid))
+    assert row is not None and (row.first_prompt, row.last_prompt) == (
+        "add a login page", "now the tests")
+
+
+def test_prompts_in_a_row_are_cut_to_their_preview_length_and_storable(tiers: Tiers) -> None:
+    from coding_os.sessions.native import PROMPT_PREVIEW_CHARS
+
+    sid = transcript.create(tiers, "claude")
+    transcript.append(tiers, sid, "user", {"turn": 1, "text": "x" * (PROMPT_PREVIEW_CHARS + 50)})
+    transcript.append(tiers, sid, "user", {"turn": 2, "text": "odd \ud800 char"})
+    row, _ = index.cos_row(transcript.transcript_path(tiers, sid))
+    assert row is not None and row.first_prompt == "x" * PROMPT_PREVIEW_CHARS
+    assert row.last_prompt == "odd \ufffd char"
+    native_row = index.native_row(native(first_prompt="y" * (PROMPT_PREVIEW_CHARS + 1),
+                                         last_prompt="z\udfff"))
+    assert (native_row.first_prompt, native_row.last_prompt) == (
+        "y" * PROMPT_PREVIEW_CHARS, "z\ufffd")
+
+
 def test_a_cos_sidechain_is_never_a_row(tiers: Tiers) -> None:
     parent = transcript.create(tiers, "claude")
     side = transcript.create(tiers, "claude", parent=parent)
@@ -115,6 +144,27 @@ def test_a_cos_sidechain_is_never_a_row(tiers: Tiers) -> None:
 
 
 # refresh
+
+
+def test_imported_fixture_sessions_keep_their_first_and_last_prompt_in_the_index(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    from tests.adapters.test_codex_rollouts import COMPACTED, TOOLS
+
+    refresh(storage, tiers, homes)
+    expected = {
+        # Claude Code 1.0.108: only a slash command was typed (SOURCES.md)
+        VIEWER: ("/orchestrator @CLAUDE.md を最新の状態にアップデートしてください",) * 2,
+        # Codex desktop rollout, 38 user messages, redacted
+        COMPACTED: ("[REDACTED_MESSAGE len=32 sha=821fd802]",
+                    "[REDACTED_MESSAGE len=98 sha=62d744dd]"),
+        TOOLS: ("show tools", "let's update the defailt context compart to 90 in env var"),
+    }
+    for native_id, prompts in expected.items():
+        row = storage.index_row(native_id)
+        assert row is not None and (row.first_prompt, row.last_prompt) == prompts, native_id
+    main = storage.index_row(MAIN_1053)
+    assert main is not None and main.first_prompt is not None
+    assert main.first_prompt.startswith("now we have cache so we should change TUI")
 
 
 def test_every_fixture_is_indexed_once_and_subagents_are_never_rows(

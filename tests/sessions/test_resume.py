@@ -45,11 +45,16 @@ def no_refresh() -> RefreshReport:
     return RefreshReport()
 
 
-@pytest.mark.parametrize("key", ["", "../x", "a/b", "a\\b", "..", ".", "a\x00b", "a\nb",
-                                 "x" * 201])
+@pytest.mark.parametrize("key", ["", "../x", "a/../b", "a/..", "/etc", "\\x", "a\\b", "..",
+                                 ".", " .. ", "a\x00b", "a\nb", "x" * 201])
 def test_a_key_that_could_name_a_path_or_hide_a_character_is_refused(key: str) -> None:
     with pytest.raises(InvalidId):
         resume.validate_key(key)
+
+
+@pytest.mark.parametrize("key", ["CI/CD", "a/b", "front/back/end", "v1.2/..x", "a./b"])
+def test_a_slash_inside_a_key_is_a_name_and_not_refused(key: str) -> None:
+    assert resume.validate_key(key) == key
 
 
 def test_a_nul_in_the_id_is_refused_before_the_database_is_opened(tmp_path: Path) -> None:

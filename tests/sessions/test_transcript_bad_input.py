@@ -169,8 +169,9 @@ def test_a_bad_session_id_is_refused_before_any_file_is_touched(tiers: Tiers, ba
     assert not (repo / ".coding-os").exists()
 
 
-@pytest.mark.parametrize("name", ["../../x", "a/b", "a\\b", "two\nlines", "\x00", " ", "",
-                                  "x" * 201, "ses-claude-20261129-162000-abcd"])
+@pytest.mark.parametrize("name", ["../../x", "..", "a/../b", "a/..", " ../x", "/etc/passwd",
+                                  "\\x", "a\\b", "two\nlines", "\x00", "a\x7fb", " ", "", "x" * 201,
+                                  "ses-claude-20261129-162000-abcd"])
 def test_a_bad_title_or_fork_name_is_refused(tiers: Tiers, session: str, name: str) -> None:
     files = os.listdir(os.path.dirname(transcript.transcript_path(tiers, session)))
     with pytest.raises(InvalidInput):
@@ -180,6 +181,16 @@ def test_a_bad_title_or_fork_name_is_refused(tiers: Tiers, session: str, name: s
     with pytest.raises(InvalidInput):
         transcript.create(tiers, "claude", title=name)
     assert os.listdir(os.path.dirname(transcript.transcript_path(tiers, session))) == files
+
+
+@pytest.mark.parametrize("name", ["CI/CD", "front/back", "a/b/c", "v1.2/x..y", "../"[1:] + "x"])
+def test_a_slash_inside_a_title_or_fork_name_is_accepted(tiers: Tiers, session: str,
+                                                         name: str) -> None:
+    assert transcript.validate_title(name) == name
+    transcript.set_title(tiers, session, name)
+    forked = transcript.fork(tiers, session, name=name)
+    titles = [e["title"] for e in transcript.read(forked.path).entries if e["type"] == "title"]
+    assert titles[-1] == name
 
 
 def test_a_missing_transcript_is_not_found(tiers: Tiers) -> None:

@@ -1,20 +1,26 @@
 """Appenders killed mid-write (DESIGN.md §4.1): every entry whose append returned is readable
-afterwards, a torn tail is set aside by the next writer, and seqs stay dense."""
+afterwards, a torn tail is set aside by the next writer, seqs stay dense, and `cos index rebuild`
+afterwards gives the index the transcripts stand for (§4.2): the other sessions' rows as they were
+before the kills, the appended session's row as its repaired transcript says."""
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
-from coding_os.sessions import transcript
+from coding_os.sessions import index, transcript
 from coding_os.state.tiers import Tiers
+from coding_os.storage.sqlite import SQLiteStorage
+from tests.conftest import COS
 
 KILLS = 200
 ROUNDS_PER_SESSION = 5  # a fresh transcript now and then keeps the files small
@@ -101,13 +107,82 @@ def kill_one(state_dir: str, session: str, kill: int, rng: random.Random,
     return returned_seqs(printed)
 
 
+class Project:
+    """A project whose state dir holds the crash's transcripts, some sessions nobody appends to,
+    and the index as `cos index rebuild` left it before the first kill."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.tiers = Tiers(str(root / ".coding-os"))
+        home = root / "home"
+        home.mkdir()
+        self.env = {key: value for key, value in os.environ.items()
+                    if not key.startswith(("COS_", "CLAUDE", "CODEX_"))}
+        self.env.update(HOME=str(home), CLAUDE_CONFIG_DIR=str(home / "no-claude"),
+                        CODEX_HOME=str(home / "no-codex"))
+        self.others: list[str] = []
+        self.before: dict[str, str] = {}  # id -> the row before the kills, as canonical JSON
+        self.refreshed = 0  # index refreshes between a kill and the next writer
+
+    def cos(self, *args: str) -> object:
+        """`cos <args> --json` in the project; its parsed output."""
+        proc = subprocess.run([COS, *args, "--json"], cwd=self.root, env=self.env,
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)
+
+    def rows(self) -> dict[str, str]:
+        """Every row of the index (all columns), as canonical JSON by id."""
+        storage = SQLiteStorage(self.tiers.database)
+        try:
+            return {row.id: json.dumps(asdict(row), sort_keys=True)
+                    for row in storage.index_rows()}
+        finally:
+            storage.close()
+
+    def refresh(self) -> None:
+        """What a `cos sessions` between a kill and the next writer does to the index."""
+        storage = SQLiteStorage(self.tiers.database)
+        try:
+            index.refresh(storage, self.tiers, self.env["CLAUDE_CONFIG_DIR"],
+                          self.env["CODEX_HOME"])
+        finally:
+            storage.close()
+        self.refreshed += 1
+
+
 @pytest.fixture(scope="module")
-def rounds(tmp_path_factory: pytest.TempPathFactory) -> list[Round]:
+def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    """The project, with three sessions nobody appends to, indexed by `cos index rebuild`."""
+    root = tmp_path_factory.mktemp("crash").resolve()
+    (root / "AGENTS.md").write_text("a project\n", encoding="utf-8")  # marks the project root
+    made = Project(root)
+    for n, title in enumerate(("first", None, "third")):
+        sid = transcript.create(made.tiers, "claude", project=str(root), worktree=str(root),
+                                branch="main", title=title)
+        for turn in range(1, n + 3):
+            transcript.append(made.tiers, sid, "user", {"text": f"prompt {turn}", "turn": turn})
+            transcript.append(made.tiers, sid, "assistant",
+                              {"text": f"answer {turn}", "turn": turn,
+                               "usage": {"input": 10 * turn, "output": turn}})
+        if n == 1:
+            transcript.append(made.tiers, sid, "event", {"name": "close"})
+        made.others.append(sid)
+    rebuilt = made.cos("index", "rebuild")
+    assert isinstance(rebuilt, dict) and rebuilt["sessions_added"] == 3
+    made.before = made.rows()
+    assert sorted(made.before) == sorted(made.others)
+    return made
+
+
+@pytest.fixture(scope="module")
+def rounds(project: Project) -> list[Round]:
     """KILLS rounds of: an appender killed, the transcript read, one append by the next writer
     (what the next hook or command does), the transcript read again. Every other kill aims at
-    the write of a long line; the others land anywhere."""
+    the write of a long line; the others land anywhere. Every tenth kill, the index is refreshed
+    before the next writer comes (it then reads a transcript that may have a torn tail)."""
     rng = random.Random(20261129)
-    tiers = Tiers(str(tmp_path_factory.mktemp("crash") / ".coding-os"))
+    tiers = project.tiers
     done = []
     session = path = aside = ""
     for kill in range(KILLS):
@@ -122,6 +197,8 @@ def rounds(tmp_path_factory: pytest.TempPathFactory) -> list[Round]:
         after_kill = transcript.read(path).report
         torn = [p.length for p in after_kill.problems if p.kind == "torn_tail"]
         assert after_kill.kinds() in ([], ["torn_tail"]), after_kill.problems
+        if kill % 10 == 9:
+            project.refresh()
         aside_before = size(aside)
         next_writer = transcript.append(tiers, session, "event",
                                         {"name": "after-kill", "kill": kill})
@@ -168,3 +245,34 @@ def test_a_torn_tail_is_set_aside_by_the_next_writer_and_seqs_stay_dense(
         assert seqs == list(range(len(seqs))) and seqs[-1] == round_.next_seq
     torn_rounds = sum(1 for r in rounds if r.torn)
     assert torn_rounds >= 5, f"{torn_rounds} kills cut an append short; the test proved little"
+
+
+def test_index_rebuild_after_the_kills_gives_the_index_the_transcripts_stand_for(
+        project: Project, rounds: list[Round]) -> None:
+    """The sessions nobody appended to keep their rows byte for byte; the appended session's row
+    says what its repaired transcript holds; the index kept up to date along the way (refreshes
+    between kills and next writers, then `cos sessions`) equals the rebuilt one."""
+    assert project.refreshed == KILLS // 10
+    last = rounds[-1]
+    appended = last.read_after.meta
+    assert appended is not None
+    session = appended["session"]
+    listed = project.cos("sessions", "--scope", "all")
+    assert isinstance(listed, list)
+    assert sorted(row["id"] for row in listed) == sorted([*project.others, session])
+    incremental = project.rows()
+    rebuilt = project.cos("index", "rebuild")
+    assert isinstance(rebuilt, dict)
+    assert (rebuilt["sessions_added"], rebuilt["malformed_lines"], rebuilt["torn_files"]) == (
+        4, 0, [])
+    after = project.rows()
+    assert after == incremental
+    for sid in project.others:
+        assert after[sid] == project.before[sid], sid
+    row = json.loads(after[session])
+    entries = transcript.read(transcript.transcript_path(project.tiers, session)).entries
+    assert entries == last.read_after.entries
+    assert row["messages"] == sum(1 for e in entries if e["type"] in ("user", "assistant"))
+    assert row["messages"] > 0
+    assert (row["created"], row["last_active"]) == (entries[0]["ts"], entries[-1]["ts"])
+    assert row["status"] == "open" and row["parent"] is None

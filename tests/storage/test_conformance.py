@@ -510,10 +510,93 @@ def test_an_index_row_round_trips_every_field(storage: Storage) -> None:
                     title="t \ud800", project="/p", worktree="/p/wt", cwd="/p/wt/x",
                     branch="main", created="2026-11-29T09:00:00.000Z", messages=7,
                     tokens=2**40, forked_from="ses-cos-20261129-090000-bbbb", parent=None,
-                    status="open", source_path="/p/.coding-os/cos/transcripts/x.jsonl")
+                    status="open", source_path="/p/.coding-os/cos/transcripts/x.jsonl",
+                    first_prompt="fix the\nlogin \ud800 page", last_prompt="now the tests")
     storage.upsert_index_rows([row])
     found = storage.index_row(row.id)
-    assert found == IndexRow(**{**row.__dict__, "title": "t \ufffd"})
+    assert found == IndexRow(**{**row.__dict__, "title": "t \ufffd",
+                                "first_prompt": "fix the\nlogin \ufffd page"})
+    listed = storage.index_rows()
+    assert [(r.first_prompt, r.last_prompt) for r in listed] == [
+        ("fix the\nlogin \ufffd page", "now the tests")]
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(first=st.none() | TEXTS, last=st.none() | TEXTS)
+def test_first_and_last_prompts_round_trip_and_an_upsert_replaces_them(
+        storage: Storage, first: str | None, last: str | None) -> None:
+    sid = "s-" + secrets.token_hex(6)
+    storage.upsert_index_rows([index_row(sid, first_prompt="before", last_prompt="before")])
+    storage.upsert_index_rows([index_row(sid, first_prompt=first, last_prompt=last)])
+    found = storage.index_row(sid)
+    assert found is not None and (found.first_prompt, found.last_prompt) == (first, last)
+
+
+def _open_at_version_2(backend: str, request: pytest.FixtureRequest, tmp_path: Path,
+                       monkeypatch: pytest.MonkeyPatch) -> Callable[[], Storage]:
+    """Migrate a fresh database of `backend` to schema version 2 only (as the coding-os before
+    first/last prompts left it); return what opens it with this coding-os's migrations."""
+    from coding_os.storage import postgres as postgres_module
+    from coding_os.storage import sqlite as sqlite_module
+
+    module: object
+    if backend == "sqlite":
+        module = sqlite_module
+
+        def open_it() -> Storage:
+            return sqlite_module.SQLiteStorage(str(tmp_path / "coding-os.db"))
+    else:
+        module = postgres_module
+        url: str = request.getfixturevalue("pg_url")
+
+        def open_it() -> Storage:
+            return postgres_module.PostgresStorage(url)
+    migrations = getattr(module, "MIGRATIONS")
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "MIGRATIONS", migrations[:2])
+        old = open_it()
+        try:
+            assert old.schema_version() == 2
+            old_row = IndexRow(id="old", agent="claude", kind="claude", native_id="n-old",
+                               last_active="2026-11-29T10:00:00.000Z", title="kept")
+            # coding-os at version 2 knew no prompt columns: write the row as it did.
+            columns = INDEX_COLUMNS_V2
+            placeholder = "?" if backend == "sqlite" else "%s"
+            query = (f"INSERT INTO session_index ({', '.join(columns)}) "
+                     f"VALUES ({', '.join([placeholder] * len(columns))})")
+            with old._transaction() as conn:  # type: ignore[attr-defined]
+                conn.execute(query, [getattr(old_row, c) for c in columns])
+        finally:
+            old.close()
+    return open_it
+
+
+INDEX_COLUMNS_V2 = ("id", "native_id", "agent", "kind", "title", "name", "project", "worktree",
+                    "cwd", "branch", "created", "last_active", "messages", "tokens",
+                    "forked_from", "parent", "status", "source_path")
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_a_version_2_index_upgrades_and_its_old_rows_have_no_prompts_until_reindexed(
+        backend: str, request: pytest.FixtureRequest, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    open_it = _open_at_version_2(backend, request, tmp_path, monkeypatch)
+    storage = open_it()  # this coding-os migrates it on open
+    try:
+        assert storage.schema_version() == len(MIGRATIONS) >= 3
+        old = storage.index_row("old")
+        assert old is not None and (old.title, old.first_prompt, old.last_prompt) == (
+            "kept", None, None)
+        assert [r.id for r in storage.index_rows()] == ["old"]
+        storage.upsert_index_rows([IndexRow(id="old", agent="claude", kind="claude",
+                                            native_id="n-old",
+                                            last_active="2026-11-29T10:00:00.000Z",
+                                            title="kept", first_prompt="hello",
+                                            last_prompt="bye")])
+        again = storage.index_row("n-old")
+        assert again is not None and (again.first_prompt, again.last_prompt) == ("hello", "bye")
+    finally:
+        storage.close()
 
 
 def test_sqlite_lists_a_page_of_the_index_without_sorting_the_whole_table(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ usage errors exit 2. Every command that prints data has `--json`.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -14,16 +13,16 @@ from typing import Any, TypeVar
 import click
 
 from coding_os import __version__, api
-from coding_os.errors import Ambiguous, CosError, InvalidInput, NotTrusted
+from coding_os.errors import Ambiguous, CosError, InvalidInput
+from coding_os.interfaces.entry import dump_json, error_exit
 
 __all__ = ["cli", "run"]
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXIT_INTERNAL = 70
 
 
 def _emit_json(data: object) -> None:
-    click.echo(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    click.echo(dump_json(data))
 
 
 def json_option(func: F) -> F:
@@ -341,13 +340,23 @@ def sessions(ctx: click.Context, scope: str, agent: str | None, search: str | No
 @click.argument("session")
 @json_option
 def sessions_show(session: str, as_json: bool) -> None:
-    """Show one session (by cos id or native id)."""
+    """Show one session (by cos id or native id).
+
+    A miss in the index imports what changed and reads the transcripts, as `cos resume` does;
+    what that repaired is said in one line (--json: `path` and `repaired`).
+    """
     row = api.show_session(session)
     if as_json:
         _emit_json(row)
         return
+    repaired = row.pop("repaired")
+    path = row.pop("path")
     for key, value in row.items():
-        click.echo(f"{key:<12}{'-' if value is None else value}")
+        shown = "-" if value is None else " ".join(str(value).split())  # prompts on one line
+        click.echo(f"{key:<13}{shown}")
+    if isinstance(repaired, list) and repaired:
+        click.echo(f"index repaired (found by {str(path).replace('_', ' ')}): "
+                   + "; ".join(str(note) for note in repaired))
 
 
 @sessions.command("rename")
@@ -515,12 +524,8 @@ def run(argv: list[str]) -> int:
     """Run the CLI on `argv`; return the exit code (errors are one line on stderr)."""
     try:
         cli.main(args=argv, prog_name="cos", standalone_mode=False)
-    except NotTrusted as exc:
-        click.echo(exc.reason, err=True)
-        return exc.exit_code
     except CosError as exc:
-        click.echo(f"cos: {' '.join(str(exc).split())}", err=True)
-        return exc.exit_code
+        return error_exit(exc)
     except click.exceptions.Exit as exc:
         return int(exc.exit_code)
     except click.UsageError as exc:
@@ -537,6 +542,5 @@ def run(argv: list[str]) -> int:
     except BrokenPipeError:
         return 0
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback, for a bug in cos
-        click.echo(f"cos: internal error: {type(exc).__name__}: {exc}", err=True)
-        return EXIT_INTERNAL
+        return error_exit(exc)
     return 0

@@ -1,11 +1,66 @@
-"""The `cos` console script: `cos hook …` goes straight to the fast hook entry; everything
-else loads the click CLI. Keeps click and the rest of the CLI off the hook's hot path."""
+"""The `cos` console script. Two forms skip the click CLI, whose import alone costs more than
+the work they do: `cos hook …` (run on every tool call of every agent) goes to the fast hook
+entry, and the scripted resume `cos resume (ID | -c | --continue) --json` (what tools and editors
+run to restore a session) calls `coding_os.api` directly. Everything else, including any other
+option or `--help`, loads the click CLI, which owns the documented interface."""
 
 from __future__ import annotations
 
 import sys
 
-__all__ = ["main"]
+__all__ = ["main", "EXIT_INTERNAL", "error_exit", "dump_json"]
+
+EXIT_INTERNAL = 70
+_JSON_RESUME_FLAGS = {"-c", "--continue", "--json"}
+
+
+def error_exit(exc: BaseException) -> int:
+    """Print `exc` as the one line cos prints for it on stderr; return its exit code."""
+    from coding_os.errors import CosError, NotTrusted
+
+    if isinstance(exc, NotTrusted):
+        print(exc.reason, file=sys.stderr)
+        return exc.exit_code
+    if isinstance(exc, CosError):
+        print(f"cos: {' '.join(str(exc).split())}", file=sys.stderr)
+        return exc.exit_code
+    print(f"cos: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return EXIT_INTERNAL
+
+
+def dump_json(data: object) -> str:
+    """`data` as cos prints JSON: indented, UTF-8 as is."""
+    import json
+
+    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+
+
+def _scripted_resume(args: list[str]) -> bool:
+    """Whether `cos resume ARGS` is the scripted form: --json, and exactly one of an id or name
+    (not an option, and not on a terminal) or -c/--continue; nothing else."""
+    flags = [a for a in args if a.startswith("-")]
+    keys = [a for a in args if not a.startswith("-")]
+    if "--json" not in flags or not set(flags) <= _JSON_RESUME_FLAGS:
+        return False
+    latest = "-c" in flags or "--continue" in flags
+    if keys and sys.stdin.isatty() and sys.stdout.isatty():
+        return False  # a name several sessions have opens the picker on a terminal
+    return len(keys) + latest == 1 and len(args) == len(set(args))
+
+
+def _resume_json(args: list[str]) -> int:
+    from coding_os import api
+
+    keys = [a for a in args if not a.startswith("-")]
+    try:
+        report = api.resume_session(keys[0] if keys else None, latest=not keys)
+        sys.stdout.write(dump_json(report.to_dict()) + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        return error_exit(exc)
+    return 0
 
 
 def main() -> int:
@@ -15,6 +70,8 @@ def main() -> int:
         from coding_os.interfaces.hook import main as hook_main
 
         return hook_main(argv[1:])
+    if argv[:1] == ["resume"] and _scripted_resume(argv[1:]):
+        return _resume_json(argv[1:])
     from coding_os.interfaces.cli import run
 
     return run(argv)

@@ -25,9 +25,10 @@ from prompt_toolkit.styles import Style
 from coding_os import api
 from coding_os.errors import CosError
 
-__all__ = ["PAGE", "Listing", "pick_session", "session_row"]
+__all__ = ["PAGE", "PREVIEW_LINES", "Listing", "pick_session", "session_row"]
 
 PAGE = 50  # rows asked of the index at a time
+PREVIEW_LINES = 13  # one per field of the preview, the first and last prompt included
 _SCOPE_NAMES = {"worktree": "this worktree", "repo": "this repository's worktrees",
                 "all": "all projects"}
 _STYLE = Style.from_dict({"header": "reverse", "selected": "reverse bold", "dim": "#888888",
@@ -54,8 +55,11 @@ def _preview(row: dict[str, object] | None) -> list[str]:
               ("branch", row.get("branch")), ("created", row.get("created")),
               ("last active", row.get("last_active")),
               ("size", f"{row.get('messages')} messages, {row.get('tokens')} tokens"),
-              ("forked from", row.get("forked_from"))]
-    return [f"{key:<12}{' '.join(str(value).split())}" for key, value in fields
+              ("forked from", row.get("forked_from")),
+              ("first prompt", row.get("first_prompt")), ("last prompt", row.get("last_prompt"))]
+    # One line per field: a long prompt is cut by the pane's width, not wrapped.
+    return [f"{key:<{max(12, len(key) + 1)}}{' '.join(str(value).split())}"
+            for key, value in fields
             if value not in (None, "")]
 
 
@@ -139,7 +143,7 @@ def pick_session(search: str = "", scope: str = "worktree", load: Loader | None 
 
     def rows_text() -> StyleAndTextTuples:
         width = app.output.get_size().columns
-        height = max(app.output.get_size().rows - 16, 1)
+        height = max(app.output.get_size().rows - 4 - PREVIEW_LINES, 1)
         if listing.error:
             return [("class:error", f"cos: {listing.error}")]
         if not listing.rows:
@@ -223,7 +227,7 @@ def pick_session(search: str = "", scope: str = "worktree", load: Loader | None 
         Window(height=1, char="─"),
         Window(FormattedTextControl(rows_text), wrap_lines=False),
         Window(height=1, char="─"),
-        Window(FormattedTextControl(preview_text), height=12, wrap_lines=False),
+        Window(FormattedTextControl(preview_text), height=PREVIEW_LINES, wrap_lines=False),
     ]), focused_element=query)
     app: Application[str | None] = Application(layout=layout, key_bindings=keys, style=_STYLE,
                                                full_screen=True, mouse_support=False)

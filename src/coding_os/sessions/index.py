@@ -22,11 +22,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from coding_os.sessions.native import ImportState, NativeSession, ScanReport
+from coding_os.sessions.native import ImportState, NativeSession, ScanReport, clip
 from coding_os.state import durable
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
-from coding_os.storage.base import IndexRow, Storage
+from coding_os.storage.base import IndexRow, Storage, storable_text
 
 __all__ = [
     "STATE_FILE",
@@ -102,8 +102,13 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     from coding_os.adapters.claude.transcripts import scan_claude
     from coding_os.adapters.codex.rollouts import scan_codex
 
+    from coding_os.sessions import freshness
+
     say = progress or (lambda message: None)
     report = RefreshReport(full=full)
+    # Taken before anything is read: a log that changes during this import makes it stale.
+    mark = (freshness.fingerprint(tiers, claude_dir, codex_dir)
+            if claude_dir is not None and codex_dir is not None else None)
     state_path = os.path.join(tiers.state_dir, STATE_FILE)
     document = {} if full else _load(state_path)
     state = ImportState.from_dict(document)
@@ -185,13 +190,14 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
         if is_session_id(session) and storage.remove_index_row(session):
             report.sessions_removed += 1
 
-    if document and not changed and cos_records == previous_cos:
-        return report  # nothing new to remember: the saved state stays as it is
-    document = state.to_dict()
-    document["cos_transcripts"] = cos_records
-    durable.ensure_dir(tiers.state_dir)
-    durable.atomic_write(state_path, json.dumps(document, ensure_ascii=False,
-                                                separators=(",", ":")).encode("utf-8"))
+    if not (document and not changed and cos_records == previous_cos):
+        document = state.to_dict()
+        document["cos_transcripts"] = cos_records
+        durable.ensure_dir(tiers.state_dir)
+        durable.atomic_write(state_path, json.dumps(document, ensure_ascii=False,
+                                                    separators=(",", ":")).encode("utf-8"))
+    if mark is not None:
+        freshness.save(tiers, mark)
     return report
 
 
@@ -202,7 +208,10 @@ def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     Raises:
         StorageError, StateIOError: as `refresh`.
     """
+    from coding_os.sessions import freshness
+
     (progress or (lambda message: None))("clearing the index")
+    freshness.forget(tiers)  # a rebuild killed half way must not look up to date
     storage.clear_index()
     return refresh(storage, tiers, claude_dir, codex_dir, full=True, progress=progress)
 
@@ -241,6 +250,8 @@ def native_row(native: NativeSession, cos_id: str | None = None, status: str | N
         parent=None,
         status=status,
         source_path=native.path,
+        first_prompt=_prompt(native.first_prompt),
+        last_prompt=_prompt(native.last_prompt),
     )
 
 
@@ -280,6 +291,8 @@ def cos_row(path: str) -> tuple[IndexRow | None, list[str]]:
         elif kind == "event" and entry["name"] == "close":
             status = "closed"
     visible = read.visible()
+    # The last prompt of the conversation as it stands: a rewound one is not its last.
+    last_prompt = next((e["text"] for e in reversed(visible) if e["type"] == "user"), None)
     worktree = meta.get("worktree") or meta.get("project")
     return IndexRow(
         id=meta["session"],
@@ -299,6 +312,8 @@ def cos_row(path: str) -> tuple[IndexRow | None, list[str]]:
         parent=None,
         status=status,
         source_path=path,
+        first_prompt=_prompt(first_prompt),
+        last_prompt=_prompt(last_prompt),
     ), problems
 
 
@@ -328,6 +343,11 @@ def _preview(text: str | None) -> str | None:
         return None
     line = text.strip().splitlines()[0] if text.strip() else ""
     return line[:TITLE_PREVIEW_CHARS] or None
+
+
+def _prompt(text: str | None) -> str | None:
+    """A prompt as the index keeps it: cut to its preview length, storable as UTF-8."""
+    return None if text is None else storable_text(clip(text))
 
 
 def _checkout(cwd: str | None, cache: Mapping[str, tuple[str | None, str | None]] | None

@@ -19,16 +19,17 @@ import json
 import os
 import re
 import shlex
-import shutil
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, NoReturn
 
 from coding_os.errors import Ambiguous, CosError, CrossProject, InvalidId, NotFound
-from coding_os.state.identity import is_session_id
+from coding_os.state.identity import is_path_like, is_session_id
 from coding_os.storage.base import IndexRow, Storage
 
+TYPE_CHECKING = False  # typing is not imported at run time: see benchmarks/resume_continue.py
 if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
     from coding_os.sessions.index import RefreshReport
     from coding_os.state.tiers import Tiers
 
@@ -42,6 +43,7 @@ __all__ = [
     "validate_key",
     "pr_number",
     "find_for_resume",
+    "find_by_id",
     "place",
     "restored",
     "resume_handover",
@@ -140,11 +142,13 @@ def validate_key(key: str) -> str:
     """A session id, native id or name as typed: refused before any lookup when it could name a
     path or hide a character.
 
+    A `/` inside a key is allowed (a name such as `CI/CD`; no id has one).
+
     Raises:
-        InvalidId: empty, longer than 200 characters, `.` or `..`, a `/` or `\\`, a control
-            character (NUL included).
+        InvalidId: empty, longer than 200 characters, `.`, path-like (`is_path_like`: a `\\`,
+            a leading `/`, a `..` segment), a control character (NUL included).
     """
-    if (not key or len(key) > 200 or key.strip() in (".", "..") or "/" in key or "\\" in key
+    if (not key or len(key) > 200 or key.strip() == "." or is_path_like(key)
             or any(ord(c) < 32 or ord(c) == 127 for c in key)):
         raise InvalidId(f"not a session id or name: {key!r}")
     return key
@@ -227,7 +231,9 @@ def _row_by_transcript(storage: Storage, tiers: Tiers, key: str) -> IndexRow | N
     return None
 
 
-def _import_note(report: RefreshReport) -> str | None:
+def _import_note(report: RefreshReport | None) -> str | None:
+    if report is None:  # the logs were as the last import left them
+        return None
     changed = report.sessions_added + report.sessions_updated + report.sessions_removed
     if not changed:
         return None
@@ -238,7 +244,7 @@ def _import_note(report: RefreshReport) -> str | None:
 class _Refresher:
     """Imports what changed at most once per lookup, remembering what it repaired."""
 
-    def __init__(self, refresh: Callable[[], RefreshReport]) -> None:
+    def __init__(self, refresh: Callable[[], RefreshReport | None]) -> None:
         self._refresh = refresh
         self.done = False
         self.notes: list[str] = []
@@ -253,11 +259,15 @@ class _Refresher:
 
 
 def _find_by_id(storage: Storage, tiers: Tiers, key: str, refresher: _Refresher) -> Found | None:
-    """The session whose cos id or native id is `key`: the index, else an import of what changed,
-    else the cos transcript read directly (which repairs the index). None when none has it."""
+    """The session whose cos id or native id is `key`: the index (after an import of what
+    changed, so its counts are current), else the session that import added, else the cos
+    transcript read directly (which repairs the index). None when none has it."""
     row = storage.index_row(key)
     if row is not None:
-        return Found(row, "index")
+        refresher()  # its counts brought up to date: a stat of each log when nothing changed
+        if refresher.notes:
+            row = storage.index_row(key) or row
+        return Found(row, "index", list(refresher.notes))
     refresher()
     row = storage.index_row(key)
     if row is not None:
@@ -268,6 +278,15 @@ def _find_by_id(storage: Storage, tiers: Tiers, key: str, refresher: _Refresher)
         return Found(row, "direct_scan",
                      [*refresher.notes, f"index: the row of {row.id} repaired from its transcript"])
     return None
+
+
+def find_by_id(storage: Storage, tiers: Tiers, key: str,
+               refresh: Callable[[], RefreshReport | None]) -> Found | None:
+    """The session whose cos id or native id is `key`, found as `cos resume ID` finds it: the
+    index, else an import of what changed (`refresh`, run at most once), else the cos transcript
+    read directly. `Found.path` says which, `Found.rebuilt` what the index gained; None when no
+    session has `key`."""
+    return _find_by_id(storage, tiers, key, _Refresher(refresh))
 
 
 def _by_name(storage: Storage, name: str, scope: ResumeScope) -> IndexRow | None:
@@ -339,7 +358,7 @@ def _link_number(link: str) -> str | None:
 
 
 def find_for_resume(storage: Storage, tiers: Tiers, scope: ResumeScope,
-                    refresh: Callable[[], RefreshReport], *, key: str | None = None,
+                    refresh: Callable[[], RefreshReport | None], *, key: str | None = None,
                     latest: bool = False, pr: str | None = None,
                     claude_dir: str | None = None) -> Found:
     """The session to resume: by exact id or name (`key`), the latest of this checkout
@@ -529,6 +548,8 @@ def hand_over(handover: Handover, announce: Callable[[], None] | None = None) ->
         NotFound: the agent is not on PATH, or the directory cannot be entered.
         CosError: the exec itself failed.
     """
+    import shutil
+
     program = handover.argv[0]
     if shutil.which(program) is None:
         raise NotFound(f"{program} is not on PATH; to continue, run: {handover.command()}")

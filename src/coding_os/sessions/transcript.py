@@ -33,6 +33,7 @@ from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.state import durable
 from coding_os.state.hookslog import utc_now
 from coding_os.state.identity import (
+    is_path_like,
     is_session_id,
     mint_session_id,
     validate_agent,
@@ -172,8 +173,9 @@ def transcript_path(tiers: Tiers, session: str) -> str:
 def validate_title(title: object) -> str:
     """Return `title` if it can be a session's title or name.
 
-    One line of 1 to TITLE_MAX characters, no control characters, no path separators (a name
-    is never a path), not blank and not itself a session id (`cos resume X` tries ids first).
+    One line of 1 to TITLE_MAX characters, no control characters, not blank, not itself a
+    session id (`cos resume X` tries ids first), and never path-like (`is_path_like`: no `\\`,
+    no leading `/`, no `..` segment); a `/` inside it (`CI/CD`) is fine.
 
     Raises:
         InvalidInput: it cannot.
@@ -187,8 +189,9 @@ def validate_title(title: object) -> str:
         raise InvalidInput(f"title {shown}… is longer than {TITLE_MAX} characters")
     if any(c < " " or "\x7f" <= c <= "\x9f" or c in "\u2028\u2029" for c in title):
         raise InvalidInput(f"title {shown} contains a control character (one line, printable)")
-    if "/" in title or "\\" in title:
-        raise InvalidInput(f"title {shown} contains a path separator")
+    if is_path_like(title):
+        raise InvalidInput(f"title {shown} could be read as a path (a `\\`, a leading `/` or "
+                           "a `..` segment)")
     if is_session_id(title):
         raise InvalidInput(f"title {shown} would be read as a session id")
     return title

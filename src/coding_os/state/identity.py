@@ -24,6 +24,7 @@ __all__ = [
     "mint_session_id",
     "is_session_id",
     "validate_session_id",
+    "is_path_like",
     "PANEL_SOURCES",
     "FALLBACK_AGENT",
 ]
@@ -155,3 +156,11 @@ def validate_session_id(value: str) -> str:
     if not is_session_id(value):
         raise InvalidId(f"invalid session id {value[:80]!r}: expected ses-<agent>-YYYYMMDD-HHMMSS-xxxx")
     return value
+
+
+def is_path_like(text: str) -> bool:
+    """True when a name or key could be read as a path that leaves where it is used: a `\\`
+    anywhere, a leading `/`, or a `..` segment (`..`, `../x`, `a/../b`, `a/..`). A `/` inside a
+    name (`CI/CD`) is not path-like."""
+    return ("\\" in text or text.lstrip().startswith("/")
+            or any(part.strip() == ".." for part in text.split("/")))

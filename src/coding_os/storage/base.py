@@ -164,11 +164,15 @@ class IndexRow:
     parent: str | None = None
     status: str | None = None
     source_path: str | None = None
+    # Previews of the first and last user prompt (PROMPT_PREVIEW_CHARS); None in rows indexed
+    # before schema version 3 until the next import or rebuild reads the session again.
+    first_prompt: str | None = None
+    last_prompt: str | None = None
 
 
 INDEX_COLUMNS = ("id", "native_id", "agent", "kind", "title", "name", "project", "worktree",
                  "cwd", "branch", "created", "last_active", "messages", "tokens", "forked_from",
-                 "parent", "status", "source_path")
+                 "parent", "status", "source_path", "first_prompt", "last_prompt")
 
 
 def like_pattern(text: str) -> str:

@@ -94,4 +94,11 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0003_session_index_prompts",
+        """
+        ALTER TABLE session_index ADD COLUMN first_prompt TEXT;
+        ALTER TABLE session_index ADD COLUMN last_prompt TEXT;
+        """,
+    ),
 ]
