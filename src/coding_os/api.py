@@ -568,20 +568,10 @@ def rebuild_index(progress: Progress | None = None, env: Mapping[str, str] | Non
 
 def _checkout_dir(caller: Caller, env: Mapping[str, str]) -> str:
     """The checkout (or linked worktree) the caller works in: the default scope of a listing."""
-    from coding_os.state.root import checkout_root
+    from coding_os.state.root import checkout_dir
 
-    resolution = caller.resolution
-    if resolution.worktree:
-        return resolution.worktree
-    top = checkout_root(caller.cwd)
-    home = os.path.realpath(env.get("HOME") or os.path.expanduser("~"))
-    if top in (home, "/"):  # a dotfiles repository in HOME is not this project's checkout
-        top = None
-    if resolution.rule == "default":  # no project here: the checkout, else the directory
-        return top or os.path.realpath(caller.cwd)
-    if top is not None and top.startswith(resolution.project_root.rstrip(os.sep) + os.sep):
-        return top  # a checkout nested in the project
-    return resolution.project_root
+    return checkout_dir(caller.resolution, caller.cwd,
+                        env.get("HOME") or os.path.expanduser("~"))
 
 
 def _scope_dirs(caller: Caller, scope: str, env: Mapping[str, str]) -> list[str] | None:
@@ -998,3 +988,272 @@ def resumable_sessions(scope: str = "worktree", search: str | None = None,
             fetch *= 4
 
     return _with_index(caller, env, work)
+
+
+# Checkpoints and rewind (DESIGN.md §5): coding_os.checkpoints, imported when first used.
+
+if TYPE_CHECKING:
+    from coding_os.checkpoints import Settings as CheckpointSettings
+
+__all__ += [
+    "checkpoint_create",
+    "checkpoint_list",
+    "checkpoint_verify",
+    "checkpoint_usage",
+    "checkpoint_collect",
+    "rewind",
+    "rewind_undo",
+    "rewind_summarize",
+]
+
+REWIND_PARTS = ("code", "conversation", "both")
+
+
+def _checkpoint_context(env: Mapping[str, str] | None, cwd: str | None
+                        ) -> tuple[Caller, str, CheckpointSettings]:
+    """The caller, the tree its checkpoints cover (the top of its git working tree, else its
+    checkout) and the `checkpoints:` settings; an interrupted restore is completed first."""
+    from coding_os.checkpoints import Settings, recover_pending
+    from coding_os.checkpoints.gitcmd import repo_top
+
+    environ = os.environ if env is None else env
+    caller = Caller(env, cwd)
+    checkout = _checkout_dir(caller, environ)
+    root = os.path.realpath(repo_top(checkout) or checkout)
+    settings = Settings(load_config(caller.resolution.project_root))
+    recover_pending(caller.tiers)
+    return caller, root, settings
+
+
+def _caller_session(caller: Caller, session: str | None) -> str | None:
+    """`session` validated, or the caller's own (its panel's), or None."""
+    from coding_os.errors import InvalidId
+    from coding_os.state.caller import read_panel_session
+    from coding_os.state.identity import is_session_id
+
+    if session is not None:
+        if not is_session_id(session):
+            raise InvalidId(f"not a cos session id: {session[:80]!r} (ses-<agent>-…)")
+        return session
+    current = read_panel_session(caller.panel_dir)
+    return current[0] if current else None
+
+
+def checkpoint_create(session: str | None = None, mode: str | None = None,
+                      paths: list[str] | None = None, env: Mapping[str, str] | None = None,
+                      cwd: str | None = None) -> dict[str, Any]:
+    """Take a checkpoint of the caller's tree now (see coding_os.checkpoints.create).
+
+    Raises:
+        InvalidId: a malformed session id.
+        InvalidInput: a bad mode, a path outside the tree, tracked without paths.
+        GitError, StateIOError: the snapshot cannot be taken or stored.
+    """
+    from coding_os.checkpoints import create
+
+    caller, root, settings = _checkpoint_context(env, cwd)
+    sid = _caller_session(caller, session)
+    return create(caller.tiers, root, session=sid, agent=caller.agent if sid else None,
+                  mode=mode or settings.mode, paths=paths, trigger="manual",
+                  seq=_transcript_seq(caller, sid), settings=settings)
+
+
+def _transcript_seq(caller: Caller, session: str | None) -> int | None:
+    """The last seq of a cos-native session's transcript, or None (none, or not cos-native)."""
+    if session is None:
+        return None
+    from coding_os.sessions import transcript
+
+    path = transcript.transcript_path(caller.tiers, session)
+    return transcript.last_seq(path) if os.path.exists(path) else None
+
+
+def checkpoint_list(session: str | None = None, env: Mapping[str, str] | None = None,
+                    cwd: str | None = None) -> list[dict[str, Any]]:
+    """Checkpoints of this state dir, newest first (of one session, when given; a session
+    started by /clear gets the cleared session's latest checkpoint first)."""
+    from coding_os.checkpoints import listing
+
+    caller, _, _ = _checkpoint_context(env, cwd)
+    sid = _caller_session(caller, session) if session is not None else None
+    return listing(caller.tiers, sid)
+
+
+def checkpoint_verify(env: Mapping[str, str] | None = None,
+                      cwd: str | None = None) -> dict[str, Any]:
+    """Re-hash every checkpoint object and check every reference; touches nothing."""
+    from coding_os.checkpoints import verify
+
+    caller = Caller(env, cwd)
+    return verify(caller.tiers)
+
+
+def checkpoint_usage(env: Mapping[str, str] | None = None,
+                     cwd: str | None = None) -> dict[str, Any]:
+    """Disk used by checkpoints, and the cap."""
+    from coding_os.checkpoints import Settings, usage
+
+    caller = Caller(env, cwd)
+    return usage(caller.tiers, Settings(load_config(caller.resolution.project_root)))
+
+
+def checkpoint_collect(dry_run: bool = False, env: Mapping[str, str] | None = None,
+                       cwd: str | None = None) -> dict[str, Any]:
+    """`cos gc` for checkpoints: those older than cleanup_period_days, then unreferenced
+    objects."""
+    from coding_os.checkpoints import collect
+    from coding_os.sessions.retention import cleanup_period_days
+
+    environ = os.environ if env is None else env
+    caller = Caller(env, cwd)
+    period = cleanup_period_days(load_config(caller.resolution.project_root), environ)
+    return collect(caller.tiers, dry_run=dry_run, older_than_s=period * 86400)
+
+
+def rewind(checkpoint: str, part: str = "code", dry_run: bool = False,
+           env: Mapping[str, str] | None = None, cwd: str | None = None) -> dict[str, Any]:
+    """Rewind the code, the conversation or both to `checkpoint` (`dry_run`: the preview only).
+
+    The code is restored atomically, after a checkpoint of the tree as it is (so `rewind_undo`
+    brings it back). The conversation of a cos-native session gets a `rewind` entry (nothing is
+    deleted); for a Claude Code or Codex session the report names the agent's own command.
+
+    Raises:
+        InvalidInput, NotFound: a bad part or checkpoint id, an unknown checkpoint, another
+            tree's checkpoint.
+        RestoreError: the restore is not safe (nothing changed).
+        DamagedObject, GitError, StateIOError: nothing changed.
+    """
+    from coding_os.checkpoints import points, preview, rewind_code
+    from coding_os.checkpoints import checkpoints_dir
+
+    if part not in REWIND_PARTS:
+        raise InvalidInput(f"rewind --code, --conversation or --both, not {part!r}")
+    if not points.valid_id(checkpoint):
+        raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
+    caller, root, settings = _checkpoint_context(env, cwd)
+    record = points.load(checkpoints_dir(caller.tiers), checkpoint)
+    report: dict[str, object] = {"checkpoint": checkpoint, "part": part, "dry_run": dry_run}
+    if part in ("code", "both"):
+        if dry_run:
+            report["code"] = preview(caller.tiers, root, checkpoint, settings)
+        else:
+            sid = _caller_session(caller, None)
+            report["code"] = rewind_code(caller.tiers, root, checkpoint, session=sid,
+                                         agent=caller.agent, settings=settings)
+    if part in ("conversation", "both"):
+        report["conversation"] = _rewind_conversation(caller, record, dry_run)
+    return report
+
+
+def _rewind_conversation(caller: Caller, record: Mapping[str, object],
+                         dry_run: bool) -> dict[str, Any]:
+    from coding_os.sessions import transcript
+
+    session = record.get("session")
+    if not isinstance(session, str):
+        raise InvalidInput(f"checkpoint {record['id']} belongs to no session: only its code "
+                           "can be rewound")
+    path = transcript.transcript_path(caller.tiers, session)
+    if os.path.exists(path):
+        seq = record.get("seq")
+        if not isinstance(seq, int):
+            raise InvalidInput(f"checkpoint {record['id']} has no transcript position")
+        if not dry_run:
+            transcript.append(caller.tiers, session, "rewind", {"to_seq": seq})
+        return {"session": session, "kind": "cos", "to_seq": seq, "applied": not dry_run,
+                "note": f"entries after seq {seq} are hidden, not deleted"}
+    agent = session.split("-")[1] if session.count("-") >= 2 else "?"
+    turn = record.get("turn")
+    if agent == "claude":
+        command = "/rewind"
+        note = (f"in Claude Code, run /rewind and pick the prompt of turn {turn} "
+                f"({record.get('prompt') or 'no prompt recorded'}); choose the conversation only, "
+                "cos restored the code")
+    elif agent == "codex":
+        command = "thread/rollback"
+        note = (f"in Codex, roll the thread back to turn {turn} (app-server thread/rollback, "
+                "or Esc Esc in the TUI to edit an earlier prompt); cos restored the code")
+    else:
+        command, note = None, f"cos keeps no transcript of {session}: only its code is rewound"
+    return {"session": session, "kind": agent, "applied": False, "command": command,
+            "note": note}
+
+
+def rewind_undo(env: Mapping[str, str] | None = None,
+                cwd: str | None = None) -> dict[str, Any]:
+    """Undo the last rewind of the caller's tree (itself undoable).
+
+    Raises:
+        NotFound: no rewind to undo; as `rewind`.
+    """
+    from coding_os.checkpoints import undo
+
+    caller, root, settings = _checkpoint_context(env, cwd)
+    sid = _caller_session(caller, None)
+    return {"undo": undo(caller.tiers, root, session=sid, agent=caller.agent,
+                         settings=settings)}
+
+
+def rewind_summarize(checkpoint: str, direction: str, instructions: str | None = None,
+                     dry_run: bool = False, env: Mapping[str, str] | None = None,
+                     cwd: str | None = None) -> dict[str, Any]:
+    """Summarise the conversation from `checkpoint` on (`direction` "from") or up to it ("up-to")
+    with the configured summariser. A cos-native session gets a `summary` entry for the range
+    (unless `dry_run`); originals stay. For Claude Code and Codex sessions the summary is
+    reported.
+
+    Raises:
+        InvalidInput, NotFound: a bad direction or checkpoint; a checkpoint of no session.
+        SummaryError: the configured summariser failed.
+    """
+    from coding_os.checkpoints import checkpoints_dir, points
+    from coding_os.checkpoints.summarize import summarize
+    from coding_os.sessions import transcript
+    from coding_os.sessions.export import read_turns
+
+    if direction not in ("from", "up-to"):
+        raise InvalidInput(f"summarize from or up-to, not {direction!r}")
+    if not points.valid_id(checkpoint):
+        raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
+    caller = Caller(env, cwd)
+    record = points.load(checkpoints_dir(caller.tiers), checkpoint)
+    session = record.get("session")
+    if not isinstance(session, str):
+        raise InvalidInput(f"checkpoint {checkpoint} belongs to no session: nothing to summarise")
+    config = load_config(caller.resolution.project_root)
+    section = config.get("summarizer") or {}
+    command = section.get("command") if isinstance(section, dict) else None
+    if command is not None and not isinstance(command, str):
+        raise InvalidInput("summarizer.command in .coding-os.yaml must be a string")
+    path = transcript.transcript_path(caller.tiers, session)
+    if os.path.exists(path):
+        kind, source = "cos", path
+    else:
+        row = show_session(session, env, cwd)
+        kind, source = str(row.get("kind")), str(row.get("source_path") or "")
+        if not source:
+            raise NotFound(f"session {session} has no log to summarise")
+    _, turns = read_turns(source, kind)
+    stamp = str(record.get("ts") or "")
+    part = [t for t in turns if (str(t.ts or "") >= stamp) == (direction == "from")]
+    if not part:
+        raise NotFound(f"nothing to summarise {direction.replace('-', ' ')} {checkpoint}")
+    text, summarizer = summarize(part, instructions, command)
+    report: dict[str, object] = {"checkpoint": checkpoint, "session": session, "kind": kind,
+                                 "direction": direction, "steps": len(part),
+                                 "summarizer": summarizer, "summary": text, "appended": None}
+    if kind == "cos":
+        seq = record.get("seq")
+        last = transcript.last_seq(path) or 0
+        if not isinstance(seq, int):
+            raise InvalidInput(f"checkpoint {checkpoint} has no transcript position")
+        low, high = (seq + 1, last) if direction == "from" else (1, seq)
+        if low <= high and not dry_run:
+            appended = transcript.append(caller.tiers, session, "summary",
+                                         {"text": text, "from_seq": low, "to_seq": high})
+            report["appended"] = {"seq": appended.seq, "from_seq": low, "to_seq": high}
+    else:
+        report["note"] = ("the summary is not written into the agent's own log; paste it, or "
+                          "use the agent's own compaction")
+    return report

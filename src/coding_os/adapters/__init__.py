@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "AdapterSpec", "ADAPTERS", "ADAPTER_NAMES", "PANEL_ENV_VARS", "FILE_TOOLS", "PATCH_TOOLS",
+    "SHELL_TOOLS", "WRITE_TOOLS",
     "PATCH_FILE_PREFIXES", "adapter",
 ]
 
@@ -50,6 +51,11 @@ FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path
 # Tools whose input is a patch (Codex's apply_patch, as its hooks report it: {"command": patch}).
 PATCH_TOOLS = ("apply_patch",)
 PATCH_FILE_PREFIXES = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
+# Tools that run a shell command (Claude Code's Bash; Codex reports its exec_command as Bash to
+# hooks, older versions as shell, local_shell or unified_exec).
+SHELL_TOOLS = ("Bash", "shell", "exec_command", "local_shell", "unified_exec")
+# Tools that may write to the working tree: a checkpoint is taken before each call.
+WRITE_TOOLS = (*FILE_TOOLS, *PATCH_TOOLS, *SHELL_TOOLS)
 ADAPTER_NAMES = tuple(spec.name for spec in ADAPTERS)
 PANEL_ENV_VARS = tuple(var for spec in ADAPTERS for var in spec.session_env)
 

@@ -189,12 +189,16 @@ def uninstall(agent: str | None, as_json: bool) -> None:
 @json_option
 def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
     """Reap panels whose heartbeat is older than COS_PANEL_GC_TTL (default 24h) and, without
-    --panels, move cos transcripts older than cleanup_period_days to the trash (kept 7 days)."""
+    --panels, move cos transcripts older than cleanup_period_days to the trash (kept 7 days),
+    remove checkpoints older than cleanup_period_days, and delete checkpoint objects no
+    checkpoint reaches (older than an hour)."""
     report = api.gc_panels(dry_run=dry_run)
     retention = None if panels else api.collect_transcripts(dry_run=dry_run)
+    objects = None if panels else api.checkpoint_collect(dry_run=dry_run)
     if as_json:
         _emit_json(report.as_dict() if retention is None
-                   else {"panels": report.as_dict(), "transcripts": retention.as_dict()})
+                   else {"panels": report.as_dict(), "transcripts": retention.as_dict(),
+                         "checkpoints": objects})
         return
     verb = "would reap" if dry_run else "reaped"
     for entry in report.reaped:
@@ -211,6 +215,12 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
         click.echo(f"{len(retention.trashed)} transcripts {moved} to the trash "
                    f"(older than {retention.period_days:g} days), {retention.kept} kept")
         errors += retention.errors
+    if objects is not None:
+        gone = "would remove" if dry_run else "removed"
+        click.echo(f"{len(objects['checkpoints_removed'])} checkpoints {gone} (older than the "
+                   f"period), {objects['objects_removed']} unreferenced objects {gone} "
+                   f"({objects['bytes_freed']} bytes)")
+        errors += list(objects["problems"])
     for error in errors:
         click.echo(f"error: {error}", err=True)
 
@@ -518,6 +528,177 @@ def _hand_over(handover: Any, relocation: str | None, doing: str) -> None:
         click.echo(f"cos: {doing}: {command}", err=True)
 
     api.hand_over(handover, announce)
+
+
+# -- checkpoints and rewind (DESIGN.md §5) --------------------------------------------------------
+
+
+def _checkpoint_line(row: dict[str, Any]) -> str:
+    changed = row.get("changed_count")
+    prompt = row.get("prompt") or ""
+    turn = row.get("turn")
+    return (f"{row['id']}  {row.get('ts')}  {row.get('mode'):<8}  {row.get('trigger') or '-':<14} "
+            f"turn {turn if turn is not None else '-':<3} "
+            f"{'-' if changed is None else changed:>4} changed  "
+            f"{row.get('session') or '-'}  {prompt[:60]}")
+
+
+@cli.group("checkpoint")
+def checkpoint_group() -> None:
+    """Take a checkpoint of the working tree (the hooks take them automatically)."""
+
+
+@checkpoint_group.command("create")
+@click.option("--session", metavar="S", help="The session it belongs to (default: this panel's).")
+@click.option("--mode", type=click.Choice(["worktree", "tracked"]),
+              help="worktree: every file git would add (default, or checkpoints.mode); "
+                   "tracked: only the paths given.")
+@click.option("--paths", "paths_flag", is_flag=True,
+              help="The paths that follow are the ones a tracked checkpoint covers.")
+@click.argument("paths", nargs=-1, metavar="[P …]")
+@json_option
+def checkpoint_create(session: str | None, mode: str | None, paths_flag: bool,
+                      paths: tuple[str, ...], as_json: bool) -> None:
+    """Snapshot the working tree now: tracked and untracked-not-ignored files (worktree), or
+    only the paths after --paths (tracked). Unchanged content costs no new objects."""
+    if paths and not paths_flag:
+        raise click.UsageError("give the paths after --paths")
+    record = api.checkpoint_create(session=session, mode=mode, paths=list(paths) or None)
+    if as_json:
+        _emit_json(record)
+        return
+    click.echo(f"checkpoint {record['id']} ({record['mode']}): {record['objects_written']} new "
+               f"objects, {record['bytes_written']} bytes")
+    for path, reason, size in record.get("skipped") or []:
+        click.echo(f"skipped {path}: {reason} ({size} bytes)", err=True)
+    if record.get("pruned"):
+        click.echo(f"cos: checkpoints over their cap: pruned the {len(record['pruned'])} "
+                   "oldest", err=True)
+
+
+@cli.group("checkpoints", invoke_without_command=True)
+@click.option("--session", metavar="S", help="Only this session's (a session started by /clear "
+                                             "lists the cleared session's latest first).")
+@json_option
+@click.pass_context
+def checkpoints(ctx: click.Context, session: str | None, as_json: bool) -> None:
+    """List checkpoints, newest first: id, time, mode, trigger, turn, files changed since the
+    previous one, session, prompt."""
+    if ctx.invoked_subcommand is not None:
+        return
+    rows = api.checkpoint_list(session)
+    if as_json:
+        _emit_json(rows)
+        return
+    for row in rows:
+        note = f"  (from the cleared session {row['from_cleared_session']})" \
+            if row.get("from_cleared_session") else ""
+        click.echo(_checkpoint_line(row) + note)
+    if not rows:
+        click.echo("no checkpoints", err=True)
+
+
+@checkpoints.command("verify")
+@json_option
+def checkpoints_verify(as_json: bool) -> None:
+    """Re-hash every object and check every checkpoint's references; changes nothing. Exits 6
+    when anything is damaged or missing."""
+    report = api.checkpoint_verify()
+    if as_json:
+        _emit_json(report)
+    else:
+        click.echo(f"{report['objects_checked']} objects, {report['checkpoints']} checkpoints "
+                   f"checked: {'ok' if report['ok'] else 'DAMAGED'}")
+        for item in [*report["damaged"], *report["missing"]]:
+            click.echo(f"damaged: {' '.join(str(v) for v in item.values())}")
+    if not report["ok"]:
+        raise click.exceptions.Exit(6)
+
+
+@checkpoints.command("du")
+@json_option
+def checkpoints_du(as_json: bool) -> None:
+    """Disk used by checkpoints, against the cap (checkpoints.max_total_bytes, default 2 GiB)."""
+    report = api.checkpoint_usage()
+    if as_json:
+        _emit_json(report)
+        return
+    click.echo(f"{report['checkpoints']} checkpoints, {report['objects']} objects: "
+               f"{report['total_bytes']} bytes ({report['percent_of_cap']}% of the "
+               f"{report['cap_bytes']}-byte cap)")
+
+
+@cli.command("rewind")
+@click.argument("checkpoint", required=False)
+@click.option("--code", "part", flag_value="code", help="Restore the files only.")
+@click.option("--conversation", "part", flag_value="conversation",
+              help="Rewind the conversation only.")
+@click.option("--both", "part", flag_value="both", help="Restore the files and the conversation.")
+@click.option("--undo", is_flag=True, help="Undo the last rewind of this tree.")
+@click.option("--summarize-from", "summarize", flag_value="from",
+              help="Summarise the conversation from CHECKPOINT on.")
+@click.option("--summarize-up-to", "summarize", flag_value="up-to",
+              help="Summarise the conversation up to CHECKPOINT.")
+@click.option("--instructions", metavar="TEXT", help="What the summary should focus on.")
+@click.option("--dry-run", is_flag=True, help="Preview; change nothing.")
+@json_option
+def rewind_command(checkpoint: str | None, part: str | None, undo: bool, summarize: str | None,
+                   instructions: str | None, dry_run: bool, as_json: bool) -> None:
+    """Rewind to CHECKPOINT: --code restores the files (deleted, moved and shell-edited ones
+    too), --conversation rewinds the conversation, --both does both; --dry-run previews the
+    files to restore, create and delete with a diffstat, marking files changed outside the
+    session. The tree as it was is checkpointed first: --undo brings it back.
+
+    --summarize-from / --summarize-up-to summarise around CHECKPOINT instead (the default
+    summariser needs no model; summarizer.command in .coding-os.yaml runs one); originals stay.
+    """
+    chosen = sum(bool(x) for x in (part, undo, summarize))
+    if chosen != 1:
+        raise click.UsageError("give one of --code, --conversation, --both, --undo, "
+                               "--summarize-from, --summarize-up-to")
+    if undo:
+        if checkpoint is not None:
+            raise click.UsageError("--undo takes no checkpoint")
+        report = api.rewind_undo()
+        _emit_json(report) if as_json else _print_code(report["undo"], "undone")
+        return
+    if checkpoint is None:
+        raise click.UsageError("which checkpoint? (see cos checkpoints)")
+    if summarize:
+        report = api.rewind_summarize(checkpoint, summarize, instructions, dry_run=dry_run)
+        if as_json:
+            _emit_json(report)
+            return
+        click.echo(report["summary"])
+        appended = report.get("appended")
+        click.echo(f"cos: summary entry at seq {appended['seq']}"
+                   if appended else f"cos: {report.get('note') or 'nothing written (dry run)'}",
+                   err=True)
+        return
+    assert part is not None
+    report = api.rewind(checkpoint, part, dry_run=dry_run)
+    if as_json:
+        _emit_json(report)
+        return
+    if "code" in report:
+        _print_code(report["code"], "would restore" if dry_run else "restored")
+    conversation = report.get("conversation")
+    if isinstance(conversation, dict):
+        click.echo(f"conversation: {conversation['note']}")
+
+
+def _print_code(code: dict[str, Any], verb: str) -> None:
+    row = code["checkpoint"]
+    click.echo(f"checkpoint {row['id']} ({code['mode']}, {row.get('ts')}, turn "
+               f"{row.get('turn') if row.get('turn') is not None else '-'})")
+    for item in code["files"]:
+        stat = "binary" if item["binary"] else f"+{item['added']} -{item['removed']}"
+        outside = "  [changed outside the session]" if item["changed_outside"] else ""
+        click.echo(f"  {item['action']:<8} {item['path']}  {stat}{outside}")
+    summary = code["summary"]
+    click.echo(f"{verb}: {summary['restore']} restored, {summary['create']} created, "
+               f"{summary['delete']} deleted" + (f"; undo with cos rewind --undo"
+                                                 if code.get("before") else ""))
 
 
 def run(argv: list[str]) -> int:

@@ -210,6 +210,8 @@ def _handle(ctx: _Context) -> HookResult:
         observation.update(session=session, agent=ctx.agent, panel=ctx.panel, ts=ctx.ts,
                            event=ctx.event)
         observations.spool(ctx.tiers.observations_spool, observation)
+    if ctx.event in _CHECKPOINT_EVENTS:
+        _checkpoint(ctx, session, log)
     output: dict[str, object] | None = None
     if start is not None:
         context = _after_session_start(ctx, start)
@@ -658,6 +660,59 @@ def _observe(ctx: _Context, log: dict[str, object]) -> dict[str, object] | None:
     if event not in KNOWN_EVENTS:
         log["unknown_event"] = "1"
     return None
+
+
+# Automatic checkpoints (DESIGN.md §5): before a prompt's edits, before a tool call that may
+# write, and at a turn's end (what changes after it, until the next checkpoint of the session,
+# changed outside the session).
+_CHECKPOINT_EVENTS = {"UserPromptSubmit": "prompt", "PreToolUse": "tool", "Stop": "turn-end"}
+
+
+def _checkpoint(ctx: _Context, session: str, log: dict[str, object]) -> None:
+    """Take the event's automatic checkpoint; a failure is logged, never fatal (fail open)."""
+    from coding_os.adapters import WRITE_TOOLS
+
+    payload = ctx.payload
+    tool = _string(payload.get("tool_name"))
+    if ctx.event == "PreToolUse" and tool not in WRITE_TOOLS:
+        return
+    from coding_os.config import load_config_cached
+    from coding_os.errors import CosError
+
+    try:
+        config = load_config_cached(ctx.root, ctx.tiers.state_dir)
+        section = config.get("checkpoints")
+        if isinstance(section, dict) and section.get("auto") is False:
+            return
+        from coding_os.checkpoints import Settings, create
+        from coding_os.checkpoints.gitcmd import repo_top
+        from coding_os.state.root import checkout_dir
+
+        settings = Settings(config)
+        cwd = ctx.caller.cwd
+        checkout = checkout_dir(ctx.caller.resolution, cwd,
+                                ctx.env.get("HOME") or os.path.expanduser("~"))
+        root = os.path.realpath(repo_top(checkout) or checkout)
+        paths = None
+        if settings.mode == "tracked":
+            if ctx.event != "PreToolUse" or tool not in (*FILE_TOOLS, *PATCH_TOOLS):
+                return  # tracked covers what the edit tools name, before they write
+            _, named = _tool_input_summary(tool, payload.get("tool_input"))
+            inside = root.rstrip(os.sep) + os.sep
+            paths = [p for p in (os.path.realpath(os.path.join(cwd, n)) for n in named)
+                     if p.startswith(inside)]
+            if not paths:
+                return
+        trigger = _CHECKPOINT_EVENTS[ctx.event]
+        record = create(ctx.tiers, root, session=session, agent=ctx.agent, mode=settings.mode,
+                        paths=paths, trigger=f"tool:{tool}" if trigger == "tool" else trigger,
+                        prompt=_string(payload.get("prompt")), settings=settings)
+    except (CosError, OSError, ValueError) as exc:
+        log["checkpoint_error"] = " ".join(str(exc).split())[:300]
+        return
+    log["checkpoint"] = record["id"]
+    if record.get("pruned"):
+        log["checkpoints_pruned"] = str(len(record["pruned"]))  # type: ignore[arg-type]
 
 
 def _tool_input_summary(tool: str | None, tool_input: object) -> tuple[str | None, list[str]]:

@@ -22,6 +22,7 @@ __all__ = [
     "RULES",
     "Resolution",
     "resolve",
+    "checkout_dir",
     "hub_dir",
     "linked_worktree_main",
     "checkout_root",
@@ -164,6 +165,22 @@ def checkout_root(start: str) -> str | None:
             return None
         here = parent
     return here
+
+
+def checkout_dir(resolution: Resolution, cwd: str, home: str) -> str:
+    """The checkout (or linked worktree) a caller at `cwd` works in: the default scope of a
+    session listing, and the tree its checkpoints cover. A repository at `home` or `/` (a
+    dotfiles repository) is not a project's checkout."""
+    if resolution.worktree:
+        return resolution.worktree
+    top = checkout_root(cwd)
+    if top in (os.path.realpath(home), "/"):
+        top = None
+    if resolution.rule == "default":  # no project here: the checkout, else the directory
+        return top or os.path.realpath(cwd)
+    if top is not None and top.startswith(resolution.project_root.rstrip(os.sep) + os.sep):
+        return top  # a checkout nested in the project
+    return resolution.project_root
 
 
 def linked_worktree_main(

@@ -1,0 +1,667 @@
+"""Checkpoints and rewind (DESIGN.md §5): snapshots of the working tree taken before each prompt's
+edits and before any tool call that may write, and the rewind of code and conversation to any of
+them, itself undoable.
+
+`store` holds the content-addressed objects, `snapshot` takes and compares snapshots, `points` the
+checkpoint records, `rewind` the journaled restore. This module ties them: `create`, `listing`,
+`preview`, `rewind_code`, `undo`, `verify`, `usage`, `collect`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from coding_os.checkpoints import points
+from coding_os.checkpoints.rewind import RestoreError, recover, restore, restore_lock
+from coding_os.checkpoints.snapshot import (
+    DEFAULT_MAX_FILE_BYTES,
+    Capture,
+    StatCache,
+    capture,
+    diff,
+)
+from coding_os.checkpoints.store import DamagedObject, ObjectStore
+from coding_os.errors import InvalidInput, NotFound, StateIOError
+from coding_os.state import durable
+from coding_os.state.tiers import Tiers
+
+__all__ = [
+    "MODES",
+    "DEFAULT_CAP_BYTES",
+    "Settings",
+    "checkpoints_dir",
+    "create",
+    "listing",
+    "preview",
+    "rewind_code",
+    "undo",
+    "last_rewind",
+    "verify",
+    "usage",
+    "collect",
+    "recover_pending",
+]
+
+MODES = ("worktree", "tracked")
+DEFAULT_CAP_BYTES = 2 << 30
+PROMPT_EXCERPT = 200
+GRACE_S = 3600  # an object this young may belong to a checkpoint being taken: never collected
+LAST_REWIND = "last-rewind.json"
+
+
+class Settings:
+    """`checkpoints:` of `.coding-os.yaml`: `mode`, `max_file_bytes`, `max_total_bytes`."""
+
+    __slots__ = ("mode", "max_file_bytes", "max_total_bytes")
+
+    def __init__(self, config: dict[str, object] | None = None) -> None:
+        section = (config or {}).get("checkpoints") or {}
+        if not isinstance(section, dict):
+            raise InvalidInput("checkpoints: in .coding-os.yaml must be a mapping")
+        self.mode = str(section.get("mode", "worktree"))
+        if self.mode not in MODES:
+            raise InvalidInput(f"checkpoints.mode must be worktree or tracked, not {self.mode!r}")
+        self.max_file_bytes = _size(section.get("max_file_bytes", DEFAULT_MAX_FILE_BYTES),
+                                    "checkpoints.max_file_bytes")
+        self.max_total_bytes = _size(section.get("max_total_bytes", DEFAULT_CAP_BYTES),
+                                     "checkpoints.max_total_bytes")
+
+
+def _size(value: object, what: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    text = str(value).strip().lower().removesuffix("ib").removesuffix("b")
+    factor = units.get(text[-1:], 1)
+    number = text[:-1] if text[-1:] in units else text
+    try:
+        size = int(float(number) * factor)
+    except ValueError:
+        raise InvalidInput(f"{what} must be a size like 2MiB or 2000000, not {value!r}") from None
+    if size < 1:
+        raise InvalidInput(f"{what} must be positive, not {value!r}")
+    return size
+
+
+def checkpoints_dir(tiers: Tiers) -> str:
+    return os.path.join(tiers.state_dir, "checkpoints")
+
+
+def recover_pending(tiers: Tiers) -> dict[str, object] | None:
+    """Complete a restore that was interrupted (see rewind.py); None when there was none."""
+    folder = checkpoints_dir(tiers)
+    return recover(folder, after=lambda journal: _remember_rewind(folder, journal))
+
+
+def _manifest_oid(store: ObjectStore, manifest: dict[str, object]) -> tuple[str, int]:
+    data = json.dumps(manifest, sort_keys=True, separators=(",", ":"),
+                      ensure_ascii=False).encode("utf-8", "surrogateescape")
+    return store.put(data)
+
+
+def _manifest(store: ObjectStore, oid: str) -> dict[str, object]:
+    try:
+        data = json.loads(store.get(oid).decode("utf-8", "surrogateescape"))
+    except ValueError:
+        raise DamagedObject(f"checkpoint manifest {oid} is not JSON") from None
+    if not isinstance(data, dict):
+        raise DamagedObject(f"checkpoint manifest {oid} is damaged")
+    return data
+
+
+def _changed(previous: dict[str, object] | None, manifest: dict[str, object],
+             root: str) -> list[str]:
+    """Paths whose state differs from the previous checkpoint's: overlays compared entry by
+    entry; a commit that moved adds what changed between the two commits."""
+    if previous is None:
+        return []
+    old = {str(layer["dir"]): layer for layer in previous["layers"]}  # type: ignore[attr-defined]
+    changed: set[str] = set()
+    for layer in manifest["layers"]:  # type: ignore[attr-defined]
+        prefix = str(layer["dir"])
+        before = old.pop(prefix, None)
+        overlay = layer["overlay"]
+        earlier = before["overlay"] if before else {}
+        for path in set(overlay) | set(earlier):
+            if overlay.get(path, "absent") != earlier.get(path, "absent"):
+                changed.add(f"{prefix}/{path}" if prefix else path)
+        if before and before.get("commit") != layer.get("commit") and layer.get("commit") \
+                and before.get("commit"):
+            from coding_os.checkpoints.snapshot import _commit_changes
+
+            repo = os.path.join(root, prefix) if prefix else root
+            changed.update(f"{prefix}/{p}" if prefix else p
+                           for p in _commit_changes(repo, str(before["commit"]),
+                                                    str(layer["commit"])))
+    for prefix in old:
+        changed.add(prefix + "/")
+    return sorted(changed)
+
+
+def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | None = None,
+           mode: str = "worktree", paths: list[str] | None = None, trigger: str = "manual",
+           prompt: str | None = None, turn: int | None = None, seq: int | None = None,
+           settings: Settings | None = None) -> dict[str, object]:
+    """Take a checkpoint of the tree at `root` now and return its record (with `objects_written`
+    and `bytes_written`: 0 when the tree did not change since a snapshot already stored).
+
+    Raises:
+        InvalidInput: a bad mode or path.
+        GitError: git failed on the repository.
+        StateIOError: the snapshot cannot be stored.
+    """
+    settings = settings or Settings()
+    folder = checkpoints_dir(tiers)
+    recover_pending(tiers)
+    store = ObjectStore(folder)
+    if mode == "tracked" and not paths:
+        raise InvalidInput("a tracked checkpoint needs the paths it covers (--paths)")
+    rel_paths = [_inside(root, p) for p in paths or []]
+    with restore_lock(folder, exclusive=False):
+        cap = Capture(root, store, StatCache(os.path.join(folder, "stat-cache.json")),
+                      settings.max_file_bytes)
+        manifest = capture(cap, mode, rel_paths)
+        oid, written = _manifest_oid(store, manifest)
+    previous_id = points.session_head(folder, session) if session else None
+    previous = None
+    last: dict[str, object] = {}
+    if previous_id:
+        try:
+            last = points.load(folder, previous_id)
+            if last.get("root") == root and last.get("mode") == mode:
+                previous = _manifest(store, str(last["manifest"]))
+        except (NotFound, StateIOError, DamagedObject):
+            previous = None
+    if turn is None and session:
+        # A prompt starts the next turn; any other checkpoint belongs to the current one.
+        last_turn = last.get("turn")
+        turn = (last_turn if isinstance(last_turn, int) else 0) + (trigger == "prompt")
+        if trigger != "prompt" and prompt is None and isinstance(last.get("prompt"), str):
+            prompt = str(last["prompt"])
+    changed = _changed(previous, manifest, root) if previous is not None else []
+    now = time.time()
+    record = {
+        "v": 1, "id": points.new_id(now), "ts": _iso(now), "session": session, "agent": agent,
+        "turn": turn, "prompt": _excerpt(prompt), "trigger": trigger, "mode": mode,
+        "root": root, "manifest": oid, "previous": previous_id, "seq": seq,
+        "changed": changed[:500], "changed_count": len(changed) if previous is not None else None,
+        "skipped": manifest["skipped"],
+    }
+    points.write(folder, record)
+    if session:
+        points.set_head(folder, session, str(record["id"]))
+    record["objects_written"] = cap.objects_written + (1 if written else 0)
+    record["bytes_written"] = cap.bytes_written + written
+    if record["bytes_written"]:
+        pruned = _enforce_cap(tiers, settings.max_total_bytes, keep=str(record["id"]))
+        if pruned:
+            record["pruned"] = pruned
+    return record
+
+
+def _inside(root: str, path: str) -> str:
+    """`path` (absolute, or relative to `root`) as a path relative to `root`.
+
+    Raises:
+        InvalidInput: it is outside the tree.
+    """
+    from coding_os.checkpoints.snapshot import check_path
+
+    full = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
+    rel = os.path.relpath(full, root)
+    if rel.startswith(".."):
+        raise InvalidInput(f"{path} is outside the tree {root}")
+    return check_path(rel.replace(os.sep, "/"))
+
+
+def _iso(now: float) -> str:
+    from coding_os.state.hookslog import utc_now
+
+    return utc_now(now)
+
+
+def _excerpt(text: str | None) -> str | None:
+    if not text:
+        return None
+    line = " ".join(text.split())
+    return line if len(line) <= PROMPT_EXCERPT else line[:PROMPT_EXCERPT - 1] + "…"
+
+
+def listing(tiers: Tiers, session: str | None = None) -> list[dict[str, object]]:
+    """Checkpoints, newest first, optionally of one session. A session started by `/clear` gets
+    the cleared session's latest checkpoint as its first entry (`from_cleared_session`)."""
+    records = points.all_records(checkpoints_dir(tiers))
+    if session is None:
+        return [_row(r) for r in reversed(records)]
+    mine = [_row(r) for r in reversed(records) if r.get("session") == session]
+    cleared = _cleared_from(tiers, session)
+    if cleared:
+        theirs = [r for r in records if r.get("session") == cleared]
+        if theirs:
+            mine.insert(0, {**_row(theirs[-1]), "from_cleared_session": cleared})
+    return mine
+
+
+def _cleared_from(tiers: Tiers, session: str) -> str | None:
+    from coding_os.state.identity import is_session_id
+    from coding_os.state.presence import read_presence
+
+    if not is_session_id(session):
+        return None
+    agent = session.split("-")[1]
+    record = read_presence(tiers, agent, session) or {}
+    value = record.get("cleared_from")
+    return value if isinstance(value, str) and is_session_id(value) else None
+
+
+_ROW_FIELDS = ("id", "session", "agent", "turn", "prompt", "ts", "mode", "trigger", "root",
+               "changed_count", "changed", "skipped", "seq")
+
+
+def _row(record: dict[str, object]) -> dict[str, object]:
+    return {key: record.get(key) for key in _ROW_FIELDS}
+
+
+# -- rewind ---------------------------------------------------------------------------------------
+
+
+def _diffstat(root: str, store: ObjectStore, change: tuple, data: bytes | None) -> dict:  # type: ignore[type-arg]
+    path, target, current, _ = change
+    from coding_os.checkpoints.snapshot import read_current
+
+    now = (read_current(root, path) if current is not None else None) or b""
+    then = data if data is not None else b""
+    if b"\0" in now[:8000] or b"\0" in then[:8000] or len(now) + len(then) > 4 << 20:
+        return {"binary": True, "added": None, "removed": None}
+    import difflib
+
+    added = removed = 0
+    for line in difflib.unified_diff((now or b"").decode("utf-8", "replace").splitlines(),
+                                     then.decode("utf-8", "replace").splitlines(), n=0,
+                                     lineterm=""):
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return {"binary": False, "added": added, "removed": removed}
+
+
+def _target(tiers: Tiers, checkpoint: str) -> tuple[dict[str, object], dict[str, object]]:
+    folder = checkpoints_dir(tiers)
+    record = points.load(folder, checkpoint)
+    return record, _manifest(ObjectStore(folder), str(record["manifest"]))
+
+
+def _current(tiers: Tiers, root: str, target: dict[str, object], store: ObjectStore,
+             settings: Settings) -> tuple[Capture, dict[str, object]]:
+    from coding_os.checkpoints.snapshot import manifest_paths
+
+    cap = Capture(root, store, StatCache(os.path.join(checkpoints_dir(tiers), "stat-cache.json")),
+                  settings.max_file_bytes)
+    mode = str(target.get("mode"))
+    paths = sorted(manifest_paths(target)) if mode == "tracked" else None
+    return cap, capture(cap, mode, paths)
+
+
+def _outside(tiers: Tiers, root: str, record: dict[str, object], current: dict[str, object],
+             store: ObjectStore) -> set[str]:
+    """Paths changed outside the session since `record`: what changed between a turn's end and
+    the session's next checkpoint (the agent was idle), and since its last turn end."""
+    session = record.get("session")
+    if not session:
+        return set()
+    later = [r for r in points.all_records(checkpoints_dir(tiers))
+             if r.get("session") == session and str(r["id"]) >= str(record["id"])
+             and r.get("root") == root and r.get("mode") == record.get("mode")]
+    found: set[str] = set()
+    for number, item in enumerate(later):
+        if item.get("trigger") != "turn-end":
+            continue
+        start = _manifest(store, str(item["manifest"]))
+        end = (_manifest(store, str(later[number + 1]["manifest"]))
+               if number + 1 < len(later) else current)
+        found.update(path for path, *_ in diff(root, end, start))
+    return found
+
+
+def preview(tiers: Tiers, root: str, checkpoint: str,
+            settings: Settings | None = None) -> dict[str, object]:
+    """What `rewind_code` would do, changing nothing: files to restore, create and delete, each
+    with its diffstat and whether it changed outside the session since the checkpoint.
+
+    Raises:
+        InvalidInput, NotFound: a bad or unknown checkpoint id.
+        DamagedObject: the checkpoint's objects are missing or damaged.
+    """
+    settings = settings or Settings()
+    record, target = _target(tiers, checkpoint)
+    if record.get("root") != root:
+        raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
+                           f"run cos rewind there")
+    store = _DryStore(ObjectStore(checkpoints_dir(tiers)))
+    cap, current = _current(tiers, root, target, store, settings)
+    changes = diff(root, target, current)
+    outside = _outside(tiers, root, record, current, store)
+    data = _fetch_quietly(root, store, changes)
+    files = []
+    for number, change in enumerate(changes):
+        path, wanted, present, _ = change
+        action = "delete" if wanted is None else ("create" if present is None else "restore")
+        files.append({"path": path, "action": action,
+                      "changed_outside": path in outside,
+                      **_diffstat(root, store, change, data.get(number))})
+    skipped_now = {str(item[0]) for item in cap.skipped}
+    blocked = sorted(skipped_now & {str(f["path"]) for f in files})
+    return {"checkpoint": _row(record), "mode": record.get("mode"), "root": root,
+            "files": files,
+            "summary": {kind: sum(1 for f in files if f["action"] == kind)
+                        for kind in ("restore", "create", "delete")},
+            "unprotected": blocked}
+
+
+def _fetch_quietly(root: str, store: ObjectStore, changes: list) -> dict[int, bytes]:  # type: ignore[type-arg]
+    from coding_os.checkpoints.rewind import fetch
+
+    ops: list[dict[str, object]] = [
+        {"op": "write", "path": p, "kind": t[0], "sha1": t[1], "mode": t[2], "oid": t[3],
+         "layer": prefix} if t is not None else {"op": "delete", "path": p}
+        for p, t, _, prefix in changes]
+    return fetch(root, store, ops)
+
+
+class _DryStore(ObjectStore):
+    """A store that hashes without writing: a preview changes nothing on disk."""
+
+    def __init__(self, real: ObjectStore) -> None:
+        self.root = real.root
+
+    def put(self, data: bytes, *, sync: bool = True) -> tuple[str, int]:
+        oid = self.oid_of(data)
+        self._made = getattr(self, "_made", {})
+        self._made[oid] = data
+        return oid, 0
+
+    def get(self, oid: str) -> bytes:
+        made = getattr(self, "_made", {})
+        return made[oid] if oid in made else super().get(oid)
+
+    def has(self, oid: str) -> bool:
+        return oid in getattr(self, "_made", {}) or super().has(oid)
+
+
+def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None = None,
+                agent: str | None = None, settings: Settings | None = None,
+                kind: str = "rewind") -> dict[str, object]:
+    """Restore the tree at `root` to `checkpoint`, after taking a checkpoint of it as it is
+    (`before`), so `undo` brings it back. Returns the report: the preview's files and `before`.
+
+    Raises:
+        InvalidInput, NotFound: a bad or unknown checkpoint id; another tree's checkpoint.
+        RestoreError: a file that would be overwritten is not protected (too large to store),
+            a symlink or read-only directory is in the way; nothing was changed.
+        DamagedObject, StateIOError: nothing was changed.
+    """
+    settings = settings or Settings()
+    folder = checkpoints_dir(tiers)
+    recover_pending(tiers)
+    record, target = _target(tiers, checkpoint)
+    if record.get("root") != root:
+        raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
+                           f"run cos rewind there")
+    store = ObjectStore(folder)
+    report = preview(tiers, root, checkpoint, settings)
+    if report["unprotected"]:
+        raise RestoreError(f"{', '.join(report['unprotected'][:5])} would be overwritten but "  # type: ignore[index]
+                           "is larger than checkpoints.max_file_bytes, so the rewind could not "
+                           "be undone; nothing was changed")
+    with restore_lock(folder, exclusive=True):
+        cap, current = _current(tiers, root, target, store, settings)
+        oid, _ = _manifest_oid(store, current)
+        now = time.time()
+        before = {"v": 1, "id": points.new_id(now), "ts": _iso(now), "session": session,
+                  "agent": agent, "turn": None, "prompt": f"before {kind} to {checkpoint}",
+                  "trigger": "before-rewind", "mode": record.get("mode"), "root": root,
+                  "manifest": oid, "previous": None, "seq": None, "changed": [],
+                  "changed_count": None, "skipped": current["skipped"]}
+        points.write(folder, before)
+        from coding_os.checkpoints.rewind import plan_ops
+
+        ops = plan_ops(diff(root, target, current))
+        marker = {"id": points.new_id(), "kind": kind, "target": checkpoint,
+                  "before": before["id"], "ts": _iso(time.time())}
+        restore(root, folder, store, ops, marker,
+                after=lambda: _remember_rewind(folder, {**marker, "root": root}))
+    report["before"] = before["id"]
+    report["applied"] = True
+    return report
+
+
+def _remember_rewind(folder: str, journal: dict[str, object]) -> None:
+    keep = {key: journal.get(key) for key in ("id", "kind", "target", "before", "ts", "root")}
+    durable.atomic_write(os.path.join(folder, LAST_REWIND),
+                         json.dumps(keep, sort_keys=True).encode("utf-8"))
+
+
+def last_rewind(tiers: Tiers) -> dict[str, object] | None:
+    data = durable.read_small(os.path.join(checkpoints_dir(tiers), LAST_REWIND), 4096)
+    try:
+        value = json.loads(data) if data else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def undo(tiers: Tiers, root: str, *, session: str | None = None, agent: str | None = None,
+         settings: Settings | None = None) -> dict[str, object]:
+    """Undo the last rewind of this tree: restore the checkpoint taken just before it (itself
+    a rewind, so undoing again redoes it).
+
+    Raises:
+        NotFound: no rewind to undo here.
+        as `rewind_code`.
+    """
+    recover_pending(tiers)
+    last = last_rewind(tiers)
+    if not last or last.get("root") != root or not last.get("before"):
+        raise NotFound(f"no rewind to undo in {root}")
+    return rewind_code(tiers, root, str(last["before"]), session=session, agent=agent,
+                       settings=settings, kind="undo")
+
+
+# -- upkeep ---------------------------------------------------------------------------------------
+
+
+def _referenced(folder: str, store: ObjectStore) -> tuple[set[str], list[str]]:
+    """Every object the records reach, and the problems met on the way."""
+    keep: set[str] = set()
+    problems: list[str] = []
+    for record in points.all_records(folder):
+        oid = str(record.get("manifest"))
+        keep.add(oid)
+        try:
+            manifest = _manifest(store, oid)
+        except (DamagedObject, InvalidInput) as exc:
+            problems.append(f"{record['id']}: {exc}")
+            continue
+        for layer in manifest.get("layers", []):  # type: ignore[attr-defined]
+            for entry in layer.get("overlay", {}).values():
+                if entry and entry[3]:
+                    keep.add(str(entry[3]))
+    return keep, problems
+
+
+def verify(tiers: Tiers) -> dict[str, object]:
+    """Re-hash every object and check every record's references (git blobs included); report
+    damage without touching anything."""
+    from coding_os.checkpoints.gitcmd import GitError
+
+    folder = checkpoints_dir(tiers)
+    store = ObjectStore(folder)
+    damaged: list[dict[str, str]] = []
+    checked = 0
+    for oid, path in store:
+        checked += 1
+        if not oid:
+            damaged.append({"object": path, "problem": "not an object of the store"})
+            continue
+        try:
+            store.get(oid)
+        except DamagedObject as exc:
+            damaged.append({"object": oid, "problem": str(exc)})
+    missing: list[dict[str, str]] = []
+    records = points.all_records(folder)
+    git_refs: dict[str, set[str]] = {}
+    for record in records:
+        oid = str(record.get("manifest"))
+        try:
+            manifest = _manifest(store, oid)
+        except (DamagedObject, InvalidInput) as exc:
+            missing.append({"checkpoint": str(record["id"]), "problem": str(exc)})
+            continue
+        root = str(record.get("root"))
+        for layer in manifest.get("layers", []):  # type: ignore[attr-defined]
+            repo = os.path.join(root, layer["dir"]) if layer["dir"] else root
+            if layer.get("commit"):
+                git_refs.setdefault(repo, set()).add(str(layer["commit"]))
+            for path, entry in layer.get("overlay", {}).items():
+                if not entry:
+                    continue
+                if entry[3]:
+                    if not store.has(str(entry[3])):
+                        missing.append({"checkpoint": str(record["id"]), "path": path,
+                                        "problem": f"object {entry[3]} is missing"})
+                else:
+                    git_refs.setdefault(repo, set()).add(str(entry[1]))
+    for repo, shas in git_refs.items():
+        try:
+            lines = _batch_check(repo, sorted(shas))
+        except GitError as exc:
+            missing.append({"repository": repo, "problem": str(exc)})
+            continue
+        for sha in sorted(shas - lines):
+            missing.append({"repository": repo, "problem": f"git object {sha} is missing"})
+    return {"objects_checked": checked, "checkpoints": len(records), "damaged": damaged,
+            "missing": missing, "ok": not damaged and not missing}
+
+
+def _batch_check(repo: str, shas: list[str]) -> set[str]:
+    import subprocess
+
+    from coding_os.checkpoints.gitcmd import GitError, git_env
+
+    proc = subprocess.run(["git", "-C", repo, "cat-file", "--batch-check"],
+                          input="".join(f"{s}\n" for s in shas).encode("ascii"),
+                          capture_output=True, env=git_env(), check=False)
+    if proc.returncode != 0:
+        raise GitError(f"git cat-file failed in {repo}: "
+                       f"{proc.stderr.decode('utf-8', 'replace').strip()[:200]}")
+    present = set()
+    for line in proc.stdout.decode("ascii", "replace").splitlines():
+        parts = line.split(" ")
+        if len(parts) == 3 and parts[1] != "missing":
+            present.add(parts[0])
+    return present
+
+
+def usage(tiers: Tiers, settings: Settings | None = None) -> dict[str, object]:
+    """Disk used by checkpoints: objects, records, and the cap."""
+    settings = settings or Settings()
+    folder = checkpoints_dir(tiers)
+    objects = object_bytes = 0
+    for _, path in ObjectStore(folder):
+        try:
+            object_bytes += os.lstat(path).st_blocks * 512
+            objects += 1
+        except FileNotFoundError:
+            continue
+    record_bytes = 0
+    records = 0
+    for sub in ("points", "heads"):
+        top = os.path.join(folder, sub)
+        for name in _names(top):
+            try:
+                record_bytes += os.lstat(os.path.join(top, name)).st_blocks * 512
+                records += sub == "points"
+            except FileNotFoundError:
+                continue
+    total = object_bytes + record_bytes
+    return {"objects": objects, "object_bytes": object_bytes, "checkpoints": records,
+            "record_bytes": record_bytes, "total_bytes": total,
+            "cap_bytes": settings.max_total_bytes,
+            "percent_of_cap": round(100 * total / settings.max_total_bytes, 2)}
+
+
+def _names(folder: str) -> list[str]:
+    try:
+        return os.listdir(folder)
+    except OSError:
+        return []
+
+
+def collect(tiers: Tiers, *, dry_run: bool = False, older_than_s: float | None = None,
+            grace_s: float = GRACE_S) -> dict[str, object]:
+    """Remove checkpoints older than `older_than_s` (the retention period), then every object no
+    checkpoint reaches and older than `grace_s`. Returns what was (or would be) removed."""
+    folder = checkpoints_dir(tiers)
+    store = ObjectStore(folder)
+    removed_points: list[str] = []
+    if older_than_s is not None:
+        cutoff = points.new_id(time.time() - older_than_s)
+        for record in points.all_records(folder):
+            if str(record["id"]) < cutoff:
+                removed_points.append(str(record["id"]))
+                if not dry_run:
+                    points.remove(folder, str(record["id"]))
+    keep, problems = _referenced(folder, store)
+    if dry_run and removed_points:
+        gone = set(removed_points)
+        keep = set()
+        for record in points.all_records(folder):
+            if str(record["id"]) in gone:
+                continue
+            keep.add(str(record.get("manifest")))
+            try:
+                manifest = _manifest(store, str(record.get("manifest")))
+            except (DamagedObject, InvalidInput):
+                continue
+            for layer in manifest.get("layers", []):  # type: ignore[attr-defined]
+                for entry in layer.get("overlay", {}).values():
+                    if entry and entry[3]:
+                        keep.add(str(entry[3]))
+    now = time.time()
+    removed_objects = 0
+    freed = 0
+    for oid, path in list(store):
+        if not oid or oid in keep:
+            continue
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue
+        if now - st.st_mtime < grace_s:
+            continue
+        removed_objects += 1
+        freed += st.st_blocks * 512
+        if not dry_run:
+            store.remove(oid)
+    return {"checkpoints_removed": removed_points, "objects_removed": removed_objects,
+            "bytes_freed": freed, "dry_run": dry_run, "problems": problems}
+
+
+def _enforce_cap(tiers: Tiers, cap: int, keep: str) -> list[str]:
+    """Prune the oldest checkpoints (never `keep`) until the store fits `cap`; returns the ids
+    pruned. Objects are collected without the grace period of `collect`: only what the pruned
+    checkpoints alone reached goes."""
+    folder = checkpoints_dir(tiers)
+    if usage(tiers)["total_bytes"] <= cap:  # type: ignore[operator]
+        return []
+    pruned: list[str] = []
+    for record in points.all_records(folder):
+        if str(record["id"]) == keep:
+            continue
+        points.remove(folder, str(record["id"]))
+        pruned.append(str(record["id"]))
+        collect(tiers, grace_s=60)
+        if usage(tiers)["total_bytes"] <= cap:  # type: ignore[operator]
+            break
+    return pruned

@@ -1,0 +1,76 @@
+"""Running git for checkpoints: the user's repository is read, never locked or written.
+
+Every call runs with `GIT_OPTIONAL_LOCKS=0` (so `git status` never rewrites the user's index, the
+way editors' background refreshes do it), literal pathspecs, and without the `GIT_DIR`-style
+variables a calling git hook may have set. Processes are started with `posix_spawn`, not through
+`subprocess`, to keep the hook path light.
+"""
+
+from __future__ import annotations
+
+import os
+
+from coding_os.errors import CosError
+
+__all__ = ["GitError", "git", "git_env", "repo_top"]
+
+_DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_OBJECT_DIRECTORY",
+         "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
+
+
+class GitError(CosError):
+    """git failed on the user's repository."""
+
+    exit_code = 1
+
+
+def git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in _DROP}
+    env.update(GIT_OPTIONAL_LOCKS="0", GIT_LITERAL_PATHSPECS="1", LC_ALL="C",
+               GIT_TERMINAL_PROMPT="0")
+    return env
+
+
+def git(repo: str, *args: str) -> bytes:
+    """The standard output of `git -C repo ARGS`.
+
+    Raises:
+        GitError: git is missing or exits non-zero (its first error line in the message).
+    """
+    out_r, out_w = os.pipe()
+    err_r, err_w = os.pipe()
+    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+               (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2),
+               (os.POSIX_SPAWN_CLOSE, out_r), (os.POSIX_SPAWN_CLOSE, err_r)]
+    try:
+        pid = os.posix_spawnp("git", ["git", "-C", repo, *args], git_env(), file_actions=actions)
+    except OSError as exc:
+        for fd in (out_r, out_w, err_r, err_w):
+            os.close(fd)
+        raise GitError(f"cannot run git: {exc.strerror or exc}") from None
+    os.close(out_w)
+    os.close(err_w)
+    chunks = []
+    with os.fdopen(out_r, "rb") as out:
+        chunks.append(out.read())
+    with os.fdopen(err_r, "rb") as err:
+        error = err.read(4096)
+    _, status = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        line = error.decode("utf-8", "replace").strip().splitlines()
+        raise GitError(f"git {args[0]} failed in {repo}: "
+                       f"{line[0] if line else f'exit {code}'}")
+    return b"".join(chunks)
+
+
+def repo_top(path: str) -> str | None:
+    """The top of the git working tree holding `path` (a `.git` dir or file there), or None."""
+    current = os.path.abspath(path)
+    while True:
+        if os.path.lexists(os.path.join(current, ".git")):
+            return current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return None
+        current = parent

@@ -1,0 +1,132 @@
+"""Checkpoint records: which snapshot, of which session, at which prompt (DESIGN.md §5).
+
+A record is a small JSON file `<state_dir>/checkpoints/points/<id>.json`, written atomically,
+naming the manifest object of its snapshot and what the caller knew then: session, agent, turn,
+the prompt's excerpt, trigger (`prompt`, `tool:<name>`, `turn-end`, `manual`, `before-rewind`),
+coverage mode, the transcript seq of a cos-native session, and the paths changed since the
+session's previous checkpoint. Ids sort by time: `cp-YYYYMMDD-HHMMSS-<ms>-<4 hex>`.
+`<state_dir>/checkpoints/heads/<session>` names a session's latest checkpoint, so taking the next
+one reads one small file rather than the list.
+
+One file per record means two panels checkpointing at once never share a file; objects they
+both write are identical by construction.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from coding_os.errors import InvalidInput, NotFound, StateIOError
+from coding_os.state import durable
+
+__all__ = [
+    "TRIGGERS",
+    "new_id",
+    "valid_id",
+    "write",
+    "load",
+    "all_records",
+    "session_head",
+    "set_head",
+    "remove",
+]
+
+TRIGGERS = ("prompt", "tool:<name>", "turn-end", "manual", "before-rewind")
+_ID_CHARS = frozenset("0123456789abcdef-cp")
+
+
+def new_id(now: float | None = None) -> str:
+    now = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
+    return f"cp-{stamp}-{int(now % 1 * 1000):03d}-{os.urandom(2).hex()}"
+
+
+def valid_id(value: object) -> bool:
+    """Whether `value` has the shape of a checkpoint id (checked before any file is opened)."""
+    return (isinstance(value, str) and len(value) == 27 and value.startswith("cp-")
+            and set(value) <= _ID_CHARS and value[11] == "-" and value[18] == "-"
+            and value[22] == "-" and value[3:11].isdigit() and value[12:18].isdigit())
+
+
+def _points(checkpoints_dir: str) -> str:
+    return os.path.join(checkpoints_dir, "points")
+
+
+def write(checkpoints_dir: str, record: dict[str, object]) -> None:
+    """Store `record` (its `id` names the file).
+
+    Raises:
+        StateIOError: it cannot be written.
+    """
+    folder = durable.ensure_dir(_points(checkpoints_dir))
+    data = json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    durable.atomic_write(os.path.join(folder, f"{record['id']}.json"), data)
+
+
+def load(checkpoints_dir: str, checkpoint: str) -> dict[str, object]:
+    """The record of `checkpoint`.
+
+    Raises:
+        InvalidInput: the id is malformed (checked first).
+        NotFound: there is no such checkpoint.
+        StateIOError: the record cannot be read or is damaged.
+    """
+    if not valid_id(checkpoint):
+        raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
+    path = os.path.join(_points(checkpoints_dir), f"{checkpoint}.json")
+    try:
+        with open(path, "rb") as f:
+            record = json.loads(f.read())
+    except FileNotFoundError:
+        raise NotFound(f"no checkpoint {checkpoint}") from None
+    except (OSError, ValueError) as exc:
+        raise StateIOError(f"checkpoint record {path} cannot be read: {exc}") from None
+    if not isinstance(record, dict) or record.get("id") != checkpoint:
+        raise StateIOError(f"checkpoint record {path} is damaged")
+    return record
+
+
+def all_records(checkpoints_dir: str) -> list[dict[str, object]]:
+    """Every readable record, oldest first (a damaged one is left out, never fatal)."""
+    folder = _points(checkpoints_dir)
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        raise StateIOError(f"cannot list {folder}: {exc.strerror or exc}") from None
+    records = []
+    for name in names:
+        if not name.endswith(".json") or not valid_id(name[:-5]):
+            continue
+        try:
+            records.append(load(checkpoints_dir, name[:-5]))
+        except (NotFound, StateIOError):
+            continue
+    return records
+
+
+def _head_path(checkpoints_dir: str, session: str) -> str:
+    return os.path.join(checkpoints_dir, "heads", session)
+
+
+def session_head(checkpoints_dir: str, session: str) -> str | None:
+    """The latest checkpoint of `session`, or None."""
+    data = durable.read_small(_head_path(checkpoints_dir, session), 256)
+    text = data.decode("ascii", "replace").strip() if data else ""
+    return text if valid_id(text) else None
+
+
+def set_head(checkpoints_dir: str, session: str, checkpoint: str) -> None:
+    durable.ensure_dir(os.path.join(checkpoints_dir, "heads"))
+    durable.atomic_write(_head_path(checkpoints_dir, session), checkpoint.encode("ascii"),
+                         sync=False)
+
+
+def remove(checkpoints_dir: str, checkpoint: str) -> None:
+    try:
+        os.unlink(os.path.join(_points(checkpoints_dir), f"{checkpoint}.json"))
+    except FileNotFoundError:
+        pass

@@ -1,0 +1,402 @@
+"""Restoring a tree to a snapshot, atomically from the user's view (DESIGN.md §5).
+
+A restore runs in three phases under an exclusive lock (`checkpoints/restore.lock`; taking a
+checkpoint waits on it, so no snapshot sees a tree half restored):
+
+1. **Check and stage.** Every change is checked before anything is touched: no path outside the
+   tree or through a symlink (a symlink in the way is never followed), every directory to write
+   in writable. The new bytes (and symlinks) are written under `checkpoints/staging/<id>/` and
+   flushed. A failure here — a full disk, a damaged object — removes the staging and leaves the
+   tree untouched.
+2. **Journal.** `checkpoints/journal.json` lists the operations (deletes deepest first, then
+   renames of staged files into place, shallowest first) and is written atomically. From here the
+   restore is committed.
+3. **Apply**, then remove the journal and the staging. Every operation is idempotent: a delete of
+   what is gone and a rename whose staged file is gone are done.
+
+A process killed in phase 1 leaves no journal: the tree is as before, and the next call removes
+the stale staging. Killed in phase 3, it leaves the journal, and the next `cos` call (`recover`)
+applies it again to the end: the tree is exactly at the snapshot, never between.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+import stat
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from coding_os.checkpoints.snapshot import Entry, check_path
+from coding_os.checkpoints.store import ObjectStore
+from coding_os.errors import CosError, StateIOError
+from coding_os.state import durable
+
+__all__ = ["RestoreError", "restore_lock", "plan_ops", "fetch", "restore", "recover",
+           "pending"]
+
+JOURNAL = "journal.json"
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+class RestoreError(CosError):
+    """A restore cannot be done safely; nothing was changed."""
+
+    exit_code = 1
+
+
+@contextmanager
+def restore_lock(checkpoints_dir: str, exclusive: bool) -> Iterator[None]:
+    """Hold the restore lock: exclusive to restore, shared to take a snapshot."""
+    durable.ensure_dir(checkpoints_dir)
+    fd = os.open(os.path.join(checkpoints_dir, "restore.lock"),
+                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)
+
+
+def plan_ops(changes: list[tuple[str, Entry | None, Entry | None, str]]
+             ) -> list[dict[str, object]]:
+    """The operations that turn the current tree into the target: deletes (deepest first), then
+    writes (shallowest first)."""
+    deletes, writes = [], []
+    for path, target, current, prefix in changes:
+        check_path(path)
+        if target is None:
+            deletes.append({"op": "delete", "path": path})
+        else:
+            writes.append({"op": "write", "path": path, "kind": target[0], "sha1": target[1],
+                           "mode": target[2], "oid": target[3], "layer": prefix,
+                           "replaces": current is not None})
+    deletes.sort(key=lambda op: (-str(op["path"]).count("/"), str(op["path"])))
+    writes.sort(key=lambda op: (str(op["path"]).count("/"), str(op["path"])))
+    return deletes + writes
+
+
+def fetch(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict[int, bytes]:
+    """The bytes each write operation puts in place, by index in `ops`, checked against the
+    entry's blob id.
+
+    Raises:
+        DamagedObject: a store object is missing or damaged.
+        RestoreError: git no longer has a blob the snapshot refers to.
+    """
+    import hashlib
+
+    found: dict[int, bytes] = {}
+    from_git: dict[str, list[tuple[int, str]]] = {}
+    for number, op in enumerate(ops):
+        if op["op"] != "write":
+            continue
+        if op["oid"]:
+            found[number] = store.get(str(op["oid"]))
+        else:
+            from_git.setdefault(str(op["layer"]), []).append((number, str(op["sha1"])))
+    for prefix, wanted in from_git.items():
+        blobs = _git_blobs(os.path.join(root, prefix) if prefix else root,
+                           [sha for _, sha in wanted])
+        for number, sha in wanted:
+            if sha not in blobs:
+                raise RestoreError(f"git no longer has blob {sha} of {ops[number]['path']} "
+                                   "(pruned from the repository); nothing was changed")
+            found[number] = blobs[sha]
+    for number, data in found.items():
+        sha1 = hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+        if sha1 != ops[number]["sha1"]:
+            raise RestoreError(f"the stored bytes of {ops[number]['path']} do not match the "
+                               "checkpoint; nothing was changed (run cos checkpoints verify)")
+    return found
+
+
+def _git_blobs(repo: str, shas: list[str]) -> dict[str, bytes]:
+    import subprocess
+
+    from coding_os.checkpoints.gitcmd import git_env
+
+    unique = sorted(set(shas))
+    proc = subprocess.run(["git", "-C", repo, "cat-file", "--batch"],
+                          input="".join(f"{sha}\n" for sha in unique).encode("ascii"),
+                          capture_output=True, env=git_env(), check=False)
+    out = proc.stdout
+    blobs: dict[str, bytes] = {}
+    pos = 0
+    while pos < len(out):
+        end = out.index(b"\n", pos)
+        header = out[pos:end].decode("ascii", "replace").split(" ")
+        pos = end + 1
+        if len(header) == 3:
+            size = int(header[2])
+            blobs[header[0]] = out[pos:pos + size]
+            pos += size + 1
+    return blobs
+
+
+def _check_tree(root: str, ops: list[dict[str, object]]) -> None:
+    """Refuse before anything changes: a path through a symlink or a file, a directory in the
+    way, a directory that cannot be written."""
+    deleted = {str(op["path"]) for op in ops if op["op"] == "delete"}
+    written = {str(op["path"]) for op in ops if op["op"] == "write"}
+    for op in ops:
+        path = str(op["path"])
+        parts = path.split("/")
+        for depth in range(1, len(parts)):
+            above = "/".join(parts[:depth])
+            try:
+                st = os.lstat(os.path.join(root, above))
+            except FileNotFoundError:
+                break
+            if stat.S_ISDIR(st.st_mode):
+                continue
+            if above in deleted:
+                break  # a file or symlink in the way that the restore removes first
+            what = "a symlink" if stat.S_ISLNK(st.st_mode) else "a file"
+            raise RestoreError(f"{above} is {what} where the checkpoint has a directory "
+                               f"(for {path}); it is not followed; nothing was changed")
+        full = os.path.join(root, path)
+        if op["op"] == "write":
+            try:
+                is_dir = stat.S_ISDIR(os.lstat(full).st_mode)
+            except (FileNotFoundError, NotADirectoryError):
+                is_dir = False
+            if is_dir:
+                inside = [p for p in deleted if p.startswith(path + "/")]
+                if _has_other_files(full, path, set(inside)):
+                    raise RestoreError(f"{path} is a directory holding files the checkpoint "
+                                       "does not know; nothing was changed")
+        _check_writable(root, path)
+    del written
+
+
+def _has_other_files(full: str, path: str, deleted: set[str]) -> bool:
+    for folder, dirs, files in os.walk(full):
+        for name in files:
+            rel = os.path.relpath(os.path.join(folder, name), os.path.dirname(full) or ".")
+            rel = rel if not os.path.dirname(path) else f"{os.path.dirname(path)}/{rel}"
+            if rel not in deleted:
+                return True
+        for name in dirs:
+            if os.path.islink(os.path.join(folder, name)):
+                return True
+    return False
+
+
+def _check_writable(root: str, path: str) -> None:
+    folder = os.path.dirname(os.path.join(root, path))
+    while not os.path.lexists(folder) and folder != root:
+        folder = os.path.dirname(folder)
+    if not os.access(folder, os.W_OK | os.X_OK):
+        shown = os.path.relpath(folder, root)
+        raise RestoreError(f"directory {shown} is read-only; nothing was changed")
+
+
+def _stage(staging: str, ops: list[dict[str, object]], data: dict[int, bytes]) -> None:
+    durable.ensure_dir(staging)
+    for number, op in enumerate(ops):
+        if op["op"] != "write":
+            continue
+        path = os.path.join(staging, str(number))
+        content = data[number]
+        if op["kind"] == "l":
+            os.symlink(os.fsdecode(content), path)
+            continue
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, _permissions(op))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    fd = os.open(staging, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _permissions(op: dict[str, object]) -> int:
+    """The permission bits a restored file gets: those recorded when cos stored its bytes; for a
+    file of the commit, git's 0o644 or 0o755 under the umask, as a checkout would."""
+    mode = int(str(op["mode"]))
+    if op["oid"]:
+        return mode & 0o7777
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o755 if mode & 0o111 else 0o644) & ~umask
+
+
+def _open_parent(root_fd: int, path: str, create: bool) -> int | None:
+    """A descriptor of `path`'s directory, walked without following symlinks (created when
+    `create`); None when it does not exist and `create` is false."""
+    fd = os.dup(root_fd)
+    for part in path.split("/")[:-1]:
+        try:
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except FileNotFoundError:
+            if not create:
+                os.close(fd)
+                return None
+            os.mkdir(part, 0o755, dir_fd=fd)
+            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise RestoreError(f"a symlink or file is in the way of {path}; "
+                                   "not followed") from None
+            raise
+        os.close(fd)
+        fd = nfd
+    return fd
+
+
+def _apply(root: str, journal: dict[str, object]) -> None:
+    ops = journal["ops"]
+    assert isinstance(ops, list)
+    staging = str(journal["staging"])
+    root_fd = os.open(root, _DIR_FLAGS)
+    try:
+        for number, op in enumerate(ops):
+            path = str(op["path"])
+            name = path.rsplit("/", 1)[-1]
+            if op["op"] == "delete":
+                parent = _open_parent(root_fd, path, create=False)
+                if parent is None:
+                    continue
+                try:
+                    _remove(parent, name)
+                finally:
+                    os.close(parent)
+                _prune(root_fd, path)
+                continue
+            staged = os.path.join(staging, str(number))
+            if not os.path.lexists(staged):
+                continue  # renamed into place before an interruption
+            parent = _open_parent(root_fd, path, create=True)
+            assert parent is not None
+            try:
+                try:
+                    st = os.lstat(name, dir_fd=parent)
+                except FileNotFoundError:
+                    st = None
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    os.rmdir(name, dir_fd=parent)
+                os.rename(staged, name, dst_dir_fd=parent)
+            finally:
+                os.close(parent)
+    finally:
+        os.close(root_fd)
+
+
+def _remove(parent: int, name: str) -> None:
+    try:
+        st = os.lstat(name, dir_fd=parent)
+    except FileNotFoundError:
+        return
+    if stat.S_ISDIR(st.st_mode):
+        try:
+            os.rmdir(name, dir_fd=parent)
+        except OSError:
+            pass  # holds what the checkpoint does not know: kept
+        return
+    os.unlink(name, dir_fd=parent)
+
+
+def _prune(root_fd: int, path: str) -> None:
+    """Remove the directories a delete left empty, up to the root."""
+    parts = path.split("/")[:-1]
+    while parts:
+        parent = _open_parent(root_fd, "/".join(parts), create=False)
+        if parent is None:
+            parts.pop()
+            continue
+        try:
+            os.rmdir(parts[-1], dir_fd=parent)
+        except OSError:
+            return
+        finally:
+            os.close(parent)
+        parts.pop()
+
+
+def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[str, object]],
+            record: dict[str, object], after: Callable[[], None] | None = None) -> None:
+    """Apply `ops` to the tree at `root` with the journal; the caller holds the exclusive lock.
+    `record` goes into the journal (what is being restored, and the checkpoint taken before);
+    `after` runs once the tree is restored, before the journal is removed.
+
+    Raises:
+        RestoreError, DamagedObject, StateIOError: nothing was changed.
+    """
+    data = fetch(root, store, ops)
+    _check_tree(root, ops)
+    staging = os.path.join(checkpoints_dir, "staging", str(record["id"]))
+    try:
+        _stage(staging, ops, data)
+        journal = {**record, "root": root, "staging": staging, "ops": ops}
+        durable.atomic_write(os.path.join(checkpoints_dir, JOURNAL),
+                             json.dumps(journal, ensure_ascii=False).encode("utf-8"))
+    except OSError as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, StateIOError):
+            raise
+        raise StateIOError(f"cannot stage the restore in {staging}: "
+                           f"{exc.strerror or exc}; nothing was changed") from None
+    except StateIOError:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _finish(checkpoints_dir, journal, after)
+
+
+def _finish(checkpoints_dir: str, journal: dict[str, object],
+            after: Callable[[], None] | None) -> None:
+    _apply(str(journal["root"]), journal)
+    if after is not None:
+        after()
+    os.unlink(os.path.join(checkpoints_dir, JOURNAL))
+    shutil.rmtree(str(journal["staging"]), ignore_errors=True)
+
+
+def pending(checkpoints_dir: str) -> bool:
+    """Whether an interrupted restore (a journal) or its stale staging is waiting."""
+    return (os.path.exists(os.path.join(checkpoints_dir, JOURNAL))
+            or os.path.isdir(os.path.join(checkpoints_dir, "staging")))
+
+
+def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | None = None
+            ) -> dict[str, object] | None:
+    """Complete an interrupted restore (its journal), or remove the staging of one that never
+    reached its journal. Returns the completed journal, or None. Takes the exclusive lock.
+
+    Raises:
+        StateIOError: the journal is damaged or the restore cannot be completed.
+    """
+    if not pending(checkpoints_dir):
+        return None
+    with restore_lock(checkpoints_dir, exclusive=True):
+        path = os.path.join(checkpoints_dir, JOURNAL)
+        try:
+            with open(path, "rb") as f:
+                journal = json.loads(f.read())
+        except FileNotFoundError:
+            journal = None
+        except (OSError, ValueError) as exc:
+            raise StateIOError(f"the restore journal {path} cannot be read: {exc}") from None
+        if journal is None:
+            shutil.rmtree(os.path.join(checkpoints_dir, "staging"), ignore_errors=True)
+            return None
+        if not isinstance(journal, dict) or not isinstance(journal.get("ops"), list):
+            raise StateIOError(f"the restore journal {path} is damaged")
+        for op in journal["ops"]:
+            check_path(op.get("path") if isinstance(op, dict) else None)
+        _finish(checkpoints_dir, journal,
+                (lambda: after(journal)) if after is not None else None)
+        shutil.rmtree(os.path.join(checkpoints_dir, "staging"), ignore_errors=True)
+        return journal
+

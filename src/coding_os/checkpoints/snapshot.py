@@ -1,0 +1,508 @@
+"""Snapshots of a working tree (DESIGN.md §5), costing what changed rather than the tree's size.
+
+A snapshot (its manifest, itself an object of the store) is a list of layers, one per repository
+in the tree: the tree's own git repository, each nested repository git does not descend into (a
+clone inside the tree; nothing of the user's is renamed to see it), or the plain directory when
+there is no git. A git layer is the commit checked out (`HEAD`) and an overlay: every path whose
+working-tree state differs from that commit — modified, deleted, staged, untracked but not
+ignored — as `git status` reports it. Every other file is the commit's, and its bytes are already
+in the repository's object database, so a first checkpoint of a clean repository stores nothing
+but its manifest. A plain layer's overlay lists every file (`.cosignore` excludes, gitignore-style).
+
+An entry is `[kind, sha1, mode, oid]`: kind `f` (file) or `l` (symlink, whose target is its
+content), the git blob id of the content (computed for files cos stores too, so entries compare
+across layers and snapshots without reading anything), the mode (git's 0o100644, 0o100755 or
+0o120000 for a file of the commit; the file's own permission bits when cos stores its bytes), and
+the store object holding the bytes, or None when the repository's object database holds them. An absent path is None. `.git` and `.coding-os` are never part of a snapshot; files
+over the size limit are listed in `skipped`, never silently left out; so are submodules, whose
+content belongs to their own repository.
+
+Coverage `tracked` snapshots only the paths given (those the agent's edit tools named), every
+entry in the store.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import hashlib
+import json
+import os
+import stat
+import time
+from typing import Any
+
+from coding_os.checkpoints.gitcmd import git, repo_top
+from coding_os.checkpoints.store import ObjectStore
+from coding_os.errors import InvalidInput
+
+__all__ = [
+    "MODES",
+    "DEFAULT_MAX_FILE_BYTES",
+    "IGNORE_FILE",
+    "Capture",
+    "StatCache",
+    "capture",
+    "check_path",
+    "resolve",
+    "diff",
+    "read_current",
+    "manifest_paths",
+]
+
+MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
+MODES = (MODE_FILE, MODE_EXEC, MODE_LINK)
+DEFAULT_MAX_FILE_BYTES = 2 << 20
+IGNORE_FILE = ".cosignore"
+ALWAYS_OUT = (".git", ".coding-os")
+Entry = list[Any]  # [kind, sha1, mode, oid | None]
+
+
+def check_path(path: object) -> str:
+    """`path` if it is a clean relative path inside a tree: no `..`, no absolute, no NUL, no
+    empty or `.` component, not inside `.git` or `.coding-os`.
+
+    Raises:
+        InvalidInput: it is not.
+    """
+    if not isinstance(path, str) or not path or "\0" in path or path.startswith("/"):
+        raise InvalidInput(f"not a relative path inside the tree: {str(path)[:200]!r}")
+    parts = path.split("/")
+    if any(part in ("", ".", "..") for part in parts) or parts[0] in ALWAYS_OUT:
+        raise InvalidInput(f"not a relative path inside the tree: {path[:200]!r}")
+    if any(part == ".git" for part in parts):
+        raise InvalidInput(f"a path inside a .git directory: {path[:200]!r}")
+    return path
+
+
+def _blob_sha1(data: bytes) -> str:
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+class StatCache:
+    """What a file hashed to, by its stat (size, mtime, ctime, inode, mode): a file whose stat
+    did not change is not read again. Entries younger than a second when saved are not trusted
+    (a write in the same tick leaves the stat as it was)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.entries: dict[str, list[object]] = {}
+        self.saved_ns = 0
+        self.dirty = False
+        try:
+            with open(path, "rb") as f:
+                data = json.loads(f.read())
+            self.entries = data["entries"]
+            self.saved_ns = int(data["saved_ns"])
+        except (OSError, ValueError, KeyError, TypeError):
+            self.entries, self.saved_ns = {}, 0
+
+    @staticmethod
+    def key(st: os.stat_result) -> list[int]:
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode]
+
+    def lookup(self, path: str, st: os.stat_result) -> tuple[str, str] | None:
+        cached = self.entries.get(path)
+        if (not isinstance(cached, list) or len(cached) != 7
+                or cached[:5] != self.key(st) or st.st_mtime_ns >= self.saved_ns - 1_000_000_000):
+            return None
+        return str(cached[5]), str(cached[6])
+
+    def remember(self, path: str, st: os.stat_result, sha1: str, oid: str) -> None:
+        self.entries[path] = [*self.key(st), sha1, oid]
+        self.dirty = True
+
+    def save(self) -> None:
+        if not self.dirty:
+            return
+        from coding_os.state import durable
+
+        data = {"saved_ns": time.time_ns(), "entries": self.entries}
+        try:
+            durable.atomic_write(self.path, json.dumps(data, separators=(",", ":")).encode(),
+                                 sync=False)
+        except OSError:
+            pass  # a cache: the next checkpoint hashes again
+        except Exception:  # noqa: BLE001 - StateIOError and the like: still only a cache
+            pass
+
+
+class Capture:
+    """One snapshot being taken: where objects go, what was skipped, what it cost."""
+
+    def __init__(self, root: str, store: ObjectStore, cache: StatCache,
+                 max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
+        self.root = root
+        self.store = store
+        self.cache = cache
+        self.max_file_bytes = max_file_bytes
+        self.skipped: list[list[object]] = []
+        self.objects_written = 0
+        self.bytes_written = 0
+        self.files_hashed = 0
+
+    def put(self, data: bytes) -> str:
+        oid, written = self.store.put(data)
+        if written:
+            self.objects_written += 1
+            self.bytes_written += written
+        return oid
+
+    def entry(self, rel: str) -> Entry | None:
+        """The entry of the file at `rel` (relative to the root) as it is now; None when absent
+        (or a directory); a skipped file is recorded and given as None too."""
+        path = os.path.join(self.root, rel)
+        try:
+            st = os.lstat(path)
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            data = os.fsencode(os.readlink(path))
+            sha1 = _blob_sha1(data)
+            return ["l", sha1, MODE_LINK, self.put(data)]
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        mode = stat.S_IFREG | stat.S_IMODE(st.st_mode)
+        if st.st_size > self.max_file_bytes:
+            self.skipped.append([rel, "larger than the limit", st.st_size])
+            return None
+        cached = self.cache.lookup(path, st)
+        if cached is not None and self.store.has(cached[1]):
+            return ["f", cached[0], mode, cached[1]]
+        try:
+            with open(path, "rb") as f:
+                data = f.read(self.max_file_bytes + 1)
+        except PermissionError:
+            self.skipped.append([rel, "unreadable", st.st_size])
+            return None
+        except (FileNotFoundError, IsADirectoryError):
+            return None
+        if len(data) > self.max_file_bytes:
+            self.skipped.append([rel, "larger than the limit", len(data)])
+            return None
+        self.files_hashed += 1
+        sha1 = _blob_sha1(data)
+        oid = self.put(data)
+        self.cache.remember(path, st, sha1, oid)
+        return ["f", sha1, mode, oid]
+
+
+def capture(cap: Capture, mode: str = "worktree",
+            paths: list[str] | None = None) -> dict[str, object]:
+    """The manifest of the tree at `cap.root` now (not yet stored).
+
+    Raises:
+        InvalidInput: a bad mode or path.
+        GitError: git failed on the repository.
+        StateIOError: an object cannot be written.
+    """
+    if mode == "tracked":
+        overlay: dict[str, Entry | None] = {}
+        for path in paths or []:
+            overlay[check_path(path)] = cap.entry(path)
+        layers: list[dict[str, object]] = [{"dir": "", "commit": None, "overlay": overlay}]
+    elif mode == "worktree":
+        layers = _layers(cap, "")
+    else:
+        raise InvalidInput(f"unknown checkpoint mode {mode!r} (worktree or tracked)")
+    cap.cache.save()
+    return {"v": 1, "mode": mode, "layers": layers,
+            "skipped": sorted(cap.skipped, key=lambda item: str(item[0]))}
+
+
+def _layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
+    top = os.path.join(cap.root, prefix) if prefix else cap.root
+    if os.path.lexists(os.path.join(top, ".git")):
+        return _git_layers(cap, prefix)
+    if not prefix and repo_top(cap.root) is not None:
+        # The root is inside a repository but not at its top: git still decides what is ignored.
+        return _git_layers(cap, prefix)
+    return [{"dir": prefix, "commit": None, "overlay": _plain_overlay(cap, prefix)}]
+
+
+def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
+    top = os.path.join(cap.root, prefix) if prefix else cap.root
+    out = git(top, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
+              "--branch", "--ignore-submodules=dirty", "--", ".")
+    commit: str | None = None
+    overlay: dict[str, Entry | None] = {}
+    nested: list[str] = []
+    within = _inside_prefix(top)
+    for record in out.split(b"\0"):
+        if not record:
+            continue
+        line = record.decode("utf-8", "surrogateescape")
+        if line.startswith("# branch.oid "):
+            oid = line[len("# branch.oid "):]
+            commit = None if oid == "(initial)" else oid
+            continue
+        if line.startswith("#"):
+            continue
+        kind = line[0]
+        if kind == "1":
+            fields = line.split(" ", 8)
+            xy, sub, m_index, m_work, h_index = (fields[1], fields[2], fields[4], fields[5],
+                                                 fields[7])
+            path = _relative(fields[8], within)
+            if path is None:
+                continue
+            if sub.startswith("S"):
+                cap.skipped.append([_join(prefix, path), "submodule", 0])
+                continue
+            if m_work == "000000" or xy[1] == "D":
+                overlay[path] = None
+            elif xy[1] == ".":
+                mode = int(m_index, 8)
+                overlay[path] = ["l" if mode == MODE_LINK else "f", h_index, mode, None]
+            else:
+                overlay[path] = cap.entry(_join(prefix, path))
+        elif kind == "u":
+            path = _relative(line.split(" ", 10)[10], within)
+            if path is not None:
+                overlay[path] = cap.entry(_join(prefix, path))
+        elif kind == "?":
+            path = _relative(line[2:], within)
+            if path is None:
+                continue
+            if path.endswith("/"):
+                nested.append(_join(prefix, path.rstrip("/")))
+            else:
+                overlay[path] = cap.entry(_join(prefix, path))
+    layers: list[dict[str, object]] = [{"dir": prefix, "commit": commit, "overlay": overlay}]
+    for inner in nested:
+        if os.path.lexists(os.path.join(cap.root, inner, ".git")):
+            layers.extend(_layers(cap, inner))
+    return layers
+
+
+def _inside_prefix(top: str) -> str:
+    """The path of `top` inside its repository's working tree ("" at the top), with a slash."""
+    found = repo_top(top)
+    if found is None or os.path.samefile(found, top):
+        return ""
+    return os.path.relpath(top, found).replace(os.sep, "/") + "/"
+
+
+def _relative(path: str, within: str) -> str | None:
+    if not within:
+        return path
+    return path[len(within):] if path.startswith(within) else None
+
+
+def _join(prefix: str, path: str) -> str:
+    return f"{prefix}/{path}" if prefix else path
+
+
+def _ignore_rules(root: str) -> list[tuple[str, bool, bool, bool]]:
+    """The patterns of the root's `.cosignore`: (pattern, negated, dir only, anchored)."""
+    rules = []
+    try:
+        with open(os.path.join(root, IGNORE_FILE), encoding="utf-8", errors="replace") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return []
+    for raw in lines:
+        line = raw.rstrip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        line = line[1:] if negated else line
+        dir_only = line.endswith("/")
+        line = line.rstrip("/")
+        anchored = "/" in line
+        rules.append((line.lstrip("/"), negated, dir_only, anchored))
+    return rules
+
+
+def _ignored(rules: list[tuple[str, bool, bool, bool]], rel: str, is_dir: bool) -> bool:
+    name = rel.rsplit("/", 1)[-1]
+    ignored = False
+    for pattern, negated, dir_only, anchored in rules:
+        if dir_only and not is_dir:
+            continue
+        target = rel if anchored else name
+        if fnmatch.fnmatchcase(target, pattern) or (
+                "**" in pattern and fnmatch.fnmatchcase(rel, pattern.replace("**/", "*"))):
+            ignored = not negated
+    return ignored
+
+
+def _plain_overlay(cap: Capture, prefix: str) -> dict[str, Entry | None]:
+    """Every file of a directory without git, `.cosignore` applied."""
+    top = os.path.join(cap.root, prefix) if prefix else cap.root
+    rules = _ignore_rules(top)
+    overlay: dict[str, Entry | None] = {}
+    pending = [""]
+    while pending:
+        folder = pending.pop()
+        try:
+            entries = list(os.scandir(os.path.join(top, folder) if folder else top))
+        except OSError:
+            continue
+        for item in entries:
+            rel = f"{folder}/{item.name}" if folder else item.name
+            if not folder and item.name in ALWAYS_OUT or item.name == ".git":
+                continue
+            is_dir = item.is_dir(follow_symlinks=False)
+            if rules and _ignored(rules, rel, is_dir):
+                continue
+            if is_dir:
+                pending.append(rel)
+                continue
+            entry = cap.entry(_join(prefix, rel))
+            if entry is not None:
+                overlay[rel] = entry
+    return dict(sorted(overlay.items()))
+
+
+# -- reading snapshots back -----------------------------------------------------------------------
+
+
+def manifest_paths(manifest: dict[str, object]) -> set[str]:
+    """The paths a manifest's overlays name (for a tracked one, every path it covers)."""
+    found: set[str] = set()
+    for layer in _layer_list(manifest):
+        prefix = str(layer["dir"])
+        found.update(_join(prefix, path) for path in _overlay(layer))
+    return found
+
+
+def _layer_list(manifest: dict[str, object]) -> list[dict[str, object]]:
+    layers = manifest.get("layers")
+    if not isinstance(layers, list):
+        raise InvalidInput("a checkpoint manifest without layers")
+    return layers
+
+
+def _overlay(layer: dict[str, object]) -> dict[str, Entry | None]:
+    overlay = layer.get("overlay")
+    if not isinstance(overlay, dict):
+        raise InvalidInput("a checkpoint layer without an overlay")
+    return overlay
+
+
+def _commit_entries(repo: str, commit: str, paths: list[str]) -> dict[str, Entry]:
+    """The entries `commit` has for `paths` (each relative to `repo`)."""
+    found: dict[str, Entry] = {}
+    for start in range(0, len(paths), 500):
+        chunk = paths[start:start + 500]
+        out = git(repo, "ls-tree", "-z", "-r", "--full-tree", commit, "--", *chunk)
+        for record in out.split(b"\0"):
+            if not record:
+                continue
+            head, _, path = record.decode("utf-8", "surrogateescape").partition("\t")
+            mode, kind, sha1 = head.split(" ")
+            if kind != "blob":
+                continue
+            number = int(mode, 8)
+            found[path] = ["l" if number == MODE_LINK else "f", sha1, number, None]
+    return found
+
+
+def _commit_changes(repo: str, old: str, new: str) -> list[str]:
+    out = git(repo, "diff-tree", "-z", "-r", "--no-renames", "--name-only", old, new)
+    return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+
+
+def _all_commit_files(repo: str, commit: str) -> list[str]:
+    out = git(repo, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit)
+    return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+
+
+def resolve(root: str, manifest: dict[str, object],
+            paths: set[str]) -> dict[str, tuple[Entry | None, str, str | None]]:
+    """What `manifest` holds at each of `paths`: (entry or None, layer dir, layer commit)."""
+    layers = sorted(_layer_list(manifest), key=lambda layer: len(str(layer["dir"])),
+                    reverse=True)
+    result: dict[str, tuple[Entry | None, str, str | None]] = {}
+    by_layer: dict[int, list[str]] = {}
+    for path in paths:
+        for number, layer in enumerate(layers):
+            prefix = str(layer["dir"])
+            if not prefix or path.startswith(prefix + "/"):
+                by_layer.setdefault(number, []).append(path)
+                break
+        else:
+            result[path] = (None, "", None)
+    for number, members in by_layer.items():
+        layer = layers[number]
+        prefix = str(layer["dir"])
+        commit = layer.get("commit")
+        overlay = _overlay(layer)
+        inner = {path: path[len(prefix) + 1:] if prefix else path for path in members}
+        missing = [rel for rel in inner.values() if rel not in overlay]
+        base = (_commit_entries(os.path.join(root, prefix) if prefix else root, str(commit),
+                                missing) if commit and missing else {})
+        for path, rel in inner.items():
+            entry = overlay[rel] if rel in overlay else base.get(rel)
+            result[path] = (entry, prefix, str(commit) if commit else None)
+    return result
+
+
+def candidates(root: str, old: dict[str, object], new: dict[str, object]) -> set[str]:
+    """Every path where two manifests of one tree may differ: their overlays, what changed
+    between their commits, and the files of a layer only one of them has."""
+    found = manifest_paths(old) | manifest_paths(new)
+    old_layers = {str(layer["dir"]): layer for layer in _layer_list(old)}
+    new_layers = {str(layer["dir"]): layer for layer in _layer_list(new)}
+    for prefix in set(old_layers) | set(new_layers):
+        repo = os.path.join(root, prefix) if prefix else root
+        a, b = old_layers.get(prefix), new_layers.get(prefix)
+        commits = [layer.get("commit") for layer in (a, b) if layer is not None]
+        if a is not None and b is not None:
+            if a.get("commit") and b.get("commit") and a["commit"] != b["commit"]:
+                found.update(_join(prefix, p) for p in _commit_changes(
+                    repo, str(a["commit"]), str(b["commit"])))
+            elif bool(a.get("commit")) != bool(b.get("commit")):
+                for commit in commits:
+                    if commit:
+                        found.update(_join(prefix, p) for p in _all_commit_files(repo, str(commit)))
+        else:
+            for commit in commits:
+                if commit:
+                    found.update(_join(prefix, p) for p in _all_commit_files(repo, str(commit)))
+    return found
+
+
+def diff(root: str, target: dict[str, object], current: dict[str, object]
+         ) -> list[tuple[str, Entry | None, Entry | None, str]]:
+    """The paths whose entry differs between `target` and `current`, as (path, target entry,
+    current entry, layer dir of the target entry), sorted by path."""
+    if target.get("mode") == "tracked":
+        paths = manifest_paths(target)
+    else:
+        paths = candidates(root, target, current)
+    wanted = resolve(root, target, paths)
+    now = resolve(root, current, paths)
+    changes = []
+    for path in sorted(paths):
+        entry, prefix, _ = wanted[path]
+        present = now[path][0]
+        if _same(entry, present):
+            continue
+        changes.append((path, entry, present, prefix))
+    return changes
+
+
+def _same(a: Entry | None, b: Entry | None) -> bool:
+    """Same kind, bytes and mode; modes compare as git does for files: the executable bit (a
+    file's other permission bits are restored when cos holds its bytes, not compared)."""
+    if a is None or b is None:
+        return a is b
+    if a[0] != b[0] or a[1] != b[1]:
+        return False
+    return a[0] == "l" or bool(int(a[2]) & 0o111) == bool(int(b[2]) & 0o111)
+
+
+def read_current(root: str, path: str) -> bytes | None:
+    """The bytes at `path` in the tree now (a symlink's target), None when absent."""
+    full = os.path.join(root, path)
+    try:
+        st = os.lstat(full)
+        if stat.S_ISLNK(st.st_mode):
+            return os.fsencode(os.readlink(full))
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with open(full, "rb") as f:
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
