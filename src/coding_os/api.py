@@ -997,6 +997,7 @@ if TYPE_CHECKING:
 
 __all__ += [
     "checkpoint_create",
+    "recover_interrupted_restore",
     "checkpoint_list",
     "checkpoint_verify",
     "checkpoint_usage",
@@ -1053,9 +1054,32 @@ def checkpoint_create(session: str | None = None, mode: str | None = None,
 
     caller, root, settings = _checkpoint_context(env, cwd)
     sid = _caller_session(caller, session)
-    return create(caller.tiers, root, session=sid, agent=caller.agent if sid else None,
-                  mode=mode or settings.mode, paths=paths, trigger="manual",
-                  seq=_transcript_seq(caller, sid), settings=settings)
+    seq = _transcript_seq(caller, sid)
+    record = create(caller.tiers, root, session=sid, agent=caller.agent if sid else None,
+                    mode=mode or settings.mode, paths=paths, trigger="manual", seq=seq,
+                    settings=settings)
+    if seq is not None and sid is not None:
+        # A cos-native session's transcript records where the checkpoint was taken.
+        from coding_os.sessions import transcript
+
+        fields: dict[str, object] = {"checkpoint": record["id"]}
+        if isinstance(record.get("turn"), int):
+            fields["turn"] = record["turn"]
+        transcript.append(caller.tiers, sid, "checkpoint", fields)
+    return record
+
+
+def recover_interrupted_restore(env: Mapping[str, str] | None = None,
+                                cwd: str | None = None) -> dict[str, Any] | None:
+    """Complete a restore that was interrupted (its journal) before anything else runs; None
+    when there was none. Cheap when there is none: two stats."""
+    from coding_os.checkpoints import checkpoints_dir, recover_pending
+    from coding_os.checkpoints.lock import pending
+
+    caller = Caller(env, cwd)
+    if not pending(checkpoints_dir(caller.tiers)):
+        return None
+    return recover_pending(caller.tiers)
 
 
 def _transcript_seq(caller: Caller, session: str | None) -> int | None:

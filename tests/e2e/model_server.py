@@ -41,6 +41,7 @@ __all__ = [
     "claude_edit_script",
     "codex_edit_script",
     "codex_patch",
+    "when_prompted",
 ]
 
 
@@ -630,3 +631,20 @@ def codex_edit_script(
         ToolCall("exec_command", {"cmd": command}),
         Text(final),
     ]
+
+
+def when_prompted(marker: str, answer: Answer, otherwise: Answer) -> Step:
+    """A step answering ``answer`` when the conversation's latest user prompt contains ``marker``,
+    else ``otherwise``.
+
+    A text answer does not advance the step count, so a session resumed with a new prompt asks
+    for the same step that ended its previous turn: this lets that step start the new turn's
+    work (a later step then follows the new turn's tool results).
+    """
+
+    def step(body: dict[str, Any]) -> Answer:
+        conversation = (_anthropic_conversation(body) if "messages" in body
+                        else _responses_conversation(body))
+        return answer if marker in conversation.last_user_text else otherwise
+
+    return step

@@ -9,12 +9,12 @@ checkpoint records, `rewind` the journaled restore. This module ties them: `crea
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
+from coding_os import jsonwire
 from coding_os.checkpoints import points
-from coding_os.checkpoints.rewind import RestoreError, recover, restore, restore_lock
+from coding_os.checkpoints.lock import pending, restore_lock
 from coding_os.checkpoints.snapshot import (
     DEFAULT_MAX_FILE_BYTES,
     Capture,
@@ -90,18 +90,20 @@ def checkpoints_dir(tiers: Tiers) -> str:
 def recover_pending(tiers: Tiers) -> dict[str, object] | None:
     """Complete a restore that was interrupted (see rewind.py); None when there was none."""
     folder = checkpoints_dir(tiers)
+    if not pending(folder):
+        return None
+    from coding_os.checkpoints.rewind import recover
+
     return recover(folder, after=lambda journal: _remember_rewind(folder, journal))
 
 
 def _manifest_oid(store: ObjectStore, manifest: dict[str, object]) -> tuple[str, int]:
-    data = json.dumps(manifest, sort_keys=True, separators=(",", ":"),
-                      ensure_ascii=False).encode("utf-8", "surrogateescape")
-    return store.put(data)
+    return store.put(jsonwire.dumps(manifest).encode("ascii"))
 
 
 def _manifest(store: ObjectStore, oid: str) -> dict[str, object]:
     try:
-        data = json.loads(store.get(oid).decode("utf-8", "surrogateescape"))
+        data = jsonwire.loads(store.get(oid).decode("ascii"))
     except ValueError:
         raise DamagedObject(f"checkpoint manifest {oid} is not JSON") from None
     if not isinstance(data, dict):
@@ -161,16 +163,29 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
         cap = Capture(root, store, StatCache(os.path.join(folder, "stat-cache.json")),
                       settings.max_file_bytes)
         manifest = capture(cap, mode, rel_paths)
-        oid, written = _manifest_oid(store, manifest)
-    previous_id = points.session_head(folder, session) if session else None
-    previous = None
+    text = jsonwire.dumps(manifest)
+    head = points.session_head(folder, session) if session else None
     last: dict[str, object] = {}
-    if previous_id:
+    if head is not None:
         try:
-            last = points.load(folder, previous_id)
-            if last.get("root") == root and last.get("mode") == mode:
-                previous = _manifest(store, str(last["manifest"]))
-        except (NotFound, StateIOError, DamagedObject):
+            last = points.load(folder, head.id)
+        except (NotFound, StateIOError):
+            head = None
+    same_tree = head is not None and last.get("root") == root and last.get("mode") == mode
+    if head is not None and same_tree and head.text == text:
+        oid, written = head.manifest, 0  # the tree as the session's latest checkpoint left it
+        if trigger.startswith("tool:"):
+            # Before a tool call, nothing changed since the latest checkpoint: it stands for
+            # this point too, and nothing is written (see docs/checkpoints.md).
+            return {**last, "objects_written": cap.objects_written, "bytes_written": 0,
+                    "reused": True}
+    else:
+        oid, written = store.put(text.encode("ascii"))
+    previous = None
+    if head is not None and same_tree:
+        try:
+            previous = jsonwire.loads(head.text)
+        except ValueError:
             previous = None
     if turn is None and session:
         # A prompt starts the next turn; any other checkpoint belongs to the current one.
@@ -178,18 +193,20 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
         turn = (last_turn if isinstance(last_turn, int) else 0) + (trigger == "prompt")
         if trigger != "prompt" and prompt is None and isinstance(last.get("prompt"), str):
             prompt = str(last["prompt"])
-    changed = _changed(previous, manifest, root) if previous is not None else []
+    changed = (_changed(previous, manifest, root)
+               if isinstance(previous, dict) else [])
     now = time.time()
-    record = {
+    record: dict[str, object] = {
         "v": 1, "id": points.new_id(now), "ts": _iso(now), "session": session, "agent": agent,
         "turn": turn, "prompt": _excerpt(prompt), "trigger": trigger, "mode": mode,
-        "root": root, "manifest": oid, "previous": previous_id, "seq": seq,
-        "changed": changed[:500], "changed_count": len(changed) if previous is not None else None,
+        "root": root, "manifest": oid, "previous": head.id if head else None, "seq": seq,
+        "changed": changed[:500],
+        "changed_count": len(changed) if isinstance(previous, dict) else None,
         "skipped": manifest["skipped"],
     }
     points.write(folder, record)
     if session:
-        points.set_head(folder, session, str(record["id"]))
+        points.set_head(folder, session, str(record["id"]), oid, text)
     record["objects_written"] = cap.objects_written + (1 if written else 0)
     record["bytes_written"] = cap.bytes_written + written
     if record["bytes_written"]:
@@ -401,6 +418,8 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
             a symlink or read-only directory is in the way; nothing was changed.
         DamagedObject, StateIOError: nothing was changed.
     """
+    from coding_os.checkpoints.rewind import RestoreError, plan_ops, restore
+
     settings = settings or Settings()
     folder = checkpoints_dir(tiers)
     recover_pending(tiers)
@@ -424,8 +443,6 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
                   "manifest": oid, "previous": None, "seq": None, "changed": [],
                   "changed_count": None, "skipped": current["skipped"]}
         points.write(folder, before)
-        from coding_os.checkpoints.rewind import plan_ops
-
         ops = plan_ops(diff(root, target, current))
         marker = {"id": points.new_id(), "kind": kind, "target": checkpoint,
                   "before": before["id"], "ts": _iso(time.time())}
@@ -438,14 +455,13 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
 
 def _remember_rewind(folder: str, journal: dict[str, object]) -> None:
     keep = {key: journal.get(key) for key in ("id", "kind", "target", "before", "ts", "root")}
-    durable.atomic_write(os.path.join(folder, LAST_REWIND),
-                         json.dumps(keep, sort_keys=True).encode("utf-8"))
+    durable.atomic_write(os.path.join(folder, LAST_REWIND), jsonwire.dumps(keep).encode("ascii"))
 
 
 def last_rewind(tiers: Tiers) -> dict[str, object] | None:
     data = durable.read_small(os.path.join(checkpoints_dir(tiers), LAST_REWIND), 4096)
     try:
-        value = json.loads(data) if data else None
+        value = jsonwire.loads(data.decode("ascii", "replace")) if data else None
     except ValueError:
         return None
     return value if isinstance(value, dict) else None

@@ -14,10 +14,10 @@ both write are identical by construction.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 
+from coding_os import jsonwire
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.state import durable
 
@@ -28,6 +28,7 @@ __all__ = [
     "write",
     "load",
     "all_records",
+    "Head",
     "session_head",
     "set_head",
     "remove",
@@ -61,7 +62,7 @@ def write(checkpoints_dir: str, record: dict[str, object]) -> None:
         StateIOError: it cannot be written.
     """
     folder = durable.ensure_dir(_points(checkpoints_dir))
-    data = json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    data = jsonwire.dumps(record).encode("ascii")
     durable.atomic_write(os.path.join(folder, f"{record['id']}.json"), data)
 
 
@@ -78,7 +79,7 @@ def load(checkpoints_dir: str, checkpoint: str) -> dict[str, object]:
     path = os.path.join(_points(checkpoints_dir), f"{checkpoint}.json")
     try:
         with open(path, "rb") as f:
-            record = json.loads(f.read())
+            record = jsonwire.loads(f.read().decode("utf-8", "replace"))
     except FileNotFoundError:
         raise NotFound(f"no checkpoint {checkpoint}") from None
     except (OSError, ValueError) as exc:
@@ -112,17 +113,33 @@ def _head_path(checkpoints_dir: str, session: str) -> str:
     return os.path.join(checkpoints_dir, "heads", session)
 
 
-def session_head(checkpoints_dir: str, session: str) -> str | None:
+class Head:
+    """A session's latest checkpoint: its id, its manifest object and the manifest's text (so
+    the next checkpoint knows without hashing whether the tree changed)."""
+
+    __slots__ = ("id", "manifest", "text")
+
+    def __init__(self, checkpoint: str, manifest: str, text: str) -> None:
+        self.id, self.manifest, self.text = checkpoint, manifest, text
+
+
+def session_head(checkpoints_dir: str, session: str) -> Head | None:
     """The latest checkpoint of `session`, or None."""
-    data = durable.read_small(_head_path(checkpoints_dir, session), 256)
-    text = data.decode("ascii", "replace").strip() if data else ""
-    return text if valid_id(text) else None
+    try:
+        with open(_head_path(checkpoints_dir, session), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    first, _, text = data.decode("ascii", "replace").partition("\n")
+    checkpoint, _, manifest = first.partition(" ")
+    return Head(checkpoint, manifest, text) if valid_id(checkpoint) else None
 
 
-def set_head(checkpoints_dir: str, session: str, checkpoint: str) -> None:
+def set_head(checkpoints_dir: str, session: str, checkpoint: str, manifest: str,
+             text: str) -> None:
     durable.ensure_dir(os.path.join(checkpoints_dir, "heads"))
-    durable.atomic_write(_head_path(checkpoints_dir, session), checkpoint.encode("ascii"),
-                         sync=False)
+    durable.atomic_write(_head_path(checkpoints_dir, session),
+                         f"{checkpoint} {manifest}\n{text}".encode("ascii"), sync=False)
 
 
 def remove(checkpoints_dir: str, checkpoint: str) -> None:

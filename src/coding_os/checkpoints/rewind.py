@@ -22,23 +22,20 @@ applies it again to the end: the tree is exactly at the snapshot, never between.
 from __future__ import annotations
 
 import errno
-import fcntl
 import json
 import os
 import shutil
 import stat
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
+from coding_os.checkpoints.lock import JOURNAL, pending, restore_lock
 from coding_os.checkpoints.snapshot import Entry, check_path
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.errors import CosError, StateIOError
 from coding_os.state import durable
 
-__all__ = ["RestoreError", "restore_lock", "plan_ops", "fetch", "restore", "recover",
-           "pending"]
+__all__ = ["RestoreError", "plan_ops", "fetch", "restore", "recover"]
 
-JOURNAL = "journal.json"
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -46,19 +43,6 @@ class RestoreError(CosError):
     """A restore cannot be done safely; nothing was changed."""
 
     exit_code = 1
-
-
-@contextmanager
-def restore_lock(checkpoints_dir: str, exclusive: bool) -> Iterator[None]:
-    """Hold the restore lock: exclusive to restore, shared to take a snapshot."""
-    durable.ensure_dir(checkpoints_dir)
-    fd = os.open(os.path.join(checkpoints_dir, "restore.lock"),
-                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)
 
 
 def plan_ops(changes: list[tuple[str, Entry | None, Entry | None, str]]
@@ -361,12 +345,6 @@ def _finish(checkpoints_dir: str, journal: dict[str, object],
         after()
     os.unlink(os.path.join(checkpoints_dir, JOURNAL))
     shutil.rmtree(str(journal["staging"]), ignore_errors=True)
-
-
-def pending(checkpoints_dir: str) -> bool:
-    """Whether an interrupted restore (a journal) or its stale staging is waiting."""
-    return (os.path.exists(os.path.join(checkpoints_dir, JOURNAL))
-            or os.path.isdir(os.path.join(checkpoints_dir, "staging")))
 
 
 def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | None = None

@@ -23,9 +23,6 @@ entry in the store.
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
-import json
 import os
 import stat
 import time
@@ -75,6 +72,8 @@ def check_path(path: object) -> str:
 
 
 def _blob_sha1(data: bytes) -> str:
+    import hashlib
+
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
@@ -85,16 +84,26 @@ class StatCache:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.entries: dict[str, list[object]] = {}
+        self._entries: dict[str, list[object]] | None = None  # read on first use
         self.saved_ns = 0
         self.dirty = False
-        try:
-            with open(path, "rb") as f:
-                data = json.loads(f.read())
-            self.entries = data["entries"]
-            self.saved_ns = int(data["saved_ns"])
-        except (OSError, ValueError, KeyError, TypeError):
-            self.entries, self.saved_ns = {}, 0
+
+    @property
+    def entries(self) -> dict[str, list[object]]:
+        if self._entries is None:
+            from coding_os import jsonwire
+
+            self._entries = {}
+            try:
+                with open(self.path, "rb") as f:
+                    data = jsonwire.loads(f.read().decode("utf-8", "replace"))
+                entries = data["entries"]  # type: ignore[index]
+                if isinstance(entries, dict):
+                    self._entries = entries
+                    self.saved_ns = int(data["saved_ns"])  # type: ignore[index]
+            except (OSError, ValueError, KeyError, TypeError):
+                self._entries, self.saved_ns = {}, 0
+        return self._entries
 
     @staticmethod
     def key(st: os.stat_result) -> list[int]:
@@ -114,12 +123,12 @@ class StatCache:
     def save(self) -> None:
         if not self.dirty:
             return
+        from coding_os import jsonwire
         from coding_os.state import durable
 
         data = {"saved_ns": time.time_ns(), "entries": self.entries}
         try:
-            durable.atomic_write(self.path, json.dumps(data, separators=(",", ":")).encode(),
-                                 sync=False)
+            durable.atomic_write(self.path, jsonwire.dumps(data).encode("ascii"), sync=False)
         except OSError:
             pass  # a cache: the next checkpoint hashes again
         except Exception:  # noqa: BLE001 - StateIOError and the like: still only a cache
@@ -314,6 +323,8 @@ def _ignore_rules(root: str) -> list[tuple[str, bool, bool, bool]]:
 
 
 def _ignored(rules: list[tuple[str, bool, bool, bool]], rel: str, is_dir: bool) -> bool:
+    import fnmatch
+
     name = rel.rsplit("/", 1)[-1]
     ignored = False
     for pattern, negated, dir_only, anchored in rules:

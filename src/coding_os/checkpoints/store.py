@@ -14,9 +14,7 @@ as `git:<blob id>` (see snapshot.py), and `verify` checks those too.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import zlib
 from collections.abc import Iterator
 
 from coding_os.errors import CosError, InvalidInput, StateIOError
@@ -64,6 +62,8 @@ class ObjectStore:
     @staticmethod
     def oid_of(data: bytes) -> str:
         """The id `data` has (or would have) in the store."""
+        import hashlib
+
         return f"{ALGORITHM}:{hashlib.sha256(data).hexdigest()}"
 
     def has(self, oid: str) -> bool:
@@ -79,6 +79,8 @@ class ObjectStore:
         path = self.path(oid)
         if os.path.exists(path):
             return oid, 0
+        import zlib
+
         folder = os.path.dirname(path)
         packed = zlib.compress(data, _LEVEL)
         tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
@@ -109,6 +111,8 @@ class ObjectStore:
         Raises:
             DamagedObject: it is missing, unreadable, or damaged.
         """
+        import zlib
+
         path = self.path(oid)
         try:
             with open(path, "rb") as f:

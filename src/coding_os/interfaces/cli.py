@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from coding_os import __version__, api
-from coding_os.errors import Ambiguous, CosError, InvalidInput
+from coding_os.errors import Ambiguous, CosError, InvalidInput, Misroute
 from coding_os.interfaces.entry import dump_json, error_exit
 
 __all__ = ["cli", "run"]
@@ -701,8 +701,23 @@ def _print_code(code: dict[str, Any], verb: str) -> None:
                                                  if code.get("before") else ""))
 
 
+def _recover_restore() -> None:
+    """Complete a restore a killed `cos rewind` left half done, before any command runs."""
+    try:
+        done = api.recover_interrupted_restore()
+    except CosError as exc:
+        if not isinstance(exc, (Misroute,)):
+            click.echo(f"cos: an interrupted rewind could not be completed: "
+                       f"{' '.join(str(exc).split())}", err=True)
+        return
+    if done is not None:
+        click.echo(f"cos: completed the interrupted rewind to {done.get('target')}", err=True)
+
+
 def run(argv: list[str]) -> int:
     """Run the CLI on `argv`; return the exit code (errors are one line on stderr)."""
+    if argv[:1] not in (["--help"], ["-h"], ["--version"], []):
+        _recover_restore()
     try:
         cli.main(args=argv, prog_name="cos", standalone_mode=False)
     except CosError as exc:

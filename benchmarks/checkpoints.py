@@ -1,0 +1,404 @@
+"""Checkpoints and restore against a shadow git repository, on one generated tree, in one run.
+
+The tree: `BENCH_FILES` (10,000) text files of ~5 KB (~50 MB) in nested directories
+(`dNNN/sN/fN.txt`), a git repository with one commit (the user's), `.coding-os/` (gitignored) as
+the state dir. The anchor is a shadow git repository outside the tree, as Cline, Gemini CLI and
+opencode keep one: a snapshot is `git --git-dir=<shadow> --work-tree=<tree> add -A` then
+`... write-tree` (two whole processes). Each figure times cos and the anchor on the same state of
+the tree, interleaved (the order alternating per round), and divides the medians:
+
+1. Checkpoint after 5 files changed (5 random files edited before each round):
+   `cos checkpoint create --json` (the whole process, as the hook pays it) / the shadow's
+   incremental snapshot. Target <= 0.5. There is no daemon or file watcher yet, so this is the
+   figure without one; `coding_os.checkpoints.create` in a warm process is printed as well.
+2. First checkpoint of a clean git repository (a fresh clone each round, its index refreshed as
+   the user's own `git status` leaves it, no `.coding-os/checkpoints` yet): `cos checkpoint
+   create --json` / the first snapshot into a fresh shadow (its `git init` untimed). Target <= 0.2.
+3. Restore of 5 files changed since the checkpoint: `cos rewind CP --code --json` (which also
+   checkpoints the tree as it is, for the undo) / `git --git-dir=<shadow> --work-tree=<tree>
+   checkout <tree-ish> -- <the 5 files>`. Target <= 1.0.
+4. Disk after 100 checkpoints of 5-file edits, from a fresh clone: on-disk bytes (st_blocks*512,
+   as `du`) of `.coding-os/checkpoints` / of the shadow's git dir, its first snapshot included.
+   Target <= 1.2. The shadow's growth over the 100 (its first snapshot left out) is printed too.
+
+`BENCH_FILES`, `BENCH_RUNS` (rounds of figures 1 and 3), `BENCH_FIRST_RUNS` (figure 2) and
+`BENCH_CHECKPOINTS` (figure 4) scale it down for a quick run.
+"""
+
+from __future__ import annotations
+
+import compileall
+import json
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import _fixtures  # noqa: E402
+
+FILES = int(os.environ.get("BENCH_FILES", "10000"))
+RUNS = int(os.environ.get("BENCH_RUNS", "15"))
+FIRST_RUNS = int(os.environ.get("BENCH_FIRST_RUNS", "3"))
+CHECKPOINTS = int(os.environ.get("BENCH_CHECKPOINTS", "100"))
+WARMUP = 2
+EDITED = 5
+FILE_BYTES = 5000
+TARGETS = {"incremental": 0.5, "first": 0.2, "restore": 1.0, "disk": 1.2}
+COS = str(Path(sys.executable).with_name("cos"))
+
+
+# -- the tree --------------------------------------------------------------------------------------
+
+
+def line_pool(rng: random.Random, lines: int = 20000) -> list[bytes]:
+    """Lines that look like code and prose: what a repository's files are made of."""
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    words = ["".join(rng.choices(letters, k=rng.randint(2, 10))) for _ in range(3000)]
+    pool = []
+    for _ in range(lines):
+        kind = rng.random()
+        w = rng.choices(words, k=6)
+        if kind < 0.4:
+            text = f"    {w[0]}_{w[1]} = {w[2]}({w[3]}, {rng.randint(0, 9999)})"
+        elif kind < 0.6:
+            text = f"def {w[0]}_{w[1]}({w[2]}: {w[3]}) -> {w[4]}:"
+        elif kind < 0.8:
+            text = "    # " + " ".join(rng.choices(words, k=rng.randint(4, 12)))
+        else:
+            text = f"        if {w[0]} is not None and {w[1]}.{w[2]} > {rng.randint(0, 99)}:"
+        pool.append(text.encode() + b"\n")
+    return pool
+
+
+def file_path(number: int) -> str:
+    return f"d{number // 100:03d}/s{number // 10 % 10}/f{number % 10}.txt"
+
+
+def make_tree(tree: Path, env: dict[str, str], rng: random.Random) -> int:
+    """The user's repository: FILES files, one commit, `.coding-os/` ignored. Returns its bytes."""
+    pool = line_pool(rng)
+    total = 0
+    for number in range(FILES):
+        path = tree / file_path(number)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        parts = [f"# file {number}\n".encode()]
+        size = len(parts[0])
+        while size < FILE_BYTES:
+            chunk = rng.choices(pool, k=16)
+            parts.extend(chunk)
+            size += sum(map(len, chunk))
+        data = b"".join(parts)
+        path.write_bytes(data)
+        total += len(data)
+    (tree / ".gitignore").write_bytes(b".coding-os/\n")
+    git(["init", "-q", "-b", "main"], tree, env)
+    git(["add", "-A"], tree, env)
+    git(["commit", "-q", "-m", "the user's project"], tree, env)
+    (tree / ".coding-os").mkdir()
+    return total
+
+
+def git(args: list[str], cwd: Path, env: dict[str, str]) -> bytes:
+    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True,
+                          stdout=subprocess.PIPE).stdout
+
+
+def fresh_clone(tree: Path, where: Path, env: dict[str, str]) -> Path:
+    """A clean clone of the user's repository with its state dir, no checkpoints in it yet."""
+    git(["clone", "-q", str(tree), str(where)], tree.parent, env)
+    # The user's own `git status` leaves the index refreshed; a clone's may hold racy entries.
+    git(["update-index", "-q", "--refresh"], where, env)
+    (where / ".coding-os").mkdir()
+    return where
+
+
+def edit(tree: Path, rng: random.Random, round_: int) -> dict[str, bytes]:
+    """Change EDITED random files (a line replaced, one added); returns their new bytes."""
+    changed = {}
+    for number in rng.sample(range(FILES), EDITED):
+        rel = file_path(number)
+        lines = (tree / rel).read_bytes().splitlines(keepends=True)
+        at = rng.randrange(1, len(lines))
+        lines[at] = f"    value_{round_} = compute({at}, {rng.random():.6f})\n".encode()
+        lines.insert(at, f"    # changed in round {round_}\n".encode())
+        changed[rel] = b"".join(lines)
+    write(tree, changed)
+    return changed
+
+
+def write(tree: Path, files: dict[str, bytes]) -> None:
+    for rel, data in files.items():
+        (tree / rel).write_bytes(data)
+
+
+# -- timing ----------------------------------------------------------------------------------------
+
+
+def timed(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[float, bytes]:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(argv[:4])} failed: {proc.stderr.decode(errors='replace')}")
+    return elapsed, proc.stdout
+
+
+def shadow_argv(shadow: Path, tree: Path, *args: str) -> list[str]:
+    return ["git", f"--git-dir={shadow}", f"--work-tree={tree}", *args]
+
+
+def shadow_init(shadow: Path, tree: Path, env: dict[str, str]) -> None:
+    subprocess.run(shadow_argv(shadow, tree, "init", "-q"), cwd=tree, env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def shadow_snapshot(shadow: Path, tree: Path, env: dict[str, str]) -> tuple[float, str]:
+    """Seconds of one shadow snapshot (`add -A`, then `write-tree`), and the tree it wrote."""
+    added, _ = timed(shadow_argv(shadow, tree, "add", "-A"), tree, env)
+    wrote, out = timed(shadow_argv(shadow, tree, "write-tree"), tree, env)
+    return added + wrote, out.decode().strip()
+
+
+def cos_checkpoint(tree: Path, env: dict[str, str]) -> tuple[float, dict[str, object]]:
+    elapsed, out = timed([COS, "checkpoint", "create", "--json"], tree, env)
+    return elapsed, json.loads(out)
+
+
+def disk_bytes(top: Path) -> int:
+    """What `du` counts under `top`: the blocks of every file and directory."""
+    total = os.lstat(top).st_blocks * 512
+    for folder, dirs, files in os.walk(top):
+        for name in dirs + files:
+            total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+    return total
+
+
+def interleaved(rounds: int, prepare, first, second,  # type: ignore[no-untyped-def]
+                warmup: int = WARMUP) -> tuple[list[float], list[float]]:
+    """Run `prepare(i)` then both measurements each round, alternating which goes first; the
+    first `warmup` rounds are discarded."""
+    a_times: list[float] = []
+    b_times: list[float] = []
+    for index in range(warmup + rounds):
+        state = prepare(index)
+        if index % 2:
+            b = second(state)
+            a = first(state)
+        else:
+            a = first(state)
+            b = second(state)
+        if index >= warmup:
+            a_times.append(a)
+            b_times.append(b)
+    return a_times, b_times
+
+
+def report(name: str, label_a: str, a: list[float], label_b: str, b: list[float]) -> float:
+    ma, mb = statistics.median(a), statistics.median(b)
+    ratio = ma / mb
+    width = max(len(label_a), len(label_b))
+    print(f"  {label_a:<{width}}  median {ma * 1000:9.1f} ms  (min {min(a) * 1000:.1f}, "
+          f"max {max(a) * 1000:.1f}; {len(a)} runs)")
+    print(f"  {label_b:<{width}}  median {mb * 1000:9.1f} ms  (min {min(b) * 1000:.1f}, "
+          f"max {max(b) * 1000:.1f}; {len(b)} runs)")
+    pair = statistics.median(x / y for x, y in zip(a, b))
+    print(f"  ratio (medians) {ratio:.3f}   (pairwise median {pair:.3f}; "
+          f"target <= {TARGETS[name]})")
+    return ratio
+
+
+# -- the figures -----------------------------------------------------------------------------------
+
+
+def incremental(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random
+                ) -> tuple[float, float]:
+    """Figure 1: the whole-process ratio, and the in-process one (information)."""
+    from coding_os.checkpoints import create
+    from coding_os.state.tiers import Tiers
+
+    print(f"1. checkpoint after {EDITED} files changed")
+    rounds = iter(range(10**6))
+    a, b = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)),
+                       lambda _: cos_checkpoint(tree, env)[0],
+                       lambda _: shadow_snapshot(shadow, tree, env)[0])
+    ratio = report("incremental", "cos checkpoint create --json", a,
+                   "shadow add -A + write-tree", b)
+    tiers = Tiers(str(tree / ".coding-os"))
+    root = os.path.realpath(tree)
+
+    def in_process(_: object) -> float:
+        start = time.perf_counter()
+        create(tiers, root)
+        return time.perf_counter() - start
+
+    a, b = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)), in_process,
+                       lambda _: shadow_snapshot(shadow, tree, env)[0])
+    print("  in a warm process (no interpreter start, no CLI; shown, no target):")
+    in_ratio = report("incremental", "checkpoints.create()", a,
+                      "shadow add -A + write-tree", b)
+    return ratio, in_ratio
+
+
+def first_snapshot(tree: Path, scratch: Path, env: dict[str, str]) -> float:
+    """Figure 2."""
+    print("2. first checkpoint of a clean git repository (a fresh clone each round)")
+    made: list[Path] = []
+
+    def prepare(index: int) -> tuple[Path, Path]:
+        for old in made:
+            shutil.rmtree(old, ignore_errors=True)
+        made.clear()
+        clone = fresh_clone(tree, scratch / f"clone-{index}", env)
+        shadow = scratch / f"shadow-first-{index}"
+        shadow_init(shadow, clone, env)
+        made.extend([clone, shadow])
+        return clone, shadow
+
+    def cos_first(state: tuple[Path, Path]) -> float:
+        elapsed, record = cos_checkpoint(state[0], env)
+        assert record["objects_written"] == 1, record  # its manifest, nothing else
+        return elapsed
+
+    a, b = interleaved(FIRST_RUNS, prepare, cos_first,
+                       lambda state: shadow_snapshot(state[1], state[0], env)[0], warmup=1)
+    for old in made:
+        shutil.rmtree(old, ignore_errors=True)
+    return report("first", "cos checkpoint create --json", a, "shadow first add -A + write-tree",
+                  b)
+
+
+def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random) -> float:
+    """Figure 3."""
+    print(f"3. restore of {EDITED} files changed since the checkpoint")
+    counter = iter(range(10**6, 2 * 10**6))
+
+    def prepare(index: int) -> tuple[str, str, dict[str, bytes], dict[str, bytes]]:
+        _, record = cos_checkpoint(tree, env)
+        _, treeish = shadow_snapshot(shadow, tree, env)
+        before = {}
+        for number in rng.sample(range(FILES), EDITED):
+            rel = file_path(number)
+            before[rel] = (tree / rel).read_bytes()
+        changed = {}
+        for rel, data in before.items():
+            changed[rel] = data.replace(b"\n", f"  # round {next(counter)}\n".encode(), 3)
+        write(tree, changed)
+        return str(record["id"]), treeish, before, changed
+
+    def check(before: dict[str, bytes]) -> None:
+        for rel, data in before.items():
+            if (tree / rel).read_bytes() != data:
+                raise SystemExit(f"{rel} was not restored")
+
+    def cos_rewind(state: tuple[str, str, dict[str, bytes], dict[str, bytes]]) -> float:
+        checkpoint, _, before, changed = state
+        if (tree / next(iter(changed))).read_bytes() != next(iter(changed.values())):
+            write(tree, changed)  # the shadow went first: change the files again
+        elapsed, out = timed([COS, "rewind", checkpoint, "--code", "--json"], tree, env)
+        assert json.loads(out)["code"]["summary"]["restore"] == EDITED, out[:300]
+        check(before)
+        return elapsed
+
+    def shadow_checkout(state: tuple[str, str, dict[str, bytes], dict[str, bytes]]) -> float:
+        _, treeish, before, changed = state
+        if (tree / next(iter(changed))).read_bytes() != next(iter(changed.values())):
+            write(tree, changed)  # cos went first
+        elapsed, _ = timed(shadow_argv(shadow, tree, "checkout", treeish, "--", *changed), tree,
+                           env)
+        check(before)
+        return elapsed
+
+    a, b = interleaved(RUNS, prepare, cos_rewind, shadow_checkout)
+    return report("restore", "cos rewind CP --code --json", a,
+                  "shadow checkout TREE -- 5 files", b)
+
+
+def disk(tree: Path, scratch: Path, env: dict[str, str], rng: random.Random) -> float:
+    """Figure 4."""
+    from coding_os.checkpoints import create
+    from coding_os.state.tiers import Tiers
+
+    print(f"4. disk after {CHECKPOINTS} checkpoints of {EDITED}-file edits (a fresh clone)")
+    clone = fresh_clone(tree, scratch / "clone-disk", env)
+    shadow = scratch / "shadow-disk"
+    shadow_init(shadow, clone, env)
+    tiers = Tiers(str(clone / ".coding-os"))
+    root = os.path.realpath(clone)
+    # The disk is the same whichever process writes it: create() in this one is quicker.
+    create(tiers, root)
+    shadow_snapshot(shadow, clone, env)
+    shadow_first = disk_bytes(shadow)
+    for number in range(CHECKPOINTS):
+        edit(clone, rng, 10**7 + number)
+        create(tiers, root)
+        shadow_snapshot(shadow, clone, env)
+    mine = disk_bytes(clone / ".coding-os" / "checkpoints")
+    theirs = disk_bytes(shadow)
+    objects = sum(len(files) for _, _, files in os.walk(clone / ".coding-os" / "checkpoints"
+                                                         / "objects"))
+    ratio = mine / theirs
+    print(f"  .coding-os/checkpoints      {mine / 1e6:9.2f} MB  ({objects} objects)")
+    print(f"  shadow git dir              {theirs / 1e6:9.2f} MB  (after its first snapshot: "
+          f"{shadow_first / 1e6:.2f} MB)")
+    growth = theirs - shadow_first
+    print(f"  shadow growth over the {CHECKPOINTS} (first snapshot left out) "
+          f"{growth / 1e6:.2f} MB: cos / that = {mine / growth:.3f} (shown, no target)")
+    print(f"  ratio {ratio:.4f}   (target <= {TARGETS['disk']})")
+    shutil.rmtree(clone, ignore_errors=True)
+    shutil.rmtree(shadow, ignore_errors=True)
+    return ratio
+
+
+def main() -> None:
+    import coding_os
+
+    # A regular install ships bytecode; make an editable one match (see hook_latency.py).
+    compileall.compile_dir(os.path.dirname(coding_os.__file__), quiet=1)
+    scratch = Path(tempfile.mkdtemp(prefix="cos-bench-checkpoints-"))
+    try:
+        home = scratch / "home"
+        home.mkdir()
+        env = _fixtures.bench_env(home)
+        (home / ".gitconfig").write_text("[user]\n\tname = Bench\n\temail = bench@example.com\n"
+                                         "[init]\n\tdefaultBranch = main\n", encoding="utf-8")
+        # create() in this process runs git with this environment too.
+        os.environ.update(env)
+        for key in [k for k in os.environ if k.startswith("GIT_") and k not in env]:
+            del os.environ[key]
+        rng = random.Random(4)
+        tree = scratch / "tree"
+        tree.mkdir()
+        start = time.perf_counter()
+        size = make_tree(tree, env, rng)
+        print(f"tree: {FILES} files, {size / 1e6:.1f} MB in {FILES // 100 or 1}x10 directories, "
+              f"one commit (made in {time.perf_counter() - start:.1f} s); shadow repository "
+              f"outside the tree; {RUNS} rounds (figures 1, 3), {FIRST_RUNS} (figure 2), "
+              f"interleaved, alternating order, after {WARMUP} warm-ups")
+        shadow = scratch / "shadow"
+        shadow_init(shadow, tree, env)
+        first, _ = shadow_snapshot(shadow, tree, env)
+        _, record = cos_checkpoint(tree, env)
+        print(f"(set-up: the shadow's first snapshot of the tree took {first * 1000:.0f} ms)")
+        ratios = {}
+        ratios["incremental"], in_process = incremental(tree, shadow, env, rng)
+        ratios["first"] = first_snapshot(tree, scratch, env)
+        ratios["restore"] = restore(tree, shadow, env, rng)
+        ratios["disk"] = disk(tree, scratch, env, rng)
+        print(f"(in-process checkpoint / shadow snapshot: {in_process:.3f}, shown, no target)")
+        for name, ratio in ratios.items():
+            target = TARGETS[name]
+            print(f"RESULT checkpoints_{name} ratio={ratio:.3f} target<={target} "
+                  f"{'OK' if ratio <= target else 'OVER'}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

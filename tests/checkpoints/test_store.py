@@ -1,0 +1,144 @@
+"""The object store (checkpoints/store.py) and `cos checkpoints verify`: content-addressed,
+algorithm-tagged ids, one write per content, damage reported without touching anything."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import zlib
+from pathlib import Path
+
+import pytest
+
+from coding_os.checkpoints.store import DamagedObject, ObjectStore, valid_oid
+from coding_os.errors import InvalidInput
+from tests.checkpoints.conftest import create, raw_bytes
+from tests.conftest import cos, git
+
+
+def test_put_then_get_returns_the_same_bytes_under_a_sha256_tagged_id(tmp_path: Path) -> None:
+    store = ObjectStore(str(tmp_path / "checkpoints"))
+    data = bytes(range(256)) * 40 + b"\0tail"
+    oid, written = store.put(data)
+    assert oid == "sha256:" + hashlib.sha256(data).hexdigest()
+    assert written > 0 and valid_oid(oid)
+    assert store.get(oid) == data
+    assert store.path(oid).startswith(str(tmp_path / "checkpoints" / "objects" / "sha256"))
+
+
+def test_the_same_content_gets_the_same_id_and_is_written_once(tmp_path: Path) -> None:
+    store = ObjectStore(str(tmp_path / "checkpoints"))
+    first, written = store.put(b"same content\n")
+    path = store.path(first)
+    before = os.stat(path)
+    second, again = store.put(b"same content\n")
+    assert (second, again) == (first, 0)
+    after = os.stat(path)
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+    assert written > 0 and len(list(store)) == 1
+
+
+def test_the_empty_content_is_an_object_too(tmp_path: Path) -> None:
+    store = ObjectStore(str(tmp_path / "checkpoints"))
+    oid, _ = store.put(b"")
+    assert store.get(oid) == b""
+
+
+@pytest.mark.parametrize("bad", ["../x", "sha256:../../etc/passwd", "sha256:abc",
+                                 "sha256:" + "a" * 63, "sha256:" + "a" * 65,
+                                 "sha256:" + "A" * 64, "md5:" + "a" * 64, "a" * 64,
+                                 "sha256:" + "a" * 62 + "/x", ""])
+def test_a_malformed_object_id_is_refused_before_any_path_is_built(tmp_path: Path,
+                                                                   bad: str) -> None:
+    store = ObjectStore(str(tmp_path / "checkpoints"))
+    assert not valid_oid(bad)
+    for call in (store.path, store.get, store.has, store.remove):
+        with pytest.raises(InvalidInput):
+            call(bad)
+    assert not (tmp_path / "checkpoints").exists()
+
+
+def test_get_of_a_damaged_or_missing_object_raises_damaged_object(tmp_path: Path) -> None:
+    store = ObjectStore(str(tmp_path / "checkpoints"))
+    oid, _ = store.put(b"original bytes\n")
+    path = Path(store.path(oid))
+    os.chmod(path, 0o600)
+    path.write_bytes(zlib.compress(b"other bytes\n"))
+    with pytest.raises(DamagedObject, match="damaged"):
+        store.get(oid)
+    path.write_bytes(b"not zlib at all")
+    with pytest.raises(DamagedObject, match="cannot be read"):
+        store.get(oid)
+    path.unlink()
+    with pytest.raises(DamagedObject, match="missing"):
+        store.get(oid)
+
+
+def _flip_a_byte(path: Path) -> None:
+    os.chmod(path, 0o600)
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    os.chmod(path, 0o400)
+
+
+def test_verify_reports_a_flipped_byte_and_a_missing_object_and_changes_nothing(
+        project: Path) -> None:
+    (project / "a.txt").write_text("alpha\n" * 50, encoding="utf-8")
+    (project / "b.txt").write_text("beta\n" * 50, encoding="utf-8")
+    record = create(project)
+    store = ObjectStore(str(project / ".coding-os" / "checkpoints"))
+    manifest = json.loads(store.get(str(record["manifest"])))
+    overlay = manifest["layers"][0]["overlay"]
+    flipped, missing = overlay["a.txt"][3], overlay["b.txt"][3]
+    proc = cos("checkpoints", "verify", "--json", cwd=project)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["ok"] is True, proc.stderr
+
+    _flip_a_byte(Path(store.path(flipped)))
+    os.unlink(store.path(missing))
+    state = project / ".coding-os"
+    before = raw_bytes(state)
+    proc = cos("checkpoints", "verify", "--json", cwd=project)
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False
+    assert [item["object"] for item in report["damaged"]] == [flipped]
+    assert any(missing in item["problem"] for item in report["missing"])
+    assert raw_bytes(state) == before
+
+    proc = cos("checkpoints", "verify", cwd=project)
+    assert "DAMAGED" in proc.stdout
+    assert raw_bytes(state) == before
+
+
+def test_verify_reports_a_git_blob_the_repository_no_longer_has(project: Path) -> None:
+    # A staged file is git's already: the checkpoint refers to its blob instead of copying it.
+    (project / "staged.txt").write_text("staged content\n", encoding="utf-8")
+    git(project, "add", "staged.txt")
+    record = create(project)
+    store = ObjectStore(str(project / ".coding-os" / "checkpoints"))
+    entry = json.loads(store.get(str(record["manifest"])))["layers"][0]["overlay"]["staged.txt"]
+    assert entry[3] is None
+    sha = entry[1]
+    assert sha == git(project, "hash-object", "staged.txt")
+    (project / ".git" / "objects" / sha[:2] / sha[2:]).unlink()
+    state = project / ".coding-os"
+    before = raw_bytes(state)
+    proc = cos("checkpoints", "verify", "--json", cwd=project)
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False
+    assert any(sha in item["problem"] for item in report["missing"]), report
+    assert raw_bytes(state) == before
+
+
+@pytest.mark.xfail(strict=True, reason="BUG: cli.run ignores the exit code click.main returns "
+                   "in non-standalone mode, so `cos checkpoints verify` exits 0 when damaged")
+@pytest.mark.parametrize("as_json", [True, False])
+def test_verify_of_a_damaged_store_exits_6(project: Path, as_json: bool) -> None:
+    (project / "a.txt").write_text("alpha\n", encoding="utf-8")
+    record = create(project)
+    store = ObjectStore(str(project / ".coding-os" / "checkpoints"))
+    entry = json.loads(store.get(str(record["manifest"])))["layers"][0]["overlay"]["a.txt"]
+    _flip_a_byte(Path(store.path(entry[3])))
+    proc = cos("checkpoints", "verify", *(["--json"] if as_json else []), cwd=project)
+    assert proc.returncode == 6, (proc.stdout, proc.stderr)

@@ -1,0 +1,303 @@
+"""Checkpoints and rewind driven by the real Claude Code and Codex CLIs, through `cos init`'s hooks.
+
+Each client runs one scripted prompt in a scratch git repository where `cos init --agent <client>`
+installed the hooks: it edits a file with its own edit tool (Claude Code's Edit, Codex's
+apply_patch), then deletes files (a committed one, an untracked one, a symlink) and moves a binary
+file and clears a script's executable bit with shell commands. The hooks took checkpoints on the
+way; the tests then read them with `cos checkpoints`, preview and apply `cos rewind` to the
+session's first prompt, and undo it, comparing the whole tree (bytes, symlink targets and modes)
+with copies taken before and after the session.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import run_claude, run_codex
+from tests.e2e.model_server import ModelServer, Step, Text, ToolCall, codex_patch
+from tests.e2e.test_harness import require_clients
+from tests.e2e.test_real_clients import CosProject, succeeded
+
+pytestmark = pytest.mark.e2e
+
+PROMPT = "Tidy the project: edit, delete and move some files"
+EDIT_OLD = "bravo"
+EDIT_NEW = "BRAVO (edited by the agent)"
+DELETE_COMMAND = "rm delete.txt scratch.txt latest"
+MOVE_COMMAND = "mv data.bin docs/data.bin && chmod -x tool.sh"
+BINARY = bytes(range(256)) * 8 + b"\0tail"
+
+# What the agent's state and configuration live in: not part of the tree compared here.
+NOT_THE_TREE = {".git", ".coding-os", ".claude", ".codex"}
+
+# Each entry: (kind, permission and type bits, bytes of a file or target of a symlink).
+Tree = dict[str, tuple[str, int, bytes]]
+
+
+def tree_state(root: Path) -> Tree:
+    """Every file, symlink and directory under `root` (bar the agents' and cos's own)."""
+    found: Tree = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if here == root:
+            dirnames[:] = [name for name in dirnames if name not in NOT_THE_TREE]
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("symlink", st.st_mode, os.readlink(path).encode())
+            elif stat.S_ISDIR(st.st_mode):
+                found[rel] = ("dir", st.st_mode, b"")
+            else:
+                found[rel] = ("file", st.st_mode, path.read_bytes())
+    return found
+
+
+def tree_differences(expected: Tree, actual: Tree) -> list[str]:
+    """Readable differences between two trees (empty when they are the same)."""
+    problems = []
+    for path in sorted(set(expected) | set(actual)):
+        want, got = expected.get(path), actual.get(path)
+        if want == got:
+            continue
+        if want is None or got is None:
+            problems.append(f"{path}: {'missing' if got is None else 'unexpected'}")
+        elif want[0] != got[0]:
+            problems.append(f"{path}: a {got[0]} instead of a {want[0]}")
+        elif want[1] != got[1]:
+            problems.append(f"{path}: mode {oct(got[1])} instead of {oct(want[1])}")
+        else:
+            problems.append(f"{path}: content differs")
+    return problems
+
+
+def write_project(project: Path, home: Path) -> None:
+    """A git repository with committed files to edit, delete and move, a symlink, an
+    executable script, a binary file, and one untracked file."""
+    (project / "edit.txt").write_text(f"alpha\n{EDIT_OLD}\ncharlie\n", encoding="utf-8")
+    (project / "delete.txt").write_text("to be deleted by rm\n", encoding="utf-8")
+    (project / "data.bin").write_bytes(BINARY)
+    (project / "tool.sh").write_text("#!/bin/sh\necho tool\n", encoding="utf-8")
+    (project / "tool.sh").chmod(0o755)
+    (project / "empty.txt").write_bytes(b"")
+    (project / "docs").mkdir()
+    (project / "docs" / "readme.md").write_text("# docs\n", encoding="utf-8")
+    (project / "latest").symlink_to("edit.txt")
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1",
+           "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}
+    for argv in (["git", "add", "-A"], ["git", "commit", "-q", "-m", "initial"]):
+        subprocess.run(argv, cwd=project, env=env, check=True, capture_output=True)
+    # Untracked and not ignored: a worktree checkpoint covers it too.
+    (project / "scratch.txt").write_text("untracked notes\n", encoding="utf-8")
+
+
+def claude_script(project: Path) -> list[Step]:
+    edit = str(project / "edit.txt")
+    return [
+        ToolCall("Read", {"file_path": edit}),  # Edit wants a Read of the file first
+        ToolCall("Edit", {"file_path": edit, "old_string": EDIT_OLD, "new_string": EDIT_NEW}),
+        ToolCall("Bash", {"command": DELETE_COMMAND, "description": "Delete files"}),
+        ToolCall("Bash", {"command": MOVE_COMMAND, "description": "Move a file, chmod a script"}),
+        Text("All done."),
+    ]
+
+
+def codex_script(project: Path) -> list[Step]:
+    return [
+        ToolCall("apply_patch", {"input": codex_patch(str(project / "edit.txt"), EDIT_OLD,
+                                                      EDIT_NEW)}, freeform=True),
+        ToolCall("exec_command", {"cmd": DELETE_COMMAND}),
+        ToolCall("exec_command", {"cmd": MOVE_COMMAND}),
+        Text("All done."),
+    ]
+
+
+@dataclass
+class RewoundSession:
+    """One client's session, what cos recorded of it, and the previews and rewinds done after."""
+
+    cp: CosProject
+    session: str = ""
+    before_session: Tree = field(default_factory=dict)
+    after_session: Tree = field(default_factory=dict)
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)  # oldest first
+    hooks_log: list[dict[str, Any]] = field(default_factory=list)
+    preview: dict[str, Any] = field(default_factory=dict)
+    after_preview: Tree = field(default_factory=dict)
+    rewind: dict[str, Any] = field(default_factory=dict)
+    after_rewind: Tree = field(default_factory=dict)
+    undo: dict[str, Any] = field(default_factory=dict)
+    after_undo: Tree = field(default_factory=dict)
+    verify: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def first_prompt(self) -> dict[str, Any]:
+        return next(row for row in self.checkpoints if row["trigger"] == "prompt")
+
+    def cos_json(self, *args: str) -> Any:
+        proc = self.cp.cos(*args, "--json")
+        assert proc.returncode == 0, f"cos {' '.join(args)}: {proc.stderr}"
+        return json.loads(proc.stdout)
+
+
+def run_session(root: Path, agent: str) -> RewoundSession:
+    """Run one scripted prompt of `agent`, then list, preview, rewind and undo."""
+    project = (root / "project").resolve()
+    project.mkdir(parents=True)
+    home = root / "home"
+    home.mkdir()
+    subprocess.run(["git", "init", "-q", str(project)], check=True, capture_output=True)
+    write_project(project, home)
+    cp = CosProject(agent=agent, project=project, home=home)
+    installed = cp.cos("init", "--agent", agent)
+    assert installed.returncode == 0, installed.stderr
+    run = RewoundSession(cp=cp, before_session=tree_state(project))
+    script = claude_script(project) if agent == "claude" else codex_script(project)
+    with ModelServer(script) as server:
+        if agent == "claude":
+            result = succeeded(run_claude(project, PROMPT, server, home))
+        else:
+            result = succeeded(run_codex(project, PROMPT, server, home))
+    cp.results.append(result)
+    run.after_session = tree_state(project)
+    run.session, cp.native_id = (cp.state / agent / ".active-session").read_text(
+        encoding="utf-8").split()
+    run.hooks_log = cp.log()
+    run.checkpoints = list(reversed(run.cos_json("checkpoints", "--session", run.session)))
+    if not any(row["trigger"] == "prompt" for row in run.checkpoints):
+        return run  # the tests report what is missing; there is nothing to rewind to
+    target = run.first_prompt["id"]
+    run.preview = run.cos_json("rewind", target, "--code", "--dry-run")
+    run.after_preview = tree_state(project)
+    run.rewind = run.cos_json("rewind", target, "--code")
+    run.after_rewind = tree_state(project)
+    run.undo = run.cos_json("rewind", "--undo")
+    run.after_undo = tree_state(project)
+    run.verify = run.cos_json("checkpoints", "verify")
+    return run
+
+
+@pytest.fixture(scope="module")
+def claude(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RewoundSession]:
+    """Claude Code: Read and Edit a file, `rm` three entries and `mv`/`chmod` with Bash."""
+    require_clients()
+    yield run_session(tmp_path_factory.mktemp("cp-claude"), "claude")
+
+
+@pytest.fixture(scope="module")
+def codex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RewoundSession]:
+    """Codex: apply_patch a file, `rm` three entries and `mv`/`chmod` with exec_command."""
+    require_clients()
+    yield run_session(tmp_path_factory.mktemp("cp-codex"), "codex")
+
+
+@pytest.fixture(params=["claude", "codex"])
+def run(request: pytest.FixtureRequest) -> RewoundSession:
+    result: RewoundSession = request.getfixturevalue(request.param)
+    return result
+
+
+EDIT_TOOL = {"claude": "Edit", "codex": "apply_patch"}
+# Codex reports its exec_command to hooks as Bash.
+SHELL_TOOL = {"claude": "Bash", "codex": "Bash"}
+
+
+def test_the_client_edited_deleted_moved_and_chmodded_with_the_hooks_installed(
+        run: RewoundSession) -> None:
+    project = run.cp.project
+    assert (project / "edit.txt").read_text(encoding="utf-8") == f"alpha\n{EDIT_NEW}\ncharlie\n"
+    for gone in ("delete.txt", "scratch.txt", "latest", "data.bin"):
+        assert not os.path.lexists(project / gone), gone
+    assert (project / "docs" / "data.bin").read_bytes() == BINARY
+    assert stat.S_IMODE((project / "tool.sh").stat().st_mode) == 0o644
+    assert not any("cos hook" in result.stderr for result in run.cp.results)
+
+
+def test_the_session_has_a_prompt_checkpoint_then_one_per_writing_tool_then_a_turn_end(
+        run: RewoundSession) -> None:
+    triggers = [row["trigger"] for row in run.checkpoints]
+    shell = f"tool:{SHELL_TOOL[run.cp.agent]}"
+    assert triggers == ["prompt", f"tool:{EDIT_TOOL[run.cp.agent]}", shell, shell, "turn-end"]
+    for row in run.checkpoints:
+        assert (row["session"], row["agent"], row["turn"], row["mode"]) == \
+            (run.session, run.cp.agent, 1, "worktree"), row
+        assert row["prompt"] == PROMPT, row
+        assert row["root"] == str(run.cp.project), row
+        assert not row["skipped"], row
+
+
+def test_each_checkpoint_lists_the_files_changed_since_the_previous_one(
+        run: RewoundSession) -> None:
+    changed = [(row["changed_count"], row["changed"]) for row in run.checkpoints]
+    assert changed == [
+        (None, []),  # the session's first checkpoint has nothing to compare with
+        (0, []),  # reading the file changed nothing
+        (1, ["edit.txt"]),
+        (3, ["delete.txt", "latest", "scratch.txt"]),
+        (3, ["data.bin", "docs/data.bin", "tool.sh"]),
+    ]
+
+
+def test_every_checkpointing_hook_logged_its_checkpoint_and_no_error(run: RewoundSession) -> None:
+    ids = {row["id"] for row in run.checkpoints}
+    taken = []
+    for line in run.hooks_log:
+        assert "checkpoint_error" not in line, line
+        if line["event"] in ("UserPromptSubmit", "Stop") or (
+                line["event"] == "PreToolUse" and line.get("tool") != "Read"):
+            assert line.get("checkpoint") in ids, line
+            taken.append(line["checkpoint"])
+        else:
+            assert "checkpoint" not in line, line
+    assert sorted(taken) == sorted(ids)
+
+
+def test_dry_run_lists_what_to_restore_create_and_delete_and_changes_nothing(
+        run: RewoundSession) -> None:
+    assert run.preview["dry_run"] is True
+    code = run.preview["code"]
+    assert code["checkpoint"]["id"] == run.first_prompt["id"]
+    actions = {item["path"]: item["action"] for item in code["files"]}
+    assert actions == {
+        "edit.txt": "restore", "tool.sh": "restore",
+        "delete.txt": "create", "scratch.txt": "create", "latest": "create", "data.bin": "create",
+        "docs/data.bin": "delete",
+    }
+    assert code["summary"] == {"restore": 2, "create": 4, "delete": 1}
+    assert not code["unprotected"]
+    assert not any(item["changed_outside"] for item in code["files"])  # all done in the session
+    stats = {item["path"]: item for item in code["files"]}
+    assert (stats["edit.txt"]["added"], stats["edit.txt"]["removed"]) == (1, 1)
+    assert stats["data.bin"]["binary"] is True
+    assert tree_differences(run.after_session, run.after_preview) == []
+
+
+def test_rewind_to_the_first_prompt_restores_every_file_byte_for_byte_with_modes(
+        run: RewoundSession) -> None:
+    code = run.rewind["code"]
+    assert code["applied"] is True and code["before"]
+    assert code["summary"] == {"restore": 2, "create": 4, "delete": 1}
+    assert tree_differences(run.before_session, run.after_rewind) == []
+
+
+def test_undo_of_the_rewind_brings_back_the_tree_the_session_left(run: RewoundSession) -> None:
+    code = run.undo["undo"]
+    assert code["applied"] is True
+    assert code["checkpoint"]["id"] == run.rewind["code"]["before"]
+    assert tree_differences(run.after_session, run.after_undo) == []
+
+
+def test_the_checkpoint_store_verifies_clean_after_rewind_and_undo(run: RewoundSession) -> None:
+    assert run.verify["ok"] is True, run.verify
+    assert run.verify["checkpoints"] >= len(run.checkpoints) + 2  # the two before-rewind ones
