@@ -153,10 +153,16 @@ def main() -> None:
         heading("cos observations (what the hooks observed, from the shared SQLite database)")
         run([COS, "observations", "-n", "6"], repo, {})
         sessions_part(scratch, repo, home)
+        checkpoints_part(repo)
         heading("What the state dir holds")
         for path in sorted((repo / ".coding-os").rglob("*")):
-            if path.is_file() and ".tmp-" not in path.name and "trash" not in path.parts:
+            if path.is_file() and ".tmp-" not in path.name and "trash" not in path.parts \
+                    and "objects" not in path.parts and "points" not in path.parts:
                 print(f"  {path.relative_to(repo)}")
+        checkpoints = repo / ".coding-os" / "checkpoints"
+        print(f"  .coding-os/checkpoints/points/: {len(list((checkpoints / 'points').iterdir()))} "
+              f"records; objects/: {sum(1 for p in (checkpoints / 'objects').rglob('*') if p.is_file())}"
+              " content-addressed objects")
         print(f"\nScratch project kept at {scratch} (delete it when done).")
     except BaseException:
         print(f"\nScratch project left at {scratch} for inspection.", file=sys.stderr)
@@ -218,6 +224,45 @@ def sessions_part(scratch: Path, repo: Path, home: Path) -> None:
         refused = run([COS, "resume", native], repo, {"CODEX_HOME": str(codex_home)},
                       check=False)
         print(f"exit {refused.returncode}")
+
+def checkpoints_part(repo: Path) -> None:
+    """Checkpoints: a scripted Claude Code session edits with its Edit tool and deletes and
+    moves files with a shell command; the checkpoint list, a preview, the rewind, its undo."""
+    heading("A scripted session: the Edit tool changes app.py, a shell command deletes and moves")
+    (repo / "notes.md").write_text("# notes\nkeep me\n", encoding="utf-8")
+    (repo / "util.py").write_text("def helper():\n    return 42\n", encoding="utf-8")
+    run(["git", "add", "."], repo, {}, show=False)
+    run(["git", "commit", "-q", "-m", "notes and util"], repo, {}, show=False)
+    native = "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f"
+    fire(repo, repo, "claude", "SessionStart", {"session_id": native, "source": "startup"})
+    fire(repo, repo, "claude", "UserPromptSubmit",
+         {"session_id": native, "prompt": "Tidy up: greet by name, drop the notes, move util"})
+    fire(repo, repo, "claude", "PreToolUse", {"session_id": native, "tool_name": "Edit",
+                                              "tool_input": {"file_path": str(repo / "app.py")}})
+    (repo / "app.py").write_text("import sys\nprint(f'hello {sys.argv[1]}')\n", encoding="utf-8")
+    command = "rm notes.md && mkdir -p lib && mv util.py lib/util.py"
+    fire(repo, repo, "claude", "PreToolUse", {"session_id": native, "tool_name": "Bash",
+                                              "tool_input": {"command": command}})
+    run(["sh", "-c", command], repo, {})
+    fire(repo, repo, "claude", "Stop", {"session_id": native, "stop_hook_active": False,
+                                        "last_assistant_message": "Tidied up."})
+    env = {"COS_AGENT": "claude", "COS_PANEL_ID": native}
+    heading("cos checkpoints (this session's; newest first)")
+    session = run([COS, "whoami", "--json"], repo, env, show=False)
+    sid = json.loads(session.stdout)["session_id"]
+    run([COS, "checkpoints", "--session", sid], repo, env)
+    rows = json.loads(run([COS, "checkpoints", "--session", sid, "--json"], repo, env,
+                          show=False).stdout)
+    first = [row for row in rows if row["trigger"] == "prompt"][-1]["id"]
+    heading("cos rewind --dry-run to the prompt: what would be restored, created, deleted")
+    run([COS, "rewind", first, "--code", "--dry-run"], repo, env)
+    heading("cos rewind --code: the edit, the deletion and the move are undone")
+    run([COS, "rewind", first, "--code"], repo, env)
+    run(["git", "status", "--short"], repo, {})
+    heading("cos rewind --undo: the session's changes are back")
+    run([COS, "rewind", "--undo"], repo, env)
+    run(["git", "status", "--short"], repo, {})
+
 
 if __name__ == "__main__":
     main()
