@@ -1,12 +1,15 @@
 """Checkpoints and rewind driven by the real Claude Code and Codex CLIs, through `cos init`'s hooks.
 
-Each client runs one scripted prompt in a scratch git repository where `cos init --agent <client>`
-installed the hooks: it edits a file with its own edit tool (Claude Code's Edit, Codex's
-apply_patch), then deletes files (a committed one, an untracked one, a symlink) and moves a binary
-file and clears a script's executable bit with shell commands. The hooks took checkpoints on the
-way; the tests then read them with `cos checkpoints`, preview and apply `cos rewind` to the
-session's first prompt, and undo it, comparing the whole tree (bytes, symlink targets and modes)
-with copies taken before and after the session.
+Each client runs a scripted session of two prompts in a scratch git repository where `cos init
+--agent <client>` installed the hooks. First prompt: it deletes files (a committed one, an
+untracked one, a symlink) with a shell command, edits a file with its own edit tool (Claude
+Code's Edit, Codex's apply_patch), then moves a binary file and clears a script's executable bit
+with another shell command. Between
+the turns the user edits a file. Second prompt (the session resumed): it creates a file in a new
+directory with its edit tool. The hooks took checkpoints on the way; the tests read them with
+`cos checkpoints`, preview and apply `cos rewind` to the session's first prompt, and undo it,
+comparing the whole tree (bytes, symlink targets, modes, directories) with copies taken before
+and after the session.
 """
 
 from __future__ import annotations
@@ -23,13 +26,24 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import run_claude, run_codex
-from tests.e2e.model_server import ModelServer, Step, Text, ToolCall, codex_patch
+from tests.e2e.model_server import (
+    ModelServer,
+    Step,
+    Text,
+    ToolCall,
+    codex_patch,
+    when_prompted,
+)
 from tests.e2e.test_harness import require_clients
 from tests.e2e.test_real_clients import CosProject, succeeded
 
 pytestmark = pytest.mark.e2e
 
 PROMPT = "Tidy the project: edit, delete and move some files"
+SECOND_PROMPT = "Now add a notes file"
+NEW_FILE = "notes/new.txt"
+NEW_TEXT = "notes written in the second turn\n"
+OUTSIDE_TEXT = "written by the user between the turns\n"
 EDIT_OLD = "bravo"
 EDIT_NEW = "BRAVO (edited by the agent)"
 DELETE_COMMAND = "rm delete.txt scratch.txt latest"
@@ -106,21 +120,36 @@ def claude_script(project: Path) -> list[Step]:
     edit = str(project / "edit.txt")
     return [
         ToolCall("Read", {"file_path": edit}),  # Edit wants a Read of the file first
-        ToolCall("Edit", {"file_path": edit, "old_string": EDIT_OLD, "new_string": EDIT_NEW}),
         ToolCall("Bash", {"command": DELETE_COMMAND, "description": "Delete files"}),
+        ToolCall("Edit", {"file_path": edit, "old_string": EDIT_OLD, "new_string": EDIT_NEW}),
         ToolCall("Bash", {"command": MOVE_COMMAND, "description": "Move a file, chmod a script"}),
-        Text("All done."),
+        when_prompted(SECOND_PROMPT,
+                      ToolCall("Write", {"file_path": str(project / NEW_FILE),
+                                         "content": NEW_TEXT}),
+                      Text("All done.")),
+        Text("Notes added."),
     ]
 
 
 def codex_script(project: Path) -> list[Step]:
     return [
+        ToolCall("exec_command", {"cmd": DELETE_COMMAND}),
         ToolCall("apply_patch", {"input": codex_patch(str(project / "edit.txt"), EDIT_OLD,
                                                       EDIT_NEW)}, freeform=True),
-        ToolCall("exec_command", {"cmd": DELETE_COMMAND}),
         ToolCall("exec_command", {"cmd": MOVE_COMMAND}),
-        Text("All done."),
+        when_prompted(SECOND_PROMPT,
+                      ToolCall("apply_patch", {"input": add_file_patch(project / NEW_FILE,
+                                                                       NEW_TEXT)},
+                               freeform=True),
+                      Text("All done.")),
+        Text("Notes added."),
     ]
+
+
+def add_file_patch(path: Path, text: str) -> str:
+    """A Codex ``apply_patch`` body creating ``path`` with ``text``."""
+    body = "".join(f"+{line}\n" for line in text.splitlines())
+    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
 
 
 @dataclass
@@ -130,6 +159,7 @@ class RewoundSession:
     cp: CosProject
     session: str = ""
     before_session: Tree = field(default_factory=dict)
+    after_first_turn: Tree = field(default_factory=dict)
     after_session: Tree = field(default_factory=dict)
     checkpoints: list[dict[str, Any]] = field(default_factory=list)  # oldest first
     hooks_log: list[dict[str, Any]] = field(default_factory=list)
@@ -164,15 +194,24 @@ def run_session(root: Path, agent: str) -> RewoundSession:
     assert installed.returncode == 0, installed.stderr
     run = RewoundSession(cp=cp, before_session=tree_state(project))
     script = claude_script(project) if agent == "claude" else codex_script(project)
+    active = cp.state / agent / ".active-session"
     with ModelServer(script) as server:
         if agent == "claude":
-            result = succeeded(run_claude(project, PROMPT, server, home))
+            cp.results.append(succeeded(run_claude(project, PROMPT, server, home)))
         else:
-            result = succeeded(run_codex(project, PROMPT, server, home))
-    cp.results.append(result)
+            cp.results.append(succeeded(run_codex(project, PROMPT, server, home)))
+        run.session, cp.native_id = active.read_text(encoding="utf-8").split()
+        run.after_first_turn = tree_state(project)
+        # The user, not the agent, changes a file while the session is idle.
+        (project / "empty.txt").write_text(OUTSIDE_TEXT, encoding="utf-8")
+        if agent == "claude":
+            cp.results.append(succeeded(run_claude(project, SECOND_PROMPT, server, home,
+                                                   extra_args=("--resume", cp.native_id))))
+        else:
+            cp.results.append(succeeded(run_codex(project, SECOND_PROMPT, server, home,
+                                                  extra_args=("resume", cp.native_id))))
+    assert active.read_text(encoding="utf-8").split() == [run.session, cp.native_id]
     run.after_session = tree_state(project)
-    run.session, cp.native_id = (cp.state / agent / ".active-session").read_text(
-        encoding="utf-8").split()
     run.hooks_log = cp.log()
     run.checkpoints = list(reversed(run.cos_json("checkpoints", "--session", run.session)))
     if not any(row["trigger"] == "prompt" for row in run.checkpoints):
@@ -209,31 +248,42 @@ def run(request: pytest.FixtureRequest) -> RewoundSession:
 
 
 EDIT_TOOL = {"claude": "Edit", "codex": "apply_patch"}
+WRITE_TOOL = {"claude": "Write", "codex": "apply_patch"}
 # Codex reports its exec_command to hooks as Bash.
 SHELL_TOOL = {"claude": "Bash", "codex": "Bash"}
+REWIND_ACTIONS = {
+    "edit.txt": "restore", "tool.sh": "restore", "empty.txt": "restore",
+    "delete.txt": "create", "scratch.txt": "create", "latest": "create", "data.bin": "create",
+    "docs/data.bin": "delete", NEW_FILE: "delete",
+}
+REWIND_SUMMARY = {"restore": 3, "create": 4, "delete": 2}
 
 
-def test_the_client_edited_deleted_moved_and_chmodded_with_the_hooks_installed(
-        run: RewoundSession) -> None:
+def test_the_client_did_both_turns_with_the_hooks_installed(run: RewoundSession) -> None:
     project = run.cp.project
     assert (project / "edit.txt").read_text(encoding="utf-8") == f"alpha\n{EDIT_NEW}\ncharlie\n"
     for gone in ("delete.txt", "scratch.txt", "latest", "data.bin"):
         assert not os.path.lexists(project / gone), gone
     assert (project / "docs" / "data.bin").read_bytes() == BINARY
     assert stat.S_IMODE((project / "tool.sh").stat().st_mode) == 0o644
+    assert (project / NEW_FILE).read_text(encoding="utf-8") == NEW_TEXT
     assert not any("cos hook" in result.stderr for result in run.cp.results)
 
 
-def test_the_session_has_a_prompt_checkpoint_then_one_per_writing_tool_then_a_turn_end(
+def test_each_turn_has_a_prompt_checkpoint_one_per_tool_that_changed_the_tree_and_a_turn_end(
         run: RewoundSession) -> None:
-    triggers = [row["trigger"] for row in run.checkpoints]
-    shell = f"tool:{SHELL_TOOL[run.cp.agent]}"
-    assert triggers == ["prompt", f"tool:{EDIT_TOOL[run.cp.agent]}", shell, shell, "turn-end"]
+    agent = run.cp.agent
+    # The first writing tool of each turn finds the tree as the prompt's checkpoint left it: it
+    # reuses that checkpoint rather than recording a new one (see the hooks-log test).
+    assert [(row["turn"], row["trigger"]) for row in run.checkpoints] == [
+        (1, "prompt"), (1, f"tool:{EDIT_TOOL[agent]}"), (1, f"tool:{SHELL_TOOL[agent]}"),
+        (1, "turn-end"),
+        (2, "prompt"), (2, "turn-end"),
+    ]
     for row in run.checkpoints:
-        assert (row["session"], row["agent"], row["turn"], row["mode"]) == \
-            (run.session, run.cp.agent, 1, "worktree"), row
-        assert row["prompt"] == PROMPT, row
-        assert row["root"] == str(run.cp.project), row
+        assert (row["session"], row["agent"], row["mode"], row["root"]) == \
+            (run.session, agent, "worktree", str(run.cp.project)), row
+        assert row["prompt"] == (PROMPT if row["turn"] == 1 else SECOND_PROMPT), row
         assert not row["skipped"], row
 
 
@@ -242,25 +292,36 @@ def test_each_checkpoint_lists_the_files_changed_since_the_previous_one(
     changed = [(row["changed_count"], row["changed"]) for row in run.checkpoints]
     assert changed == [
         (None, []),  # the session's first checkpoint has nothing to compare with
-        (0, []),  # reading the file changed nothing
-        (1, ["edit.txt"]),
-        (3, ["delete.txt", "latest", "scratch.txt"]),
+        (3, ["delete.txt", "latest", "scratch.txt"]),  # the rm, before the edit tool
+        (1, ["edit.txt"]),  # the edit, before the mv and chmod
         (3, ["data.bin", "docs/data.bin", "tool.sh"]),
+        (1, ["empty.txt"]),  # the user's edit between the turns
+        (1, [NEW_FILE]),
     ]
 
 
 def test_every_checkpointing_hook_logged_its_checkpoint_and_no_error(run: RewoundSession) -> None:
-    ids = {row["id"] for row in run.checkpoints}
     taken = []
     for line in run.hooks_log:
         assert "checkpoint_error" not in line, line
         if line["event"] in ("UserPromptSubmit", "Stop") or (
                 line["event"] == "PreToolUse" and line.get("tool") != "Read"):
-            assert line.get("checkpoint") in ids, line
-            taken.append(line["checkpoint"])
+            taken.append((line["event"], line.get("tool"), line.get("checkpoint")))
         else:
             assert "checkpoint" not in line, line
-    assert sorted(taken) == sorted(ids)
+    ids = [row["id"] for row in run.checkpoints]
+    shell, edit, write = SHELL_TOOL[run.cp.agent], EDIT_TOOL[run.cp.agent], \
+        WRITE_TOOL[run.cp.agent]
+    assert taken == [
+        ("UserPromptSubmit", None, ids[0]),
+        ("PreToolUse", shell, ids[0]),  # the rm: nothing changed since the prompt's checkpoint
+        ("PreToolUse", edit, ids[1]),
+        ("PreToolUse", shell, ids[2]),
+        ("Stop", None, ids[3]),
+        ("UserPromptSubmit", None, ids[4]),
+        ("PreToolUse", write, ids[4]),  # nothing changed since the second prompt's checkpoint
+        ("Stop", None, ids[5]),
+    ]
 
 
 def test_dry_run_lists_what_to_restore_create_and_delete_and_changes_nothing(
@@ -268,17 +329,14 @@ def test_dry_run_lists_what_to_restore_create_and_delete_and_changes_nothing(
     assert run.preview["dry_run"] is True
     code = run.preview["code"]
     assert code["checkpoint"]["id"] == run.first_prompt["id"]
-    actions = {item["path"]: item["action"] for item in code["files"]}
-    assert actions == {
-        "edit.txt": "restore", "tool.sh": "restore",
-        "delete.txt": "create", "scratch.txt": "create", "latest": "create", "data.bin": "create",
-        "docs/data.bin": "delete",
-    }
-    assert code["summary"] == {"restore": 2, "create": 4, "delete": 1}
+    assert {item["path"]: item["action"] for item in code["files"]} == REWIND_ACTIONS
+    assert code["summary"] == REWIND_SUMMARY
     assert not code["unprotected"]
-    assert not any(item["changed_outside"] for item in code["files"])  # all done in the session
+    outside = {item["path"] for item in code["files"] if item["changed_outside"]}
+    assert outside == {"empty.txt"}  # everything else was done by the agent in the session
     stats = {item["path"]: item for item in code["files"]}
     assert (stats["edit.txt"]["added"], stats["edit.txt"]["removed"]) == (1, 1)
+    assert (stats["empty.txt"]["added"], stats["empty.txt"]["removed"]) == (0, 1)
     assert stats["data.bin"]["binary"] is True
     assert tree_differences(run.after_session, run.after_preview) == []
 
@@ -287,7 +345,7 @@ def test_rewind_to_the_first_prompt_restores_every_file_byte_for_byte_with_modes
         run: RewoundSession) -> None:
     code = run.rewind["code"]
     assert code["applied"] is True and code["before"]
-    assert code["summary"] == {"restore": 2, "create": 4, "delete": 1}
+    assert code["summary"] == REWIND_SUMMARY
     assert tree_differences(run.before_session, run.after_rewind) == []
 
 

@@ -210,7 +210,8 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
     record["objects_written"] = cap.objects_written + (1 if written else 0)
     record["bytes_written"] = cap.bytes_written + written
     if record["bytes_written"]:
-        pruned = _enforce_cap(tiers, settings.max_total_bytes, keep=str(record["id"]))
+        pruned = _enforce_cap(tiers, settings.max_total_bytes, keep=str(record["id"]),
+                              added=int(str(record["bytes_written"])))
         if pruned:
             record["pruned"] = pruned
     return record
@@ -664,20 +665,38 @@ def collect(tiers: Tiers, *, dry_run: bool = False, older_than_s: float | None =
             "bytes_freed": freed, "dry_run": dry_run, "problems": problems}
 
 
-def _enforce_cap(tiers: Tiers, cap: int, keep: str) -> list[str]:
+USAGE_FILE = "usage.json"
+USAGE_STALE_S = 3600
+
+
+def _enforce_cap(tiers: Tiers, cap: int, keep: str, added: int) -> list[str]:
     """Prune the oldest checkpoints (never `keep`) until the store fits `cap`; returns the ids
-    pruned. Objects are collected without the grace period of `collect`: only what the pruned
-    checkpoints alone reached goes."""
+    pruned. The store's size is kept in `checkpoints/usage.json`, counted again when it is an
+    hour old or the new bytes would cross the cap, so a checkpoint does not walk the store.
+    Objects are collected with a minute's grace: objects of a checkpoint another panel is
+    taking right now are younger."""
     folder = checkpoints_dir(tiers)
-    if usage(tiers)["total_bytes"] <= cap:  # type: ignore[operator]
-        return []
+    path = os.path.join(folder, USAGE_FILE)
+    saved = durable.read_small(path, 4096)
+    try:
+        known = jsonwire.loads(saved.decode("ascii")) if saved else None
+        total = int(known["bytes"]) + added  # type: ignore[index]
+        fresh = time.time() - float(known["ts"]) < USAGE_STALE_S  # type: ignore[index]
+    except (ValueError, TypeError, KeyError):
+        total, fresh = 0, False
+    if not fresh or total > cap:
+        total = int(str(usage(tiers)["total_bytes"]))
     pruned: list[str] = []
-    for record in points.all_records(folder):
-        if str(record["id"]) == keep:
-            continue
-        points.remove(folder, str(record["id"]))
-        pruned.append(str(record["id"]))
-        collect(tiers, grace_s=60)
-        if usage(tiers)["total_bytes"] <= cap:  # type: ignore[operator]
-            break
+    if total > cap:
+        for record in points.all_records(folder):
+            if str(record["id"]) == keep:
+                continue
+            points.remove(folder, str(record["id"]))
+            pruned.append(str(record["id"]))
+            collect(tiers, grace_s=60)
+            total = int(str(usage(tiers)["total_bytes"]))
+            if total <= cap:
+                break
+    durable.atomic_write(path, jsonwire.dumps({"bytes": total, "ts": time.time()}).encode(),
+                         sync=False)
     return pruned

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from coding_os.state import durable
 
@@ -19,17 +17,28 @@ JOURNAL = "journal.json"
 STAGING = "staging"
 
 
-@contextmanager
-def restore_lock(checkpoints_dir: str, exclusive: bool) -> Iterator[None]:
-    """Hold the restore lock: exclusive to restore, shared to take a snapshot."""
-    durable.ensure_dir(checkpoints_dir)
-    fd = os.open(os.path.join(checkpoints_dir, "restore.lock"),
-                 os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-        yield
-    finally:
-        os.close(fd)
+class restore_lock:  # noqa: N801 - used as a function: `with restore_lock(dir, exclusive):`
+    """Hold the restore lock: exclusive to restore, shared to take a snapshot. (A class rather
+    than a contextlib generator: contextlib is not imported on the hook path.)"""
+
+    __slots__ = ("path", "exclusive", "fd")
+
+    def __init__(self, checkpoints_dir: str, exclusive: bool) -> None:
+        self.path = os.path.join(checkpoints_dir, "restore.lock")
+        self.exclusive = exclusive
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        durable.ensure_dir(os.path.dirname(self.path))
+        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)
 
 
 def pending(checkpoints_dir: str) -> bool:

@@ -63,7 +63,10 @@ def write(checkpoints_dir: str, record: dict[str, object]) -> None:
     """
     folder = durable.ensure_dir(_points(checkpoints_dir))
     data = jsonwire.dumps(record).encode("ascii")
-    durable.atomic_write(os.path.join(folder, f"{record['id']}.json"), data)
+    # Not flushed to disk: a record lost to a power cut is one checkpoint fewer, never a
+    # dangling one (its objects were flushed before it was written), and the hooks that write
+    # records run on every prompt of every panel.
+    durable.atomic_write(os.path.join(folder, f"{record['id']}.json"), data, sync=False)
 
 
 def load(checkpoints_dir: str, checkpoint: str) -> dict[str, object]:

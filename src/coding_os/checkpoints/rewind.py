@@ -29,10 +29,14 @@ import stat
 from collections.abc import Callable
 
 from coding_os.checkpoints.lock import JOURNAL, pending, restore_lock
-from coding_os.checkpoints.snapshot import Entry, check_path
+from coding_os.checkpoints.snapshot import check_path
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.errors import CosError, StateIOError
 from coding_os.state import durable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.checkpoints.snapshot import Entry
 
 __all__ = ["RestoreError", "plan_ops", "fetch", "restore", "recover"]
 
@@ -125,7 +129,6 @@ def _check_tree(root: str, ops: list[dict[str, object]]) -> None:
     """Refuse before anything changes: a path through a symlink or a file, a directory in the
     way, a directory that cannot be written."""
     deleted = {str(op["path"]) for op in ops if op["op"] == "delete"}
-    written = {str(op["path"]) for op in ops if op["op"] == "write"}
     for op in ops:
         path = str(op["path"])
         parts = path.split("/")
@@ -148,25 +151,21 @@ def _check_tree(root: str, ops: list[dict[str, object]]) -> None:
                 is_dir = stat.S_ISDIR(os.lstat(full).st_mode)
             except (FileNotFoundError, NotADirectoryError):
                 is_dir = False
-            if is_dir:
-                inside = [p for p in deleted if p.startswith(path + "/")]
-                if _has_other_files(full, path, set(inside)):
-                    raise RestoreError(f"{path} is a directory holding files the checkpoint "
-                                       "does not know; nothing was changed")
+            if is_dir and _has_other_files(root, path, deleted):
+                raise RestoreError(f"{path} is a directory holding files the checkpoint "
+                                   "does not know; nothing was changed")
         _check_writable(root, path)
-    del written
 
 
-def _has_other_files(full: str, path: str, deleted: set[str]) -> bool:
-    for folder, dirs, files in os.walk(full):
+def _has_other_files(root: str, path: str, deleted: set[str]) -> bool:
+    """Whether the directory `path` holds anything the restore does not delete first."""
+    for folder, dirs, files in os.walk(os.path.join(root, path)):
         for name in files:
-            rel = os.path.relpath(os.path.join(folder, name), os.path.dirname(full) or ".")
-            rel = rel if not os.path.dirname(path) else f"{os.path.dirname(path)}/{rel}"
+            rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
             if rel not in deleted:
                 return True
-        for name in dirs:
-            if os.path.islink(os.path.join(folder, name)):
-                return True
+        if any(os.path.islink(os.path.join(folder, name)) for name in dirs):
+            return True
     return False
 
 

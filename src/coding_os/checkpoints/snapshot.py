@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import stat
 import time
-from typing import Any
 
 from coding_os.checkpoints.gitcmd import git, repo_top
 from coding_os.checkpoints.store import ObjectStore
@@ -51,7 +50,11 @@ MODES = (MODE_FILE, MODE_EXEC, MODE_LINK)
 DEFAULT_MAX_FILE_BYTES = 2 << 20
 IGNORE_FILE = ".cosignore"
 ALWAYS_OUT = (".git", ".coding-os")
-Entry = list[Any]  # [kind, sha1, mode, oid | None]
+TYPE_CHECKING = False  # typing is not imported at run time: this runs on the hook path
+if TYPE_CHECKING:
+    from typing import Any, TypeAlias
+
+    Entry: TypeAlias = list[Any]  # [kind, sha1, mode, oid | None]
 
 
 def check_path(path: object) -> str:
@@ -87,6 +90,7 @@ class StatCache:
         self._entries: dict[str, list[object]] | None = None  # read on first use
         self.saved_ns = 0
         self.dirty = False
+        self.seen: set[str] = set()
 
     @property
     def entries(self) -> dict[str, list[object]]:
@@ -110,6 +114,7 @@ class StatCache:
         return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_mode]
 
     def lookup(self, path: str, st: os.stat_result) -> tuple[str, str] | None:
+        self.seen.add(path)
         cached = self.entries.get(path)
         if (not isinstance(cached, list) or len(cached) != 7
                 or cached[:5] != self.key(st) or st.st_mtime_ns >= self.saved_ns - 1_000_000_000):
@@ -120,12 +125,18 @@ class StatCache:
         self.entries[path] = [*self.key(st), sha1, oid]
         self.dirty = True
 
-    def save(self) -> None:
+    def save(self, root: str | None = None) -> None:
+        """Write the cache when it learnt something; entries under `root` that this snapshot
+        did not look at (files no longer modified, or gone) are dropped."""
         if not self.dirty:
             return
         from coding_os import jsonwire
         from coding_os.state import durable
 
+        if root is not None:
+            inside = root.rstrip("/") + "/"
+            for path in [p for p in self.entries if p.startswith(inside) and p not in self.seen]:
+                del self.entries[path]
         data = {"saved_ns": time.time_ns(), "entries": self.entries}
         try:
             durable.atomic_write(self.path, jsonwire.dumps(data).encode("ascii"), sync=False)
@@ -213,7 +224,7 @@ def capture(cap: Capture, mode: str = "worktree",
         layers = _layers(cap, "")
     else:
         raise InvalidInput(f"unknown checkpoint mode {mode!r} (worktree or tracked)")
-    cap.cache.save()
+    cap.cache.save(cap.root if mode == "worktree" else None)
     return {"v": 1, "mode": mode, "layers": layers,
             "skipped": sorted(cap.skipped, key=lambda item: str(item[0]))}
 

@@ -15,9 +15,12 @@ as `git:<blob id>` (see snapshot.py), and `verify` checks those too.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 
 from coding_os.errors import CosError, InvalidInput, StateIOError
+
+TYPE_CHECKING = False  # collections.abc is not imported at run time: see lock.py
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 __all__ = ["ALGORITHM", "ObjectStore", "DamagedObject", "valid_oid"]
 

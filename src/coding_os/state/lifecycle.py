@@ -711,6 +711,8 @@ def _checkpoint(ctx: _Context, session: str, log: dict[str, object]) -> None:
         log["checkpoint_error"] = " ".join(str(exc).split())[:300]
         return
     log["checkpoint"] = record["id"]
+    if record.get("reused"):
+        log["checkpoint_reused"] = "1"  # nothing changed since this session's latest one
     if record.get("pruned"):
         log["checkpoints_pruned"] = str(len(record["pruned"]))  # type: ignore[arg-type]
 
