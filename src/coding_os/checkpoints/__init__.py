@@ -411,7 +411,8 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
                 agent: str | None = None, settings: Settings | None = None,
                 kind: str = "rewind") -> dict[str, object]:
     """Restore the tree at `root` to `checkpoint`, after taking a checkpoint of it as it is
-    (`before`), so `undo` brings it back. Returns the report: the preview's files and `before`.
+    (`before`), so `undo` brings it back. Returns the report: each file and its action (the
+    diffstat and the outside marks are the preview's), and `before`.
 
     Raises:
         InvalidInput, NotFound: a bad or unknown checkpoint id; another tree's checkpoint.
@@ -429,13 +430,15 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
                            f"run cos rewind there")
     store = ObjectStore(folder)
-    report = preview(tiers, root, checkpoint, settings)
-    if report["unprotected"]:
-        raise RestoreError(f"{', '.join(report['unprotected'][:5])} would be overwritten but "  # type: ignore[index]
-                           "is larger than checkpoints.max_file_bytes, so the rewind could not "
-                           "be undone; nothing was changed")
     with restore_lock(folder, exclusive=True):
         cap, current = _current(tiers, root, target, store, settings)
+        changes = diff(root, target, current)
+        unprotected = sorted({str(item[0]) for item in cap.skipped}
+                             & {path for path, *_ in changes})
+        if unprotected:
+            raise RestoreError(f"{', '.join(unprotected[:5])} would be overwritten but is "
+                               "larger than checkpoints.max_file_bytes, so the rewind could not "
+                               "be undone; nothing was changed")
         oid, _ = _manifest_oid(store, current)
         now = time.time()
         before = {"v": 1, "id": points.new_id(now), "ts": _iso(now), "session": session,
@@ -444,14 +447,19 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
                   "manifest": oid, "previous": None, "seq": None, "changed": [],
                   "changed_count": None, "skipped": current["skipped"]}
         points.write(folder, before)
-        ops = plan_ops(diff(root, target, current))
+        ops = plan_ops(changes)
         marker = {"id": points.new_id(), "kind": kind, "target": checkpoint,
                   "before": before["id"], "ts": _iso(time.time())}
         restore(root, folder, store, ops, marker,
                 after=lambda: _remember_rewind(folder, {**marker, "root": root}))
-    report["before"] = before["id"]
-    report["applied"] = True
-    return report
+    files = [{"path": path, "action": "delete" if wanted is None
+              else ("create" if present is None else "restore")}
+             for path, wanted, present, _ in changes]
+    return {"checkpoint": _row(record), "mode": record.get("mode"), "root": root,
+            "files": files,
+            "summary": {kind_: sum(1 for f in files if f["action"] == kind_)
+                        for kind_ in ("restore", "create", "delete")},
+            "unprotected": [], "before": before["id"], "applied": True}
 
 
 def _remember_rewind(folder: str, journal: dict[str, object]) -> None:

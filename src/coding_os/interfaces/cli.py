@@ -692,9 +692,10 @@ def _print_code(code: dict[str, Any], verb: str) -> None:
     click.echo(f"checkpoint {row['id']} ({code['mode']}, {row.get('ts')}, turn "
                f"{row.get('turn') if row.get('turn') is not None else '-'})")
     for item in code["files"]:
-        stat = "binary" if item["binary"] else f"+{item['added']} -{item['removed']}"
-        outside = "  [changed outside the session]" if item["changed_outside"] else ""
-        click.echo(f"  {item['action']:<8} {item['path']}  {stat}{outside}")
+        stat = ("" if "binary" not in item else "  binary" if item["binary"]
+                else f"  +{item['added']} -{item['removed']}")
+        outside = "  [changed outside the session]" if item.get("changed_outside") else ""
+        click.echo(f"  {item['action']:<8} {item['path']}{stat}{outside}")
     summary = code["summary"]
     click.echo(f"{verb}: {summary['restore']} restored, {summary['create']} created, "
                f"{summary['delete']} deleted" + (f"; undo with cos rewind --undo"
