@@ -131,8 +131,6 @@ def test_verify_reports_a_git_blob_the_repository_no_longer_has(project: Path) -
     assert raw_bytes(state) == before
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: cli.run ignores the exit code click.main returns "
-                   "in non-standalone mode, so `cos checkpoints verify` exits 0 when damaged")
 @pytest.mark.parametrize("as_json", [True, False])
 def test_verify_of_a_damaged_store_exits_6(project: Path, as_json: bool) -> None:
     (project / "a.txt").write_text("alpha\n", encoding="utf-8")

@@ -314,8 +314,9 @@ def _current(tiers: Tiers, root: str, target: dict[str, object], store: ObjectSt
              settings: Settings) -> tuple[Capture, dict[str, object]]:
     from coding_os.checkpoints.snapshot import manifest_paths
 
-    cap = Capture(root, store, StatCache(os.path.join(checkpoints_dir(tiers), "stat-cache.json")),
-                  settings.max_file_bytes)
+    cache = StatCache(os.path.join(checkpoints_dir(tiers), "stat-cache.json"),
+                      read_only=isinstance(store, _DryStore))
+    cap = Capture(root, store, cache, settings.max_file_bytes)
     mode = str(target.get("mode"))
     paths = sorted(manifest_paths(target)) if mode == "tracked" else None
     return cap, capture(cap, mode, paths)
@@ -420,7 +421,7 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
             a symlink or read-only directory is in the way; nothing was changed.
         DamagedObject, StateIOError: nothing was changed.
     """
-    from coding_os.checkpoints.rewind import RestoreError, plan_ops, restore
+    from coding_os.checkpoints.rewind import RestoreError, plan_ops, prepare, restore
 
     settings = settings or Settings()
     folder = checkpoints_dir(tiers)
@@ -439,6 +440,8 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
             raise RestoreError(f"{', '.join(unprotected[:5])} would be overwritten but is "
                                "larger than checkpoints.max_file_bytes, so the rewind could not "
                                "be undone; nothing was changed")
+        ops = plan_ops(changes)
+        data = prepare(root, store, ops)  # refused here, no checkpoint is left behind
         oid, _ = _manifest_oid(store, current)
         now = time.time()
         before = {"v": 1, "id": points.new_id(now), "ts": _iso(now), "session": session,
@@ -447,11 +450,10 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
                   "manifest": oid, "previous": None, "seq": None, "changed": [],
                   "changed_count": None, "skipped": current["skipped"]}
         points.write(folder, before)
-        ops = plan_ops(changes)
         marker = {"id": points.new_id(), "kind": kind, "target": checkpoint,
                   "before": before["id"], "ts": _iso(time.time())}
         restore(root, folder, store, ops, marker,
-                after=lambda: _remember_rewind(folder, {**marker, "root": root}))
+                after=lambda: _remember_rewind(folder, {**marker, "root": root}), data=data)
     files = [{"path": path, "action": "delete" if wanted is None
               else ("create" if present is None else "restore")}
              for path, wanted, present, _ in changes]
@@ -570,18 +572,13 @@ def verify(tiers: Tiers) -> dict[str, object]:
 
 
 def _batch_check(repo: str, shas: list[str]) -> set[str]:
-    import subprocess
+    """Which of `shas` the repository at `repo` has."""
+    from coding_os.checkpoints.gitcmd import git
 
-    from coding_os.checkpoints.gitcmd import GitError, git_env
-
-    proc = subprocess.run(["git", "-C", repo, "cat-file", "--batch-check"],
-                          input="".join(f"{s}\n" for s in shas).encode("ascii"),
-                          capture_output=True, env=git_env(), check=False)
-    if proc.returncode != 0:
-        raise GitError(f"git cat-file failed in {repo}: "
-                       f"{proc.stderr.decode('utf-8', 'replace').strip()[:200]}")
+    out = git(repo, "cat-file", "--batch-check",
+              stdin="".join(f"{s}\n" for s in shas).encode("ascii"))
     present = set()
-    for line in proc.stdout.decode("ascii", "replace").splitlines():
+    for line in out.decode("ascii", "replace").splitlines():
         parts = line.split(" ")
         if len(parts) == 3 and parts[1] != "missing":
             present.add(parts[0])
@@ -673,6 +670,47 @@ def collect(tiers: Tiers, *, dry_run: bool = False, older_than_s: float | None =
             "bytes_freed": freed, "dry_run": dry_run, "problems": problems}
 
 
+def _reach(store: ObjectStore, record: dict[str, object]) -> set[str]:
+    """The objects one checkpoint needs: its manifest and the stored files it names."""
+    oid = str(record.get("manifest"))
+    found = {oid}
+    try:
+        manifest = _manifest(store, oid)
+    except (DamagedObject, InvalidInput):
+        return found
+    for layer in manifest.get("layers", []):  # type: ignore[attr-defined]
+        for entry in layer.get("overlay", {}).values():
+            if entry and entry[3]:
+                found.add(str(entry[3]))
+    return found
+
+
+def _prune(folder: str, cap: int, keep: str, total: int, pruned: list[str]) -> int:
+    """Remove the oldest checkpoints (never `keep`) and the objects only they needed, whatever
+    their age, until the store fits `cap`; returns the new total. Objects no checkpoint has
+    named yet (one being taken elsewhere) are never touched."""
+    store = ObjectStore(folder)
+    records = points.all_records(folder)
+    reach = {str(r["id"]): _reach(store, r) for r in records}
+    count: dict[str, int] = {}
+    for oids in reach.values():
+        for oid in oids:
+            count[oid] = count.get(oid, 0) + 1
+    for record in records:
+        if total <= cap:
+            break
+        checkpoint = str(record["id"])
+        if checkpoint == keep:
+            continue
+        points.remove(folder, checkpoint)
+        pruned.append(checkpoint)
+        for oid in reach[checkpoint]:
+            count[oid] -= 1
+            if count[oid] == 0:
+                total -= store.remove(oid)
+    return total
+
+
 USAGE_FILE = "usage.json"
 USAGE_STALE_S = 3600
 
@@ -680,9 +718,7 @@ USAGE_STALE_S = 3600
 def _enforce_cap(tiers: Tiers, cap: int, keep: str, added: int) -> list[str]:
     """Prune the oldest checkpoints (never `keep`) until the store fits `cap`; returns the ids
     pruned. The store's size is kept in `checkpoints/usage.json`, counted again when it is an
-    hour old or the new bytes would cross the cap, so a checkpoint does not walk the store.
-    Objects are collected with a minute's grace: objects of a checkpoint another panel is
-    taking right now are younger."""
+    hour old or the new bytes would cross the cap, so a checkpoint does not walk the store."""
     folder = checkpoints_dir(tiers)
     path = os.path.join(folder, USAGE_FILE)
     saved = durable.read_small(path, 4096)
@@ -696,15 +732,7 @@ def _enforce_cap(tiers: Tiers, cap: int, keep: str, added: int) -> list[str]:
         total = int(str(usage(tiers)["total_bytes"]))
     pruned: list[str] = []
     if total > cap:
-        for record in points.all_records(folder):
-            if str(record["id"]) == keep:
-                continue
-            points.remove(folder, str(record["id"]))
-            pruned.append(str(record["id"]))
-            collect(tiers, grace_s=60)
-            total = int(str(usage(tiers)["total_bytes"]))
-            if total <= cap:
-                break
+        total = _prune(folder, cap, keep, total, pruned)
     durable.atomic_write(path, jsonwire.dumps({"bytes": total, "ts": time.time()}).encode(),
                          sync=False)
     return pruned

@@ -12,6 +12,10 @@ import os
 
 from coding_os.errors import CosError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from threading import Thread as _Writer
+
 __all__ = ["GitError", "git", "git_env", "repo_top"]
 
 _DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_OBJECT_DIRECTORY",
@@ -31,37 +35,69 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def git(repo: str, *args: str) -> bytes:
-    """The standard output of `git -C repo ARGS`.
+def git(repo: str, *args: str, stdin: bytes | None = None) -> bytes:
+    """The standard output of `git -C repo ARGS`, fed `stdin` when given.
 
     Raises:
         GitError: git is missing or exits non-zero (its first error line in the message).
     """
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
-    actions = [(os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-               (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2),
-               (os.POSIX_SPAWN_CLOSE, out_r), (os.POSIX_SPAWN_CLOSE, err_r)]
+    in_r, in_w = os.pipe() if stdin is not None else (-1, -1)
+    actions: list[tuple[object, ...]] = [
+        (os.POSIX_SPAWN_DUP2, in_r, 0) if stdin is not None
+        else (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, out_w, 1), (os.POSIX_SPAWN_DUP2, err_w, 2),
+        (os.POSIX_SPAWN_CLOSE, out_r), (os.POSIX_SPAWN_CLOSE, err_r)]
+    if stdin is not None:
+        actions.append((os.POSIX_SPAWN_CLOSE, in_w))
     try:
-        pid = os.posix_spawnp("git", ["git", "-C", repo, *args], git_env(), file_actions=actions)
+        pid = os.posix_spawnp("git", ["git", "-C", repo, *args], git_env(),
+                              file_actions=actions)
     except OSError as exc:
-        for fd in (out_r, out_w, err_r, err_w):
-            os.close(fd)
+        for fd in (out_r, out_w, err_r, err_w, in_r, in_w):
+            if fd >= 0:
+                os.close(fd)
         raise GitError(f"cannot run git: {exc.strerror or exc}") from None
     os.close(out_w)
     os.close(err_w)
-    chunks = []
+    writer = None
+    if stdin is not None:
+        os.close(in_r)
+        writer = _feed(in_w, stdin)
     with os.fdopen(out_r, "rb") as out:
-        chunks.append(out.read())
+        data = out.read()
     with os.fdopen(err_r, "rb") as err:
         error = err.read(4096)
+    if writer is not None:
+        writer.join()
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
     if code != 0:
         line = error.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {args[0]} failed in {repo}: "
                        f"{line[0] if line else f'exit {code}'}")
-    return b"".join(chunks)
+    return data
+
+
+def _feed(fd: int, data: bytes) -> _Writer:
+    """Write `data` to `fd` and close it, from a thread: git may fill its output pipe before
+    it has read all of its input."""
+    import threading
+
+    def write() -> None:
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            pass  # git exited early; its status says why
+        finally:
+            os.close(fd)
+
+    thread = threading.Thread(target=write, daemon=True)
+    thread.start()
+    return thread
 
 
 def repo_top(path: str) -> str | None:

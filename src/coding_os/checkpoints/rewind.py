@@ -27,8 +27,9 @@ import os
 import shutil
 import stat
 from collections.abc import Callable
+from typing import NoReturn
 
-from coding_os.checkpoints.lock import JOURNAL, pending, restore_lock
+from coding_os.checkpoints.lock import JOURNAL, STAGING, pending, restore_lock
 from coding_os.checkpoints.snapshot import check_path
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.errors import CosError, StateIOError
@@ -38,7 +39,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from coding_os.checkpoints.snapshot import Entry
 
-__all__ = ["RestoreError", "plan_ops", "fetch", "restore", "recover"]
+__all__ = ["RestoreError", "plan_ops", "fetch", "prepare", "restore", "recover"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -103,15 +104,12 @@ def fetch(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict[i
 
 
 def _git_blobs(repo: str, shas: list[str]) -> dict[str, bytes]:
-    import subprocess
-
-    from coding_os.checkpoints.gitcmd import git_env
+    """The blobs `shas` of the repository at `repo` (those it no longer has are left out)."""
+    from coding_os.checkpoints.gitcmd import git
 
     unique = sorted(set(shas))
-    proc = subprocess.run(["git", "-C", repo, "cat-file", "--batch"],
-                          input="".join(f"{sha}\n" for sha in unique).encode("ascii"),
-                          capture_output=True, env=git_env(), check=False)
-    out = proc.stdout
+    out = git(repo, "cat-file", "--batch",
+              stdin="".join(f"{sha}\n" for sha in unique).encode("ascii"))
     blobs: dict[str, bytes] = {}
     pos = 0
     while pos < len(out):
@@ -154,7 +152,7 @@ def _check_tree(root: str, ops: list[dict[str, object]]) -> None:
             if is_dir and _has_other_files(root, path, deleted):
                 raise RestoreError(f"{path} is a directory holding files the checkpoint "
                                    "does not know; nothing was changed")
-        _check_writable(root, path)
+        _check_writable(root, path, deleted)
 
 
 def _has_other_files(root: str, path: str, deleted: set[str]) -> bool:
@@ -169,13 +167,18 @@ def _has_other_files(root: str, path: str, deleted: set[str]) -> bool:
     return False
 
 
-def _check_writable(root: str, path: str) -> None:
-    folder = os.path.dirname(os.path.join(root, path))
-    while not os.path.lexists(folder) and folder != root:
+def _check_writable(root: str, path: str, deleted: set[str]) -> None:
+    """The nearest directory above `path` that will still be there must be writable (a file or
+    symlink the restore deletes first does not count)."""
+    folder = os.path.dirname(path)
+    while folder:
+        full = os.path.join(root, folder)
+        if folder not in deleted and os.path.isdir(full) and not os.path.islink(full):
+            break
         folder = os.path.dirname(folder)
-    if not os.access(folder, os.W_OK | os.X_OK):
-        shown = os.path.relpath(folder, root)
-        raise RestoreError(f"directory {shown} is read-only; nothing was changed")
+    full = os.path.join(root, folder) if folder else root
+    if not os.access(full, os.W_OK | os.X_OK):
+        raise RestoreError(f"directory {folder or '.'} is read-only; nothing was changed")
 
 
 def _stage(staging: str, ops: list[dict[str, object]], data: dict[int, bytes]) -> None:
@@ -269,12 +272,27 @@ def _apply(root: str, journal: dict[str, object]) -> None:
                 except FileNotFoundError:
                     st = None
                 if st is not None and stat.S_ISDIR(st.st_mode):
-                    os.rmdir(name, dir_fd=parent)
+                    _remove_empty_tree(parent, name)
                 os.rename(staged, name, dst_dir_fd=parent)
             finally:
                 os.close(parent)
     finally:
         os.close(root_fd)
+
+
+def _remove_empty_tree(parent: int, name: str) -> None:
+    """Remove the directory `name` (in `parent`) and the empty directories in it, bottom-up,
+    without following symlinks; a file found inside stops it (checked before the journal)."""
+    fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    try:
+        for entry in os.listdir(fd):
+            st = os.lstat(entry, dir_fd=fd)
+            if not stat.S_ISDIR(st.st_mode):
+                raise RestoreError(f"{name}/{entry} is in the way of the restore")
+            _remove_empty_tree(fd, entry)
+    finally:
+        os.close(fd)
+    os.rmdir(name, dir_fd=parent)
 
 
 def _remove(parent: int, name: str) -> None:
@@ -308,18 +326,31 @@ def _prune(root_fd: int, path: str) -> None:
         parts.pop()
 
 
+def prepare(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict[int, bytes]:
+    """Everything `restore` checks before it touches anything: the bytes of each write
+    (verified), and the tree (no symlink or file in the way, writable directories).
+
+    Raises:
+        RestoreError, DamagedObject: the restore cannot be done safely.
+    """
+    data = fetch(root, store, ops)
+    _check_tree(root, ops)
+    return data
+
+
 def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[str, object]],
-            record: dict[str, object], after: Callable[[], None] | None = None) -> None:
+            record: dict[str, object], after: Callable[[], None] | None = None,
+            data: dict[int, bytes] | None = None) -> None:
     """Apply `ops` to the tree at `root` with the journal; the caller holds the exclusive lock.
     `record` goes into the journal (what is being restored, and the checkpoint taken before);
-    `after` runs once the tree is restored, before the journal is removed.
+    `after` runs once the tree is restored, before the journal is removed; `data` is what
+    `prepare` returned, when the caller checked first.
 
     Raises:
         RestoreError, DamagedObject, StateIOError: nothing was changed.
     """
-    data = fetch(root, store, ops)
-    _check_tree(root, ops)
-    staging = os.path.join(checkpoints_dir, "staging", str(record["id"]))
+    data = prepare(root, store, ops) if data is None else data
+    staging = os.path.join(checkpoints_dir, STAGING, str(record["id"]))
     try:
         _stage(staging, ops, data)
         journal = {**record, "root": root, "staging": staging, "ops": ops}
@@ -339,7 +370,12 @@ def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[
 
 def _finish(checkpoints_dir: str, journal: dict[str, object],
             after: Callable[[], None] | None) -> None:
-    _apply(str(journal["root"]), journal)
+    try:
+        _apply(str(journal["root"]), journal)
+    except (OSError, RestoreError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        _abandon(checkpoints_dir, journal, f"{reason} (at {getattr(exc, 'filename', '')})"
+                 if isinstance(exc, OSError) else reason)
     if after is not None:
         after()
     os.unlink(os.path.join(checkpoints_dir, JOURNAL))
@@ -351,8 +387,12 @@ def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | N
     """Complete an interrupted restore (its journal), or remove the staging of one that never
     reached its journal. Returns the completed journal, or None. Takes the exclusive lock.
 
+    A journal that cannot be completed (damaged, naming paths outside its tree, or an operation
+    that fails) is moved aside to `journal.failed-<time>.json`, so it never blocks later calls.
+
     Raises:
-        StateIOError: the journal is damaged or the restore cannot be completed.
+        RestoreError: the journal could not be completed (the message says how to get the tree
+            back to where it was before that rewind).
     """
     if not pending(checkpoints_dir):
         return None
@@ -364,16 +404,53 @@ def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | N
         except FileNotFoundError:
             journal = None
         except (OSError, ValueError) as exc:
-            raise StateIOError(f"the restore journal {path} cannot be read: {exc}") from None
+            _abandon(checkpoints_dir, None, f"its journal cannot be read ({exc})")
         if journal is None:
-            shutil.rmtree(os.path.join(checkpoints_dir, "staging"), ignore_errors=True)
+            shutil.rmtree(os.path.join(checkpoints_dir, STAGING), ignore_errors=True)
             return None
-        if not isinstance(journal, dict) or not isinstance(journal.get("ops"), list):
-            raise StateIOError(f"the restore journal {path} is damaged")
+        problem = _journal_problem(checkpoints_dir, journal)
+        if problem:
+            _abandon(checkpoints_dir, journal if isinstance(journal, dict) else None, problem)
+        done: dict[str, object] = journal
+        _finish(checkpoints_dir, done, (lambda: after(done)) if after is not None else None)
+        shutil.rmtree(os.path.join(checkpoints_dir, STAGING), ignore_errors=True)
+        return done
+
+
+def _journal_problem(checkpoints_dir: str, journal: object) -> str | None:
+    """Why `journal` cannot be trusted, or None: its paths stay inside its tree, its staging
+    is this store's, and its tree is the one its `before` checkpoint was taken of."""
+    from coding_os.checkpoints import points
+    from coding_os.errors import CosError as Error
+
+    if not isinstance(journal, dict) or not isinstance(journal.get("ops"), list):
+        return "its journal is damaged"
+    staging = os.path.join(checkpoints_dir, STAGING, str(journal.get("id")))
+    if journal.get("staging") != staging or not points.valid_id(journal.get("id")):
+        return "its journal names a staging area outside the checkpoint store"
+    try:
         for op in journal["ops"]:
             check_path(op.get("path") if isinstance(op, dict) else None)
-        _finish(checkpoints_dir, journal,
-                (lambda: after(journal)) if after is not None else None)
-        shutil.rmtree(os.path.join(checkpoints_dir, "staging"), ignore_errors=True)
-        return journal
+        before = points.load(checkpoints_dir, str(journal.get("before")))
+    except Error as exc:
+        return f"its journal is not usable ({exc})"
+    if before.get("root") != journal.get("root"):
+        return "its journal names another tree than its checkpoint"
+    return None
 
+
+def _abandon(checkpoints_dir: str, journal: dict[str, object] | None, reason: str) -> NoReturn:
+    """Move a journal that cannot be completed aside, and say how to get the tree back."""
+    import time
+
+    path = os.path.join(checkpoints_dir, JOURNAL)
+    aside = os.path.join(checkpoints_dir, f"journal.failed-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    try:
+        os.replace(path, aside)
+    except OSError:
+        aside = path
+    before = journal.get("before") if journal else None
+    hint = (f"; cos rewind {before} --code brings back the tree as it was before it"
+            if before else "")
+    raise RestoreError(f"an interrupted rewind could not be completed: {reason}; its journal "
+                       f"is kept at {aside}{hint}")

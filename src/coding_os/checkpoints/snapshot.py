@@ -85,8 +85,9 @@ class StatCache:
     did not change is not read again. Entries younger than a second when saved are not trusted
     (a write in the same tick leaves the stat as it was)."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = path
+        self.read_only = read_only  # a preview learns nothing it keeps
         self._entries: dict[str, list[object]] | None = None  # read on first use
         self.saved_ns = 0
         self.dirty = False
@@ -128,7 +129,7 @@ class StatCache:
     def save(self, root: str | None = None) -> None:
         """Write the cache when it learnt something; entries under `root` that this snapshot
         did not look at (files no longer modified, or gone) are dropped."""
-        if not self.dirty:
+        if not self.dirty or self.read_only:
             return
         from coding_os import jsonwire
         from coding_os.state import durable
@@ -242,7 +243,7 @@ def _layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
 def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
     top = os.path.join(cap.root, prefix) if prefix else cap.root
     out = git(top, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
-              "--branch", "--ignore-submodules=dirty", "--", ".")
+              "--branch", "--no-ahead-behind", "--ignore-submodules=dirty", "--", ".")
     commit: str | None = None
     overlay: dict[str, Entry | None] = {}
     nested: list[str] = []
@@ -251,6 +252,8 @@ def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
         if not record:
             continue
         line = record.decode("utf-8", "surrogateescape")
+        if _always_out(line):
+            continue  # the state dir and git's own, even where git does not ignore them
         if line.startswith("# branch.oid "):
             oid = line[len("# branch.oid "):]
             commit = None if oid == "(initial)" else oid
@@ -287,11 +290,35 @@ def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
                 nested.append(_join(prefix, path.rstrip("/")))
             else:
                 overlay[path] = cap.entry(_join(prefix, path))
+    if commit:
+        _hide_under_replaced(top, commit, overlay)
     layers: list[dict[str, object]] = [{"dir": prefix, "commit": commit, "overlay": overlay}]
     for inner in nested:
         if os.path.lexists(os.path.join(cap.root, inner, ".git")):
             layers.extend(_layers(cap, inner))
     return layers
+
+
+def _always_out(line: str) -> bool:
+    """Whether a `git status` record names a path under `.coding-os` or `.git`."""
+    if line.startswith("#"):
+        return False
+    path = line[2:] if line[0] == "?" else line.split(" ", 10 if line[0] == "u" else 8)[-1]
+    return path.split("/", 1)[0] in ALWAYS_OUT
+
+
+def _hide_under_replaced(top: str, commit: str, overlay: dict[str, Entry | None]) -> None:
+    """A symlink that replaced a directory of the commit hides that directory's files, though
+    git (following the link) may not report them deleted: mark them absent."""
+    links = [path for path, entry in overlay.items() if entry is not None and entry[0] == "l"]
+    if not links:
+        return
+    out = git(top, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit, "--",
+              *[f"{path}/" for path in links])
+    for name in out.split(b"\0"):
+        path = name.decode("utf-8", "surrogateescape")
+        if path and path not in overlay:
+            overlay[path] = None
 
 
 def _inside_prefix(top: str) -> str:

@@ -23,7 +23,7 @@ from coding_os.sessions.export import Turn
 __all__ = ["SummaryError", "default_summary", "conversation_text", "run_command", "summarize"]
 
 COMMAND_TIMEOUT_S = 600
-_ERROR = re.compile(r"^(?:error|fatal|traceback|exception|failed|.*exit code [1-9])",
+_ERROR = re.compile(r"^(?:error|fatal|traceback|exception|failed|.*exit code [1-9]).*$",
                     re.IGNORECASE | re.MULTILINE)
 _LIST_MAX = 50
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import click
 
 from coding_os import __version__, api
-from coding_os.errors import Ambiguous, CosError, InvalidInput, Misroute
+from coding_os.errors import Ambiguous, CosError, InvalidInput
 from coding_os.interfaces.entry import dump_json, error_exit
 
 __all__ = ["cli", "run"]
@@ -564,6 +564,9 @@ def checkpoint_create(session: str | None, mode: str | None, paths_flag: bool,
     if paths and not paths_flag:
         raise click.UsageError("give the paths after --paths")
     record = api.checkpoint_create(session=session, mode=mode, paths=list(paths) or None)
+    if record.get("pruned"):
+        click.echo(f"cos: checkpoints over their cap: pruned the {len(record['pruned'])} "
+                   "oldest", err=True)
     if as_json:
         _emit_json(record)
         return
@@ -571,9 +574,6 @@ def checkpoint_create(session: str | None, mode: str | None, paths_flag: bool,
                f"objects, {record['bytes_written']} bytes")
     for path, reason, size in record.get("skipped") or []:
         click.echo(f"skipped {path}: {reason} ({size} bytes)", err=True)
-    if record.get("pruned"):
-        click.echo(f"cos: checkpoints over their cap: pruned the {len(record['pruned'])} "
-                   "oldest", err=True)
 
 
 @cli.group("checkpoints", invoke_without_command=True)
@@ -704,13 +704,15 @@ def _print_code(code: dict[str, Any], verb: str) -> None:
 
 def _recover_restore() -> None:
     """Complete a restore a killed `cos rewind` left half done, before any command runs."""
+    from coding_os.checkpoints.rewind import RestoreError
+
     try:
         done = api.recover_interrupted_restore()
-    except CosError as exc:
-        if not isinstance(exc, (Misroute,)):
-            click.echo(f"cos: an interrupted rewind could not be completed: "
-                       f"{' '.join(str(exc).split())}", err=True)
+    except RestoreError as exc:
+        click.echo(f"cos: {' '.join(str(exc).split())}", err=True)
         return
+    except CosError:
+        return  # the command itself reports what stands in its way
     if done is not None:
         click.echo(f"cos: completed the interrupted rewind to {done.get('target')}", err=True)
 
@@ -720,7 +722,7 @@ def run(argv: list[str]) -> int:
     if argv[:1] not in (["--help"], ["-h"], ["--version"], []):
         _recover_restore()
     try:
-        cli.main(args=argv, prog_name="cos", standalone_mode=False)
+        code = cli.main(args=argv, prog_name="cos", standalone_mode=False)
     except CosError as exc:
         return error_exit(exc)
     except click.exceptions.Exit as exc:
@@ -740,4 +742,4 @@ def run(argv: list[str]) -> int:
         return 0
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback, for a bug in cos
         return error_exit(exc)
-    return 0
+    return code if isinstance(code, int) else 0

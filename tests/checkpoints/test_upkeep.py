@@ -1,0 +1,216 @@
+"""Disk budget and retention of checkpoints (DESIGN.md §5, docs/checkpoints.md): `cos gc`
+collects what no checkpoint reaches and what is past `cleanup_period_days`, `cos checkpoints du`
+reports use, and `checkpoints.max_total_bytes` prunes the oldest checkpoints."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coding_os.checkpoints import points
+from coding_os.checkpoints.store import ObjectStore
+from coding_os.state.hookslog import parse_line
+from tests.checkpoints.conftest import create
+from tests.conftest import cos, cos_json, fire
+
+HOUR = 3600
+DAY = 86400
+
+
+def folder(project: Path) -> Path:
+    return project / ".coding-os" / "checkpoints"
+
+
+def backdate(path: str | Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def age_record(project: Path, checkpoint: str, days: float) -> str:
+    """Give a checkpoint the id it would have had `days` ago (ids sort by time, and that is how
+    retention tells a checkpoint's age); returns the new id."""
+    top = str(folder(project))
+    record = points.load(top, checkpoint)
+    old = points.new_id(time.time() - days * DAY)
+    points.write(top, {**record, "id": old})
+    points.remove(top, checkpoint)
+    return old
+
+
+def objects(project: Path) -> set[str]:
+    return {oid for oid, _ in ObjectStore(str(folder(project))) if oid}
+
+
+def reached(project: Path, checkpoint: str) -> set[str]:
+    store = ObjectStore(str(folder(project)))
+    record = points.load(str(folder(project)), checkpoint)
+    manifest = json.loads(store.get(str(record["manifest"])))
+    found = {str(record["manifest"])}
+    for layer in manifest["layers"]:
+        found.update(str(e[3]) for e in layer["overlay"].values() if e and e[3])
+    return found
+
+
+def listed_ids(project: Path) -> list[str]:
+    rows: list[dict[str, Any]] = cos_json("checkpoints", cwd=project)  # type: ignore[assignment]
+    return [str(row["id"]) for row in rows]
+
+
+def gc(project: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    report = cos_json("gc", *args, cwd=project, env=env)
+    assert isinstance(report, dict)
+    checkpoints = report["checkpoints"]
+    assert isinstance(checkpoints, dict)
+    return checkpoints
+
+
+def test_gc_removes_unreferenced_objects_past_the_grace_and_keeps_referenced_and_young_ones(
+        project: Path) -> None:
+    (project / "work.txt").write_text("kept by a checkpoint\n", encoding="utf-8")
+    record = create(project)
+    kept = reached(project, str(record["id"]))
+    store = ObjectStore(str(folder(project)))
+    stray_old, _ = store.put(b"an object no checkpoint reaches, two hours old")
+    stray_young, _ = store.put(b"an object no checkpoint reaches, written just now")
+    for oid in kept | {stray_old}:
+        backdate(store.path(oid), 2 * HOUR)
+
+    report = gc(project)
+
+    assert report["objects_removed"] == 1 and int(str(report["bytes_freed"])) > 0
+    assert report["checkpoints_removed"] == [] and report["dry_run"] is False
+    assert report["problems"] == []
+    assert objects(project) == kept | {stray_young}
+    assert cos("checkpoints", "verify", "--json", cwd=project).returncode == 0
+
+
+def test_gc_dry_run_reports_and_removes_nothing(project: Path) -> None:
+    record = create(project)
+    store = ObjectStore(str(folder(project)))
+    stray, _ = store.put(b"unreferenced")
+    backdate(store.path(stray), 2 * HOUR)
+    old = age_record(project, str(record["id"]), 40)
+    before = objects(project)
+
+    report = gc(project, "--dry-run")
+
+    assert report["dry_run"] is True
+    assert report["checkpoints_removed"] == [old]
+    assert report["objects_removed"] == 1  # the manifest is an hour young: kept anyway
+    assert objects(project) == before
+    assert listed_ids(project) == [old]
+
+
+def test_gc_removes_checkpoints_older_than_the_cleanup_period_and_then_their_old_objects(
+        project: Path) -> None:
+    (project / "a.txt").write_text("only the old checkpoint has this\n", encoding="utf-8")
+    old_record = create(project)
+    (project / "a.txt").unlink()
+    (project / "b.txt").write_text("the recent checkpoint has this\n", encoding="utf-8")
+    recent = create(project)
+    old_objects = reached(project, str(old_record["id"])) - reached(project, str(recent["id"]))
+    assert old_objects
+    for oid in objects(project):
+        backdate(ObjectStore(str(folder(project))).path(oid), 2 * HOUR)
+    old = age_record(project, str(old_record["id"]), 10)
+    week = age_record(project, str(recent["id"]), 5)
+
+    report = gc(project, env={"COS_CLEANUP_PERIOD_DAYS": "7"})
+
+    assert report["checkpoints_removed"] == [old]
+    assert report["objects_removed"] == len(old_objects)
+    assert listed_ids(project) == [week]
+    assert objects(project) == reached(project, week)
+    assert cos("checkpoints", "verify", "--json", cwd=project).returncode == 0
+
+
+def test_the_cleanup_period_from_the_config_file_applies_when_the_environment_is_silent(
+        project: Path) -> None:
+    (project / ".coding-os.yaml").write_text("cleanup_period_days: 3\n", encoding="utf-8")
+    record = create(project)
+    old = age_record(project, str(record["id"]), 4)
+    young = age_record(project, str(create(project)["id"]), 2)
+    report = gc(project)
+    assert report["checkpoints_removed"] == [old]
+    assert listed_ids(project) == [young]
+
+
+def test_du_reports_objects_records_total_and_the_cap(project: Path) -> None:
+    (project / "data.bin").write_bytes(os.urandom(10000))
+    create(project)
+    create(project)
+    du = cos_json("checkpoints", "du", cwd=project)
+    assert isinstance(du, dict)
+    assert set(du) == {"objects", "object_bytes", "checkpoints", "record_bytes", "total_bytes",
+                       "cap_bytes", "percent_of_cap"}
+    assert du["objects"] == len(objects(project)) == 2
+    assert du["checkpoints"] == 2
+    assert du["object_bytes"] >= 10000 and du["record_bytes"] > 0
+    assert du["total_bytes"] == du["object_bytes"] + du["record_bytes"]
+    assert du["cap_bytes"] == 2 << 30
+    assert du["percent_of_cap"] == round(100 * du["total_bytes"] / du["cap_bytes"], 2)
+    proc = cos("checkpoints", "du", cwd=project)
+    assert proc.returncode == 0 and proc.stdout.strip() and proc.stderr == ""
+
+
+CAP = 20000
+
+
+def _capped(project: Path) -> None:
+    (project / ".coding-os.yaml").write_text(
+        f"checkpoints:\n  max_total_bytes: {CAP}\n", encoding="utf-8")
+
+
+def test_over_the_cap_the_oldest_checkpoints_are_pruned_never_the_new_one_and_said_so(
+        project: Path) -> None:
+    _capped(project)
+    ids = []
+    pruned: list[str] = []
+    for _ in range(6):
+        (project / "data.bin").write_bytes(os.urandom(3000))
+        record = create(project)
+        ids.append(str(record["id"]))
+        assert str(record["id"]) not in record.get("pruned", [])  # type: ignore[operator]
+        pruned += record.get("pruned", [])  # type: ignore[arg-type]
+    assert pruned and pruned == sorted(pruned) and set(pruned) <= set(ids[:-1])
+    listed = listed_ids(project)
+    assert listed[0] == ids[-1] and not set(listed) & set(pruned)
+    (project / "data.bin").write_bytes(os.urandom(3000))
+    proc = cos("checkpoint", "create", cwd=project)
+    assert proc.returncode == 0 and "pruned" in proc.stderr and "Traceback" not in proc.stderr
+    assert cos("checkpoints", "verify", "--json", cwd=project).returncode == 0
+
+
+def test_a_hook_checkpoint_over_the_cap_logs_checkpoints_pruned(project: Path) -> None:
+    _capped(project)
+    native = "0f3c9a7e-1b2d-4c5e-8f90-0000000000c1"
+    assert fire("SessionStart", {"session_id": native, "source": "startup"},
+                cwd=project).returncode == 0
+    for i in range(6):
+        (project / "data.bin").write_bytes(os.urandom(3000))
+        proc = fire("UserPromptSubmit", {"session_id": native, "prompt": f"prompt {i}"},
+                    cwd=project)
+        assert proc.returncode == 0 and proc.stdout == ""
+    lines = [parse_line(line + "\n") for line in (project / ".coding-os" / ".hooks.log")
+             .read_text(encoding="utf-8").splitlines()]
+    assert all(f is not None and "checkpoint_error" not in f for f in lines)
+    assert any(f is not None and f.get("checkpoints_pruned") for f in lines)
+
+
+def test_taking_checkpoints_of_changing_content_keeps_du_near_the_cap(project: Path) -> None:
+    _capped(project)
+    for _ in range(8):
+        (project / "data.bin").write_bytes(os.urandom(3000))
+        create(project)
+    du = cos_json("checkpoints", "du", cwd=project)
+    assert isinstance(du, dict)
+    # The newest checkpoint alone (its file, its manifest, its record) may be over; no more.
+    assert du["total_bytes"] <= CAP + 4 * 4096, du
+    # Each checkpoint here holds about three 4 KiB blocks (its file, manifest and record), so
+    # a 20,000-byte cap keeps the newest one and prunes every older one.
+    assert du["checkpoints"] >= 1, du
