@@ -181,11 +181,12 @@ def disk_bytes(top: Path) -> int:
 
 
 def interleaved(rounds: int, prepare, first, second,  # type: ignore[no-untyped-def]
-                warmup: int = WARMUP) -> tuple[list[float], list[float]]:
-    """Run `prepare(i)` then both measurements each round, alternating which goes first; the
-    first `warmup` rounds are discarded."""
+                warmup: int = WARMUP, floor=None) -> tuple[list[float], list[float], list[float]]:
+    """Run `prepare(i)` then both measurements each round, alternating which goes first, then
+    `floor` (when given); the first `warmup` rounds are discarded."""
     a_times: list[float] = []
     b_times: list[float] = []
+    floor_times: list[float] = []
     for index in range(warmup + rounds):
         state = prepare(index)
         if index % 2:
@@ -194,10 +195,23 @@ def interleaved(rounds: int, prepare, first, second,  # type: ignore[no-untyped-
         else:
             a = first(state)
             b = second(state)
+        f = floor() if floor is not None else 0.0
         if index >= warmup:
             a_times.append(a)
             b_times.append(b)
-    return a_times, b_times
+            floor_times.append(f)
+    return a_times, b_times, floor_times
+
+
+def bare_python(env: dict[str, str], cwd: Path):  # type: ignore[no-untyped-def]
+    """The least any Python process costs: `python -I -c pass` (what hook_latency.py divides by)."""
+    return lambda: timed([sys.executable, "-I", "-c", "pass"], cwd, env)[0]
+
+
+def print_floor(floor: list[float], anchor: list[float]) -> None:
+    mf, ma = statistics.median(floor), statistics.median(anchor)
+    print(f"  floor of any Python process: python -I -c pass median {mf * 1000:.1f} ms "
+          f"= {mf / ma:.3f} x the anchor (shown, no target)")
 
 
 def report(name: str, label_a: str, a: list[float], label_b: str, b: list[float]) -> float:
@@ -225,11 +239,13 @@ def incremental(tree: Path, shadow: Path, env: dict[str, str], rng: random.Rando
 
     print(f"1. checkpoint after {EDITED} files changed")
     rounds = iter(range(10**6))
-    a, b = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)),
-                       lambda _: cos_checkpoint(tree, env)[0],
-                       lambda _: shadow_snapshot(shadow, tree, env)[0])
+    a, b, floor = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)),
+                              lambda _: cos_checkpoint(tree, env)[0],
+                              lambda _: shadow_snapshot(shadow, tree, env)[0],
+                              floor=bare_python(env, tree))
     ratio = report("incremental", "cos checkpoint create --json", a,
                    "shadow add -A + write-tree", b)
+    print_floor(floor, b)
     tiers = Tiers(str(tree / ".coding-os"))
     root = os.path.realpath(tree)
 
@@ -238,7 +254,7 @@ def incremental(tree: Path, shadow: Path, env: dict[str, str], rng: random.Rando
         create(tiers, root)
         return time.perf_counter() - start
 
-    a, b = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)), in_process,
+    a, b, _ = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)), in_process,
                        lambda _: shadow_snapshot(shadow, tree, env)[0])
     print("  in a warm process (no interpreter start, no CLI; shown, no target):")
     in_ratio = report("incremental", "checkpoints.create()", a,
@@ -266,7 +282,7 @@ def first_snapshot(tree: Path, scratch: Path, env: dict[str, str]) -> float:
         assert record["objects_written"] == 1, record  # its manifest, nothing else
         return elapsed
 
-    a, b = interleaved(FIRST_RUNS, prepare, cos_first,
+    a, b, _ = interleaved(FIRST_RUNS, prepare, cos_first,
                        lambda state: shadow_snapshot(state[1], state[0], env)[0], warmup=1)
     for old in made:
         shutil.rmtree(old, ignore_errors=True)
@@ -315,9 +331,12 @@ def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random) -
         check(before)
         return elapsed
 
-    a, b = interleaved(RUNS, prepare, cos_rewind, shadow_checkout)
-    return report("restore", "cos rewind CP --code --json", a,
-                  "shadow checkout TREE -- 5 files", b)
+    a, b, floor = interleaved(RUNS, prepare, cos_rewind, shadow_checkout,
+                              floor=bare_python(env, tree))
+    ratio = report("restore", "cos rewind CP --code --json", a,
+                   "shadow checkout TREE -- 5 files", b)
+    print_floor(floor, b)
+    return ratio
 
 
 def disk(tree: Path, scratch: Path, env: dict[str, str], rng: random.Random) -> float:
