@@ -24,12 +24,13 @@ def manifest(root: Path, record: dict[str, object]) -> dict[str, object]:
 
 
 def covered(root: Path, record: dict[str, object]) -> set[str]:
-    """Every path the manifest's overlays name (present entries only)."""
+    """Every path the manifest's overlays hold the bytes of (not absent, not skipped)."""
     paths = set()
     for layer in manifest(root, record)["layers"]:  # type: ignore[index]
         prefix = layer["dir"]
         paths.update(f"{prefix}/{p}" if prefix else p
-                     for p, entry in layer["overlay"].items() if entry is not None)
+                     for p, entry in layer["overlay"].items()
+                     if entry is not None and entry[0] != "s")
     return paths
 
 

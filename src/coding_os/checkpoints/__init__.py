@@ -87,6 +87,16 @@ def checkpoints_dir(tiers: Tiers) -> str:
     return os.path.join(tiers.state_dir, "checkpoints")
 
 
+def _capture_of(tiers: Tiers, root: str, store: ObjectStore, settings: Settings,
+                read_only: bool = False) -> Capture:
+    """A capture of the tree at `root` that leaves the state dir out wherever it lives."""
+    state = os.path.realpath(tiers.state_dir)
+    rel = os.path.relpath(state, root).replace(os.sep, "/")
+    exclude = () if rel == ".." or rel.startswith("../") else (rel,)
+    cache = StatCache(os.path.join(checkpoints_dir(tiers), "stat-cache.json"), read_only)
+    return Capture(root, store, cache, settings.max_file_bytes, exclude)
+
+
 def recover_pending(tiers: Tiers) -> dict[str, object] | None:
     """Complete a restore that was interrupted (see rewind.py); None when there was none."""
     folder = checkpoints_dir(tiers)
@@ -159,10 +169,25 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
     if mode == "tracked" and not paths:
         raise InvalidInput("a tracked checkpoint needs the paths it covers (--paths)")
     rel_paths = [_inside(root, p) for p in paths or []]
-    with restore_lock(folder, exclusive=False):
-        cap = Capture(root, store, StatCache(os.path.join(folder, "stat-cache.json")),
-                      settings.max_file_bytes)
+    with restore_lock(folder, exclusive=False):  # held until the record names its objects
+        cap = _capture_of(tiers, root, store, settings)
         manifest = capture(cap, mode, rel_paths)
+        record = _record(tiers, folder, store, root, cap, manifest, session=session,
+                         agent=agent, mode=mode, trigger=trigger, prompt=prompt, turn=turn,
+                         seq=seq)
+    if record.get("bytes_written") and not record.get("reused"):
+        pruned = _enforce_cap(tiers, settings.max_total_bytes, keep=str(record["id"]),
+                              added=int(str(record["bytes_written"])))
+        if pruned:
+            record["pruned"] = pruned
+    return record
+
+
+def _record(tiers: Tiers, folder: str, store: ObjectStore, root: str, cap: Capture,
+            manifest: dict[str, object], *, session: str | None, agent: str | None, mode: str,
+            trigger: str, prompt: str | None, turn: int | None,
+            seq: int | None) -> dict[str, object]:
+    """Store the snapshot's manifest and its record (or reuse the session's latest)."""
     text = jsonwire.dumps(manifest)
     head = points.session_head(folder, session) if session else None
     last: dict[str, object] = {}
@@ -209,11 +234,6 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
         points.set_head(folder, session, str(record["id"]), oid, text)
     record["objects_written"] = cap.objects_written + (1 if written else 0)
     record["bytes_written"] = cap.bytes_written + written
-    if record["bytes_written"]:
-        pruned = _enforce_cap(tiers, settings.max_total_bytes, keep=str(record["id"]),
-                              added=int(str(record["bytes_written"])))
-        if pruned:
-            record["pruned"] = pruned
     return record
 
 
@@ -314,9 +334,7 @@ def _current(tiers: Tiers, root: str, target: dict[str, object], store: ObjectSt
              settings: Settings) -> tuple[Capture, dict[str, object]]:
     from coding_os.checkpoints.snapshot import manifest_paths
 
-    cache = StatCache(os.path.join(checkpoints_dir(tiers), "stat-cache.json"),
-                      read_only=isinstance(store, _DryStore))
-    cap = Capture(root, store, cache, settings.max_file_bytes)
+    cap = _capture_of(tiers, root, store, settings, read_only=isinstance(store, _DryStore))
     mode = str(target.get("mode"))
     paths = sorted(manifest_paths(target)) if mode == "tracked" else None
     return cap, capture(cap, mode, paths)
@@ -359,7 +377,7 @@ def preview(tiers: Tiers, root: str, checkpoint: str,
                            f"run cos rewind there")
     store = _DryStore(ObjectStore(checkpoints_dir(tiers)))
     cap, current = _current(tiers, root, target, store, settings)
-    changes = diff(root, target, current)
+    changes = _protect_uncaptured(root, cap, current, diff(root, target, current))
     outside = _outside(tiers, root, record, current, store)
     data = _fetch_quietly(root, store, changes)
     files = []
@@ -433,7 +451,7 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
     store = ObjectStore(folder)
     with restore_lock(folder, exclusive=True):
         cap, current = _current(tiers, root, target, store, settings)
-        changes = diff(root, target, current)
+        changes = _protect_uncaptured(root, cap, current, diff(root, target, current))
         unprotected = sorted({str(item[0]) for item in cap.skipped}
                              & {path for path, *_ in changes})
         if unprotected:
@@ -449,11 +467,11 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
                   "trigger": "before-rewind", "mode": record.get("mode"), "root": root,
                   "manifest": oid, "previous": None, "seq": None, "changed": [],
                   "changed_count": None, "skipped": current["skipped"]}
-        points.write(folder, before)
         marker = {"id": points.new_id(), "kind": kind, "target": checkpoint,
                   "before": before["id"], "ts": _iso(time.time())}
         restore(root, folder, store, ops, marker,
-                after=lambda: _remember_rewind(folder, {**marker, "root": root}), data=data)
+                after=lambda: _remember_rewind(folder, {**marker, "root": root}), data=data,
+                before_journal=lambda: points.write(folder, before))
     files = [{"path": path, "action": "delete" if wanted is None
               else ("create" if present is None else "restore")}
              for path, wanted, present, _ in changes]
@@ -462,6 +480,24 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
             "summary": {kind_: sum(1 for f in files if f["action"] == kind_)
                         for kind_ in ("restore", "create", "delete")},
             "unprotected": [], "before": before["id"], "applied": True}
+
+
+def _protect_uncaptured(root: str, cap: Capture, current: dict[str, object],
+                        changes: list) -> list:  # type: ignore[type-arg]
+    """A path the snapshot holds as absent but where a file stands (ignored by git, or written
+    since) would be overwritten by a restore that creates it: its bytes join the snapshot of
+    the tree as it is, so the undo brings them back, and the preview calls it a restore."""
+    from coding_os.checkpoints.snapshot import put_entry
+
+    kept = []
+    for path, wanted, present, prefix in changes:
+        if present is None and wanted is not None and os.path.lexists(os.path.join(root, path)) \
+                and not os.path.isdir(os.path.join(root, path)):
+            present = cap.entry(path)
+            if present is not None:
+                put_entry(current, path, present)
+        kept.append((path, wanted, present, prefix))
+    return kept
 
 
 def _remember_rewind(folder: str, journal: dict[str, object]) -> None:
@@ -551,7 +587,7 @@ def verify(tiers: Tiers) -> dict[str, object]:
             if layer.get("commit"):
                 git_refs.setdefault(repo, set()).add(str(layer["commit"]))
             for path, entry in layer.get("overlay", {}).items():
-                if not entry:
+                if not entry or entry[0] == "s":
                     continue
                 if entry[3]:
                     if not store.has(str(entry[3])):
@@ -625,6 +661,12 @@ def collect(tiers: Tiers, *, dry_run: bool = False, older_than_s: float | None =
     """Remove checkpoints older than `older_than_s` (the retention period), then every object no
     checkpoint reaches and older than `grace_s`. Returns what was (or would be) removed."""
     folder = checkpoints_dir(tiers)
+    with restore_lock(folder, exclusive=True):  # no checkpoint is being recorded meanwhile
+        return _collect(folder, dry_run, older_than_s, grace_s)
+
+
+def _collect(folder: str, dry_run: bool, older_than_s: float | None,
+             grace_s: float) -> dict[str, object]:
     store = ObjectStore(folder)
     removed_points: list[str] = []
     if older_than_s is not None:
@@ -732,7 +774,8 @@ def _enforce_cap(tiers: Tiers, cap: int, keep: str, added: int) -> list[str]:
         total = int(str(usage(tiers)["total_bytes"]))
     pruned: list[str] = []
     if total > cap:
-        total = _prune(folder, cap, keep, total, pruned)
+        with restore_lock(folder, exclusive=True):  # no checkpoint is being recorded meanwhile
+            total = _prune(folder, cap, keep, total, pruned)
     durable.atomic_write(path, jsonwire.dumps({"bytes": total, "ts": time.time()}).encode(),
                          sync=False)
     return pruned

@@ -252,7 +252,10 @@ def _apply(root: str, journal: dict[str, object]) -> None:
             path = str(op["path"])
             name = path.rsplit("/", 1)[-1]
             if op["op"] == "delete":
-                parent = _open_parent(root_fd, path, create=False)
+                try:
+                    parent = _open_parent(root_fd, path, create=False)
+                except RestoreError:
+                    continue  # a file or symlink now stands where its directory was: gone
                 if parent is None:
                     continue
                 try:
@@ -273,11 +276,44 @@ def _apply(root: str, journal: dict[str, object]) -> None:
                     st = None
                 if st is not None and stat.S_ISDIR(st.st_mode):
                     _remove_empty_tree(parent, name)
-                os.rename(staged, name, dst_dir_fd=parent)
+                try:
+                    os.rename(staged, name, dst_dir_fd=parent)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    # The state dir is on another filesystem than the tree (a linked worktree
+                    # elsewhere): copy through a temporary file beside the target instead. The
+                    # staged file stays, so doing it again after an interruption is the same.
+                    _copy_into(staged, parent, name, f".cos-restore-{journal['id']}-{number}")
             finally:
                 os.close(parent)
     finally:
         os.close(root_fd)
+
+
+def _copy_into(staged: str, parent: int, name: str, temp: str) -> None:
+    """Put a copy of the staged file or symlink at `name` in `parent`, atomically."""
+    st = os.lstat(staged)
+    try:
+        os.unlink(temp, dir_fd=parent)
+    except FileNotFoundError:
+        pass
+    if stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(staged), temp, dir_fd=parent)
+    else:
+        with open(staged, "rb") as f:
+            data = f.read()
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                     0o600, dir_fd=parent)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
 
 
 def _remove_empty_tree(parent: int, name: str) -> None:
@@ -340,31 +376,37 @@ def prepare(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict
 
 def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[str, object]],
             record: dict[str, object], after: Callable[[], None] | None = None,
-            data: dict[int, bytes] | None = None) -> None:
+            data: dict[int, bytes] | None = None,
+            before_journal: Callable[[], None] | None = None) -> None:
     """Apply `ops` to the tree at `root` with the journal; the caller holds the exclusive lock.
     `record` goes into the journal (what is being restored, and the checkpoint taken before);
-    `after` runs once the tree is restored, before the journal is removed; `data` is what
-    `prepare` returned, when the caller checked first.
+    `before_journal` runs once everything is staged, just before the journal commits the
+    restore (nothing it leaves behind when staging fails); `after` runs once the tree is
+    restored, before the journal is removed; `data` is what `prepare` returned, when the caller
+    checked first.
 
     Raises:
         RestoreError, DamagedObject, StateIOError: nothing was changed.
     """
+    from coding_os import jsonwire
+
     data = prepare(root, store, ops) if data is None else data
     staging = os.path.join(checkpoints_dir, STAGING, str(record["id"]))
     try:
         _stage(staging, ops, data)
         journal = {**record, "root": root, "staging": staging, "ops": ops}
-        durable.atomic_write(os.path.join(checkpoints_dir, JOURNAL),
-                             json.dumps(journal, ensure_ascii=False).encode("utf-8"))
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        if isinstance(exc, StateIOError):
-            raise
-        raise StateIOError(f"cannot stage the restore in {staging}: "
-                           f"{exc.strerror or exc}; nothing was changed") from None
+        text = jsonwire.dumps(journal)  # ASCII: names that are not UTF-8 survive escaped
+        if before_journal is not None:
+            before_journal()
+        durable.atomic_write(os.path.join(checkpoints_dir, JOURNAL), text.encode("ascii"))
     except StateIOError:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    except (OSError, ValueError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise StateIOError(f"cannot stage the restore in {staging}: {reason}; "
+                           "nothing was changed") from None
     _finish(checkpoints_dir, journal, after)
 
 
@@ -380,6 +422,10 @@ def _finish(checkpoints_dir: str, journal: dict[str, object],
         after()
     os.unlink(os.path.join(checkpoints_dir, JOURNAL))
     shutil.rmtree(str(journal["staging"]), ignore_errors=True)
+    try:
+        os.rmdir(os.path.join(checkpoints_dir, STAGING))
+    except OSError:
+        pass  # another restore's staging, or already gone
 
 
 def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | None = None
@@ -444,7 +490,8 @@ def _abandon(checkpoints_dir: str, journal: dict[str, object] | None, reason: st
     import time
 
     path = os.path.join(checkpoints_dir, JOURNAL)
-    aside = os.path.join(checkpoints_dir, f"journal.failed-{time.strftime('%Y%m%d-%H%M%S')}.json")
+    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
+    aside = os.path.join(checkpoints_dir, f"journal.failed-{stamp}.json")
     try:
         os.replace(path, aside)
     except OSError:

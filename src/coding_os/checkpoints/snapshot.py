@@ -34,6 +34,7 @@ from coding_os.errors import InvalidInput
 __all__ = [
     "MODES",
     "DEFAULT_MAX_FILE_BYTES",
+    "SKIPPED",
     "IGNORE_FILE",
     "Capture",
     "StatCache",
@@ -43,11 +44,14 @@ __all__ = [
     "diff",
     "read_current",
     "manifest_paths",
+    "put_entry",
 ]
 
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 MODES = (MODE_FILE, MODE_EXEC, MODE_LINK)
 DEFAULT_MAX_FILE_BYTES = 2 << 20
+# The entry of a file a snapshot could not store: its path is left alone by a rewind.
+SKIPPED = ("s", "", 0, None)
 IGNORE_FILE = ".cosignore"
 ALWAYS_OUT = (".git", ".coding-os")
 TYPE_CHECKING = False  # typing is not imported at run time: this runs on the hook path
@@ -82,8 +86,9 @@ def _blob_sha1(data: bytes) -> str:
 
 class StatCache:
     """What a file hashed to, by its stat (size, mtime, ctime, inode, mode): a file whose stat
-    did not change is not read again. Entries younger than a second when saved are not trusted
-    (a write in the same tick leaves the stat as it was)."""
+    did not change is not read again. An entry whose file was written less than a second
+    before it was hashed is not trusted (a write in the same clock tick leaves the stat as it
+    was), as git treats racily clean index entries."""
 
     def __init__(self, path: str, read_only: bool = False) -> None:
         self.path = path
@@ -117,13 +122,15 @@ class StatCache:
     def lookup(self, path: str, st: os.stat_result) -> tuple[str, str] | None:
         self.seen.add(path)
         cached = self.entries.get(path)
-        if (not isinstance(cached, list) or len(cached) != 7
-                or cached[:5] != self.key(st) or st.st_mtime_ns >= self.saved_ns - 1_000_000_000):
-            return None
+        if (not isinstance(cached, list) or len(cached) != 8 or cached[:5] != self.key(st)
+                or not isinstance(cached[7], int)
+                or st.st_mtime_ns >= cached[7] - 1_000_000_000):
+            return None  # unknown, changed, or written within a second of being hashed
         return str(cached[5]), str(cached[6])
 
-    def remember(self, path: str, st: os.stat_result, sha1: str, oid: str) -> None:
-        self.entries[path] = [*self.key(st), sha1, oid]
+    def remember(self, path: str, st: os.stat_result, sha1: str, oid: str,
+                 hashed_ns: int) -> None:
+        self.entries[path] = [*self.key(st), sha1, oid, hashed_ns]
         self.dirty = True
 
     def save(self, root: str | None = None) -> None:
@@ -151,11 +158,15 @@ class Capture:
     """One snapshot being taken: where objects go, what was skipped, what it cost."""
 
     def __init__(self, root: str, store: ObjectStore, cache: StatCache,
-                 max_file_bytes: int = DEFAULT_MAX_FILE_BYTES) -> None:
+                 max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                 exclude: tuple[str, ...] = ()) -> None:
         self.root = root
         self.store = store
         self.cache = cache
         self.max_file_bytes = max_file_bytes
+        # Paths (relative to the root) never part of a snapshot besides ALWAYS_OUT: the state
+        # dir when it lives in the tree under another name or deeper down.
+        self.exclude = tuple(p.rstrip("/") for p in exclude if p)
         self.skipped: list[list[object]] = []
         self.objects_written = 0
         self.bytes_written = 0
@@ -168,9 +179,16 @@ class Capture:
             self.bytes_written += written
         return oid
 
+    def excluded(self, rel: str) -> bool:
+        """Whether `rel` is the state dir (or inside it), `.git`, or `.coding-os` at the top."""
+        if rel.split("/", 1)[0] in ALWAYS_OUT:
+            return True
+        return any(rel == p or rel.startswith(p + "/") for p in self.exclude)
+
     def entry(self, rel: str) -> Entry | None:
         """The entry of the file at `rel` (relative to the root) as it is now; None when absent
-        (or a directory); a skipped file is recorded and given as None too."""
+        (or a directory). A file that cannot be stored (over the size limit, unreadable) is
+        recorded in `skipped` and given as SKIPPED: a rewind leaves it alone."""
         path = os.path.join(self.root, rel)
         try:
             st = os.lstat(path)
@@ -185,25 +203,26 @@ class Capture:
         mode = stat.S_IFREG | stat.S_IMODE(st.st_mode)
         if st.st_size > self.max_file_bytes:
             self.skipped.append([rel, "larger than the limit", st.st_size])
-            return None
+            return list(SKIPPED)
         cached = self.cache.lookup(path, st)
         if cached is not None and self.store.has(cached[1]):
             return ["f", cached[0], mode, cached[1]]
+        hashed = time.time_ns()
         try:
             with open(path, "rb") as f:
                 data = f.read(self.max_file_bytes + 1)
         except PermissionError:
             self.skipped.append([rel, "unreadable", st.st_size])
-            return None
+            return list(SKIPPED)
         except (FileNotFoundError, IsADirectoryError):
             return None
         if len(data) > self.max_file_bytes:
             self.skipped.append([rel, "larger than the limit", len(data)])
-            return None
+            return list(SKIPPED)
         self.files_hashed += 1
         sha1 = _blob_sha1(data)
         oid = self.put(data)
-        self.cache.remember(path, st, sha1, oid)
+        self.cache.remember(path, st, sha1, oid, hashed)
         return ["f", sha1, mode, oid]
 
 
@@ -252,7 +271,7 @@ def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
         if not record:
             continue
         line = record.decode("utf-8", "surrogateescape")
-        if _always_out(line):
+        if _always_out(line, cap, prefix, within):
             continue  # the state dir and git's own, even where git does not ignore them
         if line.startswith("# branch.oid "):
             oid = line[len("# branch.oid "):]
@@ -299,12 +318,14 @@ def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
     return layers
 
 
-def _always_out(line: str) -> bool:
-    """Whether a `git status` record names a path under `.coding-os` or `.git`."""
+def _always_out(line: str, cap: Capture, prefix: str, within: str) -> bool:
+    """Whether a `git status` record names a path never part of a snapshot (see
+    `Capture.excluded`)."""
     if line.startswith("#"):
         return False
     path = line[2:] if line[0] == "?" else line.split(" ", 10 if line[0] == "u" else 8)[-1]
-    return path.split("/", 1)[0] in ALWAYS_OUT
+    rel = _relative(path, within)
+    return rel is None or cap.excluded(_join(prefix, rel.rstrip("/")))
 
 
 def _hide_under_replaced(top: str, commit: str, overlay: dict[str, Entry | None]) -> None:
@@ -389,7 +410,7 @@ def _plain_overlay(cap: Capture, prefix: str) -> dict[str, Entry | None]:
             continue
         for item in entries:
             rel = f"{folder}/{item.name}" if folder else item.name
-            if not folder and item.name in ALWAYS_OUT or item.name == ".git":
+            if item.name == ".git" or cap.excluded(_join(prefix, rel)):
                 continue
             is_dir = item.is_dir(follow_symlinks=False)
             if rules and _ignored(rules, rel, is_dir):
@@ -526,10 +547,21 @@ def diff(root: str, target: dict[str, object], current: dict[str, object]
     for path in sorted(paths):
         entry, prefix, _ = wanted[path]
         present = now[path][0]
-        if _same(entry, present):
-            continue
+        if _same(entry, present) or (entry is not None and entry[0] == "s"):
+            continue  # the same, or a file the snapshot could not store: left alone
         changes.append((path, entry, present, prefix))
     return changes
+
+
+def put_entry(manifest: dict[str, object], path: str, entry: Entry) -> None:
+    """Record `entry` at `path` in the overlay of the layer holding it."""
+    layers = sorted(_layer_list(manifest), key=lambda layer: len(str(layer["dir"])),
+                    reverse=True)
+    for layer in layers:
+        prefix = str(layer["dir"])
+        if not prefix or path.startswith(prefix + "/"):
+            _overlay(layer)[path[len(prefix) + 1:] if prefix else path] = entry
+            return
 
 
 def _same(a: Entry | None, b: Entry | None) -> bool:

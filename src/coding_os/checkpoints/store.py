@@ -81,6 +81,10 @@ class ObjectStore:
         oid = self.oid_of(data)
         path = self.path(oid)
         if os.path.exists(path):
+            try:
+                os.utime(path)  # in use again: `collect`'s grace counts from now
+            except OSError:
+                pass
             return oid, 0
         import zlib
 

@@ -29,10 +29,16 @@ def error_exit(exc: BaseException) -> int:
 
 
 def dump_json(data: object) -> str:
-    """`data` as cos prints JSON: indented, UTF-8 as is."""
+    """`data` as cos prints JSON: indented, UTF-8 as is; escaped to ASCII when it holds a
+    string UTF-8 cannot encode (a file name that is not UTF-8), so the output stays UTF-8."""
     import json
 
-    return json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(data, indent=2, ensure_ascii=True, default=str)
+    return text
 
 
 def _scripted_resume(args: list[str]) -> bool:
