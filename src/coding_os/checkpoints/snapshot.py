@@ -29,6 +29,7 @@ import time
 
 from coding_os.checkpoints.gitcmd import git, repo_top
 from coding_os.checkpoints.store import ObjectStore
+from coding_os.checkpoints.take import DEFAULT_MAX_FILE_BYTES
 from coding_os.errors import InvalidInput
 
 __all__ = [
@@ -49,7 +50,6 @@ __all__ = [
 
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
 MODES = (MODE_FILE, MODE_EXEC, MODE_LINK)
-DEFAULT_MAX_FILE_BYTES = 2 << 20
 # The entry of a file a snapshot could not store: its path is left alone by a rewind.
 SKIPPED = ("s", "", 0, None)
 IGNORE_FILE = ".cosignore"
@@ -167,6 +167,8 @@ class Capture:
         # Paths (relative to the root) never part of a snapshot besides ALWAYS_OUT: the state
         # dir when it lives in the tree under another name or deeper down.
         self.exclude = tuple(p.rstrip("/") for p in exclude if p)
+        self.ignored: set[str] = set()  # what git ignores (directories end with a slash)
+        self.git_root = False  # the root is a git working tree (see fingerprint.py)
         self.skipped: list[list[object]] = []
         self.objects_written = 0
         self.bytes_written = 0
@@ -262,7 +264,10 @@ def _layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
 def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
     top = os.path.join(cap.root, prefix) if prefix else cap.root
     out = git(top, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
-              "--branch", "--no-ahead-behind", "--ignore-submodules=dirty", "--", ".")
+              "--branch", "--no-ahead-behind", "--ignore-submodules=dirty",
+              "--ignored=matching", "--", ".")
+    if not prefix:
+        cap.git_root = True
     commit: str | None = None
     overlay: dict[str, Entry | None] = {}
     nested: list[str] = []
@@ -301,6 +306,10 @@ def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
             path = _relative(line.split(" ", 10)[10], within)
             if path is not None:
                 overlay[path] = cap.entry(_join(prefix, path))
+        elif kind == "!":
+            path = _relative(line[2:], within)
+            if path is not None:
+                cap.ignored.add(_join(prefix, path))
         elif kind == "?":
             path = _relative(line[2:], within)
             if path is None:

@@ -684,7 +684,7 @@ def _checkpoint(ctx: _Context, session: str, log: dict[str, object]) -> None:
         section = config.get("checkpoints")
         if isinstance(section, dict) and section.get("auto") is False:
             return
-        from coding_os.checkpoints import Settings, create
+        from coding_os.checkpoints.take import Settings, create
         from coding_os.checkpoints.gitcmd import repo_top
         from coding_os.state.root import checkout_dir
 
