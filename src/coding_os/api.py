@@ -453,65 +453,24 @@ SESSION_FIELDS = ("id", "native_id", "agent", "kind", "title", "name", "project"
                   "cwd", "branch", "created", "last_active", "messages", "tokens", "forked_from",
                   "parent", "status")
 # What SQLite says about a file that is not (or no longer) a database it can use.
-_CORRUPT_MARKERS = ("file is not a database", "malformed", "disk image")
-
-
 def _native_dirs(env: Mapping[str, str]) -> tuple[str, str]:
-    """Where Claude Code and Codex keep their logs for a caller with environment `env`."""
-    home = env.get("HOME") or os.path.expanduser("~")
-    claude = env.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
-    codex = env.get("CODEX_HOME") or os.path.join(home, ".codex")
-    return claude, codex
+    from coding_os.sessions.database import native_dirs
 
-
-def _corrupt(exc: Exception, env: Mapping[str, str]) -> bool:
-    url = env.get("COS_DATABASE_URL") or ""
-    sqlite = not url or url.startswith("sqlite:///")
-    return sqlite and any(marker in str(exc) for marker in _CORRUPT_MARKERS)
-
-
-def _set_aside_database(path: str) -> None:
-    """Move a corrupt SQLite database (and its WAL files) aside, so a fresh one is made."""
-    from coding_os.state.hookslog import utc_now
-
-    suffix = ".corrupt-" + utc_now().replace(":", "")
-    for extra in ("", "-wal", "-shm"):
-        try:
-            os.replace(path + extra, path + suffix + extra)
-        except FileNotFoundError:
-            continue
-        except OSError as exc:
-            from coding_os.storage.base import StorageError
-
-            raise StorageError(f"cannot set aside the corrupt database {path}: {exc}") from None
+    return native_dirs(env)
 
 
 def _with_index(caller: Caller, env: Mapping[str, str] | None,
                 work: Callable[[Storage], _T]) -> _T:
-    """Run `work` on the project's database; a corrupt SQLite file is set aside and rebuilt
-    (the index comes back from the logs), never fatal.
+    from coding_os.sessions.database import with_index
 
-    Raises:
-        StorageError: the database cannot be used (other than a corrupt SQLite file).
-    """
-    from coding_os.storage import open_storage
-    from coding_os.storage.base import StorageError
+    return with_index(caller.tiers, os.environ if env is None else env, work)
 
-    env = os.environ if env is None else env
-    path = caller.tiers.database
-    for attempt in (1, 2):
-        storage = None
-        try:
-            storage = open_storage(path, env=env)
-            return work(storage)
-        except StorageError as exc:
-            if attempt == 2 or not _corrupt(exc, env):
-                raise
-        finally:
-            if storage is not None:
-                storage.close()
-        _set_aside_database(path)
-    raise AssertionError("unreachable")
+
+def _with_repairs(caller: Caller, env: Mapping[str, str] | None,
+                  work: Callable[[Storage], _T]) -> tuple[_T, list[str]]:
+    from coding_os.sessions.database import with_repairs
+
+    return with_repairs(caller.tiers, os.environ if env is None else env, work)
 
 
 def _refresh(storage: Storage, caller: Caller, env: Mapping[str, str] | None,
@@ -801,42 +760,6 @@ def _resume_scope(caller: Caller, env: Mapping[str, str]) -> ResumeScope:
         current.add(caller.native)
     return ResumeScope(here=_checkout_dir(caller, env),
                        repo=_scope_dirs(caller, "repo", env) or [], current=current)
-
-
-def _sqlite_file(caller: Caller, env: Mapping[str, str]) -> str | None:
-    """The default SQLite database of the project, or None when a URL selects another one."""
-    return None if env.get("COS_DATABASE_URL") else caller.tiers.database
-
-
-def _set_aside_files(path: str) -> set[str]:
-    folder, name = os.path.split(path)
-    try:
-        return {n for n in os.listdir(folder) if n.startswith(name + ".corrupt-")}
-    except OSError:
-        return set()
-
-
-def _database_repairs(path: str | None, existed: bool, aside: set[str]) -> list[str]:
-    """What happened to the SQLite file while the index was used: rebuilt after it was missing
-    or set aside as corrupt."""
-    if path is None:
-        return []
-    new = sorted(_set_aside_files(path) - aside)
-    if new:
-        return [f"database: {path} was corrupt, set aside to {new[0]} and rebuilt from the logs"]
-    if not existed:
-        return [f"database: {path} was missing, rebuilt from the logs"]
-    return []
-
-
-def _with_repairs(caller: Caller, env: Mapping[str, str] | None,
-                  work: Callable[[Storage], _T]) -> tuple[_T, list[str]]:
-    """`_with_index`, and what it repaired in the SQLite file."""
-    path = _sqlite_file(caller, os.environ if env is None else env)
-    existed = path is not None and os.path.exists(path)
-    aside = _set_aside_files(path) if path else set()
-    result = _with_index(caller, env, work)
-    return result, _database_repairs(path, existed, aside)
 
 
 def resume_session(session: str | None = None, *, latest: bool = False, pr: str | None = None,
