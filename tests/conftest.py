@@ -83,3 +83,18 @@ def cos_json(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None) 
     proc = cos(*args, "--json", cwd=cwd, env=env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def _namespaces_work() -> bool:
+    """Whether `unshare -rm` may mount here (read-only bind mounts, small tmpfs for full disks)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+needs_namespaces = pytest.mark.skipif(not _namespaces_work(),
+                                      reason="needs unshare -rm with mount rights")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from coding_os import jsonwire
 from coding_os.checkpoints import points
 from coding_os.checkpoints.store import ObjectStore
 from tests.checkpoints.conftest import create, one_line_failure, rewind, tree
-from tests.conftest import COS, cos
+from tests.conftest import COS, cos, needs_namespaces
 
 
 def folder(project: Path) -> Path:
@@ -153,16 +152,6 @@ def test_a_hook_meeting_a_journal_naming_a_path_outside_the_tree_logs_it_and_wri
 # A read-only directory and a full disk, in a private mount namespace (as root, chmod does not
 # stop anything: a read-only bind mount does).
 
-def _namespaces_work() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
-                           capture_output=True)
-    return probe.returncode == 0
-
-
-needs_namespaces = pytest.mark.skipif(not _namespaces_work(),
-                                      reason="needs unshare -rm with mount rights")
 
 
 @needs_namespaces

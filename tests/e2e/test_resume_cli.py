@@ -23,7 +23,7 @@ from tests.adapters.test_claude_transcripts import copy_fixtures as copy_claude
 from tests.adapters.test_claude_transcripts import write_jsonl
 from tests.adapters.test_codex_rollouts import copy_fixtures as copy_codex
 from tests.conftest import COS, git
-from tests.e2e.test_sessions_cli import HERE, WORKTREE, claude_session, data, run
+from tests.e2e.test_sessions_cli import HERE, WORKTREE, claude_session, damage_sqlite, data, run
 from tests.storage.test_conformance import pg_schemas, pg_url
 
 __all__ = ["pg_schemas", "pg_url"]  # fixtures, imported for pytest
@@ -302,13 +302,7 @@ def test_a_deleted_or_corrupt_index_is_rebuilt_and_a_direct_scan_finds_the_sessi
         else:
             pg_execute(project, "DELETE FROM session_index")
     else:
-        database = project[0] / ".coding-os" / "coding-os.db"
-        for extra in ("-wal", "-shm"):
-            database.with_name(database.name + extra).unlink(missing_ok=True)
-        if damage == "delete":
-            database.unlink()
-        else:
-            database.write_bytes(b"this is not a database" * 100)
+        damage_sqlite(project[0], damage)
     result = report(project, "resume", sid)
     assert session_id(result) == sid and result["path"] == "direct_scan"
     rebuilt = result["rebuilt"]

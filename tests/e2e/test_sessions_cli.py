@@ -57,6 +57,17 @@ def ids(rows: object) -> list[str]:
     return [row["id"] for row in rows]
 
 
+def damage_sqlite(repo: Path, damage: str) -> None:
+    """Delete the project's SQLite database, or overwrite it with bytes that are not one."""
+    database = repo / ".coding-os" / "coding-os.db"
+    for extra in ("-wal", "-shm"):
+        database.with_name(database.name + extra).unlink(missing_ok=True)
+    if damage == "delete":
+        database.unlink()
+    else:
+        database.write_bytes(b"this is not a database" * 100)
+
+
 def claude_session(home: Path, session: str, cwd: Path, second: int = 0) -> None:
     entries = conversation(session, 1, start=second)
     for entry in entries:
@@ -130,13 +141,7 @@ def test_sessions_imports_what_changed_first(project: tuple[Path, dict[str, str]
 def test_a_deleted_or_corrupt_database_is_rebuilt_by_the_next_listing(
         project: tuple[Path, dict[str, str]], damage: str) -> None:
     before = ids(data(project, "sessions", "--scope", "all"))
-    database = project[0] / ".coding-os" / "coding-os.db"
-    for extra in ("-wal", "-shm"):
-        database.with_name(database.name + extra).unlink(missing_ok=True)
-    if damage == "delete":
-        database.unlink()
-    else:
-        database.write_bytes(b"this is not a database" * 100)
+    damage_sqlite(project[0], damage)
     proc = run(project, "sessions", "--scope", "all", "--json")
     assert proc.returncode == 0, proc.stderr
     assert ids(json.loads(proc.stdout)) == before

@@ -8,7 +8,6 @@ import base64
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 
 from coding_os.state.hookslog import MAX_VALUE, parse_line
 from coding_os.state.identity import sanitize_panel_id
-from tests.conftest import COS, cos, fire
+from tests.conftest import COS, cos, fire, needs_namespaces
 
 ENV = {"COS_AGENT": "claude", "COS_PANEL_ID": "panel-1"}
 NATIVE = "7d1c2b3a-0000-4000-8000-000000000001"
@@ -297,16 +296,6 @@ def test_a_hook_fired_in_home_exits_3_and_creates_no_hub_state(isolated_env: Pat
 
 # A read-only state dir and a full disk, in a private mount namespace.
 
-def _namespaces_work() -> bool:
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
-                           capture_output=True)
-    return probe.returncode == 0
-
-
-needs_namespaces = pytest.mark.skipif(not _namespaces_work(),
-                                      reason="needs unshare -rm with mount rights")
 
 
 @needs_namespaces
