@@ -938,12 +938,12 @@ def _checkpoint_context(env: Mapping[str, str] | None, cwd: str | None
     """The caller, the tree its checkpoints cover (the top of its git working tree, else its
     checkout) and the `checkpoints:` settings; an interrupted restore is completed first."""
     from coding_os.checkpoints import Settings, recover_pending
-    from coding_os.checkpoints.gitcmd import repo_top
+    from coding_os.state.root import checkout_root
 
     environ = os.environ if env is None else env
     caller = Caller(env, cwd)
     checkout = _checkout_dir(caller, environ)
-    root = os.path.realpath(repo_top(checkout) or checkout)
+    root = checkout_root(checkout) or os.path.realpath(checkout)
     settings = Settings(load_config(caller.resolution.project_root))
     recover_pending(caller.tiers)
     return caller, root, settings

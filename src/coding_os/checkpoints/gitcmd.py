@@ -16,7 +16,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from threading import Thread as _Writer
 
-__all__ = ["GitError", "git", "git_env", "repo_top"]
+__all__ = ["GitError", "git", "git_env"]
 
 _DROP = ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE", "GIT_PREFIX", "GIT_OBJECT_DIRECTORY",
          "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_COMMON_DIR", "GIT_NAMESPACE")
@@ -98,15 +98,3 @@ def _feed(fd: int, data: bytes) -> _Writer:
     thread = threading.Thread(target=write, daemon=True)
     thread.start()
     return thread
-
-
-def repo_top(path: str) -> str | None:
-    """The top of the git working tree holding `path` (a `.git` dir or file there), or None."""
-    current = os.path.abspath(path)
-    while True:
-        if os.path.lexists(os.path.join(current, ".git")):
-            return current
-        parent = os.path.dirname(current)
-        if parent == current:
-            return None
-        current = parent

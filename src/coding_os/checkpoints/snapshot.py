@@ -27,10 +27,11 @@ import os
 import stat
 import time
 
-from coding_os.checkpoints.gitcmd import git, repo_top
+from coding_os.checkpoints.gitcmd import git
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.checkpoints.take import DEFAULT_MAX_FILE_BYTES
 from coding_os.errors import InvalidInput
+from coding_os.state.root import checkout_root
 
 __all__ = [
     "MODES",
@@ -255,7 +256,7 @@ def _layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
     top = os.path.join(cap.root, prefix) if prefix else cap.root
     if os.path.lexists(os.path.join(top, ".git")):
         return _git_layers(cap, prefix)
-    if not prefix and repo_top(cap.root) is not None:
+    if not prefix and checkout_root(cap.root) is not None:
         # The root is inside a repository but not at its top: git still decides what is ignored.
         return _git_layers(cap, prefix)
     return [{"dir": prefix, "commit": None, "overlay": _plain_overlay(cap, prefix)}]
@@ -353,7 +354,7 @@ def _hide_under_replaced(top: str, commit: str, overlay: dict[str, Entry | None]
 
 def _inside_prefix(top: str) -> str:
     """The path of `top` inside its repository's working tree ("" at the top), with a slash."""
-    found = repo_top(top)
+    found = checkout_root(top)
     if found is None or os.path.samefile(found, top):
         return ""
     return os.path.relpath(top, found).replace(os.sep, "/") + "/"

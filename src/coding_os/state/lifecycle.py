@@ -685,14 +685,14 @@ def _checkpoint(ctx: _Context, session: str, log: dict[str, object]) -> None:
         if isinstance(section, dict) and section.get("auto") is False:
             return
         from coding_os.checkpoints.take import Settings, create
-        from coding_os.checkpoints.gitcmd import repo_top
+        from coding_os.state.root import checkout_root
         from coding_os.state.root import checkout_dir
 
         settings = Settings(config)
         cwd = ctx.caller.cwd
         checkout = checkout_dir(ctx.caller.resolution, cwd,
                                 ctx.env.get("HOME") or os.path.expanduser("~"))
-        root = os.path.realpath(repo_top(checkout) or checkout)
+        root = checkout_root(checkout) or os.path.realpath(checkout)
         paths = None
         if settings.mode == "tracked":
             if ctx.event != "PreToolUse" or tool not in (*FILE_TOOLS, *PATCH_TOOLS):
