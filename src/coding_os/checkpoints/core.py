@@ -312,22 +312,15 @@ def undo(tiers: Tiers, root: str, *, session: str | None = None, agent: str | No
 # -- upkeep ---------------------------------------------------------------------------------------
 
 
-def _referenced(folder: str, store: ObjectStore) -> tuple[set[str], list[str]]:
-    """Every object the records reach, and the problems met on the way."""
+def _referenced(folder: str, store: ObjectStore, leave_out: set[str] | None = None
+                ) -> tuple[set[str], list[str]]:
+    """Every object the records (but those in `leave_out`) reach, and the problems met."""
     keep: set[str] = set()
     problems: list[str] = []
     for record in points.all_records(folder):
-        oid = str(record.get("manifest"))
-        keep.add(oid)
-        try:
-            manifest = _manifest(store, oid)
-        except (DamagedObject, InvalidInput) as exc:
-            problems.append(f"{record['id']}: {exc}")
+        if leave_out and str(record["id"]) in leave_out:
             continue
-        for layer in manifest.get("layers", []):  # type: ignore[attr-defined]
-            for entry in layer.get("overlay", {}).values():
-                if entry and entry[3]:
-                    keep.add(str(entry[3]))
+        keep.update(_reach(store, record, problems))
     return keep, problems
 
 
@@ -454,22 +447,8 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
                 removed_points.append(str(record["id"]))
                 if not dry_run:
                     points.remove(folder, str(record["id"]))
-    keep, problems = _referenced(folder, store)
-    if dry_run and removed_points:
-        gone = set(removed_points)
-        keep = set()
-        for record in points.all_records(folder):
-            if str(record["id"]) in gone:
-                continue
-            keep.add(str(record.get("manifest")))
-            try:
-                manifest = _manifest(store, str(record.get("manifest")))
-            except (DamagedObject, InvalidInput):
-                continue
-            for layer in manifest.get("layers", []):  # type: ignore[attr-defined]
-                for entry in layer.get("overlay", {}).values():
-                    if entry and entry[3]:
-                        keep.add(str(entry[3]))
+    # A dry run removed nothing: the records it would remove must not count as reaching.
+    keep, problems = _referenced(folder, store, set(removed_points) if dry_run else None)
     now = time.time()
     removed_objects = 0
     freed = 0
@@ -490,13 +469,17 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
             "bytes_freed": freed, "dry_run": dry_run, "problems": problems}
 
 
-def _reach(store: ObjectStore, record: dict[str, object]) -> set[str]:
-    """The objects one checkpoint needs: its manifest and the stored files it names."""
+def _reach(store: ObjectStore, record: dict[str, object],
+           problems: list[str] | None = None) -> set[str]:
+    """The objects one checkpoint needs: its manifest and the stored files it names (a damaged
+    manifest is noted in `problems`)."""
     oid = str(record.get("manifest"))
     found = {oid}
     try:
         manifest = _manifest(store, oid)
-    except (DamagedObject, InvalidInput):
+    except (DamagedObject, InvalidInput) as exc:
+        if problems is not None:
+            problems.append(f"{record['id']}: {exc}")
         return found
     for layer in manifest.get("layers", []):  # type: ignore[attr-defined]
         for entry in layer.get("overlay", {}).values():

@@ -139,7 +139,8 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
     rel_paths = [_inside(root, p) for p in paths or []]
     cap = None
     with restore_lock(folder, exclusive=False):  # held until the record names its objects
-        known = _unchanged_head(folder, root, session) if mode == "worktree" else None
+        head = points.session_head(folder, session) if session else None
+        known = _unchanged_head(folder, root, session, head) if mode == "worktree" else None
         started = time.time_ns()
         if known is not None:
             manifest, objects, written = known, 0, 0
@@ -151,7 +152,7 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
             cap = _capture_of(tiers, root, ObjectStore(folder), settings)
             manifest = capture(cap, mode, rel_paths)
             objects, written = cap.objects_written, cap.bytes_written
-        record = _record(folder, root, manifest, objects, written, session=session,
+        record = _record(folder, root, manifest, objects, written, head, session=session,
                          agent=agent, mode=mode, trigger=trigger, prompt=prompt, turn=turn,
                          seq=seq)
     if session and mode == "worktree" and cap is not None:
@@ -170,13 +171,11 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
     return record
 
 
-def _unchanged_head(folder: str, root: str, session: str | None) -> dict[str, object] | None:
-    """The manifest of the session's latest checkpoint when a stat of the tree shows nothing
-    changed since (see fingerprint.py), else None: then git has to look."""
-    if not session:
-        return None
-    head = points.session_head(folder, session)
-    if head is None:
+def _unchanged_head(folder: str, root: str, session: str | None,
+                    head: points.Head | None) -> dict[str, object] | None:
+    """The manifest of the session's latest checkpoint (`head`) when a stat of the tree shows
+    nothing changed since (see fingerprint.py), else None: then git has to look."""
+    if not session or head is None:
         return None
     known = fingerprint.load(folder, session)
     if known is None or known.get("manifest") != head.manifest \
@@ -190,12 +189,13 @@ def _unchanged_head(folder: str, root: str, session: str | None) -> dict[str, ob
 
 
 def _record(folder: str, root: str, manifest: dict[str, object],
-            objects: int, written_before: int, *, session: str | None, agent: str | None,
-            mode: str, trigger: str, prompt: str | None, turn: int | None,
-            seq: int | None) -> dict[str, object]:
-    """Store the snapshot's manifest and its record (or reuse the session's latest)."""
+            objects: int, written_before: int, head: points.Head | None, *,
+            session: str | None, agent: str | None, mode: str, trigger: str,
+            prompt: str | None, turn: int | None, seq: int | None) -> dict[str, object]:
+    """Store the snapshot's manifest and its record, or reuse the session's latest (`head`,
+    read once before the snapshot; a reuse needs the tree equal to that head's manifest, so a
+    head another hook of the session moved meanwhile is never mistaken for this tree)."""
     text = jsonwire.dumps(manifest)
-    head = points.session_head(folder, session) if session else None
     last: dict[str, object] = {}
     if head is not None:
         try:
