@@ -6,6 +6,17 @@ Read lazily (PyYAML is not imported on the hook's hot path). Known keys:
       horizons:            # trust horizon per state file name or prefix*, as a duration
         .task-current: 8h
         .gate-*: 120m
+    checkpoints:           # docs/checkpoints.md
+      auto: true
+      mode: worktree       # or tracked
+      max_file_bytes: 2MiB
+      max_total_bytes: 2GiB
+    gates:                 # policy gates on tool calls, each off by default (docs/gates.md)
+      require_task_for_edits: true
+      protect_paths: [".env", "secrets/**"]
+      block_secrets: true
+    summarizer:
+      command: claude -p   # docs/checkpoints.md
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Reads the hook payload (JSON) on stdin, hands it to `state.lifecycle.handle`, and obeys the hook
 output contract: exit 0 with JSON on stdout or nothing; exit 2 only for a deliberate block (a
-policy gate; none here yet). When its own plumbing fails it never blocks the agent: one line on
+policy gate, state/gates.py: the deny decision as JSON on stdout for Claude Code, the reason on
+stderr for Codex). When its own plumbing fails it never blocks the agent: one line on
 stderr, a hooks-log line when it can, and exit 1, which both Claude Code and Codex treat as a
 non-blocking error. A misroute exits 3 and writes nothing.
 
@@ -74,6 +75,8 @@ def main(argv: list[str]) -> int:
         _say(f"internal error: {type(exc).__name__}: {exc}")
         _log_failure(event, f"internal {type(exc).__name__}: {exc}")
         return EXIT_ERROR
+    if result.message:
+        sys.stderr.write(result.message.rstrip("\n") + "\n")
     if result.output is not None:
         from coding_os import jsonwire
 

@@ -19,7 +19,7 @@ import os
 import time
 
 from coding_os.adapters import FILE_TOOLS, PATCH_FILE_PREFIXES, PATCH_TOOLS, adapter
-from coding_os.errors import InvalidInput
+from coding_os.errors import CosError, InvalidInput
 from coding_os.state import durable, hookslog, observations, presence
 from coding_os.state.caller import Caller, read_panel_session
 from coding_os.state.identity import mint_session_id
@@ -52,14 +52,16 @@ _INPUT_KEYS = ("command", "cmd", "file_path", "notebook_path", "path", "pattern"
 
 
 class HookResult:
-    """What `cos hook` prints (JSON on stdout, or nothing) and exits with."""
+    """What `cos hook` prints (JSON on stdout, or nothing), says on stderr and exits with."""
 
-    __slots__ = ("output", "exit_code", "session")
+    __slots__ = ("output", "exit_code", "session", "message")
 
-    def __init__(self, output: dict[str, object] | None, session: str | None) -> None:
+    def __init__(self, output: dict[str, object] | None, session: str | None,
+                 exit_code: int = 0, message: str | None = None) -> None:
         self.output = output
-        self.exit_code = 0  # 2 only when a policy gate blocks (none yet)
+        self.exit_code = exit_code  # 2 only when a policy gate blocks
         self.session = session
+        self.message = message  # the block reason, for stderr
 
 
 def validate_payload(payload: object) -> dict[str, object]:
@@ -210,9 +212,18 @@ def _handle(ctx: _Context) -> HookResult:
         observation.update(session=session, agent=ctx.agent, panel=ctx.panel, ts=ctx.ts,
                            event=ctx.event)
         observations.spool(ctx.tiers.observations_spool, observation)
+    output: dict[str, object] | None = None
+    if ctx.event == "PreToolUse":
+        blocked, warning = _gate(ctx, session, log)
+        if blocked is not None:  # a policy gate refused the call: nothing to checkpoint
+            log.update(ctx.log)
+            hookslog.append(ctx.tiers.hooks_log, log)
+            return blocked
+        output = _attribute_mcp_call(ctx, session, log)
+        if warning:
+            output = _with_gate_warning(output, warning)
     if ctx.event in _CHECKPOINT_EVENTS:
         _checkpoint(ctx, session, log)
-    output: dict[str, object] | None = None
     if start is not None:
         context = _after_session_start(ctx, start)
         if context:
@@ -304,7 +315,24 @@ def _after_session_start(ctx: _Context, start: _Start) -> str:
     storage = ctx.open_storage()
     if storage is not None:
         _index_session(ctx, storage, start.session, start.record, start.known)
-    return context
+    note = _mcp_note(ctx)
+    return f"{context}\n{note}" if context and note else context or note or ""
+
+
+def _mcp_note(ctx: _Context) -> str | None:
+    """One line for the card when cos's MCP server is registered but cannot be reached."""
+    from coding_os.adapters.mcp import registered_server, unreachable_reason
+    from coding_os.state.root import checkout_root
+
+    checkout = checkout_root(ctx.caller.cwd) or ctx.root
+    entry = registered_server(ctx.agent, checkout)
+    reason = unreachable_reason(entry) if entry is not None else None
+    if reason is None:
+        return None
+    ctx.log["mcp_unreachable"] = reason
+    return (f"[coding-os] The cos MCP server is not reachable: {reason}. Sessions, state and "
+            "checkpoints still work; the `cos` command (cos tasks, cos search) does what its "
+            "tools do.")
 
 
 def _adopt(ctx: _Context) -> str:
@@ -662,6 +690,78 @@ def _observe(ctx: _Context, log: dict[str, object]) -> dict[str, object] | None:
     return None
 
 
+def _gate(ctx: _Context, session: str,
+          log: dict[str, object]) -> tuple[HookResult | None, str | None]:
+    """The policy gates' verdict on a tool call: a blocking result (or None to go on), and a
+    warning for the agent when a gate could not check. Without a `gates:` section this costs
+    a cached config read and imports nothing."""
+    from coding_os.config import load_config_cached
+
+    try:
+        config = load_config_cached(ctx.root, ctx.tiers.state_dir)
+    except InvalidInput as exc:
+        # Whether gates are configured is unknown: fail open, and say so when it looks so.
+        ctx.log["config_error"] = str(exc)
+        if _config_mentions_gates(ctx.root):
+            log["gates"] = "failed-open"
+            return None, (f"coding-os gates could not be read ({exc}); this call was allowed "
+                          f"unchecked. Fix .coding-os.yaml")
+        return None, None
+    section = config.get("gates")
+    if section is None:
+        return None, None
+    from coding_os.state import gates
+
+    verdict = gates.check(ctx, session, section, config, log)
+    return verdict.blocked, verdict.warning
+
+
+def _config_mentions_gates(root: str) -> bool:
+    from coding_os.config import CONFIG_FILE
+
+    try:
+        with open(os.path.join(root, CONFIG_FILE), encoding="utf-8", errors="replace") as f:
+            return "gates" in f.read(1 << 20)
+    except OSError:
+        return False
+
+
+def _with_gate_warning(output: dict[str, object] | None, warning: str) -> dict[str, object]:
+    """`output` with a gate's warning added as context the model reads (both clients show a
+    PreToolUse `additionalContext` to the model) and as a message to the user."""
+    merged = dict(output or {})
+    specific = merged.get("hookSpecificOutput")
+    specific = dict(specific) if isinstance(specific, dict) else {"hookEventName": "PreToolUse"}
+    specific["additionalContext"] = warning
+    merged["hookSpecificOutput"] = specific
+    merged["systemMessage"] = warning
+    return merged
+
+
+def _attribute_mcp_call(ctx: _Context, session: str,
+                        log: dict[str, object]) -> dict[str, object] | None:
+    """For a call of one of cos's MCP tools, the PreToolUse output that adds the calling
+    session as `agent_session` to its input (one MCP server serves many panels and cannot
+    tell them apart itself); None for any other tool."""
+    tool = _string(ctx.payload.get("tool_name"))
+    if not tool or not (tool.startswith("mcp__") or "." in tool):
+        return None  # no MCP tool: decided without importing anything
+    from coding_os.adapters.mcp import MCP_SERVER_NAME
+
+    # cos's tools as Claude Code names them (`mcp__<server>__<tool>`) and as Codex may.
+    if not tool.startswith((f"mcp__{MCP_SERVER_NAME}__", f"{MCP_SERVER_NAME}.")):
+        return None
+    tool_input = ctx.payload.get("tool_input")
+    updated = dict(tool_input) if isinstance(tool_input, dict) else {}
+    updated["agent_session"] = session
+    log["mcp_session"] = session
+    # Codex applies updatedInput only with an allow decision (and Claude Code skips its own
+    # prompt for the call then); cos's tools read local state or write the brain. A deny or
+    # ask rule of the user's still wins over a hook's allow.
+    return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+                                   "updatedInput": updated}}
+
+
 # Automatic checkpoints (DESIGN.md §5): before a prompt's edits, before a tool call that may
 # write, and at a turn's end (what changes after it, until the next checkpoint of the session,
 # changed outside the session).
@@ -800,7 +900,11 @@ def _trusted_value(ctx: _Context, name: str, session: str) -> str | None:
     except InvalidInput as exc:
         ctx.log["config_error"] = str(exc)
         horizon = spec_for(name)[2]
-    verdict = check_state(path, session, horizon, ctx.now)
+    try:
+        verdict = check_state(path, session, horizon, ctx.now)
+    except (CosError, OSError) as exc:  # a directory or unreadable file in its place
+        ctx.log[f"state_error{name}"] = " ".join(str(exc).split())[:200]
+        return None
     return verdict.value if verdict.valid else None
 
 
