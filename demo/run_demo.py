@@ -66,8 +66,12 @@ def fire(checkout: Path, cwd: Path, agent: str, event: str, payload: dict[str, o
     label = payload.get("tool_name") or payload.get("source") or payload.get("reason") or ""
     out = ""
     if proc.stdout.strip():
-        context = json.loads(proc.stdout)["hookSpecificOutput"].get("additionalContext", "")
-        out = f"  -> additionalContext: {context.splitlines()[-1][:90]}"
+        specific = json.loads(proc.stdout)["hookSpecificOutput"]
+        if "updatedInput" in specific:
+            out = f"  -> updatedInput: {json.dumps(specific['updatedInput'])[:110]}"
+        else:
+            context = specific.get("additionalContext", "")
+            out = f"  -> additionalContext: {context.splitlines()[-1][:90]}"
     print(f"  {agent:<6} {cwd.name:<9} {event:<17} {label}{out}")
     return proc
 
@@ -154,6 +158,7 @@ def main() -> None:
         run([COS, "observations", "-n", "6"], repo, {})
         sessions_part(scratch, repo, home)
         checkpoints_part(repo)
+        brain_part(repo)
         heading("What the state dir holds")
         for path in sorted((repo / ".coding-os").rglob("*")):
             if path.is_file() and ".tmp-" not in path.name and "trash" not in path.parts \
@@ -262,6 +267,60 @@ def checkpoints_part(repo: Path) -> None:
     heading("cos rewind --undo: the session's changes are back")
     run([COS, "rewind", "--undo"], repo, env)
     run(["git", "status", "--short"], repo, {})
+
+
+def brain_part(repo: Path) -> None:
+    """The brain: two panels share a task board; a claim is exclusive; an MCP tool call is filed
+    under the panel that made it, because the hook tells the server; search finds it all."""
+    panel_a = "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9"
+    panel_b = "6f7a8b9c-0d1e-4f2a-b3c4-d5e6f7a8b9c0"
+    heading("The brain: two Claude panels share one task board")
+    for panel in (panel_a, panel_b):
+        fire(repo, repo, "claude", "SessionStart", {"session_id": panel, "source": "startup"})
+    env_a = {"COS_AGENT": "claude", "COS_PANEL_ID": panel_a}
+    env_b = {"COS_AGENT": "claude", "COS_PANEL_ID": panel_b}
+    run([COS, "tasks", "new", "Greet users by name", "--body", "app.py takes a name argument"],
+        repo, env_a)
+    run([COS, "tasks", "move", "TASK-1", "doing"], repo, env_a)
+    run([COS, "state", "get", ".task-current"], repo, env_a)
+    refused = run([COS, "tasks", "move", "TASK-1", "doing"], repo, env_b, check=False)
+    print(f"exit {refused.returncode}: panel B cannot take a task panel A is doing")
+    run([COS, "work-log", "add", "greeting reads sys.argv[1]", "--task", "TASK-1"], repo, env_a)
+
+    heading("An MCP call from panel B: the hook adds the calling session, the server files it")
+    tool_input = {"text": "reviewed the greeting change", "task": "TASK-1"}
+    proc = fire(repo, repo, "claude", "PreToolUse",
+                {"session_id": panel_b, "tool_name": "mcp__cos__cos_work_log_append",
+                 "tool_input": tool_input})
+    updated = json.loads(proc.stdout)["hookSpecificOutput"]["updatedInput"]
+    print(f"{DIM}(calling cos_work_log_append on `cos mcp` over stdio, as Claude Code would){RESET}")
+    result = _call_mcp_tool(repo, "cos_work_log_append", updated)
+    print(json.dumps(result, indent=2))
+    heading("cos tasks show TASK-1 (every move and line names its session and how it was known)")
+    run([COS, "tasks", "show", "TASK-1"], repo, {})
+    heading("cos search greeting (observations, work log, tasks and transcripts)")
+    run([COS, "search", "greeting"], repo, {})
+
+
+def _call_mcp_tool(repo: Path, tool: str, arguments: dict[str, object]) -> object:
+    """One tool call through the MCP SDK's stdio client to the installed `cos mcp`."""
+    import asyncio
+
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    server = json.loads((repo / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]["cos"]
+
+    async def call() -> object:
+        params = StdioServerParameters(command=server["command"], args=server["args"],
+                                       env={**BASE_ENV, **server["env"]}, cwd=str(repo))
+        async with Client(params) as client:
+            reply = await client.call_tool(tool, arguments)
+            if reply.is_error:
+                raise SystemExit(f"demo step failed: {tool}: {reply.content}")
+            return reply.structured_content
+
+    return asyncio.run(call())
 
 
 if __name__ == "__main__":

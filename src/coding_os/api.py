@@ -23,6 +23,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any, NoReturn, TypeVar
 
+    from coding_os.brain.attribution import Attribution
     from coding_os.install import InstallReport
     from coding_os.state.gc import PanelGcReport
     from coding_os.state.lifecycle import HookResult
@@ -913,6 +914,196 @@ def resumable_sessions(scope: str = "worktree", search: str | None = None,
     return _with_index(caller, env, work)
 
 
+# The brain (DESIGN.md §8): tasks, the work log and search, in coding_os.brain. `who` is the
+# session a write is filed under (brain.attribution); the command line leaves it None and gets
+# the caller's panel or active session.
+
+
+def _who(caller: Caller, who: Attribution | None, env: Mapping[str, str] | None) -> Attribution:
+    from coding_os.brain.attribution import attribute
+
+    return who if who is not None else attribute(caller, env=env, synthetic=None)
+
+
+def task_create(title: object, body: object = None, status: object = "todo",
+                who: Attribution | None = None, env: Mapping[str, str] | None = None,
+                cwd: str | None = None) -> dict[str, object]:
+    """Add a task to the project's board; returns it as JSON.
+
+    Raises:
+        InvalidInput: empty or too long title, too long body, unknown status.
+        StorageError: the database cannot be used.
+    """
+    from coding_os.brain import tasks
+
+    caller = Caller(env, cwd)
+    storage = _storage(caller, env)
+    try:
+        task = tasks.create_task(storage, caller.tiers, title, body, _who(caller, who, env),
+                                 status)
+        return tasks.task_dict(task, moves=True, storage=storage)
+    finally:
+        storage.close()
+
+
+def task_move(task: object, status: object, note: object = None, force: bool = False,
+              who: Attribution | None = None, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> dict[str, object]:
+    """Move a task to another status (to `doing`: claim it); returns it as JSON.
+
+    Raises:
+        InvalidInput: a bad task id, status or note.
+        NotFound: no such task.
+        Conflict: another session is doing it (without `force`), or it changed meanwhile.
+        StorageError: the database cannot be used.
+    """
+    from coding_os.brain import tasks
+
+    caller = Caller(env, cwd)
+    storage = _storage(caller, env)
+    try:
+        moved = tasks.move_task(storage, caller.tiers, task, status, _who(caller, who, env),
+                                note, force)
+        return tasks.task_dict(moved, moves=True, storage=storage)
+    finally:
+        storage.close()
+
+
+def task_list(status: object = None, owner: str | None = None, cursor: object = None,
+              limit: object = 50, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> dict[str, object]:
+    """A page of tasks by number: `{"tasks": [...], "next_cursor": TASK-n or None}`.
+
+    Raises:
+        InvalidInput: an unknown status, a bad cursor or limit.
+        StorageError: the database cannot be used.
+    """
+    from coding_os.brain import tasks
+
+    state = tasks.check_status(status) if status is not None else None
+    after = tasks.parse_task_id(cursor) if cursor is not None else 0
+    size = _page_size(limit)
+    storage = _storage(Caller(env, cwd), env)
+    try:
+        rows = storage.tasks(status=state, owner=owner, after=after, limit=size + 1)
+    finally:
+        storage.close()
+    more = len(rows) > size
+    rows = rows[:size]
+    return {"tasks": [tasks.task_dict(t) for t in rows],
+            "next_cursor": rows[-1].id if more else None}
+
+
+def task_show(task: object, env: Mapping[str, str] | None = None,
+              cwd: str | None = None) -> dict[str, object]:
+    """A task with its moves and its latest work-log lines.
+
+    Raises:
+        InvalidInput: a bad task id.
+        NotFound: no such task.
+        StorageError: the database cannot be used.
+    """
+    from coding_os.brain import tasks
+
+    n = tasks.parse_task_id(task)
+    storage = _storage(Caller(env, cwd), env)
+    try:
+        found = storage.task(n)
+        if found is None:
+            raise NotFound(f"no task TASK-{n}")
+        out = tasks.task_dict(found, moves=True, storage=storage)
+        out["work_log"] = [tasks.work_log_dict(e) for e in storage.work_log(task=n, limit=20)]
+        return out
+    finally:
+        storage.close()
+
+
+def work_log_append(text: object, task: object = None, who: Attribution | None = None,
+                    env: Mapping[str, str] | None = None,
+                    cwd: str | None = None) -> dict[str, object]:
+    """Add a line to the project's work log; returns it as JSON.
+
+    Raises:
+        InvalidInput: empty or too long text, a bad task id.
+        NotFound: the task does not exist.
+        StorageError: the database cannot be used.
+    """
+    from coding_os.brain import tasks
+
+    caller = Caller(env, cwd)
+    storage = _storage(caller, env)
+    try:
+        entry = tasks.append_work_log(storage, text, _who(caller, who, env), task)
+        return tasks.work_log_dict(entry)
+    finally:
+        storage.close()
+
+
+def work_log(session: str | None = None, task: object = None, cursor: object = None,
+             limit: object = 50, env: Mapping[str, str] | None = None,
+             cwd: str | None = None) -> dict[str, object]:
+    """A page of the work log, newest first: `{"entries": [...], "next_cursor": N or None}`.
+
+    Raises:
+        InvalidInput: a bad task id, cursor or limit.
+        StorageError: the database cannot be used.
+    """
+    from coding_os.brain import tasks
+
+    n = tasks.parse_task_id(task) if task is not None else None
+    before = _cursor(cursor)
+    size = _page_size(limit)
+    storage = _storage(Caller(env, cwd), env)
+    try:
+        rows = storage.work_log(session=session, task=n, before=before, limit=size + 1)
+    finally:
+        storage.close()
+    more = len(rows) > size
+    rows = rows[:size]
+    return {"entries": [tasks.work_log_dict(e) for e in rows],
+            "next_cursor": rows[-1].seq if more else None}
+
+
+def search(query: object, kinds: list[str] | None = None, session: str | None = None,
+           cursor: object = None, limit: object = 20, progress: Progress | None = None,
+           env: Mapping[str, str] | None = None, cwd: str | None = None) -> dict[str, object]:
+    """A page of what the agents did that holds every word of `query` (observations, work log,
+    tasks, transcripts), newest first: `{"results": [...], "next_cursor": N or None}`.
+
+    Raises:
+        InvalidInput: a query without words, too long, a bad kind, cursor or limit.
+        StorageError: the database cannot be used.
+    """
+    from coding_os.brain.search import parse_query, search_page, sync_transcripts
+
+    parse_query(query)  # bad input is refused before anything is read
+    before = _cursor(cursor)
+    size = _page_size(limit, maximum=100)
+    caller = Caller(env, cwd)
+    storage = _storage(caller, env)
+    try:
+        sync_transcripts(storage, caller.tiers, progress)
+        return search_page(storage, query, kinds, session, before, size).to_dict()
+    finally:
+        storage.close()
+
+
+def _page_size(limit: object, maximum: int = 200) -> int:
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
+        raise InvalidInput(f"limit must be a whole number from 1 to {maximum}")
+    return limit
+
+
+def _cursor(cursor: object) -> int | None:
+    if cursor is None:
+        return None
+    if isinstance(cursor, str) and cursor.isdigit():
+        cursor = int(cursor)
+    if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 1:
+        raise InvalidInput("cursor must be the next_cursor of a previous page")
+    return cursor
+
+
 # Checkpoints and rewind (DESIGN.md §5): coding_os.checkpoints, imported when first used.
 
 if TYPE_CHECKING:
@@ -1204,3 +1395,21 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
         report["note"] = ("the summary is not written into the agent's own log; paste it, or "
                           "use the agent's own compaction")
     return report
+
+
+# Doctor: every health check of the project at once (coding_os.doctor, imported when used).
+
+if TYPE_CHECKING:
+    from coding_os.doctor import DoctorReport
+
+__all__ += ["doctor"]
+
+
+def doctor(env: Mapping[str, str] | None = None, cwd: str | None = None) -> DoctorReport:
+    """Check hooks, state dir resolution, database, index freshness, orphaned panels, the
+    checkpoint store and the MCP server; read-only, and never raises for what it finds (each
+    check has a status and a fix; `report.ok` is false when any check failed)."""
+    from coding_os.doctor import run_checks
+
+    return run_checks(os.environ if env is None else env,
+                      cwd if cwd is not None else os.getcwd())

@@ -8,7 +8,9 @@ Exit codes (documented in docs/cli.md):
     3  misroute: state would land in the global hub or through a symlink (COS_STATE_MISROUTE)
     4  the session belongs to another project
     5  ambiguous: several matches where one was required
-    6  the state directory cannot be written (read-only, full, not a directory)
+    6  the state directory cannot be written (read-only, full, not a directory); damage
+       found (`cos checkpoints verify`, `cos doctor`)
+    7  conflict: another session holds it (a task being done), or it changed meanwhile
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ __all__ = [
     "CrossProject",
     "Ambiguous",
     "StateIOError",
+    "Conflict",
 ]
 
 
@@ -83,3 +86,9 @@ class StateIOError(CosError):
     """The state directory could not be read or written (read-only, full, wrong type)."""
 
     exit_code = 6
+
+
+class Conflict(CosError):
+    """Another session holds what was asked for, or it changed meanwhile."""
+
+    exit_code = 7

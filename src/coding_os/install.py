@@ -23,6 +23,7 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from coding_os.adapters.mcp import MCP_FILES, MCP_SERVER_NAME
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.state import durable
 from coding_os.state.caller import Caller
@@ -37,9 +38,11 @@ __all__ = [
     "installed_cos",
     "hook_command",
     "read_manifest",
+    "is_python_script",
 ]
 
 TOOL_EVENTS = ("PreToolUse", "PostToolUse")
+
 HOOK_TIMEOUT_S = 30
 MANIFEST_VERSION = 1
 # agent -> (settings file, local settings file or None), relative to the checkout.
@@ -66,6 +69,7 @@ class InstallReport:
     command: str | None = None
     state_dir: str = ""
     notes: list[str] = field(default_factory=list)
+    mcp_file: str | None = None  # where cos's MCP server is registered for the agent
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -78,10 +82,10 @@ def installed_cos() -> str:
         NotFound: no `cos` script belongs to this interpreter, and the one on PATH is a shim.
     """
     beside = os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "cos")
-    if _is_python_script(beside):
+    if is_python_script(beside):
         return beside
     on_path = shutil.which("cos")
-    if on_path and _is_python_script(on_path):
+    if on_path and is_python_script(on_path):
         return os.path.abspath(on_path)
     raise NotFound(
         "cannot find this installation's cos script next to "
@@ -89,7 +93,7 @@ def installed_cos() -> str:
     )
 
 
-def _is_python_script(path: str) -> bool:
+def is_python_script(path: str) -> bool:
     """A console script: a file whose `#!` line runs a Python interpreter directly."""
     try:
         with open(path, "rb") as f:
@@ -234,6 +238,20 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         elif group not in groups:
             groups.append(group)
         entries.append({"event": event, "group": group})
+    if agent == "claude":
+        # Claude Code asks before it starts a server of a project's .mcp.json; the project's
+        # own settings may approve it by name.
+        enabled = data.get("enabledMcpjsonServers")
+        if enabled is None:
+            enabled = data["enabledMcpjsonServers"] = []
+            enabled_created = True
+        else:
+            enabled_created = bool((record or {}).get("enabled_mcp_created"))
+        if isinstance(enabled, list) and MCP_SERVER_NAME not in enabled:
+            enabled.append(MCP_SERVER_NAME)
+            enabled_added = True
+        else:
+            enabled_added = bool((record or {}).get("enabled_mcp"))
     rendered = _render(data)
     changed = raw is None or (json.loads(raw) if raw.strip() else {}) != data
     written = rendered if changed else raw
@@ -251,6 +269,9 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         manifest["installations"].append(record)
     record["entries"] = entries
     record["created_events"] = sorted(created_events)
+    if agent == "claude":
+        record["enabled_mcp"] = enabled_added
+        record["enabled_mcp_created"] = enabled_created
     record["cos"] = cos_path
     record["written_sha256"] = hashlib.sha256(written).hexdigest()
     _ensure_state_dir(state_dir, checkout, manifest)
@@ -262,8 +283,11 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     if changed:
         _write_json(path, rendered)
 
-    report = InstallReport(agent=agent, file=path, changed=changed, events=list(KNOWN_EVENTS),
-                           command=hook_command(agent, cos_path, "<Event>"), state_dir=state_dir)
+    mcp_file, mcp_changed = _register_mcp(agent, checkout, cos_path, manifest, manifest_path)
+    report = InstallReport(agent=agent, file=path, changed=changed or mcp_changed,
+                           events=list(KNOWN_EVENTS),
+                           command=hook_command(agent, cos_path, "<Event>"), state_dir=state_dir,
+                           mcp_file=mcp_file)
     if agent == "codex":
         report.notes.append(CODEX_TRUST_HINT.format(root=checkout))
     return report
@@ -317,6 +341,13 @@ def uninstall(agent: str | None = None, *, caller: Caller | None = None) -> list
         raise NotFound(f"coding-os hooks are not installed{' for ' + agent if agent else ''} "
                        f"(no entry in {manifest_path})")
     reports = []
+    # The MCP registrations first: removing the hooks may remove a directory they share.
+    for registration in [r for r in manifest.get("mcp", [])
+                         if agent is None or r.get("agent") == agent]:
+        _unregister_mcp(registration)
+        manifest["mcp"].remove(registration)
+    if not manifest.get("mcp", True):
+        del manifest["mcp"]
     for record in records:
         reports.append(_remove(record))
         manifest["installations"].remove(record)
@@ -352,6 +383,12 @@ def _remove(record: dict[str, Any]) -> InstallReport:
             del hooks[entry["event"]]
     if record.get("created_hooks_key") and hooks == {} and "hooks" in data:
         del data["hooks"]
+    enabled = data.get("enabledMcpjsonServers")
+    if record.get("enabled_mcp") and isinstance(enabled, list) and MCP_SERVER_NAME in enabled:
+        enabled.remove(MCP_SERVER_NAME)
+        report.changed = True
+        if not enabled and record.get("enabled_mcp_created"):
+            del data["enabledMcpjsonServers"]
     original = record.get("original")
     if original is not None:
         original_bytes = original.encode("utf-8", "surrogateescape")
@@ -386,3 +423,118 @@ def _remove_exclude_line(exclude: str, line: str) -> None:
     if kept != lines:
         with open(exclude, "w", encoding="utf-8") as f:
             f.writelines(kept)
+
+
+def mcp_server_entry(agent: str, cos_path: str) -> dict[str, Any]:
+    """How an agent starts cos's MCP server: this installation's `cos mcp`, told its agent."""
+    return {"type": "stdio", "command": cos_path, "args": ["mcp"], "env": {"COS_AGENT": agent}}
+
+
+def _codex_block(cos_path: str) -> str:
+    entry = mcp_server_entry("codex", cos_path)
+    return (f"\n[mcp_servers.{MCP_SERVER_NAME}]\n"
+            f"command = {json.dumps(entry['command'])}\n"
+            f"args = {json.dumps(entry['args'])}\n"
+            f"env = {{ COS_AGENT = \"codex\" }}\n")
+
+
+def _register_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any],
+                  manifest_path: str) -> tuple[str, bool]:
+    """Register `cos mcp` in the agent's project MCP file (once; an entry the user wrote under
+    the same name is left alone); return the file and whether it changed.
+
+    Raises:
+        InvalidInput: the file is not valid JSON / TOML.
+        StateIOError: it cannot be written.
+    """
+    path = os.path.join(checkout, MCP_FILES[agent])
+    registrations = manifest.setdefault("mcp", [])
+    record = next((r for r in registrations if r.get("agent") == agent and r.get("file") == path),
+                  None)
+    if agent == "claude":
+        data, raw = _load_settings(path)
+        servers = data.setdefault("mcpServers", {})
+        if not isinstance(servers, dict):
+            raise InvalidInput(f"{path}: \"mcpServers\" must be an object; nothing was changed")
+        entry = mcp_server_entry(agent, cos_path)
+        current = servers.get(MCP_SERVER_NAME)
+        if current is not None and (record is None or current == entry):
+            return path, False  # already ours as it is, or the user's own entry
+        servers[MCP_SERVER_NAME] = entry
+        new_record = {"agent": agent, "file": path, "entry": entry,
+                      "created_file": raw is None if record is None else record["created_file"],
+                      "original": (raw.decode("utf-8", "surrogateescape") if raw is not None
+                                   else None) if record is None else record.get("original")}
+        changed_bytes = _render(data)
+    else:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except FileNotFoundError:
+            text = None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise StateIOError(f"cannot read {path}: {exc}") from None
+        import tomllib
+
+        try:
+            parsed = tomllib.loads(text or "")
+        except tomllib.TOMLDecodeError as exc:
+            raise InvalidInput(f"{path} is not valid TOML ({exc}); nothing was changed") from None
+        block = _codex_block(cos_path)
+        servers = parsed.get("mcp_servers") or {}
+        if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
+            if record is None or record.get("block") == block or record.get("block") not in (text or ""):
+                return path, False
+            text = (text or "").replace(record["block"], "")
+        new_record = {"agent": agent, "file": path, "block": block,
+                      "created_file": text is None if record is None else record["created_file"]}
+        changed_bytes = ((text or "") + block).encode("utf-8")
+    if record is not None:
+        registrations.remove(record)
+    registrations.append(new_record)
+    durable.atomic_write(manifest_path, (json.dumps(manifest, indent=2, ensure_ascii=False)
+                                         + "\n").encode("utf-8"))
+    _write_json(path, changed_bytes)
+    return path, True
+
+
+def _unregister_mcp(record: dict[str, Any]) -> None:
+    """Remove the MCP registration `_register_mcp` recorded, if it is still as written."""
+    path = record["file"]
+    if "block" in record:
+        try:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        except (OSError, UnicodeDecodeError):
+            return
+        if record["block"] not in text:
+            return
+        text = text.replace(record["block"], "", 1)
+        if record.get("created_file") and not text.strip():
+            os.unlink(path)
+        else:
+            _write_json(path, text.encode("utf-8"))
+        return
+    data, raw = _load_settings(path)
+    if raw is None:
+        return
+    servers = data.get("mcpServers")
+    if not isinstance(servers, dict) or servers.get(MCP_SERVER_NAME) != record.get("entry"):
+        return  # changed by the user since: theirs now
+    del servers[MCP_SERVER_NAME]
+    if not servers:
+        del data["mcpServers"]
+    original = record.get("original")
+    if original is not None:
+        original_bytes = original.encode("utf-8", "surrogateescape")
+        try:
+            same = (json.loads(original_bytes) if original_bytes.strip() else {}) == data
+        except ValueError:
+            same = False
+        if same:  # nothing else changed: the file gets its own bytes back
+            _write_json(path, original_bytes)
+            return
+    if record.get("created_file") and not data:
+        os.unlink(path)
+    else:
+        _write_json(path, _render(data))

@@ -165,6 +165,8 @@ def init(agent: str, local: bool, as_json: bool) -> None:
     click.echo(f"{agent}: {verb} {report.file}")
     click.echo(f"  command: {report.command}")
     click.echo(f"  state dir: {report.state_dir}")
+    if report.mcp_file:
+        click.echo(f"  MCP server: {report.mcp_file} (cos mcp)")
     for note in report.notes:
         click.echo(note)
 
@@ -181,6 +183,28 @@ def uninstall(agent: str | None, as_json: bool) -> None:
     for report in reports:
         state = "removed hooks from" if report.changed else "nothing left to remove in"
         click.echo(f"{report.agent}: {state} {report.file}")
+
+
+@cli.command()
+@json_option
+def doctor(as_json: bool) -> None:
+    """Check this project's coding-os: hooks, state dir, database, index, panels, checkpoints
+    and the MCP server. Each check says ok, warn, fail or skip, and the fix; nothing is changed.
+    Exits 6 when any check fails (warnings exit 0)."""
+    report = api.doctor()
+    if as_json:
+        _emit_json(report.as_dict())
+    else:
+        for check in report.checks:
+            click.echo(f"{check.status.upper() if check.status == 'fail' else check.status:<5} "
+                       f"{check.name:<12} {check.detail}")
+            if check.fix:
+                click.echo(f"{'':<18}fix: {check.fix}")
+        counts = report.as_dict()["counts"]
+        assert isinstance(counts, dict)
+        click.echo(", ".join(f"{n} {status}" for status, n in counts.items() if n))
+    if not report.ok:
+        raise click.exceptions.Exit(6)
 
 
 @cli.command()
@@ -299,11 +323,7 @@ def index_group() -> None:
 @json_option
 def index_rebuild(as_json: bool) -> None:
     """Empty the session index and build it again from every log."""
-    progress = None
-    if sys.stderr.isatty():
-        def progress(message: str) -> None:
-            click.echo(f"cos: {message}…", err=True)
-    report = api.rebuild_index(progress=progress).to_dict()
+    report = api.rebuild_index(progress=_progress()).to_dict()
     if as_json:
         _emit_json(report)
         return
@@ -717,9 +737,176 @@ def _recover_restore() -> None:
         click.echo(f"cos: completed the interrupted rewind to {done.get('target')}", err=True)
 
 
+# The brain: tasks, the work log, search (docs/brain.md) and the MCP server (docs/mcp.md).
+
+_STATUSES = click.Choice(["todo", "doing", "blocked", "done"])
+
+
+def _task_line(task: dict[str, Any]) -> str:
+    owner = task.get("owner") or "-"
+    return f"{task['id']:<10}{task['status']:<9}{owner:<36}{task['title']}"
+
+
+@cli.group("tasks", invoke_without_command=True)
+@click.option("--status", type=_STATUSES, help="Only tasks in this status.")
+@click.option("--owner", metavar="SESSION", help="Only tasks this session owns.")
+@click.option("--after", metavar="TASK", help="Start after this task (paging).")
+@click.option("--limit", type=click.IntRange(1, 200), default=50, show_default=True)
+@json_option
+@click.pass_context
+def tasks_group(ctx: click.Context, status: str | None, owner: str | None, after: str | None,
+                limit: int, as_json: bool) -> None:
+    """List the project's shared tasks (TASK-<n>), by number."""
+    if ctx.invoked_subcommand is not None:
+        return
+    page = api.task_list(status, owner, after, limit)
+    if as_json:
+        _emit_json(page)
+        return
+    for task in page["tasks"]:  # type: ignore[attr-defined]
+        click.echo(_task_line(task))
+    if page["next_cursor"]:
+        click.echo(f"… more: cos tasks --after {page['next_cursor']}", err=True)
+
+
+@tasks_group.command("new")
+@click.argument("title")
+@click.option("--body", default=None, help="What the task is about.")
+@click.option("--status", type=_STATUSES, default="todo", show_default=True)
+@json_option
+def tasks_new(title: str, body: str | None, status: str, as_json: bool) -> None:
+    """Add a task (created as doing, it is this session's current task)."""
+    task = api.task_create(title, body, status)
+    if as_json:
+        _emit_json(task)
+        return
+    click.echo(task["id"])
+
+
+@tasks_group.command("move")
+@click.argument("task")
+@click.argument("status", type=_STATUSES)
+@click.option("--note", default=None, help="Why (kept in the task's history).")
+@click.option("--force", is_flag=True, help="Take over a task another session is doing.")
+@json_option
+def tasks_move(task: str, status: str, note: str | None, force: bool, as_json: bool) -> None:
+    """Move TASK to STATUS; to doing, it becomes this session's (its current task)."""
+    moved = api.task_move(task, status, note, force)
+    if as_json:
+        _emit_json(moved)
+        return
+    click.echo(_task_line(moved))
+
+
+@tasks_group.command("show")
+@click.argument("task")
+@json_option
+def tasks_show(task: str, as_json: bool) -> None:
+    """Show a task with its history and its work-log lines."""
+    shown = api.task_show(task)
+    if as_json:
+        _emit_json(shown)
+        return
+    click.echo(_task_line(shown))
+    if shown.get("body"):
+        click.echo(f"\n{shown['body']}\n")
+    for move in shown.get("moves", []):  # type: ignore[attr-defined]
+        click.echo(f"  {move['ts']}  {move['from_status'] or '-':>7} -> {move['to_status']:<8}"
+                   f"{move['session'] or '-'} ({move['attributed_by']})"
+                   f"{'  ' + move['note'] if move['note'] else ''}")
+    for entry in shown.get("work_log", []):  # type: ignore[attr-defined]
+        click.echo(f"  {entry['ts']}  log  {entry['session'] or '-'} ({entry['attributed_by']}):"
+                   f" {entry['text']}")
+
+
+@cli.group("work-log", invoke_without_command=True)
+@click.option("--session", help="Only this session's lines.")
+@click.option("--task", help="Only lines for this task.")
+@click.option("--before", metavar="N", help="Lines numbered below N (paging).")
+@click.option("--limit", type=click.IntRange(1, 200), default=50, show_default=True)
+@json_option
+@click.pass_context
+def work_log_group(ctx: click.Context, session: str | None, task: str | None,
+                   before: str | None, limit: int, as_json: bool) -> None:
+    """Show the project's work log, newest first."""
+    if ctx.invoked_subcommand is not None:
+        return
+    page = api.work_log(session, task, before, limit)
+    if as_json:
+        _emit_json(page)
+        return
+    for entry in page["entries"]:  # type: ignore[attr-defined]
+        click.echo(f"{entry['seq']:>6}  {entry['ts']}  {entry['session'] or '-'}"
+                   f"{'  ' + entry['task'] if entry['task'] else ''}: {entry['text']}")
+
+
+@work_log_group.command("add")
+@click.argument("text")
+@click.option("--task", help="The task it is for (TASK-<n>).")
+@json_option
+def work_log_add(text: str, task: str | None, as_json: bool) -> None:
+    """Add a line to the work log, filed under this panel's session."""
+    entry = api.work_log_append(text, task)
+    if as_json:
+        _emit_json(entry)
+        return
+    click.echo(entry["seq"])
+
+
+@cli.command("search")
+@click.argument("query")
+@click.option("--kind", "kinds", multiple=True,
+              type=click.Choice(["observation", "work_log", "task", "transcript"]),
+              help="Only this kind of text (repeatable).")
+@click.option("--session", help="Only this session's texts.")
+@click.option("--limit", type=click.IntRange(1, 100), default=20, show_default=True)
+@click.option("--cursor", metavar="N", help="The next_cursor of a previous page.")
+@json_option
+def search_command(query: str, kinds: tuple[str, ...], session: str | None, limit: int,
+                   cursor: str | None, as_json: bool) -> None:
+    """Find texts holding every word of QUERY: observations, work log, tasks, transcripts."""
+    page = api.search(query, list(kinds) or None, session, cursor, limit,
+                      progress=_progress())
+    if as_json:
+        _emit_json(page)
+        return
+    for hit in page["results"]:  # type: ignore[attr-defined]
+        click.echo(f"{hit['ts'][:19]}  {hit['kind']:<11} {hit['session'] or '-'}  "
+                   f"{hit['snippet']}")
+    if page["next_cursor"]:
+        click.echo(f"… more: --cursor {page['next_cursor']}", err=True)
+
+
+def _progress(quiet: bool = False) -> Callable[[str], None] | None:
+    """Progress lines on stderr when it is a terminal."""
+    if quiet or not sys.stderr.isatty():
+        return None
+    return lambda message: click.echo(f"cos: {message}…", err=True)
+
+
+@cli.command("mcp")
+@click.option("--http", "http", is_flag=True,
+              help="Serve streamable HTTP on 127.0.0.1 (one server for several panels) "
+                   "instead of stdio.")
+@click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
+              help="The port for --http.")
+def mcp_command(http: bool, port: int) -> None:
+    """Run the MCP server (stdio by default; logs go to stderr and the hooks log)."""
+    try:
+        from coding_os.interfaces.mcp import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("mcp", "mcp_types", "pydantic"):
+            raise
+        raise InvalidInput("the MCP server needs the mcp package: pip install 'mcp>=2.3'") \
+            from None
+    serve("http" if http else "stdio", port)
+
+
 def run(argv: list[str]) -> int:
     """Run the CLI on `argv`; return the exit code (errors are one line on stderr)."""
-    if argv[:1] not in (["--help"], ["-h"], ["--version"], []):
+    # `doctor` only reads: it reports an interrupted restore instead of completing it; nor is
+    # it the MCP server's to complete (doctor starts one too).
+    if argv[:1] not in (["--help"], ["-h"], ["--version"], [], ["doctor"], ["mcp"]):
         _recover_restore()
     try:
         code = cli.main(args=argv, prog_name="cos", standalone_mode=False)

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 __all__ = [
     "Storage", "SessionRecord", "Observation", "SessionSummary", "StorageError", "storable_text",
     "check_schema_version", "IndexRow", "INDEX_COLUMNS", "like_pattern", "index_query",
+    "Task", "TaskMove", "WorkLogEntry", "SearchDoc", "SearchHit", "SourceMark", "TASK_STATUSES",
+    "SEARCH_KINDS", "task_text",
 ]
 
 from coding_os.errors import StateIOError
@@ -170,6 +172,95 @@ class IndexRow:
     last_prompt: str | None = None
 
 
+# The brain (DESIGN.md §8): tasks, their moves, the work log, and the search documents.
+TASK_STATUSES = ("todo", "doing", "blocked", "done")
+SEARCH_KINDS = ("observation", "work_log", "task", "transcript")
+
+
+@dataclass
+class Task:
+    """A task of the project's shared board; its id is `TASK-<n>`."""
+
+    n: int
+    title: str
+    body: str
+    status: str
+    owner: str | None
+    created: str
+    updated: str
+    created_by: str | None = None
+    attributed_by: str | None = None  # how the creating session was known (see brain.attribution)
+
+    @property
+    def id(self) -> str:
+        return f"TASK-{self.n}"
+
+
+def task_text(title: str, body: str) -> str:
+    """What the search finds a task by: its title, then its body."""
+    return f"{title}\n{body}" if body else title
+
+
+@dataclass
+class TaskMove:
+    """One change of a task's status (its creation is the first, from None)."""
+
+    seq: int
+    task: int
+    from_status: str | None
+    to_status: str
+    owner: str | None
+    session: str | None
+    attributed_by: str | None
+    ts: str
+    note: str | None = None
+
+
+@dataclass
+class WorkLogEntry:
+    """One line of the work log: what a session did, optionally for a task."""
+
+    seq: int
+    session: str | None
+    attributed_by: str | None
+    task: int | None
+    text: str
+    ts: str
+
+
+@dataclass
+class SearchDoc:
+    """A text the full-text search finds: `kind` and `ref` name it uniquely."""
+
+    kind: str  # one of SEARCH_KINDS
+    ref: str
+    session: str | None
+    ts: str
+    text: str
+
+
+@dataclass
+class SearchHit:
+    """One search result; `id` orders results (newest first) and pages them."""
+
+    id: int
+    kind: str
+    ref: str
+    session: str | None
+    ts: str
+    text: str
+
+
+@dataclass
+class SourceMark:
+    """How far a transcript file has been read into the search documents."""
+
+    source: str
+    inode: int
+    read_to: int
+    tail: str
+
+
 INDEX_COLUMNS = ("id", "native_id", "agent", "kind", "title", "name", "project", "worktree",
                  "cwd", "branch", "created", "last_active", "messages", "tokens", "forked_from",
                  "parent", "status", "source_path", "first_prompt", "last_prompt")
@@ -280,6 +371,68 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def set_name(self, session_id: str, name: str | None) -> bool:
         """Set (or with None clear) the user-set name of an indexed session; True when found."""
+
+    # the brain: tasks, work log, search
+
+    @abc.abstractmethod
+    def create_task(self, title: str, body: str, status: str, owner: str | None,
+                    session: str | None, attributed_by: str | None, ts: str) -> Task:
+        """Add a task (and its first move, from nothing to `status`) and its search document."""
+
+    @abc.abstractmethod
+    def task(self, n: int) -> Task | None:
+        """The task TASK-`n`, or None."""
+
+    @abc.abstractmethod
+    def tasks(self, status: str | None = None, owner: str | None = None, after: int = 0,
+              limit: int = 50) -> list[Task]:
+        """Tasks by number, those numbered above `after`, at most `limit`."""
+
+    @abc.abstractmethod
+    def move_task(self, n: int, status: str, owner: str | None, session: str | None,
+                  attributed_by: str | None, ts: str, note: str | None = None,
+                  expect_status: str | None = None,
+                  expect_owner: str | None = None) -> Task | None:
+        """Set a task's status and owner and record the move, in one transaction; None when
+        there is no such task. With `expect_status`, the move happens only while the task is
+        in that status and owned by `expect_owner` (compare and set); else None is returned
+        too, and the caller re-reads the task to tell why."""
+
+    @abc.abstractmethod
+    def task_moves(self, n: int) -> list[TaskMove]:
+        """A task's moves, oldest first."""
+
+    @abc.abstractmethod
+    def append_work_log(self, session: str | None, attributed_by: str | None, task: int | None,
+                        text: str, ts: str) -> WorkLogEntry:
+        """Add a work-log line and its search document."""
+
+    @abc.abstractmethod
+    def work_log(self, session: str | None = None, task: int | None = None, before: int | None = None,
+                 limit: int = 50) -> list[WorkLogEntry]:
+        """Work-log lines, newest first, those numbered below `before`, at most `limit`."""
+
+    @abc.abstractmethod
+    def search(self, terms: Sequence[str], kinds: Sequence[str] | None = None,
+               session: str | None = None, before: int | None = None,
+               limit: int = 20) -> list[SearchHit]:
+        """Documents holding every one of `terms` (whole words, any case), newest first, those
+        with an id below `before`, at most `limit`. The cost follows the page, not the table.
+
+        Raises:
+            StorageError: the database cannot be read.
+        """
+
+    @abc.abstractmethod
+    def source_marks(self) -> dict[str, SourceMark]:
+        """How far each transcript file has been read into the search documents."""
+
+    @abc.abstractmethod
+    def add_source_docs(self, mark: SourceMark, docs: Sequence[SearchDoc],
+                        restart: bool = False) -> int:
+        """Add a transcript file's newly read documents and move its mark, in one transaction;
+        with `restart`, first drop every document read from that file (it was rewritten).
+        Returns how many documents were new."""
 
     @abc.abstractmethod
     def close(self) -> None:

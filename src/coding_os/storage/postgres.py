@@ -25,12 +25,19 @@ from coding_os.storage.base import (
     IndexRow,
     Observation,
     SessionRecord,
+    SearchDoc,
+    SearchHit,
     SessionSummary,
+    SourceMark,
     Storage,
     StorageError,
+    Task,
+    TaskMove,
+    WorkLogEntry,
     check_schema_version,
     index_query,
     storable_text,
+    task_text,
 )
 from coding_os.storage.migrations.postgres import MIGRATIONS
 
@@ -213,7 +220,16 @@ class PostgresStorage(Storage):
                                           json.dumps(o.data, ensure_ascii=False)))
                  for o in rows],
             )
-            return max(cursor.rowcount, 0)  # summed over the batch
+            added = max(cursor.rowcount, 0)  # summed over the batch
+            if added:
+                # By oid, not by seq: concurrent batches may commit out of seq order.
+                cursor.execute(
+                    "INSERT INTO search_docs (kind, ref, session, ts, text) "
+                    "SELECT 'observation', oid, session, ts, text FROM observations "
+                    "WHERE oid = ANY(%s) AND text IS NOT NULL AND text <> '' ORDER BY seq "
+                    "ON CONFLICT (kind, ref) DO NOTHING",
+                    ([_text(o.oid) for o in rows],))
+            return added
 
     def observations(self, session: str | None = None, limit: int | None = None) -> list[Observation]:
         query = "SELECT oid, session, agent, panel, ts, event, tool, text, data FROM observations"
@@ -335,9 +351,160 @@ class PostgresStorage(Storage):
                              (key, _text(name)))
             return True
 
+    # the brain
+
+    def create_task(self, title: str, body: str, status: str, owner: str | None,
+                    session: str | None, attributed_by: str | None, ts: str) -> Task:
+        with self._transaction() as conn:
+            row = conn.execute(
+                "INSERT INTO tasks (title, body, status, owner, created, updated, created_by, "
+                "attributed_by) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING n",
+                (_text(title), _text(body), status, _text(owner), ts, ts, _text(session),
+                 attributed_by)).fetchone()
+            assert row is not None
+            n = int(row[0])
+            conn.execute("INSERT INTO task_moves (task, from_status, to_status, owner, session, "
+                         "attributed_by, ts) VALUES (%s, NULL, %s, %s, %s, %s, %s)",
+                         (n, status, _text(owner), _text(session), attributed_by, ts))
+            _put_doc(conn, SearchDoc("task", f"TASK-{n}", session, ts, task_text(title, body)))
+        task = self.task(n)
+        assert task is not None
+        return task
+
+    def task(self, n: int) -> Task | None:
+        rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE n = %s", (n,))
+        return Task(*rows[0]) if rows else None
+
+    def tasks(self, status: str | None = None, owner: str | None = None, after: int = 0,
+              limit: int = 50) -> list[Task]:
+        query = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE n > %s"
+        params: list[object] = [after]
+        if status:
+            query += " AND status = %s"
+            params.append(status)
+        if owner:
+            query += " AND owner = %s"
+            params.append(_text(owner))
+        params.append(limit)
+        return [Task(*row) for row in self._query(query + " ORDER BY n LIMIT %s", params)]
+
+    def move_task(self, n: int, status: str, owner: str | None, session: str | None,
+                  attributed_by: str | None, ts: str, note: str | None = None,
+                  expect_status: str | None = None,
+                  expect_owner: str | None = None) -> Task | None:
+        with self._transaction() as conn:
+            row = conn.execute("SELECT status, owner FROM tasks WHERE n = %s FOR UPDATE",
+                               (n,)).fetchone()
+            if row is None:
+                return None
+            if expect_status is not None and (row[0], row[1]) != (expect_status,
+                                                                  _text(expect_owner)):
+                return None
+            conn.execute("UPDATE tasks SET status = %s, owner = %s, "
+                         "updated = greatest(updated, %s) WHERE n = %s",
+                         (status, _text(owner), ts, n))
+            conn.execute("INSERT INTO task_moves (task, from_status, to_status, owner, session, "
+                         "attributed_by, ts, note) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+                         (n, row[0], status, _text(owner), _text(session), attributed_by, ts,
+                          _text(note)))
+        return self.task(n)
+
+    def task_moves(self, n: int) -> list[TaskMove]:
+        rows = self._query("SELECT seq, task, from_status, to_status, owner, session, "
+                           "attributed_by, ts, note FROM task_moves WHERE task = %s "
+                           "ORDER BY seq", (n,))
+        return [TaskMove(*row) for row in rows]
+
+    def append_work_log(self, session: str | None, attributed_by: str | None, task: int | None,
+                        text: str, ts: str) -> WorkLogEntry:
+        with self._transaction() as conn:
+            row = conn.execute("INSERT INTO work_log (session, attributed_by, task, text, ts) "
+                               "VALUES (%s, %s, %s, %s, %s) RETURNING seq",
+                               (_text(session), attributed_by, task, _text(text), ts)).fetchone()
+            assert row is not None
+            seq = int(row[0])
+            _put_doc(conn, SearchDoc("work_log", str(seq), session, ts, text))
+        return WorkLogEntry(seq, session, attributed_by, task, _text(text) or "", ts)
+
+    def work_log(self, session: str | None = None, task: int | None = None,
+                 before: int | None = None, limit: int = 50) -> list[WorkLogEntry]:
+        query = "SELECT seq, session, attributed_by, task, text, ts FROM work_log WHERE TRUE"
+        params: list[object] = []
+        for column, value in (("session", session), ("task", task)):
+            if value is not None:
+                query += f" AND {column} = %s"
+                params.append(_text(value) if isinstance(value, str) else value)
+        if before is not None:
+            query += " AND seq < %s"
+            params.append(before)
+        params.append(limit)
+        return [WorkLogEntry(*row) for row in
+                self._query(query + " ORDER BY seq DESC LIMIT %s", params)]
+
+    def search(self, terms: Sequence[str], kinds: Sequence[str] | None = None,
+               session: str | None = None, before: int | None = None,
+               limit: int = 20) -> list[SearchHit]:
+        if not terms:
+            return []
+        # Each term a phrase of quoted lexemes: whatever the user typed is words to find,
+        # never tsquery syntax.
+        query_text = " & ".join(
+            "(" + " <-> ".join("'" + part.replace("\\", "\\\\").replace("'", "''") + "'"
+                               for part in term.split()) + ")"
+            for term in terms if term.split())
+        query = ("SELECT id, kind, ref, session, ts, text FROM search_docs "
+                 "WHERE tsv @@ to_tsquery('simple', %s)")
+        params: list[object] = [_text(query_text)]
+        if kinds:
+            query += " AND kind = ANY(%s)"
+            params.append(list(kinds))
+        if session:
+            query += " AND session = %s"
+            params.append(_text(session))
+        if before is not None:
+            query += " AND id < %s"
+            params.append(before)
+        params.append(limit)
+        return [SearchHit(*row) for row in
+                self._query(query + " ORDER BY id DESC LIMIT %s", params)]
+
+    def source_marks(self) -> dict[str, SourceMark]:
+        rows = self._query("SELECT source, inode, read_to, tail FROM search_sources")
+        return {row[0]: SourceMark(*row) for row in rows}
+
+    def add_source_docs(self, mark: SourceMark, docs: Sequence[SearchDoc],
+                        restart: bool = False) -> int:
+        source = _text(mark.source)
+        added = 0
+        with self._transaction() as conn:
+            if restart:
+                conn.execute("DELETE FROM search_docs WHERE source = %s", (source,))
+            for doc in docs:
+                added += _put_doc(conn, doc, source)
+            conn.execute("INSERT INTO search_sources (source, inode, read_to, tail) "
+                         "VALUES (%s, %s, %s, %s) ON CONFLICT (source) DO UPDATE SET "
+                         "inode = excluded.inode, read_to = excluded.read_to, "
+                         "tail = excluded.tail", (source, mark.inode, mark.read_to, mark.tail))
+        return added
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
+
+
+_TASK_COLUMNS = "n, title, body, status, owner, created, updated, created_by, attributed_by"
+
+
+def _put_doc(conn: _Connection, doc: SearchDoc, source: str | None = None) -> bool:
+    """Insert or replace the document (kind, ref); True when it is new."""
+    row = conn.execute(
+        "INSERT INTO search_docs (kind, ref, session, ts, text, source) "
+        "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (kind, ref) DO UPDATE SET "
+        "session = excluded.session, ts = excluded.ts, text = excluded.text, "
+        "source = excluded.source RETURNING (xmax = 0)",
+        (doc.kind, _text(doc.ref), _text(doc.session), doc.ts, _text(doc.text),
+         _text(source))).fetchone()
+    return bool(row and row[0])
 
 
 def redact(url: str) -> str:

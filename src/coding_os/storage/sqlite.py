@@ -18,10 +18,17 @@ from coding_os.storage.base import (
     IndexRow,
     Observation,
     SessionRecord,
+    SearchDoc,
+    SearchHit,
     SessionSummary,
+    SourceMark,
     Storage,
     StorageError,
+    Task,
+    TaskMove,
+    WorkLogEntry,
     check_schema_version,
+    task_text,
     index_query,
     storable_text,
 )
@@ -194,6 +201,7 @@ class SQLiteStorage(Storage):
 
     def add_observations(self, rows: Sequence[Observation]) -> int:
         with self._transaction() as conn:
+            last = conn.execute("SELECT coalesce(max(seq), 0) FROM observations").fetchone()[0]
             before = conn.total_changes
             conn.executemany(
                 "INSERT OR IGNORE INTO observations "
@@ -204,7 +212,15 @@ class SQLiteStorage(Storage):
                                                   json.dumps(o.data, ensure_ascii=False)))
                  for o in rows],
             )
-            return conn.total_changes - before
+            added = conn.total_changes - before
+            if added:
+                first_doc = _next_doc(conn)
+                conn.execute(
+                    "INSERT OR IGNORE INTO search_docs (kind, ref, session, ts, text) "
+                    "SELECT 'observation', oid, session, ts, text FROM observations "
+                    "WHERE seq > ? AND text IS NOT NULL AND text <> '' ORDER BY seq", (last,))
+                _index_docs_from(conn, first_doc)
+            return added
 
     def observations(self, session: str | None = None, limit: int | None = None) -> list[Observation]:
         sql = "SELECT oid, session, agent, panel, ts, event, tool, text, data FROM observations"
@@ -331,8 +347,178 @@ class SQLiteStorage(Storage):
                              (key, storable_text(name)))
             return True
 
+    # the brain
+
+    def create_task(self, title: str, body: str, status: str, owner: str | None,
+                    session: str | None, attributed_by: str | None, ts: str) -> Task:
+        with self._transaction() as conn:
+            cursor = conn.execute(
+                "INSERT INTO tasks (title, body, status, owner, created, updated, created_by, "
+                "attributed_by) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (storable_text(title), storable_text(body), status, owner, ts, ts, session,
+                 attributed_by))
+            n = cursor.lastrowid
+            assert n is not None
+            conn.execute("INSERT INTO task_moves (task, from_status, to_status, owner, session, "
+                         "attributed_by, ts) VALUES (?, NULL, ?, ?, ?, ?, ?)",
+                         (n, status, owner, session, attributed_by, ts))
+            self._put_doc(conn, SearchDoc("task", f"TASK-{n}", session, ts,
+                                          task_text(title, body)))
+        task = self.task(n)
+        assert task is not None
+        return task
+
+    def _put_doc(self, conn: sqlite3.Connection, doc: SearchDoc, source: str | None = None) -> bool:
+        """Insert or replace the document (kind, ref), keeping the full-text index in step."""
+        old = conn.execute("SELECT id, text FROM search_docs WHERE kind = ? AND ref = ?",
+                           (doc.kind, storable_text(doc.ref))).fetchone()
+        values = (storable_text(doc.session), doc.ts, storable_text(doc.text),
+                  storable_text(source))
+        if old is None:
+            cursor = conn.execute(
+                "INSERT INTO search_docs (session, ts, text, source, kind, ref) "
+                "VALUES (?, ?, ?, ?, ?, ?)", (*values, doc.kind, storable_text(doc.ref)))
+            doc_id = cursor.lastrowid
+        else:  # replaced in place: the document keeps its id (its place in the results)
+            doc_id = old[0]
+            conn.execute("INSERT INTO search_fts (search_fts, rowid, text) "
+                         "VALUES ('delete', ?, ?)", old)
+            conn.execute("UPDATE search_docs SET session = ?, ts = ?, text = ?, source = ? "
+                         "WHERE id = ?", (*values, doc_id))
+        conn.execute("INSERT INTO search_fts (rowid, text) VALUES (?, ?)",
+                     (doc_id, storable_text(doc.text)))
+        return old is None
+
+    def task(self, n: int) -> Task | None:
+        rows = self._query(f"SELECT {_TASK_COLUMNS} FROM tasks WHERE n = ?", (n,))
+        return Task(*rows[0]) if rows else None  # type: ignore[arg-type]
+
+    def tasks(self, status: str | None = None, owner: str | None = None, after: int = 0,
+              limit: int = 50) -> list[Task]:
+        sql = f"SELECT {_TASK_COLUMNS} FROM tasks WHERE n > ?"
+        params: list[object] = [after]
+        if status:
+            sql += " AND status = ?"
+            params.append(status)
+        if owner:
+            sql += " AND owner = ?"
+            params.append(owner)
+        params.append(limit)
+        return [Task(*row) for row in self._query(sql + " ORDER BY n LIMIT ?",  # type: ignore[arg-type]
+                                                  params)]
+
+    def move_task(self, n: int, status: str, owner: str | None, session: str | None,
+                  attributed_by: str | None, ts: str, note: str | None = None,
+                  expect_status: str | None = None,
+                  expect_owner: str | None = None) -> Task | None:
+        with self._transaction() as conn:
+            row = conn.execute("SELECT status, owner FROM tasks WHERE n = ?", (n,)).fetchone()
+            if row is None:
+                return None
+            if expect_status is not None and (row[0], row[1]) != (expect_status, expect_owner):
+                return None
+            conn.execute("UPDATE tasks SET status = ?, owner = ?, updated = max(updated, ?) "
+                         "WHERE n = ?", (status, owner, ts, n))
+            conn.execute("INSERT INTO task_moves (task, from_status, to_status, owner, session, "
+                         "attributed_by, ts, note) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         (n, row[0], status, owner, session, attributed_by, ts,
+                          storable_text(note)))
+        return self.task(n)
+
+    def task_moves(self, n: int) -> list[TaskMove]:
+        rows = self._query("SELECT seq, task, from_status, to_status, owner, session, "
+                           "attributed_by, ts, note FROM task_moves WHERE task = ? ORDER BY seq",
+                           (n,))
+        return [TaskMove(*row) for row in rows]  # type: ignore[arg-type]
+
+    def append_work_log(self, session: str | None, attributed_by: str | None, task: int | None,
+                        text: str, ts: str) -> WorkLogEntry:
+        with self._transaction() as conn:
+            cursor = conn.execute("INSERT INTO work_log (session, attributed_by, task, text, ts) "
+                                  "VALUES (?, ?, ?, ?, ?)",
+                                  (session, attributed_by, task, storable_text(text), ts))
+            seq = cursor.lastrowid
+            assert seq is not None
+            self._put_doc(conn, SearchDoc("work_log", str(seq), session, ts, text))
+        return WorkLogEntry(seq, session, attributed_by, task, storable_text(text) or "", ts)
+
+    def work_log(self, session: str | None = None, task: int | None = None,
+                 before: int | None = None, limit: int = 50) -> list[WorkLogEntry]:
+        sql = "SELECT seq, session, attributed_by, task, text, ts FROM work_log WHERE 1 = 1"
+        params: list[object] = []
+        for column, value in (("session", session), ("task", task)):
+            if value is not None:
+                sql += f" AND {column} = ?"
+                params.append(value)
+        if before is not None:
+            sql += " AND seq < ?"
+            params.append(before)
+        params.append(limit)
+        return [WorkLogEntry(*row) for row in  # type: ignore[arg-type]
+                self._query(sql + " ORDER BY seq DESC LIMIT ?", params)]
+
+    def search(self, terms: Sequence[str], kinds: Sequence[str] | None = None,
+               session: str | None = None, before: int | None = None,
+               limit: int = 20) -> list[SearchHit]:
+        if not terms:
+            return []
+        # Each term a quoted FTS5 string: whatever the user typed is a word to find, never
+        # query syntax.
+        match = " ".join('"' + t.replace('"', '""') + '"' for t in terms)
+        sql = ("SELECT d.id, d.kind, d.ref, d.session, d.ts, d.text FROM search_fts "
+               "JOIN search_docs d ON d.id = search_fts.rowid WHERE search_fts MATCH ?")
+        params: list[object] = [storable_text(match)]
+        if kinds:
+            sql += f" AND d.kind IN ({', '.join('?' * len(kinds))})"
+            params.extend(kinds)
+        if session:
+            sql += " AND d.session = ?"
+            params.append(session)
+        if before is not None:
+            sql += " AND search_fts.rowid < ?"
+            params.append(before)
+        params.append(limit)
+        rows = self._query(sql + " ORDER BY search_fts.rowid DESC LIMIT ?", params)
+        return [SearchHit(*row) for row in rows]  # type: ignore[arg-type]
+
+    def source_marks(self) -> dict[str, SourceMark]:
+        rows = self._query("SELECT source, inode, read_to, tail FROM search_sources")
+        return {str(row[0]): SourceMark(*row) for row in rows}  # type: ignore[arg-type]
+
+    def add_source_docs(self, mark: SourceMark, docs: Sequence[SearchDoc],
+                        restart: bool = False) -> int:
+        source = storable_text(mark.source)
+        added = 0
+        with self._transaction() as conn:
+            if restart:
+                for old in conn.execute("SELECT id, text FROM search_docs WHERE source = ?",
+                                        (source,)).fetchall():
+                    conn.execute("INSERT INTO search_fts (search_fts, rowid, text) "
+                                 "VALUES ('delete', ?, ?)", old)
+                conn.execute("DELETE FROM search_docs WHERE source = ?", (source,))
+            for doc in docs:
+                added += self._put_doc(conn, doc, source)
+            conn.execute("INSERT INTO search_sources (source, inode, read_to, tail) "
+                         "VALUES (?, ?, ?, ?) ON CONFLICT (source) DO UPDATE SET "
+                         "inode = excluded.inode, read_to = excluded.read_to, "
+                         "tail = excluded.tail", (source, mark.inode, mark.read_to, mark.tail))
+        return added
+
     def close(self) -> None:
         self._conn.close()
+
+
+_TASK_COLUMNS = "n, title, body, status, owner, created, updated, created_by, attributed_by"
+
+
+def _next_doc(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(max(id), 0) + 1 FROM search_docs").fetchone()[0])
+
+
+def _index_docs_from(conn: sqlite3.Connection, first: int) -> None:
+    """Add the documents numbered `first` and above to the full-text index."""
+    conn.execute("INSERT INTO search_fts (rowid, text) SELECT id, text FROM search_docs "
+                 "WHERE id >= ?", (first,))
 
 
 def _index_row(row: Sequence[object]) -> IndexRow:

@@ -108,4 +108,73 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE session_index ADD COLUMN last_prompt TEXT;
         """,
     ),
+    (
+        "0004_brain",
+        """
+        CREATE TABLE tasks (
+            n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL,
+            owner TEXT,
+            created TEXT COLLATE "C" NOT NULL,
+            updated TEXT COLLATE "C" NOT NULL,
+            created_by TEXT,
+            attributed_by TEXT
+        );
+        CREATE INDEX tasks_status ON tasks (status, n);
+
+        CREATE TABLE task_moves (
+            seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            task BIGINT NOT NULL REFERENCES tasks (n),
+            from_status TEXT,
+            to_status TEXT NOT NULL,
+            owner TEXT,
+            session TEXT,
+            attributed_by TEXT,
+            ts TEXT COLLATE "C" NOT NULL,
+            note TEXT
+        );
+        CREATE INDEX task_moves_task ON task_moves (task, seq);
+
+        CREATE TABLE work_log (
+            seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            session TEXT,
+            attributed_by TEXT,
+            task BIGINT,
+            text TEXT NOT NULL,
+            ts TEXT COLLATE "C" NOT NULL
+        );
+        CREATE INDEX work_log_session ON work_log (session, seq);
+        CREATE INDEX work_log_task ON work_log (task, seq);
+
+        CREATE TABLE search_docs (
+            id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            kind TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            session TEXT,
+            ts TEXT COLLATE "C" NOT NULL,
+            text TEXT NOT NULL,
+            source TEXT,
+            -- Words as SQLite's unicode61 sees them: every run of letters and digits, so
+            -- "search.py", paths and "3.14" are words split at their punctuation on both.
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('simple',
+                regexp_replace(text, '[^[:alnum:]]+', ' ', 'g'))) STORED,
+            UNIQUE (kind, ref)
+        );
+        CREATE INDEX search_docs_source ON search_docs (source);
+        CREATE INDEX search_docs_tsv ON search_docs USING GIN (tsv);
+
+        CREATE TABLE search_sources (
+            source TEXT PRIMARY KEY,
+            inode BIGINT NOT NULL,
+            read_to BIGINT NOT NULL,
+            tail TEXT NOT NULL
+        );
+
+        INSERT INTO search_docs (kind, ref, session, ts, text)
+            SELECT 'observation', oid, session, ts, text FROM observations
+            WHERE text IS NOT NULL AND text <> '' ORDER BY seq
+        """,
+    ),
 ]

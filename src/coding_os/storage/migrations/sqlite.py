@@ -101,4 +101,73 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE session_index ADD COLUMN last_prompt TEXT;
         """,
     ),
+    (
+        "0004_brain",
+        """
+        CREATE TABLE tasks (
+            n INTEGER PRIMARY KEY AUTOINCREMENT,
+            title TEXT NOT NULL,
+            body TEXT NOT NULL DEFAULT '',
+            status TEXT NOT NULL,
+            owner TEXT,
+            created TEXT NOT NULL,
+            updated TEXT NOT NULL,
+            created_by TEXT,
+            attributed_by TEXT
+        );
+        CREATE INDEX tasks_status ON tasks (status, n);
+
+        CREATE TABLE task_moves (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            task INTEGER NOT NULL REFERENCES tasks (n),
+            from_status TEXT,
+            to_status TEXT NOT NULL,
+            owner TEXT,
+            session TEXT,
+            attributed_by TEXT,
+            ts TEXT NOT NULL,
+            note TEXT
+        );
+        CREATE INDEX task_moves_task ON task_moves (task, seq);
+
+        CREATE TABLE work_log (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            session TEXT,
+            attributed_by TEXT,
+            task INTEGER,
+            text TEXT NOT NULL,
+            ts TEXT NOT NULL
+        );
+        CREATE INDEX work_log_session ON work_log (session, seq);
+        CREATE INDEX work_log_task ON work_log (task, seq);
+
+        CREATE TABLE search_docs (
+            id INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind TEXT NOT NULL,
+            ref TEXT NOT NULL,
+            session TEXT,
+            ts TEXT NOT NULL,
+            text TEXT NOT NULL,
+            source TEXT,
+            UNIQUE (kind, ref)
+        );
+        CREATE INDEX search_docs_source ON search_docs (source);
+        CREATE VIRTUAL TABLE search_fts USING fts5 (
+            text, content = 'search_docs', content_rowid = 'id',
+            tokenize = 'unicode61 remove_diacritics 2'
+        );
+
+        CREATE TABLE search_sources (
+            source TEXT PRIMARY KEY,
+            inode INTEGER NOT NULL,
+            read_to INTEGER NOT NULL,
+            tail TEXT NOT NULL
+        );
+
+        INSERT INTO search_docs (kind, ref, session, ts, text)
+            SELECT 'observation', oid, session, ts, text FROM observations
+            WHERE text IS NOT NULL AND text <> '' ORDER BY seq;
+        INSERT INTO search_fts (rowid, text) SELECT id, text FROM search_docs
+        """,
+    ),
 ]

@@ -1,0 +1,278 @@
+"""Full-text search over what the agents did: observations, the work log, tasks and transcripts.
+
+The database keeps one document per searchable text (`search_docs`) with a full-text index
+beside it (SQLite FTS5; PostgreSQL `tsvector` with a GIN index). Observations, work-log lines
+and tasks get their document in the transaction that stores them. Transcripts are canonical
+files, so their messages are read into documents incrementally when a search runs
+(`sync_transcripts`): each file's read position is kept in the database with its documents, in
+one transaction, so a crash or two searchers at once never duplicate or lose a message.
+
+A query is words, never syntax: each whitespace-separated word must occur (its letters and
+digits, as a phrase when punctuation splits it: `foo_bar` finds "foo bar"), in any case. Results
+come newest first and page by document id, so the first page costs the same however many rows
+match.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+from coding_os.errors import InvalidInput
+from coding_os.state.tiers import Tiers
+from coding_os.storage.base import SEARCH_KINDS, SearchDoc, SearchHit, SourceMark, Storage
+
+__all__ = ["parse_query", "snippet", "sync_transcripts", "MAX_QUERY_CHARS", "MAX_TERMS",
+           "search_page", "SearchPage"]
+
+MAX_QUERY_CHARS = 1000
+MAX_TERMS = 16
+MAX_PAGE = 100
+SNIPPET_CHARS = 240
+MESSAGE_CHARS = 8000  # a transcript message is searchable up to this length
+_TAIL_BYTES = 256
+_CHUNK_BYTES = 8 << 20
+_WORD_PARTS = re.compile(r"[^\W_]+")
+_CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissions instructions>",
+                     "# AGENTS.md instructions")
+
+
+def parse_query(query: object) -> list[str]:
+    """The terms of a search query: one per word, each the word's letters and digits, lower
+    case, space separated.
+
+    Raises:
+        InvalidInput: not a string, too long, or without a single letter or digit.
+    """
+    if not isinstance(query, str):
+        raise InvalidInput(f"search query must be text, got {type(query).__name__}")
+    if len(query) > MAX_QUERY_CHARS:
+        raise InvalidInput(f"search query longer than {MAX_QUERY_CHARS} characters")
+    terms: list[str] = []
+    for word in query.split():
+        parts = _WORD_PARTS.findall(word.lower())
+        if parts:
+            term = " ".join(parts)
+            if term not in terms:
+                terms.append(term)
+    if not terms:
+        raise InvalidInput("search query needs at least one word of letters or digits")
+    if len(terms) > MAX_TERMS:
+        raise InvalidInput(f"search query has more than {MAX_TERMS} words")
+    return terms
+
+
+def snippet(text: str, terms: list[str], width: int = SNIPPET_CHARS) -> str:
+    """The part of `text` around the first place a term occurs, at most `width` characters."""
+    flat = " ".join(text.split())
+    if len(flat) <= width:
+        return flat
+    lower = flat.lower()
+    found = [i for i in (lower.find(t.split()[0]) for t in terms) if i >= 0]
+    start = max(0, min(found) - width // 4) if found else 0
+    piece = flat[start:start + width]
+    return ("…" if start else "") + piece + ("…" if start + width < len(flat) else "")
+
+
+@dataclass
+class SearchPage:
+    """One page of search results and the cursor of the next (None on the last page)."""
+
+    hits: list[dict[str, object]]
+    next_cursor: int | None
+
+    def to_dict(self) -> dict[str, object]:
+        return {"results": self.hits, "next_cursor": self.next_cursor}
+
+
+def search_page(storage: Storage, query: object, kinds: list[str] | None = None,
+                session: str | None = None, cursor: int | None = None,
+                limit: int = 20) -> SearchPage:
+    """One page of documents matching `query`, newest first.
+
+    Raises:
+        InvalidInput: a bad query, kind, cursor or limit.
+        StorageError: the database cannot be read.
+    """
+    terms = parse_query(query)
+    if kinds:
+        unknown = [k for k in kinds if k not in SEARCH_KINDS]
+        if unknown:
+            raise InvalidInput(f"unknown search kind {unknown[0]!r}; use one of "
+                               f"{', '.join(SEARCH_KINDS)}")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidInput(f"limit must be a whole number from 1 to {MAX_PAGE}")
+    if cursor is not None and (isinstance(cursor, bool) or not isinstance(cursor, int)
+                               or cursor < 1):
+        raise InvalidInput("cursor must be a positive whole number from a previous page")
+    hits = storage.search(terms, kinds=kinds, session=session, before=cursor, limit=limit + 1)
+    more = len(hits) > limit
+    hits = hits[:limit]
+    return SearchPage([_hit(hit, terms) for hit in hits],
+                      hits[-1].id if more and hits else None)
+
+
+def _hit(hit: SearchHit, terms: list[str]) -> dict[str, object]:
+    return {"kind": hit.kind, "ref": hit.ref, "session": hit.session, "ts": hit.ts,
+            "snippet": snippet(hit.text, terms)}
+
+
+# Transcripts
+
+Progress = Callable[[str], None]
+
+
+def transcript_sources(tiers: Tiers) -> list[tuple[str, str]]:
+    """(path, format) of every transcript the search reads: the main Claude Code transcripts
+    and Codex rollouts the index knows (from its import state), and cos's own."""
+    from coding_os.sessions.index import STATE_FILE, cos_transcripts
+
+    sources: list[tuple[str, str]] = []
+    try:
+        with open(os.path.join(tiers.state_dir, STATE_FILE), encoding="utf-8") as f:
+            document = json.load(f)
+    except (OSError, ValueError):
+        document = {}
+    files = document.get("files") if isinstance(document, dict) else None
+    if isinstance(files, dict):
+        for path, record in files.items():
+            kind = record.get("kind") if isinstance(record, dict) else None
+            if kind == "session":
+                sources.append((path, "claude"))
+            elif kind == "rollout":
+                sources.append((path, "codex"))
+    sources.extend((path, "cos") for path in cos_transcripts(tiers))
+    return sources
+
+
+def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None = None) -> int:
+    """Read what the transcripts gained since the last sync into search documents; return how
+    many documents were added. A file that cannot be read is skipped (the next sync retries).
+
+    Raises:
+        StorageError: the database cannot be used.
+    """
+    say = progress or (lambda message: None)
+    marks = storage.source_marks()
+    added = 0
+    for path, fmt in transcript_sources(tiers):
+        mark = marks.get(path)
+        try:
+            st = os.stat(path)
+        except OSError:
+            continue
+        if mark is not None and mark.inode == st.st_ino and mark.read_to == st.st_size:
+            continue
+        try:
+            added += _sync_file(storage, path, fmt, st, mark, say)
+        except OSError:
+            continue  # unreadable now: the next sync retries from the stored mark
+    return added
+
+
+def _sync_file(storage: Storage, path: str, fmt: str, st: os.stat_result,
+               mark: SourceMark | None, say: Progress) -> int:
+    """Read one transcript from its mark (or from the start, when it was rewritten) in chunks
+    of whole lines, each stored with the mark after it in one transaction."""
+    session = _session_of(path, fmt)
+    added = 0
+    with open(path, "rb") as handle:
+        restart = mark is not None and not _continues(handle, st, mark)
+        start = mark.read_to if mark is not None and not restart else 0
+        say(f"indexing {os.path.basename(path)} for search")
+        while start < st.st_size:
+            handle.seek(start)
+            data = handle.read(min(_CHUNK_BYTES, st.st_size - start))
+            whole = data.rfind(b"\n") + 1
+            if whole == 0:
+                if len(data) < _CHUNK_BYTES:
+                    break  # a torn last line waits for the next sync
+                whole = len(data)  # one line longer than a chunk: skipped, not searched
+                docs: list[SearchDoc] = []
+            else:
+                docs = list(_messages(data[:whole], start, fmt, session, path))
+            end = start + whole
+            handle.seek(max(0, end - _TAIL_BYTES))
+            tail = handle.read(min(end, _TAIL_BYTES))
+            added += storage.add_source_docs(SourceMark(path, st.st_ino, end, _digest(tail)),
+                                             docs, restart=restart)
+            restart = False
+            start = end
+    return added
+
+
+def _continues(handle: object, st: os.stat_result, mark: SourceMark | None) -> bool:
+    """Whether the file is the one read before, only appended to since."""
+    if mark is None or mark.inode != st.st_ino or st.st_size < mark.read_to:
+        return False
+    handle.seek(max(0, mark.read_to - _TAIL_BYTES))  # type: ignore[attr-defined]
+    before = handle.read(min(mark.read_to, _TAIL_BYTES))  # type: ignore[attr-defined]
+    return _digest(before) == mark.tail
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+def _session_of(path: str, fmt: str) -> str:
+    stem = os.path.basename(path)[: -len(".jsonl")] if path.endswith(".jsonl") \
+        else os.path.basename(path)
+    return stem[-36:] if fmt == "codex" else stem
+
+
+def _messages(data: bytes, offset: int, fmt: str, session: str,
+              path: str) -> Iterator[SearchDoc]:
+    """The user and assistant texts of complete lines, each a document named by its file and
+    byte offset (stable across re-reads, unique in the database)."""
+    key = hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+    position = offset
+    for raw in data.split(b"\n")[:-1] if data else []:
+        at = position
+        position += len(raw) + 1
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(entry, dict):
+            continue
+        found = _text_of(entry, fmt)
+        if found is None:
+            continue
+        ts, text = found
+        text = text.strip()
+        if not text or text.startswith(_CONTEXT_PREFIXES):
+            continue
+        yield SearchDoc("transcript", f"{key}:{at}", session, ts, text[:MESSAGE_CHARS])
+
+
+def _text_of(entry: dict[str, object], fmt: str) -> tuple[str, str] | None:
+    ts = entry.get("timestamp") if fmt != "cos" else entry.get("ts")
+    ts = ts if isinstance(ts, str) else ""
+    if fmt == "cos":
+        text = entry.get("text")
+        return (ts, text) if entry.get("type") in ("user", "assistant") and isinstance(text, str) \
+            else None
+    if fmt == "claude":
+        if entry.get("type") not in ("user", "assistant"):
+            return None
+        message = entry.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+    else:
+        payload = entry.get("payload")
+        if entry.get("type") != "response_item" or not isinstance(payload, dict) \
+                or payload.get("type") != "message" \
+                or payload.get("role") not in ("user", "assistant"):
+            return None
+        content = payload.get("content")
+    if isinstance(content, str):
+        return ts, content
+    if isinstance(content, list):
+        texts = [block["text"] for block in content
+                 if isinstance(block, dict) and isinstance(block.get("text"), str)
+                 and block.get("type") in ("text", "input_text", "output_text")]
+        return (ts, "\n".join(texts)) if texts else None
+    return None

@@ -1,0 +1,725 @@
+"""`cos doctor`: is this project's coding-os healthy? Each check says what it found and the fix.
+
+Checks, in order: the installed hooks (each runs an existing `cos` that is a Python console
+script, not a shim), the state dir (resolution from the project root, the caller's directory and
+a subdirectory agree), the database (integrity and migration level), the session index
+(fresh against the logs), orphaned panels, the checkpoint store, and the MCP server (starts as an
+agent starts it and lists cos's tools).
+
+Doctor only reads. SQLite is opened read-only (immutable when no WAL is there, so no `-wal` or
+`-shm` file appears), PostgreSQL through a plain connection (never `open_storage`, which
+migrates); a database at an older version is reported, not migrated; nothing is repaired. A
+project without a state dir gets the checks that need one skipped, and the MCP server is then
+started on a scratch state dir so that nothing appears in the project.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from coding_os.errors import CosError
+from coding_os.state.root import STATE_DIR_NAME, Resolution, resolve
+from coding_os.state.tiers import Tiers
+
+__all__ = [
+    "STATUSES",
+    "CHECKS",
+    "MCP_TOOLS",
+    "MCP_TIMEOUT_S",
+    "Check",
+    "DoctorReport",
+    "run_checks",
+]
+
+STATUSES = ("ok", "warn", "fail", "skip")
+CHECKS = ("hooks", "state_dir", "database", "index", "panels", "checkpoints", "mcp")
+# The tools an agent must find on cos's MCP server (issue 5).
+MCP_TOOLS = ("cos_sessions_search", "cos_session_show", "cos_checkpoints_list",
+             "cos_rewind_preview", "cos_task_create", "cos_task_move", "cos_task_list",
+             "cos_work_log_append", "cos_search")
+MCP_SERVER_NAME = "cos"
+MCP_TIMEOUT_S = 20.0
+# Directories never searched for stray nested state dirs, and how deep the search goes.
+_SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", STATE_DIR_NAME}
+_NESTED_DEPTH = 3
+_NESTED_MAX_DIRS = 2000
+
+
+@dataclass
+class Check:
+    """One finding: `status` is ok, warn (works, but look), fail (broken) or skip (nothing to
+    check); `fix` is the command or step that repairs it (None when there is nothing to do)."""
+
+    name: str
+    status: str
+    detail: str
+    fix: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class DoctorReport:
+    """Every check, and where the caller's state lives."""
+
+    state_dir: str | None
+    project_root: str | None
+    checks: list[Check]
+
+    @property
+    def ok(self) -> bool:
+        """No check failed (warnings and skips do not count)."""
+        return all(check.status != "fail" for check in self.checks)
+
+    def as_dict(self) -> dict[str, object]:
+        counts = {status: sum(c.status == status for c in self.checks) for status in STATUSES}
+        return {"ok": self.ok, "state_dir": self.state_dir, "project_root": self.project_root,
+                "counts": counts, "checks": [asdict(check) for check in self.checks]}
+
+
+@dataclass
+class _Context:
+    env: Mapping[str, str]
+    cwd: str
+    resolution: Resolution | None
+    tiers: Tiers | None
+    # The state dir exists (a project where cos has run), not merely resolved.
+    initialised: bool
+
+
+def run_checks(env: Mapping[str, str], cwd: str,
+               mcp_timeout_s: float = MCP_TIMEOUT_S) -> DoctorReport:
+    """Run every check for a caller in `cwd` with environment `env`; never raises for what it
+    finds (a check that cannot run reports why as its own failure)."""
+    misroute = ""
+    try:
+        resolution: Resolution | None = resolve(cwd, env)
+    except CosError as exc:
+        resolution = None
+        misroute = _one_line(exc)
+    tiers = Tiers(resolution.state_dir) if resolution else None
+    initialised = bool(resolution and resolution.rule != "default"
+                       and os.path.isdir(resolution.state_dir))
+    ctx = _Context(env, cwd, resolution, tiers, initialised)
+    checks: list[Check] = []
+    if resolution is None:
+        checks.append(Check("state_dir", "fail", misroute,
+                            "run cos inside the project, or set COS_PROJECT_ROOT to it"))
+        checks += [Check(name, "skip", "the state dir cannot be resolved")
+                   for name in ("hooks", "database", "index", "panels", "checkpoints")]
+        checks.sort(key=lambda check: CHECKS.index(check.name))
+    else:
+        for name, step in (("hooks", _hooks), ("state_dir", _state_dir),
+                           ("database", _database), ("index", _index), ("panels", _panels),
+                           ("checkpoints", _checkpoints)):
+            checks.append(_guarded(name, step, ctx))
+    checks.append(_guarded("mcp", lambda c: _mcp(c, mcp_timeout_s), ctx))
+    return DoctorReport(resolution.state_dir if resolution else None,
+                        resolution.project_root if resolution else None, checks)
+
+
+def _guarded(name: str, step: Callable[[_Context], Check], ctx: _Context) -> Check:
+    """A check whose own machinery broke reports that, instead of stopping the others."""
+    try:
+        return step(ctx)
+    except CosError as exc:
+        return Check(name, "fail", f"the check could not run: {_one_line(exc)}")
+    except OSError as exc:
+        return Check(name, "fail", f"the check could not run: {exc.strerror or exc}")
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def _checkout(ctx: _Context) -> str:
+    """The checkout an agent runs in: where its settings files and `.mcp.json` live."""
+    from coding_os.state.root import checkout_root
+
+    assert ctx.resolution is not None
+    if ctx.resolution.worktree:
+        return ctx.resolution.worktree
+    if ctx.resolution.rule in ("default", "explicit"):
+        return checkout_root(ctx.cwd) or ctx.resolution.project_root
+    return ctx.resolution.project_root
+
+
+# -- hooks ----------------------------------------------------------------------------------------
+
+
+def _hooks(ctx: _Context) -> Check:
+    """Every installed hooks file still has cos's hook for each event, and each runs an existing
+    `cos` console script (this installation's, ideally)."""
+    from coding_os.install import installed_cos, read_manifest
+
+    assert ctx.tiers is not None
+    try:
+        manifest = read_manifest(ctx.tiers.manifest)
+    except CosError as exc:
+        return Check("hooks", "fail", _one_line(exc), "fix or remove it, then run "
+                     "`cos init --agent claude` (or codex) again")
+    records = [r for r in manifest["installations"] if isinstance(r, dict)]
+    if not records:
+        return Check("hooks", "warn", "no coding-os hooks are installed in this project",
+                     "cos init --agent claude (or --agent codex)")
+    try:
+        this_cos: str | None = installed_cos()
+    except CosError:
+        this_cos = None
+    problems: list[str] = []
+    notes: list[str] = []
+    failed_agents: list[str] = []
+    data: dict[str, Any] = {"installations": []}
+    for record in records:
+        agent = str(record.get("agent"))
+        found = _hook_commands(str(record.get("file")), agent)
+        data["installations"].append({"agent": agent, "file": record.get("file"),
+                                      "commands": sorted({c for _, c in found[1]})})
+        bad = _judge_hooks(record, found, this_cos)
+        if bad[0]:
+            problems += [f"{agent}: {p}" for p in bad[0]]
+            failed_agents.append(agent)
+        notes += [f"{agent}: {n}" for n in bad[1]]
+    worktree = ctx.resolution.worktree if ctx.resolution else None
+    if worktree:
+        # An agent started in a linked worktree reads that checkout's settings, not the main one's.
+        here = {str(r.get("agent")) for r in records
+                if str(r.get("file")).startswith(worktree.rstrip(os.sep) + os.sep)}
+        for agent in dict.fromkeys(str(r.get("agent")) for r in records):
+            if agent not in here:
+                notes.append(f"{agent}: no hooks installed in this worktree ({worktree})")
+    if problems:
+        fix = "; ".join(f"cos init --agent {a}" for a in dict.fromkeys(failed_agents))
+        return Check("hooks", "fail", "; ".join(problems + notes),
+                     f"{fix} (re-renders the hook commands with this installation's cos)", data)
+    agents = ", ".join(dict.fromkeys(str(r.get("agent")) for r in records))
+    if notes:
+        agents_noted = dict.fromkeys(note.split(":", 1)[0] for note in notes)
+        fix = "; ".join(f"cos init --agent {agent}" for agent in agents_noted)
+        return Check("hooks", "warn", "; ".join(notes),
+                     fix + (" (run in this worktree)" if worktree else ""), data)
+    return Check("hooks", "ok", f"{agents}: every hook runs {this_cos or 'an existing cos'}",
+                 None, data)
+
+
+def _hook_commands(path: str, agent: str) -> tuple[str | None, list[tuple[str, str]]]:
+    """(why the file cannot be read, or None; [(event, cos path)] of the file's cos hooks)."""
+    import json
+
+    try:
+        with open(path, "rb") as f:
+            settings = json.loads(f.read() or b"{}")
+    except FileNotFoundError:
+        return f"{path} is missing", []
+    except OSError as exc:
+        return f"cannot read {path}: {exc.strerror or exc}", []
+    except ValueError:
+        return f"{path} is not valid JSON", []
+    hooks = settings.get("hooks") if isinstance(settings, dict) else None
+    found: list[tuple[str, str]] = []
+    for event, groups in (hooks.items() if isinstance(hooks, dict) else []):
+        for group in groups if isinstance(groups, list) else []:
+            entries = group.get("hooks") if isinstance(group, dict) else None
+            for entry in entries if isinstance(entries, list) else []:
+                command = entry.get("command") if isinstance(entry, dict) else None
+                cos_path = _cos_of(command, agent, event) if isinstance(command, str) else None
+                if cos_path is not None:
+                    found.append((event, cos_path))
+    return None, found
+
+
+def _cos_of(command: str, agent: str, event: str) -> str | None:
+    """The cos path of a hook command `install.hook_command` renders for this agent and event
+    (`COS_AGENT=<agent> '<cos>' hook <Event>`), or None for any other command."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return None
+    if len(words) == 4 and words[0] == f"COS_AGENT={agent}" and words[2:] == ["hook", event]:
+        return words[1]
+    return None
+
+
+def _judge_hooks(record: Mapping[str, Any], found: tuple[str | None, list[tuple[str, str]]],
+                 this_cos: str | None) -> tuple[list[str], list[str]]:
+    """(problems that break the hooks, notes worth a warning) for one installation."""
+    from coding_os.install import is_python_script
+
+    unreadable, commands = found
+    if unreadable:
+        return [unreadable], []
+    problems: list[str] = []
+    notes: list[str] = []
+    wanted = [str(e.get("event")) for e in record.get("entries", []) if isinstance(e, dict)]
+    have = {event for event, _ in commands}
+    missing = [event for event in wanted if event not in have]
+    if missing:
+        problems.append(f"no cos hook for {', '.join(missing)} in {record.get('file')}")
+    for cos_path in sorted({path for _, path in commands}):
+        if not os.path.isabs(cos_path):
+            problems.append(f"hooks run {cos_path!r}, not an absolute path")
+        elif not os.path.exists(cos_path):
+            problems.append(f"hooks run {cos_path}, which does not exist")
+        elif not is_python_script(cos_path):
+            problems.append(f"hooks run {cos_path}, a shim (not a Python console script)")
+        elif (interpreter := _interpreter(cos_path)) and not os.access(interpreter, os.X_OK):
+            problems.append(f"hooks run {cos_path}, whose interpreter {interpreter} is gone")
+        elif this_cos and os.path.realpath(cos_path) != os.path.realpath(this_cos):
+            notes.append(f"hooks run {cos_path}, not this installation's {this_cos}")
+    return problems, notes
+
+
+def _interpreter(script: str) -> str | None:
+    """The interpreter named by a script's `#!` line."""
+    try:
+        with open(script, "rb") as f:
+            first = f.readline(512)
+    except OSError:
+        return None
+    words = first[2:].strip().split(b" ") if first.startswith(b"#!") else []
+    return os.fsdecode(words[0]) if words and words[0] else None
+
+
+# -- state dir ------------------------------------------------------------------------------------
+
+
+def _state_dir(ctx: _Context) -> Check:
+    """Resolution from the project root, the caller's directory and subdirectories agree."""
+    resolution = ctx.resolution
+    assert resolution is not None
+    data: dict[str, Any] = {"state_dir": resolution.state_dir, "rule": resolution.rule,
+                            "project_root": resolution.project_root}
+    if not ctx.initialised:
+        return Check("state_dir", "warn",
+                     f"no state dir: cos has not run in this project ({resolution.state_dir} "
+                     "does not exist)", "cos init --agent claude (or --agent codex)", data)
+    if resolution.rule == "explicit":
+        return Check("state_dir", "ok", f"{resolution.state_dir} (COS_STATE_DIR, used verbatim)",
+                     None, data)
+    root = resolution.worktree or resolution.project_root
+    probes = _probe_dirs(root, os.path.realpath(ctx.cwd))
+    data["probes"] = {}
+    differ: list[str] = []
+    for probe in probes:
+        try:
+            got = resolve(probe, ctx.env).state_dir
+        except CosError as exc:
+            got = _one_line(exc)
+        data["probes"][probe] = got
+        if got != resolution.state_dir:
+            differ.append(f"from {probe} it is {got}")
+    if differ:
+        stray = [p for p in data["probes"].values() if p.endswith(os.sep + STATE_DIR_NAME)
+                 and p != resolution.state_dir]
+        fix = (f"move what you need out of {', '.join(sorted(set(stray)))} and remove it (a "
+               "stray nested state dir)" if stray else
+               "set COS_PROJECT_ROOT (or CLAUDE_PROJECT_DIR) to the project root")
+        return Check("state_dir", "fail", f"state resolves to {resolution.state_dir} from "
+                     f"{ctx.cwd}, but {'; '.join(differ)}", fix, data)
+    return Check("state_dir", "ok", f"{resolution.state_dir} ({resolution.rule}); the same from "
+                 f"{len(probes)} places in the project", None, data)
+
+
+def _probe_dirs(root: str, cwd: str) -> list[str]:
+    """Where to resolve from: the root, the caller's directory, one subdirectory (a path below the
+    root when it has none: resolution needs no directory to exist), and every directory near the
+    top that holds a state dir of its own (where resolution would split)."""
+    probes = [root, cwd]
+    try:
+        subdirs = sorted(e.name for e in os.scandir(root)
+                         if e.is_dir(follow_symlinks=False) and e.name not in _SKIP_DIRS
+                         and not e.name.startswith("."))
+    except OSError:
+        subdirs = []
+    probes.append(os.path.join(root, subdirs[0]) if subdirs
+                  else os.path.join(root, "cos-doctor-probe", "nested"))
+    seen = 0
+    for top, dirs, _ in os.walk(root):
+        depth = top[len(root):].count(os.sep)
+        if top != root and STATE_DIR_NAME in dirs:
+            probes.append(top)
+        dirs[:] = sorted(d for d in dirs if d not in _SKIP_DIRS and not d.startswith("."))
+        seen += len(dirs)
+        if depth >= _NESTED_DEPTH or seen > _NESTED_MAX_DIRS:
+            dirs[:] = []
+    return list(dict.fromkeys(probes))
+
+
+# -- database -------------------------------------------------------------------------------------
+
+
+def _database(ctx: _Context) -> Check:
+    """The database opens, passes its integrity check and is at the latest migration."""
+    assert ctx.tiers is not None
+    url = ctx.env.get("COS_DATABASE_URL") or ""
+    if url.startswith(("postgresql://", "postgres://")):
+        return _postgres(url)
+    if url and not url.startswith("sqlite:///"):
+        return Check("database", "fail", f"COS_DATABASE_URL {url.split('@')[-1]!r} is neither "
+                     "sqlite:///path nor postgresql://…", "fix COS_DATABASE_URL")
+    path = url[len("sqlite://"):] if url else ctx.tiers.database
+    if not os.path.exists(path):
+        if not ctx.initialised and not url:
+            return Check("database", "skip", "no state dir, so no database")
+        return Check("database", "skip", f"{path} does not exist yet (the first hook or cos "
+                     "command creates it)", None, {"path": path})
+    return _sqlite(path)
+
+
+def _sqlite(path: str) -> Check:
+    import sqlite3
+    from urllib.parse import quote
+
+    from coding_os.storage.migrations.sqlite import MIGRATIONS
+
+    data: dict[str, Any] = {"backend": "sqlite", "path": path, "latest": len(MIGRATIONS)}
+    fix_corrupt = (f"the session index rebuilds from the logs: `cos index rebuild` sets {path} "
+                   "aside and builds a new one (tasks, work log and observations in it are lost "
+                   f"unless recovered first, e.g. `sqlite3 {path} .recover`)")
+    has_wal = any(os.path.exists(path + extra) for extra in ("-wal", "-shm"))
+    # Without a WAL the file is the whole database: `immutable` reads it creating no -wal/-shm
+    # file and taking no lock; with one, read-only mode reads through it.
+    uri = f"file:{quote(os.path.abspath(path))}?mode=ro" + ("" if has_wal else "&immutable=1")
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+        try:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        return Check("database", "fail", f"{path} cannot be read as a database: {exc}",
+                     fix_corrupt, data)
+    problems = [str(row[0]) for row in rows if row and row[0] != "ok"]
+    data["version"] = version
+    if problems:
+        data["integrity"] = problems[:20]
+        return Check("database", "fail", f"{path} fails its integrity check: "
+                     f"{'; '.join(problems[:3])}", fix_corrupt, data)
+    return _version_check(f"{path}", version, len(MIGRATIONS), data)
+
+
+def _version_check(where: str, version: int, latest: int, data: dict[str, Any]) -> Check:
+    if version > latest:
+        return Check("database", "fail", f"{where} is at schema version {version}, newer than "
+                     f"this coding-os knows ({latest})", "upgrade coding-os", data)
+    if version < latest:
+        return Check("database", "warn", f"{where} is at schema version {version} of {latest}",
+                     "run any cos command that uses it to migrate it (e.g. `cos sessions`)",
+                     data)
+    return Check("database", "ok", f"{where}: integrity ok, schema version {version} (latest)",
+                 None, data)
+
+
+def _postgres(url: str) -> Check:
+    try:
+        import psycopg
+        from psycopg import sql
+
+        from coding_os.storage.postgres import CONNECT_TIMEOUT_S, redact, search_path_schema
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] != "psycopg":
+            raise
+        return Check("database", "fail", "COS_DATABASE_URL selects PostgreSQL, but psycopg is "
+                     "not installed", "pip install 'coding-os[postgres]'")
+    from psycopg.conninfo import conninfo_to_dict
+
+    from coding_os.storage.migrations.postgres import MIGRATIONS
+
+    shown = redact(url)
+    data: dict[str, Any] = {"backend": "postgresql", "url": shown, "latest": len(MIGRATIONS)}
+    try:
+        params = conninfo_to_dict(url)
+        password = str(params.get("password") or "")
+        schema = search_path_schema(str(params.get("options") or ""))
+        timeout = {} if "connect_timeout" in params else {"connect_timeout": CONNECT_TIMEOUT_S}
+        with psycopg.connect(url, autocommit=True, **timeout) as conn:  # type: ignore[arg-type]
+            table = (sql.Identifier(schema, "schema_migrations") if schema
+                     else sql.Identifier("schema_migrations"))
+            row = conn.execute("SELECT to_regclass(%s) IS NOT NULL",
+                               (table.as_string(conn),)).fetchone()
+            version = 0
+            if row and row[0]:
+                row = conn.execute(sql.SQL("SELECT coalesce(max(version), 0) FROM {}")
+                                   .format(table)).fetchone()
+                version = int(row[0]) if row else 0
+    except psycopg.Error as exc:
+        message = _one_line(exc)
+        if password:
+            message = message.replace(password, "***")
+        return Check("database", "fail", f"cannot use {shown}: {message}",
+                     "check COS_DATABASE_URL, that the server is reachable and that the login "
+                     "may connect", data)
+    data["version"] = version
+    data["schema"] = schema
+    return _version_check(shown + (f" (schema {schema})" if schema else ""), version,
+                          len(MIGRATIONS), data)
+
+
+# -- session index --------------------------------------------------------------------------------
+
+
+def _index(ctx: _Context) -> Check:
+    """The last import saw the logs as they are now (a stat walk; nothing is imported)."""
+    from coding_os.sessions import freshness
+    from coding_os.sessions.database import native_dirs
+    from coding_os.state import durable
+
+    assert ctx.tiers is not None
+    if not ctx.initialised:
+        return Check("index", "skip", "no state dir, so no session index")
+    claude_dir, codex_dir = native_dirs(ctx.env)
+    data = {"claude_dir": claude_dir, "codex_dir": codex_dir}
+    fix = "cos import (any `cos sessions` or `cos resume` imports what changed first)"
+    saved = durable.read_small(os.path.join(ctx.tiers.state_dir, freshness.FINGERPRINT_FILE))
+    if not saved:
+        # The fingerprint counts its lines: the two naming the directories, then one per log.
+        logs = int(freshness.fingerprint(ctx.tiers, claude_dir, codex_dir).split("-", 1)[0]) - 2
+        if logs <= 0:
+            return Check("index", "ok", "no logs to index yet", None, data)
+        return Check("index", "warn", f"the session index has never imported the logs ({logs} "
+                     "files)", fix, data)
+    if not freshness.unchanged(ctx.tiers, claude_dir, codex_dir):
+        return Check("index", "warn", "stale: transcripts or native logs changed since the last "
+                     "import", fix, data)
+    url = ctx.env.get("COS_DATABASE_URL") or ""
+    if not url and not os.path.exists(ctx.tiers.database):
+        return Check("index", "warn", f"stale: the logs are unchanged but {ctx.tiers.database} "
+                     "is gone", "cos index rebuild", data)
+    return Check("index", "ok", "fresh: no log changed since the last import", None, data)
+
+
+# -- panels ---------------------------------------------------------------------------------------
+
+
+def _panels(ctx: _Context) -> Check:
+    """Panels whose heartbeat is older than COS_PANEL_GC_TTL (what `cos gc --panels` reaps)."""
+    from coding_os.state.gc import iter_panels, reap_panels
+
+    assert ctx.tiers is not None
+    if not ctx.initialised:
+        return Check("panels", "skip", "no state dir, so no panels")
+    try:
+        report = reap_panels(ctx.tiers, ctx.env, dry_run=True)  # dry run: only reads
+    except CosError as exc:
+        return Check("panels", "fail", _one_line(exc), "fix COS_PANEL_GC_TTL (e.g. 24h)")
+    total = sum(1 for _ in iter_panels(ctx.tiers))
+    orphans = [{"agent": e.agent, "panel": e.panel, "session": e.session,
+                "heartbeat_age_s": e.heartbeat_age_s} for e in report.reaped]
+    data = {"ttl_s": report.ttl_s, "panels": total, "orphaned": orphans}
+    if orphans:
+        names = ", ".join(f"{o['agent']}/{o['panel']}" for o in orphans[:5])
+        more = f" and {len(orphans) - 5} more" if len(orphans) > 5 else ""
+        return Check("panels", "warn", f"{len(orphans)} of {total} panels orphaned (heartbeat "
+                     f"older than {report.ttl_s:g}s): {names}{more}", "cos gc --panels", data)
+    return Check("panels", "ok", f"{total} panels, none older than {report.ttl_s:g}s", None, data)
+
+
+# -- checkpoints ----------------------------------------------------------------------------------
+
+
+def _checkpoints(ctx: _Context) -> Check:
+    """Every checkpoint object re-hashes to its id and every reference resolves."""
+    from coding_os.checkpoints import checkpoints_dir, verify
+
+    assert ctx.tiers is not None
+    if not os.path.isdir(checkpoints_dir(ctx.tiers)):
+        return Check("checkpoints", "skip", "no checkpoints yet")
+    from coding_os.checkpoints.lock import pending
+
+    if pending(checkpoints_dir(ctx.tiers)):
+        return Check("checkpoints", "fail", "a rewind was interrupted: its journal is waiting",
+                     "run any other cos command (e.g. `cos checkpoints`): it completes the "
+                     "rewind, or rolls it back")
+    report = verify(ctx.tiers)
+    data = {key: report[key] for key in ("objects_checked", "checkpoints", "damaged", "missing")}
+    if not report["ok"]:
+        damaged, missing = report["damaged"], report["missing"]
+        assert isinstance(damaged, list) and isinstance(missing, list)
+        first = (damaged + missing)[0]
+        return Check("checkpoints", "fail",
+                     f"{len(damaged)} damaged objects, {len(missing)} missing references (e.g. "
+                     f"{' '.join(str(v) for v in first.values())})",
+                     "`cos checkpoints verify` lists them; a rewind to a damaged checkpoint is "
+                     "refused: take a fresh one with `cos checkpoint create`", data)
+    return Check("checkpoints", "ok", f"{report['objects_checked']} objects, "
+                 f"{report['checkpoints']} checkpoints verified", None, data)
+
+
+# -- MCP server -----------------------------------------------------------------------------------
+
+
+def _mcp(ctx: _Context, timeout_s: float) -> Check:
+    """cos's MCP server starts as an agent starts it and lists every tool."""
+    try:
+        import anyio  # noqa: F401
+        from mcp.client.stdio import StdioServerParameters  # noqa: F401
+    except ImportError as exc:
+        return Check("mcp", "fail", f"the MCP SDK cannot be imported ({exc})", "pip install mcp")
+    command, args, extra_env, source, problem = _mcp_command(ctx)
+    data: dict[str, Any] = {"command": [command, *args] if command else None, "source": source}
+    if problem:
+        return Check("mcp", "fail", problem, _mcp_fix(source), data)
+    assert command is not None
+    env = {**ctx.env, **extra_env}
+    scratch = None
+    cwd = _checkout(ctx) if ctx.resolution else ctx.cwd
+    if not ctx.initialised:
+        # Nothing may appear in a project cos never ran in: the server gets a state dir of its own.
+        import tempfile
+
+        scratch = tempfile.TemporaryDirectory(prefix="cos-doctor-")
+        env["COS_STATE_DIR"] = os.path.join(scratch.name, STATE_DIR_NAME)
+        data["scratch_state_dir"] = True
+    try:
+        tools, stderr_tail = _list_tools(command, args, env, cwd, timeout_s)
+    except _McpFailure as exc:
+        detail = f"{' '.join([command, *args])} {exc}"
+        if exc.stderr_tail:
+            detail += f" (stderr: {exc.stderr_tail})"
+        return Check("mcp", "fail", detail, _mcp_fix(source, [command, *args], exc.stderr_tail),
+                     data)
+    finally:
+        if scratch is not None:
+            scratch.cleanup()
+    data["tools"] = tools
+    missing = [name for name in MCP_TOOLS if name not in tools]
+    data["missing"] = missing
+    if missing:
+        return Check("mcp", "fail", f"the server lists {len(tools)} tools; missing: "
+                     f"{', '.join(missing)}", "upgrade coding-os, then " + _mcp_fix(source), data)
+    return Check("mcp", "ok", f"{' '.join([command, *args])} starts and lists {len(tools)} "
+                 f"tools ({source})", None, data)
+
+
+def _mcp_fix(source: str, command: list[str] | None = None,
+             stderr_tail: str | None = None) -> str:
+    if stderr_tail and "No such command" in stderr_tail:
+        return "upgrade coding-os: this cos has no `mcp` command"
+    see = f"; `{shlex.join(command)}` in a terminal shows why it stops" if command else ""
+    for agent, name in (("claude", ".mcp.json"), ("codex", "config.toml")):
+        if source.endswith(name):
+            return (f"cos init --agent {agent} (registers this installation's `cos mcp` "
+                    f"again){see}")
+    return f"reinstall coding-os (pip install coding-os){see}"
+
+
+def _mcp_command(ctx: _Context) -> tuple[str | None, list[str], dict[str, str], str, str | None]:
+    """(command, args, env, where it came from, why it cannot be used): the server registered in
+    the checkout's `.mcp.json` (Claude Code) or `.codex/config.toml` (Codex), else this
+    installation's `cos mcp`."""
+    from coding_os.install import installed_cos
+
+    checkout = _checkout(ctx) if ctx.resolution else None
+    for name, load in ((".mcp.json", _json_servers), (os.path.join(".codex", "config.toml"),
+                                                      _toml_servers)):
+        if checkout is None:
+            break
+        path = os.path.join(checkout, name)
+        source = path
+        try:
+            servers = load(path)
+        except FileNotFoundError:
+            continue
+        except (OSError, ValueError) as exc:
+            return None, [], {}, source, f"cannot read {path}: {_one_line(exc)}"
+        entry = servers.get(MCP_SERVER_NAME) if isinstance(servers, dict) else None
+        if entry is None:
+            continue
+        command = entry.get("command") if isinstance(entry, dict) else None
+        args = (entry.get("args") or []) if isinstance(entry, dict) else None
+        env = (entry.get("env") or {}) if isinstance(entry, dict) else None
+        if not isinstance(command, str) or not isinstance(args, list) or not isinstance(env, dict):
+            return None, [], {}, source, f"{path}: the {MCP_SERVER_NAME} server entry is malformed"
+        return command, [str(a) for a in args], {str(k): str(v) for k, v in env.items()}, \
+            source, None
+    try:
+        return installed_cos(), ["mcp"], {}, "this installation's cos", None
+    except CosError as exc:
+        return None, [], {}, "this installation's cos", _one_line(exc)
+
+
+def _json_servers(path: str) -> object:
+    """`mcpServers` of a Claude Code `.mcp.json`.
+
+    Raises:
+        OSError, ValueError: it cannot be read as JSON.
+    """
+    import json
+
+    with open(path, "rb") as f:
+        data = json.loads(f.read() or b"{}")
+    return data.get("mcpServers") if isinstance(data, dict) else None
+
+
+def _toml_servers(path: str) -> object:
+    """`mcp_servers` of a Codex `config.toml`.
+
+    Raises:
+        OSError, ValueError: it cannot be read as TOML.
+    """
+    import tomllib
+
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    return data.get("mcp_servers")
+
+
+class _McpFailure(Exception):
+    def __init__(self, message: str, stderr_tail: str | None) -> None:
+        super().__init__(message)
+        self.stderr_tail = stderr_tail
+
+
+def _list_tools(command: str, args: list[str], env: dict[str, str], cwd: str,
+                timeout_s: float) -> tuple[list[str], str | None]:
+    """Start the server over stdio, initialise, list every tool (all pages) within `timeout_s`.
+
+    Raises:
+        _McpFailure: it did not start, answer or list in time (with the end of its stderr).
+    """
+    import tempfile
+
+    import anyio
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp_types import PaginatedRequestParams
+
+    params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
+
+    async def listing() -> list[str]:
+        names: list[str] = []
+        with anyio.fail_after(timeout_s):
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write) as session:
+                    await session.initialize()
+                    cursor: str | None = None
+                    for _ in range(100):
+                        result = await session.list_tools(
+                            params=PaginatedRequestParams(cursor=cursor))
+                        names += [tool.name for tool in result.tools]
+                        cursor = result.next_cursor
+                        if not cursor:
+                            break
+        return names
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+        try:
+            return anyio.run(listing), None
+        except TimeoutError:
+            message = f"did not list its tools within {timeout_s:g}s"
+        except Exception as exc:  # noqa: BLE001 - any failure of the server is the finding
+            message = f"failed: {_one_line(_leaf(exc))}"
+        errlog.seek(0)
+        lines = [line.strip() for line in errlog.read().splitlines() if line.strip()]
+    raise _McpFailure(message, lines[-1][:300] if lines else None)
+
+
+def _leaf(exc: BaseException) -> BaseException:
+    """The first real error inside (nested) exception groups from the client's task groups."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc

@@ -1,0 +1,384 @@
+"""`cos doctor` run as a user runs it, in real git checkouts with `cos init --agent claude` done:
+each check finds what it should, names the fix, and changes nothing (corrupt databases, old
+migration levels, stale indexes and orphaned panels are reported, never repaired)."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coding_os.doctor import CHECKS, MCP_TOOLS, STATUSES
+from coding_os.storage.migrations.sqlite import MIGRATIONS
+from tests.adapters.test_claude_transcripts import conversation, write_jsonl
+from tests.conftest import COS, cos, fire, git
+from tests.storage.test_conformance import pg_schemas, pg_url
+
+__all__ = ["pg_schemas", "pg_url"]  # fixtures, imported for pytest
+
+NATIVE = "bbbbbbbb-0000-0000-0000-000000000001"
+
+
+def doctor(cwd: Path, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """`cos doctor --json` in `cwd`: its exit code and report."""
+    proc = cos("doctor", "--json", cwd=cwd, env=env, timeout=120)
+    assert proc.returncode in (0, 6), proc.stderr
+    assert proc.stderr == "", proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {check["name"]: check for check in report["checks"]}
+
+
+def statuses(report: dict[str, Any]) -> dict[str, str]:
+    return {check["name"]: check["status"] for check in report["checks"]}
+
+
+def snapshot(root: Path) -> dict[str, bytes]:
+    """Every file under `root` (symlinks as their target) with its bytes."""
+    found: dict[str, bytes] = {}
+    for top, dirs, files in os.walk(root):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            full = os.path.join(top, name)
+            found[os.path.relpath(full, root)] = (
+                b"->" + os.fsencode(os.readlink(full)) if os.path.islink(full)
+                else Path(full).read_bytes())
+    return found
+
+
+def ok(proc_args: tuple[str, ...], cwd: Path, env: dict[str, str] | None = None) -> None:
+    proc = cos(*proc_args, cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture
+def project(repo: Path) -> Path:
+    """A checkout with the Claude Code hooks installed, one panel that fired SessionStart, a
+    built session index and one checkpoint: everything doctor looks at, healthy."""
+    ok(("init", "--agent", "claude"), repo)
+    proc = fire("SessionStart", {"session_id": NATIVE, "source": "startup"}, cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    ok(("sessions",), repo)
+    (repo / "notes.txt").write_text("untracked notes\n" * 20, encoding="utf-8")
+    ok(("checkpoint", "create"), repo)
+    return repo
+
+
+def test_a_healthy_project_passes_every_check_and_exits_0(project: Path) -> None:
+    code, report = doctor(project)
+    assert code == 0, report
+    assert statuses(report) == {name: "ok" for name in CHECKS}, report
+    assert report["ok"] is True
+    assert all(check["fix"] is None for check in report["checks"])
+
+
+def test_the_json_report_has_every_check_in_order_with_status_detail_and_fix(
+        project: Path) -> None:
+    _, report = doctor(project)
+    assert set(report) == {"ok", "state_dir", "project_root", "counts", "checks"}
+    assert report["state_dir"] == str(project / ".coding-os")
+    assert report["project_root"] == str(project)
+    assert [check["name"] for check in report["checks"]] == list(CHECKS)
+    for check in report["checks"]:
+        assert set(check) == {"name", "status", "detail", "fix", "data"}
+        assert check["status"] in STATUSES and isinstance(check["detail"], str)
+    assert sum(report["counts"].values()) == len(CHECKS)
+
+
+def test_the_readable_report_shows_one_line_per_check_and_the_fixes(project: Path) -> None:
+    (project / ".coding-os" / "coding-os.db").write_bytes(b"this is not a database" * 100)
+    proc = cos("doctor", cwd=project, timeout=120)
+    assert proc.returncode == 6
+    lines = proc.stdout.splitlines()
+    assert any(line.startswith("FAIL  database") for line in lines), proc.stdout
+    assert any(line.strip().startswith("fix: ") and "cos index rebuild" in line
+               for line in lines)
+    assert "1 fail" in lines[-1]
+
+
+def test_doctor_changes_nothing_in_a_healthy_project(project: Path) -> None:
+    state = project / ".coding-os"
+    before = snapshot(state)
+    doctor(project)
+    after = snapshot(state)
+    # The MCP server may log its start in the hooks log; doctor itself writes nothing.
+    before.pop(".hooks.log", None)
+    after.pop(".hooks.log", None)
+    assert after == before
+
+
+def install_hooks_running(repo: Path, cos_path: Path) -> None:
+    """Install the Claude Code hooks as another installation would, with `cos_path` in them."""
+    from coding_os.install import install
+    from coding_os.state.caller import Caller
+
+    install("claude", caller=Caller(cwd=str(repo)), cos_path=str(cos_path))
+
+
+def test_hooks_running_a_deleted_cos_fail_with_the_init_fix(project: Path,
+                                                             tmp_path: Path) -> None:
+    gone = tmp_path / "old-venv" / "bin" / "cos"
+    install_hooks_running(project, gone)
+    code, report = doctor(project)
+    hooks = by_name(report)["hooks"]
+    assert code == 6 and hooks["status"] == "fail"
+    assert str(gone) in hooks["detail"] and "does not exist" in hooks["detail"]
+    assert "cos init --agent claude" in hooks["fix"]
+
+    ok(("init", "--agent", "claude"), project)  # the fix it names
+    assert by_name(doctor(project)[1])["hooks"]["status"] == "ok"
+
+
+def test_hooks_running_a_shim_fail_with_the_init_fix(project: Path, tmp_path: Path) -> None:
+    shim = tmp_path / "shims" / "cos"
+    shim.parent.mkdir()
+    shim.write_text(f'#!/bin/sh\nexec "{COS}" "$@"\n', encoding="utf-8")
+    shim.chmod(0o755)
+    install_hooks_running(project, shim)
+    code, report = doctor(project)
+    hooks = by_name(report)["hooks"]
+    assert code == 6 and hooks["status"] == "fail"
+    assert str(shim) in hooks["detail"] and "shim" in hooks["detail"]
+    assert "cos init --agent claude" in hooks["fix"]
+
+
+def test_hooks_removed_from_the_settings_file_fail(project: Path) -> None:
+    settings = project / ".claude" / "settings.json"
+    data = json.loads(settings.read_text(encoding="utf-8"))
+    del data["hooks"]["PreToolUse"]
+    settings.write_text(json.dumps(data), encoding="utf-8")
+    hooks = by_name(doctor(project)[1])["hooks"]
+    assert hooks["status"] == "fail" and "PreToolUse" in hooks["detail"]
+
+
+def test_a_corrupt_sqlite_file_fails_and_is_left_byte_for_byte(project: Path) -> None:
+    database = project / ".coding-os" / "coding-os.db"
+    for extra in ("-wal", "-shm"):
+        database.with_name(database.name + extra).unlink(missing_ok=True)
+    database.write_bytes(b"this is not a database" * 100)
+    listing = sorted(os.listdir(database.parent))
+    code, report = doctor(project)
+    check = by_name(report)["database"]
+    assert code == 6 and check["status"] == "fail"
+    assert "cos index rebuild" in check["fix"]
+    assert database.read_bytes() == b"this is not a database" * 100
+    assert sorted(os.listdir(database.parent)) == listing  # nothing set aside, no -wal/-shm
+
+
+def test_a_database_at_an_older_migration_is_reported_not_migrated(project: Path) -> None:
+    database = project / ".coding-os" / "coding-os.db"
+    database.unlink()
+    conn = sqlite3.connect(database)
+    conn.executescript(MIGRATIONS[0][1])
+    conn.execute("PRAGMA user_version = 1")
+    conn.commit()
+    conn.close()
+    code, report = doctor(project)
+    check = by_name(report)["database"]
+    assert check["status"] == "warn" and code == 0
+    assert f"schema version 1 of {len(MIGRATIONS)}" in check["detail"]
+    assert "migrate" in check["fix"]
+    conn = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+    assert conn.execute("PRAGMA user_version").fetchone()[0] == 1  # not migrated
+    conn.close()
+
+    ok(("sessions",), project)  # any command that uses it migrates it
+    assert by_name(doctor(project)[1])["database"]["status"] == "ok"
+
+
+def test_a_new_transcript_makes_the_index_stale_until_a_lookup_imports_it(
+        project: Path, isolated_env: Path) -> None:
+    entries = conversation(NATIVE, 1)
+    for entry in entries:
+        entry["cwd"] = str(project)
+    key = "".join(c if c.isalnum() else "-" for c in str(project))
+    write_jsonl(isolated_env / ".claude" / "projects" / key / f"{NATIVE}.jsonl", entries)
+    check = by_name(doctor(project)[1])["index"]
+    assert check["status"] == "warn" and "stale" in check["detail"]
+    assert "cos import" in check["fix"]
+    assert by_name(doctor(project)[1])["index"]["status"] == "warn"  # doctor did not import
+
+    ok(("sessions",), project)
+    assert by_name(doctor(project)[1])["index"]["status"] == "ok"
+
+
+def test_an_orphaned_panel_is_reported_with_the_gc_fix_and_kept(project: Path) -> None:
+    panels = project / ".coding-os" / "claude" / "panels"
+    [panel] = os.listdir(panels)
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(panels / panel / "heartbeat", (two_days_ago, two_days_ago))
+    code, report = doctor(project)
+    check = by_name(report)["panels"]
+    assert code == 0 and check["status"] == "warn"
+    assert f"claude/{panel}" in check["detail"]
+    assert check["fix"] == "cos gc --panels"
+    assert [o["panel"] for o in check["data"]["orphaned"]] == [panel]
+    assert (panels / panel / "heartbeat").exists()
+
+
+def test_a_damaged_checkpoint_object_fails(project: Path) -> None:
+    objects = project / ".coding-os" / "checkpoints" / "objects"
+    victim = next(Path(top) / name for top, _, files in os.walk(objects) for name in files)
+    victim.chmod(0o600)
+    data = bytearray(victim.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    victim.write_bytes(bytes(data))
+    code, report = doctor(project)
+    check = by_name(report)["checkpoints"]
+    assert code == 6 and check["status"] == "fail"
+    assert "1 damaged" in check["detail"] and "cos checkpoints verify" in check["fix"]
+
+
+# A `cos rewind` that dies the moment its journal is written (as a SIGKILL there would).
+_DIE_AFTER_JOURNAL = """
+import os, sys
+from coding_os.checkpoints import rewind
+rewind._apply = lambda root, journal: os._exit(9)
+from coding_os.interfaces.entry import main
+sys.argv = ["cos", "rewind", sys.argv[1], "--code"]
+sys.exit(main())
+"""
+
+
+def test_an_interrupted_rewind_fails_the_check_and_doctor_leaves_its_journal(
+        project: Path) -> None:
+    import subprocess
+    import sys
+
+    points = json.loads(cos("checkpoints", "--json", cwd=project).stdout)
+    (project / "notes.txt").write_text("changed since the checkpoint\n", encoding="utf-8")
+    died = subprocess.run([sys.executable, "-c", _DIE_AFTER_JOURNAL, points[0]["id"]],
+                          cwd=project, capture_output=True, text=True, timeout=120)
+    assert died.returncode == 9, died.stderr
+    journal = project / ".coding-os" / "checkpoints" / "journal.json"
+    written = journal.read_bytes()
+    code, report = doctor(project)
+    check = by_name(report)["checkpoints"]
+    assert code == 6 and check["status"] == "fail" and "interrupted" in check["detail"]
+    assert journal.read_bytes() == written  # reported, not completed
+    assert (project / "notes.txt").read_text(encoding="utf-8") == "changed since the checkpoint\n"
+    ok(("checkpoints",), project)  # any other command completes it
+    assert not journal.exists()
+    assert (project / "notes.txt").read_text(encoding="utf-8") == "untracked notes\n" * 20
+
+
+def test_the_mcp_server_starts_and_lists_every_cos_tool(project: Path) -> None:
+    check = by_name(doctor(project)[1])["mcp"]
+    assert check["status"] == "ok", check
+    assert set(MCP_TOOLS) <= set(check["data"]["tools"])
+    assert check["data"]["source"] == str(project / ".mcp.json")  # as Claude Code starts it
+
+
+def test_an_mcp_server_that_never_answers_fails_after_the_timeout(project: Path) -> None:
+    from coding_os.doctor import run_checks
+
+    (project / ".mcp.json").write_text(json.dumps(
+        {"mcpServers": {"cos": {"command": "/bin/sh", "args": ["-c", "exec sleep 600"]}}}),
+        encoding="utf-8")
+    report = run_checks(dict(os.environ), str(project), mcp_timeout_s=1)
+    check = {c.name: c for c in report.checks}["mcp"]
+    assert check.status == "fail" and "within 1s" in check.detail
+
+
+def test_a_broken_registered_mcp_server_command_fails(project: Path, tmp_path: Path) -> None:
+    broken = tmp_path / "broken-cos"
+    broken.write_text("#!/bin/sh\necho 'cannot start' >&2\nexit 1\n", encoding="utf-8")
+    broken.chmod(0o755)
+    missing = tmp_path / "missing" / "cos"
+    for command, says in ((broken, "stderr: cannot start"), (missing, "No such file")):
+        (project / ".mcp.json").write_text(json.dumps(
+            {"mcpServers": {"cos": {"command": str(command), "args": ["mcp"]}}}),
+            encoding="utf-8")
+        code, report = doctor(project)
+        check = by_name(report)["mcp"]
+        assert code == 6 and check["status"] == "fail", check
+        assert str(command) in check["detail"] and says in check["detail"], check
+        assert "cos init --agent claude" in check["fix"]
+
+    ok(("init", "--agent", "claude"), project)  # the fix it names
+    assert by_name(doctor(project)[1])["mcp"]["status"] == "ok"
+
+
+def test_doctor_from_a_subdirectory_gives_the_same_answers(project: Path) -> None:
+    deep = project / "src" / "pkg"
+    deep.mkdir(parents=True)
+    _, at_root = doctor(project)
+    _, below = doctor(deep)
+    assert below["state_dir"] == at_root["state_dir"]
+    assert statuses(below) == statuses(at_root)
+    assert str(deep) in by_name(below)["state_dir"]["data"]["probes"]
+
+
+def test_a_linked_worktree_shares_the_state_dir_and_needs_its_own_hooks(
+        project: Path, tmp_path: Path) -> None:
+    worktree = tmp_path / "wt"
+    git(project, "worktree", "add", "-q", str(worktree))
+    _, report = doctor(worktree)
+    assert report["state_dir"] == str(project / ".coding-os")
+    assert by_name(report)["state_dir"]["status"] == "ok"
+    hooks = by_name(report)["hooks"]
+    assert hooks["status"] == "warn" and str(worktree) in hooks["detail"]
+    assert hooks["fix"].startswith("cos init --agent claude")
+
+    ok(("init", "--agent", "claude"), worktree)
+    assert by_name(doctor(worktree)[1])["hooks"]["status"] == "ok"
+
+
+def test_a_stray_nested_state_dir_is_a_state_dir_failure(project: Path) -> None:
+    nested = project / "tools"
+    (nested / ".coding-os").mkdir(parents=True)
+    (nested / "pyproject.toml").write_text("[project]\nname = 'tools'\n", encoding="utf-8")
+    code, report = doctor(project)
+    check = by_name(report)["state_dir"]
+    assert code == 6 and check["status"] == "fail"
+    assert str(nested / ".coding-os") in check["detail"]
+    assert str(nested / ".coding-os") in check["fix"]
+
+
+def test_doctor_creates_nothing_in_a_directory_without_state(repo: Path,
+                                                              isolated_env: Path) -> None:
+    before, home_before = snapshot(repo), snapshot(isolated_env)
+    _, report = doctor(repo)
+    assert snapshot(repo) == before and snapshot(isolated_env) == home_before
+    assert not (repo / ".coding-os").exists()
+    found = statuses(report)
+    assert found["state_dir"] == "warn" and found["hooks"] == "warn"
+    assert {found[name] for name in ("database", "index", "panels", "checkpoints")} == {"skip"}
+    assert by_name(report)["state_dir"]["fix"].startswith("cos init")
+
+
+def test_a_healthy_postgresql_backend_passes_and_an_empty_schema_is_not_created(
+        project: Path, pg_schemas: Callable[[bool], str]) -> None:
+    import psycopg
+
+    url = pg_schemas(False)  # a schema that does not exist yet
+    env = {"COS_DATABASE_URL": url}
+    check = by_name(doctor(project, env)[1])["database"]
+    assert check["status"] == "warn" and check["data"]["version"] == 0
+    schema = check["data"]["schema"]
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                            (schema,)).fetchone() is None  # doctor created nothing
+
+    ok(("sessions",), project, env)
+    code, report = doctor(project, env)
+    check = by_name(report)["database"]
+    assert check["status"] == "ok" and check["data"]["backend"] == "postgresql", check
+    assert check["data"]["version"] == check["data"]["latest"]
+    assert code == 0 and statuses(report)["index"] == "ok", report
+
+
+def test_an_unreachable_postgresql_fails_without_the_password(project: Path) -> None:
+    url = "postgresql://cos:s3cret@127.0.0.1:1/nowhere?connect_timeout=2"
+    code, report = doctor(project, {"COS_DATABASE_URL": url})
+    check = by_name(report)["database"]
+    assert code == 6 and check["status"] == "fail"
+    assert "s3cret" not in json.dumps(report)
+    assert "COS_DATABASE_URL" in check["fix"]
