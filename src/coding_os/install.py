@@ -216,6 +216,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     record = _find_record(manifest, agent, path)
 
     data, raw = _load_settings(path)
+    mcp_file, mcp_bytes, mcp_record = _plan_mcp(agent, checkout, cos_path, manifest)
     created_dir = not os.path.isdir(os.path.dirname(path))
     created_hooks_key = data.get("hooks") is None
     if created_hooks_key:
@@ -274,6 +275,11 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         record["enabled_mcp_created"] = enabled_created
     record["cos"] = cos_path
     record["written_sha256"] = hashlib.sha256(written).hexdigest()
+    if mcp_record is not None:
+        registrations = manifest.setdefault("mcp", [])
+        registrations[:] = [r for r in registrations
+                            if not (r.get("agent") == agent and r.get("file") == mcp_file)]
+        registrations.append(mcp_record)
     _ensure_state_dir(state_dir, checkout, manifest)
     # The manifest first: a crash before the settings are written leaves a record whose entries
     # are simply not there to remove, never hooks that no record knows about.
@@ -283,8 +289,9 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     if changed:
         _write_json(path, rendered)
 
-    mcp_file, mcp_changed = _register_mcp(agent, checkout, cos_path, manifest, manifest_path)
-    report = InstallReport(agent=agent, file=path, changed=changed or mcp_changed,
+    if mcp_bytes is not None:
+        _write_json(mcp_file, mcp_bytes)
+    report = InstallReport(agent=agent, file=path, changed=changed or mcp_bytes is not None,
                            events=list(KNOWN_EVENTS),
                            command=hook_command(agent, cos_path, "<Event>"), state_dir=state_dir,
                            mcp_file=mcp_file)
@@ -438,19 +445,19 @@ def _codex_block(cos_path: str) -> str:
             f"env = {{ COS_AGENT = \"codex\" }}\n")
 
 
-def _register_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any],
-                  manifest_path: str) -> tuple[str, bool]:
-    """Register `cos mcp` in the agent's project MCP file (once; an entry the user wrote under
-    the same name is left alone); return the file and whether it changed.
+def _plan_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any]
+              ) -> tuple[str, bytes | None, dict[str, Any] | None]:
+    """What registering `cos mcp` in the agent's project MCP file would write, read and checked
+    before anything is written: (file, its new bytes, the new manifest record); no bytes when
+    it is registered already or holds the user's own `cos` entry.
 
     Raises:
         InvalidInput: the file is not valid JSON / TOML.
-        StateIOError: it cannot be written.
+        StateIOError: it cannot be read.
     """
     path = os.path.join(checkout, MCP_FILES[agent])
-    registrations = manifest.setdefault("mcp", [])
-    record = next((r for r in registrations if r.get("agent") == agent and r.get("file") == path),
-                  None)
+    record = next((r for r in manifest.get("mcp", [])
+                   if r.get("agent") == agent and r.get("file") == path), None)
     if agent == "claude":
         data, raw = _load_settings(path)
         servers = data.setdefault("mcpServers", {})
@@ -459,43 +466,36 @@ def _register_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, 
         entry = mcp_server_entry(agent, cos_path)
         current = servers.get(MCP_SERVER_NAME)
         if current is not None and (record is None or current == entry):
-            return path, False  # already ours as it is, or the user's own entry
+            return path, None, None  # already ours as it is, or the user's own entry
         servers[MCP_SERVER_NAME] = entry
+        original = raw.decode("utf-8", "surrogateescape") if raw is not None else None
         new_record = {"agent": agent, "file": path, "entry": entry,
                       "created_file": raw is None if record is None else record["created_file"],
-                      "original": (raw.decode("utf-8", "surrogateescape") if raw is not None
-                                   else None) if record is None else record.get("original")}
-        changed_bytes = _render(data)
-    else:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except FileNotFoundError:
-            text = None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise StateIOError(f"cannot read {path}: {exc}") from None
-        import tomllib
+                      "original": original if record is None else record.get("original")}
+        return path, _render(data), new_record
+    text: str | None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        text = None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StateIOError(f"cannot read {path}: {exc}") from None
+    import tomllib
 
-        try:
-            parsed = tomllib.loads(text or "")
-        except tomllib.TOMLDecodeError as exc:
-            raise InvalidInput(f"{path} is not valid TOML ({exc}); nothing was changed") from None
-        block = _codex_block(cos_path)
-        servers = parsed.get("mcp_servers") or {}
-        if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
-            if record is None or record.get("block") == block or record.get("block") not in (text or ""):
-                return path, False
-            text = (text or "").replace(record["block"], "")
-        new_record = {"agent": agent, "file": path, "block": block,
-                      "created_file": text is None if record is None else record["created_file"]}
-        changed_bytes = ((text or "") + block).encode("utf-8")
-    if record is not None:
-        registrations.remove(record)
-    registrations.append(new_record)
-    durable.atomic_write(manifest_path, (json.dumps(manifest, indent=2, ensure_ascii=False)
-                                         + "\n").encode("utf-8"))
-    _write_json(path, changed_bytes)
-    return path, True
+    try:
+        parsed = tomllib.loads(text or "")
+    except tomllib.TOMLDecodeError as exc:
+        raise InvalidInput(f"{path} is not valid TOML ({exc}); nothing was changed") from None
+    block = _codex_block(cos_path)
+    servers = parsed.get("mcp_servers") or {}
+    if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
+        if record is None or record.get("block") == block or record.get("block") not in (text or ""):
+            return path, None, None
+        text = (text or "").replace(record["block"], "")  # ours, for another cos: replaced
+    new_record = {"agent": agent, "file": path, "block": block,
+                  "created_file": text is None if record is None else record["created_file"]}
+    return path, ((text or "") + block).encode("utf-8"), new_record
 
 
 def _unregister_mcp(record: dict[str, Any]) -> None:

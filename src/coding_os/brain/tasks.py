@@ -130,10 +130,11 @@ def move_task(storage: Storage, tiers: Tiers, task_id: object, status: object,
         raise Conflict(f"TASK-{n} changed meanwhile (now {current.status}"
                        f"{', ' + current.owner if current.owner else ''}); look and try again")
     try:
+        if task.status == "doing" and task.owner and (state != "doing"
+                                                      or moved.owner != task.owner):
+            _clear_current(tiers, task)  # left doing, or taken over: no longer its task
         if state == "doing":
             _set_current(tiers, moved, who)
-        elif task.status == "doing" and task.owner:
-            _clear_current(tiers, task)
     except StateIOError as exc:  # the move is stored; only the panel's marker is behind
         raise StateIOError(f"TASK-{n} is moved to {state}, but the panel's current task could "
                            f"not be updated: {exc}") from None

@@ -48,8 +48,8 @@ INSTRUCTIONS = (
 # The tools' shared arguments. This module has no `from __future__ import annotations`: the SDK
 # reads the annotations at run time to build each tool's JSON schema.
 Limit = Annotated[int, Field(ge=1, le=MAX_PAGE, description="Results per page.")]
-Cursor = Annotated[str | None, Field(max_length=200, description=(
-    "next_cursor of the previous page; leave out for the first page."))]
+Cursor = Annotated[str | int | None, Field(description=(
+    "next_cursor of the previous page, as it came; leave out for the first page."))]
 AgentSession = Annotated[str | None, Field(max_length=200, description=(
     "Set by coding-os's hook to the calling session; leave it out."))]
 Status = Literal["todo", "doing", "blocked", "done"]
@@ -70,18 +70,20 @@ def build_server(env: Mapping[str, str] | None = None, cwd: str | None = None) -
         from coding_os.brain.attribution import attribute
 
         started = time.monotonic()
-        caller = Caller(environ, here)
-        who = attribute(caller, agent_session, environ)
-        log: dict[str, object] = {"ts": hookslog.utc_now(), "agent": caller.agent,
-                                  "event": "mcp", "tool": tool, **who.to_dict()}
+        log: dict[str, object] = {"ts": hookslog.utc_now(), "event": "mcp", "tool": tool}
+        caller = None
         try:
+            caller = Caller(environ, here)
+            who = attribute(caller, agent_session, environ)
+            log.update(agent=caller.agent, **who.to_dict())
             return call(who)
         except CosError as exc:
             log["error"] = " ".join(str(exc).split())[:300]
             raise ToolError(str(exc)) from None
         finally:
             log["ms"] = round((time.monotonic() - started) * 1000, 1)
-            _log(caller, log)
+            if caller is not None:
+                _log(caller, log)
 
     @server.tool(annotations=read_only)
     def cos_sessions_search(
@@ -221,14 +223,15 @@ def serve(transport: str = "stdio", port: int = 0, env: Mapping[str, str] | None
         server.run("streamable-http", host="127.0.0.1", port=port)
 
 
-def _offset(cursor: str | None) -> int:
+def _offset(cursor: str | int | None) -> int:
     from coding_os.errors import InvalidInput
 
     if cursor is None:
         return 0
-    if not cursor.isdigit() or len(cursor) > 9:
+    text = str(cursor)
+    if not text.isdigit() or len(text) > 9:
         raise InvalidInput("cursor must be the next_cursor of a previous page")
-    return int(cursor)
+    return int(text)
 
 
 def _compact_session(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -111,9 +111,10 @@ class PostgresStorage(Storage):
         with self._using() as conn, conn.transaction():
             yield conn
 
-    def _query(self, query: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+    def _query(self, query: str, params: Sequence[object] = (),
+               prepare: bool | None = None) -> list[tuple[Any, ...]]:
         with self._using() as conn:
-            return conn.execute(query, params).fetchall()
+            return conn.execute(query, params, prepare=prepare).fetchall()
 
     # schema
 
@@ -465,8 +466,10 @@ class PostgresStorage(Storage):
             query += " AND id < %s"
             params.append(before)
         params.append(limit)
+        # Never a prepared (generic) plan: the best plan depends on how common the words are
+        # (the GIN index for a rare word, the newest ids first for a common one).
         return [SearchHit(*row) for row in
-                self._query(query + " ORDER BY id DESC LIMIT %s", params)]
+                self._query(query + " ORDER BY id DESC LIMIT %s", params, prepare=False)]
 
     def source_marks(self) -> dict[str, SourceMark]:
         rows = self._query("SELECT source, inode, read_to, tail FROM search_sources")
