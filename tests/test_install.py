@@ -174,3 +174,145 @@ def test_a_private_settings_file_stays_private(repo: Path) -> None:
     assert path.stat().st_mode & 0o777 == 0o600
     assert cos("uninstall", cwd=repo).returncode == 0
     assert path.stat().st_mode & 0o777 == 0o600
+
+
+# The MCP server registration (issue 5): `.mcp.json` and the project settings' approval for
+# Claude Code, `[mcp_servers.cos]` in `.codex/config.toml` for Codex.
+
+USER_MCP = '{\n  "mcpServers": {\n    "other": {"command": "other-server", "args": []}\n  }\n}\n'
+USER_TOML = '# my codex settings\nmodel = "o4"\n\n[mcp_servers.other]\ncommand = "other"\n'
+
+
+def snapshot(repo: Path) -> dict[str, bytes]:
+    """Every file of the checkout outside .git, by relative path."""
+    return {str(p.relative_to(repo)): p.read_bytes() for p in sorted(repo.rglob("*"))
+            if p.is_file() and ".git" not in p.relative_to(repo).parts}
+
+
+def test_init_claude_registers_the_mcp_server_and_approves_it_in_the_project_settings(
+        repo: Path) -> None:
+    proc = cos("init", "--agent", "claude", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    assert ".mcp.json" in proc.stdout
+    servers = json.loads((repo / ".mcp.json").read_text(encoding="utf-8"))["mcpServers"]
+    assert servers == {"cos": {"type": "stdio", "command": COS, "args": ["mcp"],
+                               "env": {"COS_AGENT": "claude"}}}
+    settings = json.loads((repo / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    assert settings["enabledMcpjsonServers"] == ["cos"]
+
+
+def test_init_codex_registers_the_mcp_server_in_its_project_config(repo: Path) -> None:
+    import tomllib
+
+    assert cos("init", "--agent", "codex", cwd=repo).returncode == 0
+    config = tomllib.loads((repo / ".codex" / "config.toml").read_text(encoding="utf-8"))
+    assert config["mcp_servers"]["cos"] == {"command": COS, "args": ["mcp"],
+                                            "env": {"COS_AGENT": "codex"}}
+
+
+@pytest.mark.parametrize("agent", ["claude", "codex"])
+def test_a_second_init_changes_no_byte_of_the_mcp_registration(repo: Path, agent: str) -> None:
+    (repo / ".codex").mkdir()
+    (repo / ".codex" / "config.toml").write_text(USER_TOML, encoding="utf-8")
+    (repo / ".mcp.json").write_text(USER_MCP, encoding="utf-8")
+    assert cos("init", "--agent", agent, cwd=repo).returncode == 0
+    first = snapshot(repo)
+    again = cos_json("init", "--agent", agent, cwd=repo)
+    assert isinstance(again, dict) and again["changed"] is False
+    assert snapshot(repo) == first
+
+
+def test_init_for_both_agents_registers_each_once(repo: Path) -> None:
+    import tomllib
+
+    for agent in ("claude", "codex", "claude", "codex"):
+        assert cos("init", "--agent", agent, cwd=repo).returncode == 0
+    text = (repo / ".codex" / "config.toml").read_text(encoding="utf-8")
+    assert text.count("[mcp_servers.cos]") == 1 and "cos" in tomllib.loads(text)["mcp_servers"]
+    settings = json.loads((repo / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    assert settings["enabledMcpjsonServers"] == ["cos"]
+
+
+def test_a_users_own_cos_server_entry_is_left_untouched_by_init_and_uninstall(
+        repo: Path) -> None:
+    mine = '{"mcpServers": {"cos": {"command": "/my/own/cos", "args": ["mcp", "--http"]}}}\n'
+    (repo / ".mcp.json").write_text(mine, encoding="utf-8")
+    toml = '[mcp_servers.cos]\ncommand = "/my/own/cos"\nargs = ["mcp"]\n'
+    (repo / ".codex").mkdir()
+    (repo / ".codex" / "config.toml").write_text(toml, encoding="utf-8")
+    for agent in ("claude", "codex"):
+        assert cos("init", "--agent", agent, cwd=repo).returncode == 0
+    assert (repo / ".mcp.json").read_text(encoding="utf-8") == mine
+    assert (repo / ".codex" / "config.toml").read_text(encoding="utf-8") == toml
+    assert cos("uninstall", cwd=repo).returncode == 0
+    assert (repo / ".mcp.json").read_text(encoding="utf-8") == mine
+    assert (repo / ".codex" / "config.toml").read_text(encoding="utf-8") == toml
+
+
+def test_uninstall_restores_the_original_bytes_of_every_file_it_touched(repo: Path) -> None:
+    (repo / ".mcp.json").write_text(USER_MCP, encoding="utf-8")
+    (repo / ".codex").mkdir()
+    (repo / ".codex" / "config.toml").write_text(USER_TOML, encoding="utf-8")
+    (repo / ".claude").mkdir()
+    (repo / ".claude" / "settings.json").write_text(json.dumps(USER_SETTINGS, indent=4) + "\n",
+                                                    encoding="utf-8")
+    before = snapshot(repo)
+    for agent in ("claude", "codex"):
+        assert cos("init", "--agent", agent, cwd=repo).returncode == 0
+    assert (repo / ".mcp.json").read_bytes() != before[".mcp.json"]
+    assert (repo / ".codex" / "config.toml").read_bytes() != before[".codex/config.toml"]
+    assert cos("uninstall", cwd=repo).returncode == 0
+    after = {k: v for k, v in snapshot(repo).items() if not k.startswith(".coding-os")}
+    assert after == before
+
+
+def test_uninstall_in_a_fresh_checkout_removes_the_files_init_created(repo: Path) -> None:
+    before = snapshot(repo)
+    for agent in ("claude", "codex"):
+        assert cos("init", "--agent", agent, cwd=repo).returncode == 0
+    assert (repo / ".mcp.json").is_file() and (repo / ".codex" / "config.toml").is_file()
+    assert cos("uninstall", cwd=repo).returncode == 0
+    assert not (repo / ".mcp.json").exists() and not (repo / ".codex").exists()
+    assert not (repo / ".claude").exists()
+    assert {k: v for k, v in snapshot(repo).items() if not k.startswith(".coding-os")} == before
+
+
+def test_uninstall_keeps_a_registration_the_user_changed_since(repo: Path) -> None:
+    assert cos("init", "--agent", "claude", cwd=repo).returncode == 0
+    path = repo / ".mcp.json"
+    data = json.loads(path.read_text(encoding="utf-8"))
+    data["mcpServers"]["cos"]["args"] = ["mcp", "--http"]
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert cos("uninstall", cwd=repo).returncode == 0
+    assert json.loads(path.read_text(encoding="utf-8"))["mcpServers"]["cos"]["args"] == [
+        "mcp", "--http"]
+
+
+@pytest.mark.parametrize("agent,name,content", [
+    ("claude", ".mcp.json", "{not json"),
+    ("claude", ".mcp.json", '{"mcpServers": []}'),
+    ("codex", ".codex/config.toml", "[mcp_servers\nbroken = "),
+])
+def test_an_invalid_mcp_file_is_a_clear_error_and_nothing_is_changed(
+        repo: Path, agent: str, name: str, content: str) -> None:
+    path = repo / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    proc = cos("init", "--agent", agent, cwd=repo)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1 and name.split("/")[-1] in proc.stderr
+    assert path.read_text(encoding="utf-8") == content
+
+
+@pytest.mark.parametrize("agent,name,content", [
+    ("claude", ".mcp.json", "{not json"),
+    ("codex", ".codex/config.toml", "[mcp_servers\nbroken = "),
+])
+def test_an_invalid_mcp_file_leaves_the_agents_settings_unwritten(
+        repo: Path, agent: str, name: str, content: str) -> None:
+    path = repo / name
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(content, encoding="utf-8")
+    before = snapshot(repo)
+    assert cos("init", "--agent", agent, cwd=repo).returncode == 2
+    assert {k: v for k, v in snapshot(repo).items() if not k.startswith(".coding-os")} == before
