@@ -941,7 +941,7 @@ def task_create(title: object, body: object = None, status: object = "todo",
     try:
         task = tasks.create_task(storage, caller.tiers, title, body, _who(caller, who, env),
                                  status)
-        return tasks.task_dict(task, moves=True, storage=storage)
+        return tasks.task_dict(task, moves=tasks.MOVES_IN_RESULT, storage=storage)
     finally:
         storage.close()
 
@@ -964,7 +964,7 @@ def task_move(task: object, status: object, note: object = None, force: bool = F
     try:
         moved = tasks.move_task(storage, caller.tiers, task, status, _who(caller, who, env),
                                 note, force)
-        return tasks.task_dict(moved, moves=True, storage=storage)
+        return tasks.task_dict(moved, moves=tasks.MOVES_IN_RESULT, storage=storage)
     finally:
         storage.close()
 
@@ -988,10 +988,9 @@ def task_list(status: object = None, owner: str | None = None, cursor: object = 
         rows = storage.tasks(status=state, owner=owner, after=after, limit=size + 1)
     finally:
         storage.close()
-    more = len(rows) > size
-    rows = rows[:size]
-    return {"tasks": [tasks.task_dict(t) for t in rows],
-            "next_cursor": rows[-1].id if more else None}
+    page, more = rows[:size], len(rows) > size
+    return {"tasks": [tasks.task_dict(t) for t in page],
+            "next_cursor": page[-1].id if more else None}
 
 
 def task_show(task: object, env: Mapping[str, str] | None = None,
@@ -1011,7 +1010,7 @@ def task_show(task: object, env: Mapping[str, str] | None = None,
         found = storage.task(n)
         if found is None:
             raise NotFound(f"no task TASK-{n}")
-        out = tasks.task_dict(found, moves=True, storage=storage)
+        out = tasks.task_dict(found, moves=tasks.MOVES_SHOWN, storage=storage)
         out["work_log"] = [tasks.work_log_dict(e) for e in storage.work_log(task=n, limit=20)]
         return out
     finally:
@@ -1058,10 +1057,9 @@ def work_log(session: str | None = None, task: object = None, cursor: object = N
         rows = storage.work_log(session=session, task=n, before=before, limit=size + 1)
     finally:
         storage.close()
-    more = len(rows) > size
-    rows = rows[:size]
-    return {"entries": [tasks.work_log_dict(e) for e in rows],
-            "next_cursor": rows[-1].seq if more else None}
+    page, more = rows[:size], len(rows) > size
+    return {"entries": [tasks.work_log_dict(e) for e in page],
+            "next_cursor": page[-1].seq if more else None}
 
 
 def search(query: object, kinds: list[str] | None = None, session: str | None = None,
@@ -1082,6 +1080,7 @@ def search(query: object, kinds: list[str] | None = None, session: str | None = 
     caller = Caller(env, cwd)
     storage = _storage(caller, env)
     try:
+        _lookup_refresh(storage, caller, env)  # a session started since is searchable too
         sync_transcripts(storage, caller.tiers, progress)
         return search_page(storage, query, kinds, session, before, size).to_dict()
     finally:
@@ -1095,11 +1094,16 @@ def _page_size(limit: object, maximum: int = 200) -> int:
 
 
 def _cursor(cursor: object) -> int | None:
+    """A page cursor: a whole number from 1 to 2^63 - 1, given as a number or in ASCII digits.
+
+    Raises:
+        InvalidInput: anything else.
+    """
     if cursor is None:
         return None
-    if isinstance(cursor, str) and cursor.isdigit():
+    if isinstance(cursor, str) and cursor.isascii() and cursor.isdigit() and len(cursor) <= 19:
         cursor = int(cursor)
-    if isinstance(cursor, bool) or not isinstance(cursor, int) or cursor < 1:
+    if isinstance(cursor, bool) or not isinstance(cursor, int) or not 1 <= cursor < 1 << 63:
         raise InvalidInput("cursor must be the next_cursor of a previous page")
     return cursor
 

@@ -634,12 +634,30 @@ def _mcp_command(ctx: _Context) -> tuple[str | None, list[str], dict[str, str], 
         env = (entry.get("env") or {}) if isinstance(entry, dict) else None
         if not isinstance(command, str) or not isinstance(args, list) or not isinstance(env, dict):
             return None, [], {}, source, f"{path}: the {MCP_SERVER_NAME} server entry is malformed"
-        return command, [str(a) for a in args], {str(k): str(v) for k, v in env.items()}, \
-            source, None
+        argv = [command, *(str(a) for a in args)]
+        if os.path.isabs(command) and not os.path.exists(command):
+            return None, [], {}, source, f"{path} runs {command}: No such file"
+        if not _is_cos_server(command, argv[1:]):
+            # A checkout's file names it: running it would run whatever a clone brought along.
+            import shlex
+
+            return None, [], {}, source, (
+                f"{path}: its {MCP_SERVER_NAME} entry runs {shlex.join(argv)[:200]}, which is "
+                "not coding-os's `cos mcp`; doctor does not start it")
+        return command, argv[1:], {str(k): str(v) for k, v in env.items()}, source, None
     try:
         return installed_cos(), ["mcp"], {}, "this installation's cos", None
     except CosError as exc:
         return None, [], {}, "this installation's cos", _one_line(exc)
+
+
+def _is_cos_server(command: str, args: list[str]) -> bool:
+    """Whether a registered server is a coding-os installation's `cos mcp`: an absolute `cos`
+    console script run with `mcp`."""
+    from coding_os.install import is_python_script
+
+    return (os.path.isabs(command) and os.path.basename(command) == "cos"
+            and is_python_script(command) and args[:1] == ["mcp"])
 
 
 def _json_servers(path: str) -> object:

@@ -216,7 +216,8 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     record = _find_record(manifest, agent, path)
 
     data, raw = _load_settings(path)
-    mcp_file, mcp_bytes, mcp_record = _plan_mcp(agent, checkout, cos_path, manifest)
+    mcp_file, mcp_bytes, mcp_record, mcp_foreign = _plan_mcp(agent, checkout, cos_path,
+                                                              manifest)
     created_dir = not os.path.isdir(os.path.dirname(path))
     created_hooks_key = data.get("hooks") is None
     if created_hooks_key:
@@ -239,20 +240,18 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         elif group not in groups:
             groups.append(group)
         entries.append({"event": event, "group": group})
-    if agent == "claude":
+    enabled_added = bool((record or {}).get("enabled_mcp"))
+    enabled_created = bool((record or {}).get("enabled_mcp_created"))
+    if agent == "claude" and not mcp_foreign:
         # Claude Code asks before it starts a server of a project's .mcp.json; the project's
-        # own settings may approve it by name.
+        # own settings may approve it by name (never someone else's server of that name).
         enabled = data.get("enabledMcpjsonServers")
         if enabled is None:
             enabled = data["enabledMcpjsonServers"] = []
             enabled_created = True
-        else:
-            enabled_created = bool((record or {}).get("enabled_mcp_created"))
         if isinstance(enabled, list) and MCP_SERVER_NAME not in enabled:
             enabled.append(MCP_SERVER_NAME)
             enabled_added = True
-        else:
-            enabled_added = bool((record or {}).get("enabled_mcp"))
     rendered = _render(data)
     changed = raw is None or (json.loads(raw) if raw.strip() else {}) != data
     written = rendered if changed else raw
@@ -294,7 +293,11 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     report = InstallReport(agent=agent, file=path, changed=changed or mcp_bytes is not None,
                            events=list(KNOWN_EVENTS),
                            command=hook_command(agent, cos_path, "<Event>"), state_dir=state_dir,
-                           mcp_file=mcp_file)
+                           mcp_file=None if mcp_foreign else mcp_file)
+    if mcp_foreign:
+        report.notes.append(f"{mcp_file} has a {MCP_SERVER_NAME} server entry that coding-os did "
+                            "not write: kept as it is (and not approved); remove it and run "
+                            "init again to register cos mcp")
     if agent == "codex":
         report.notes.append(CODEX_TRUST_HINT.format(root=checkout))
     return report
@@ -439,17 +442,19 @@ def mcp_server_entry(agent: str, cos_path: str) -> dict[str, Any]:
 
 def _codex_block(cos_path: str) -> str:
     entry = mcp_server_entry("codex", cos_path)
+    # A JSON string without ASCII escapes is a TOML basic string (JSON would write a character
+    # outside the BMP as a surrogate pair, which TOML refuses).
     return (f"\n[mcp_servers.{MCP_SERVER_NAME}]\n"
-            f"command = {json.dumps(entry['command'])}\n"
-            f"args = {json.dumps(entry['args'])}\n"
+            f"command = {json.dumps(entry['command'], ensure_ascii=False)}\n"
+            f"args = {json.dumps(entry['args'], ensure_ascii=False)}\n"
             f"env = {{ COS_AGENT = \"codex\" }}\n")
 
 
 def _plan_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any]
-              ) -> tuple[str, bytes | None, dict[str, Any] | None]:
+              ) -> tuple[str, bytes | None, dict[str, Any] | None, bool]:
     """What registering `cos mcp` in the agent's project MCP file would write, read and checked
-    before anything is written: (file, its new bytes, the new manifest record); no bytes when
-    it is registered already or holds the user's own `cos` entry.
+    before anything is written: (file, its new bytes, the new manifest record, whether a `cos`
+    entry there is the user's own); no bytes when it is registered already or the user's.
 
     Raises:
         InvalidInput: the file is not valid JSON / TOML.
@@ -466,13 +471,13 @@ def _plan_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any]
         entry = mcp_server_entry(agent, cos_path)
         current = servers.get(MCP_SERVER_NAME)
         if current is not None and (record is None or current == entry):
-            return path, None, None  # already ours as it is, or the user's own entry
+            return path, None, None, current != entry  # ours as it is, or the user's own
         servers[MCP_SERVER_NAME] = entry
         original = raw.decode("utf-8", "surrogateescape") if raw is not None else None
         new_record = {"agent": agent, "file": path, "entry": entry,
                       "created_file": raw is None if record is None else record["created_file"],
                       "original": original if record is None else record.get("original")}
-        return path, _render(data), new_record
+        return path, _render(data), new_record, False
     text: str | None
     try:
         with open(path, encoding="utf-8") as f:
@@ -490,12 +495,20 @@ def _plan_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any]
     block = _codex_block(cos_path)
     servers = parsed.get("mcp_servers") or {}
     if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
-        if record is None or record.get("block") == block or record.get("block") not in (text or ""):
-            return path, None, None
+        ours = record is not None and record.get("block") in (text or "")
+        if not ours or record is None or record.get("block") == block:
+            return path, None, None, not ours
         text = (text or "").replace(record["block"], "")  # ours, for another cos: replaced
+    new_text = (text or "") + block
+    try:
+        tomllib.loads(new_text)
+    except tomllib.TOMLDecodeError as exc:  # e.g. mcp_servers already an inline table
+        raise InvalidInput(f"{path}: cannot add [mcp_servers.{MCP_SERVER_NAME}] to it ({exc}); "
+                           "add it by hand, or make mcp_servers a table; nothing was changed") \
+            from None
     new_record = {"agent": agent, "file": path, "block": block,
                   "created_file": text is None if record is None else record["created_file"]}
-    return path, ((text or "") + block).encode("utf-8"), new_record
+    return path, new_text.encode("utf-8"), new_record, False
 
 
 def _unregister_mcp(record: dict[str, Any]) -> None:

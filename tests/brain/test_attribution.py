@@ -117,3 +117,12 @@ def test_a_torn_active_session_file_is_not_trusted(project: Path, tiers: Tiers) 
 def _args(project: Path, injected: object, **env: str) -> tuple[Caller, object, dict[str, str]]:
     call, environ = caller(project, **env)
     return call, injected, environ
+
+
+def test_another_agents_session_is_not_taken_as_injected(project: Path, tiers: Tiers) -> None:
+    """The hook injects its own panel's session, one of the server's agent; a Codex id sent to
+    Claude Code's server came from elsewhere (the model) and is not trusted."""
+    session = start_panel(tiers, "p1")
+    other = mint_session_id("codex")
+    who = attribute(*_args(project, other, COS_PANEL_ID="p1"))
+    assert (who.session, who.source, who.rejected) == (session, "panel", other)

@@ -199,7 +199,7 @@ def test_several_transcripts_are_read_each_under_its_session(storage: SQLiteStor
     append(transcript(tiers, other, "codex"), entry(1, "shared lynx too"))
     assert sync_transcripts(storage, tiers) == 2
     assert {h.session for h in storage.search(["lynx"])} == {SESSION, other}
-    assert [h.text for h in storage.search(["lynx"], session=other)] == ["shared lynx too"]
+    assert [h.text for h in storage.search(["lynx"], sessions=[other])] == ["shared lynx too"]
 
 
 _KILLER = """
@@ -292,3 +292,48 @@ def test_searchers_syncing_the_same_transcripts_at_once_never_duplicate_a_messag
     hits = storage.search(["gecko"], limit=2000)
     assert len(hits) == 1200 and len({h.text for h in hits}) == 1200
     assert sync_transcripts(storage, tiers) == 0
+
+
+def test_a_deleted_transcripts_messages_are_no_longer_found(storage: SQLiteStorage,
+                                                             tiers: Tiers) -> None:
+    path = transcript(tiers)
+    append(path, entry(1, "my password is hunter2zebra"))
+    sync_transcripts(storage, tiers)
+    assert texts(storage, "hunter2zebra") == ["my password is hunter2zebra"]
+    path.unlink()  # deleted, or moved to the trash by retention
+    sync_transcripts(storage, tiers)
+    assert texts(storage, "hunter2zebra") == []
+    assert str(path) not in storage.source_marks()
+
+
+def test_an_emptied_transcripts_messages_are_no_longer_found(storage: SQLiteStorage,
+                                                              tiers: Tiers) -> None:
+    path = transcript(tiers)
+    append(path, entry(1, "secret pangolin"))
+    sync_transcripts(storage, tiers)
+    path.write_bytes(b"")
+    sync_transcripts(storage, tiers)
+    assert texts(storage, "pangolin") == []
+    append(path, entry(1, "a new pangolin"))
+    sync_transcripts(storage, tiers)
+    assert texts(storage, "pangolin") == ["a new pangolin"]
+
+
+def test_a_native_transcripts_hits_are_shown_and_filtered_under_the_linked_cos_session(
+        storage: SQLiteStorage, tiers: Tiers, tmp_path: Path) -> None:
+    from coding_os.sessions import index
+    from coding_os.storage.base import SessionRecord
+    from tests.adapters.test_claude_transcripts import MAIN_1053
+    from tests.adapters.test_claude_transcripts import copy_fixtures as copy_claude
+
+    cos_id = "ses-claude-20261129-100000-beef"
+    storage.upsert_session(SessionRecord(id=cos_id, agent="claude", panel="p1",
+                                         native_id=MAIN_1053, started="2026-11-29T10:00:00.000Z",
+                                         last_active="2026-11-29T10:00:00.000Z"))
+    index.refresh(storage, tiers, str(copy_claude(tmp_path / "claude")), str(tmp_path / "none"))
+    sync_transcripts(storage, tiers)
+    page = search_page(storage, "regenerating tui", kinds=["transcript"])
+    assert page.hits and {hit["session"] for hit in page.hits} == {cos_id}
+    for key in (cos_id, MAIN_1053):  # either id of the session filters to its transcript
+        assert search_page(storage, "regenerating tui", session=key).hits == page.hits
+    assert search_page(storage, "regenerating tui", session=SESSION).hits == []

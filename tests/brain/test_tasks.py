@@ -78,7 +78,7 @@ def test_a_task_created_as_todo_has_no_owner_and_sets_no_current_task(
 
 @pytest.mark.parametrize("title,message", [("", "must not be empty"), ("   ", "must not be empty"),
                                            ("x" * 201, "longer than 200"), (None, "must be text"),
-                                           (5, "must be text"), ("a\x00b", "NUL")])
+                                           (5, "must be text"), ("a\x00b", "control characters")])
 def test_a_bad_title_is_refused_and_nothing_is_stored(
         storage: SQLiteStorage, tiers: Tiers, title: object, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
@@ -256,3 +256,36 @@ def test_of_many_processes_claiming_one_task_at_once_exactly_one_wins(
         (None, "todo", None), ("todo", "doing", sessions[winner])]
     holding = [panel for panel in sessions if current_task(tiers, panel) is not None]
     assert holding == [winner]
+
+
+def test_a_moves_result_holds_only_its_latest_moves_and_their_count(
+        storage: SQLiteStorage, tiers: Tiers) -> None:
+    from coding_os.brain.tasks import MOVES_IN_RESULT
+
+    who = Attribution(start_panel(tiers, "p1"), "panel")
+    task = create_task(storage, tiers, "Busy", None, who)
+    for number in range(15):
+        task = move_task(storage, tiers, task.id, ("doing", "blocked")[number % 2], who,
+                         note="n" * 2000)
+    shown = task_dict(task, moves=MOVES_IN_RESULT, storage=storage)
+    assert shown["moves_total"] == 16
+    assert len(shown["moves"]) == MOVES_IN_RESULT  # type: ignore[arg-type]
+    assert shown["moves"][-1]["to_status"] == task.status  # type: ignore[index]
+
+
+@pytest.mark.parametrize("field", ["title", "body", "note", "text"])
+def test_control_characters_are_refused_but_newlines_and_tabs_kept(
+        storage: SQLiteStorage, tiers: Tiers, field: str) -> None:
+    who = Attribution(start_panel(tiers, "p1"), "panel")
+    bad = "red \x1b[31m alert"
+    with pytest.raises(InvalidInput, match="U\\+001B"):
+        if field in ("title", "body"):
+            create_task(storage, tiers, bad if field == "title" else "ok",
+                        bad if field == "body" else None, who)
+        elif field == "note":
+            move_task(storage, tiers, create_task(storage, tiers, "t", None, who).id, "done",
+                      who, note=bad)
+        else:
+            append_work_log(storage, bad, who)
+    entry = append_work_log(storage, "line one\r\nline\ttwo", who)
+    assert entry.text == "line one\nline\ttwo"

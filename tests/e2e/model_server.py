@@ -252,6 +252,16 @@ class ModelServer:
 # -- Anthropic Messages API ----------------------------------------------------------------------
 
 
+def tool_output_text(content: Any) -> str:
+    """The text of a tool's result as a client sent it back (a `tool_result` block's content or
+    a `function_call_output`'s output): a string, text parts, or anything else as JSON."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return json.dumps(content)
+
+
 def _anthropic_text(content: Any) -> str:
     if isinstance(content, str):
         return content

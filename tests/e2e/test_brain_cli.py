@@ -71,6 +71,11 @@ def one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
     (("search", "word", "--kind", "secrets"), "secrets"),
     (("search", "word", "--limit", "101"), "limit"),
     (("search", "word", "--cursor", "abc"), "cursor"),
+    (("search", "word", "--cursor", "9" * 23), "cursor"),
+    (("search", "word", "--cursor", "\u00b2"), "cursor"),
+    (("work-log", "--before", "9" * 23), "cursor"),
+    (("work-log", "--before", "\u00b9"), "cursor"),
+    (("tasks", "new", "red \x1b[31m alert"), "control characters"),
 ])
 def test_bad_input_exits_2_with_one_line(project: Path, args: tuple[str, ...],
                                          needle: str) -> None:
@@ -173,3 +178,20 @@ def test_plain_output_is_one_line_per_item(project: Path) -> None:
     assert run(project, "work-log", "add", "plain line").stdout.strip().isdigit()
     found = run(project, "search", "plain").stdout.splitlines()
     assert len(found) == 2
+
+
+def test_a_claude_code_session_started_since_the_last_import_is_searchable_at_once(
+        project: Path, isolated_env: Path) -> None:
+    from tests.adapters.test_claude_transcripts import conversation, write_jsonl
+
+    native = "cccccccc-0000-0000-0000-000000000042"
+    entries = conversation(native, 1, prefix="quokka ")
+    for entry in entries:
+        entry["cwd"] = str(project)
+    key = "".join(c if c.isalnum() else "-" for c in str(project))
+    ok_json(project, "search", "anything")  # an import and a sync before the session exists
+    write_jsonl(isolated_env / ".claude" / "projects" / key / f"{native}.jsonl", entries)
+    page = ok_json(project, "search", "quokka", "--kind", "transcript")
+    assert isinstance(page, dict)
+    assert [(hit["session"], hit["snippet"]) for hit in page["results"]] == [
+        (native, "prompt quokka 0")]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -276,12 +277,22 @@ def test_the_mcp_server_starts_and_lists_every_cos_tool(project: Path) -> None:
     assert check["data"]["source"] == str(project / ".mcp.json")  # as Claude Code starts it
 
 
-def test_an_mcp_server_that_never_answers_fails_after_the_timeout(project: Path) -> None:
+def fake_cos(tmp_path: Path, body: str) -> Path:
+    """A `cos` console script (as doctor accepts for a server) whose Python is `body`."""
+    script = tmp_path / "bin" / "cos"
+    script.parent.mkdir(exist_ok=True)
+    script.write_text(f"#!{sys.executable}\n{body}\n", encoding="utf-8")
+    script.chmod(0o755)
+    return script
+
+
+def test_an_mcp_server_that_never_answers_fails_after_the_timeout(project: Path,
+                                                                    tmp_path: Path) -> None:
     from coding_os.doctor import run_checks
 
+    script = fake_cos(tmp_path, "import time\ntime.sleep(600)")
     (project / ".mcp.json").write_text(json.dumps(
-        {"mcpServers": {"cos": {"command": "/bin/sh", "args": ["-c", "exec sleep 600"]}}}),
-        encoding="utf-8")
+        {"mcpServers": {"cos": {"command": str(script), "args": ["mcp"]}}}), encoding="utf-8")
     report = run_checks(dict(os.environ), str(project), mcp_timeout_s=1)
     check = {c.name: c for c in report.checks}["mcp"]
     assert check.status == "fail" and "within 1s" in check.detail
@@ -292,7 +303,7 @@ def test_a_broken_registered_mcp_server_command_fails(project: Path, tmp_path: P
     broken.write_text("#!/bin/sh\necho 'cannot start' >&2\nexit 1\n", encoding="utf-8")
     broken.chmod(0o755)
     missing = tmp_path / "missing" / "cos"
-    for command, says in ((broken, "stderr: cannot start"), (missing, "No such file")):
+    for command, says in ((broken, "doctor does not start it"), (missing, "No such file")):
         (project / ".mcp.json").write_text(json.dumps(
             {"mcpServers": {"cos": {"command": str(command), "args": ["mcp"]}}}),
             encoding="utf-8")
@@ -304,6 +315,28 @@ def test_a_broken_registered_mcp_server_command_fails(project: Path, tmp_path: P
 
     ok(("init", "--agent", "claude"), project)  # the fix it names
     assert by_name(doctor(project)[1])["mcp"]["status"] == "ok"
+
+
+def test_a_registered_server_that_is_not_cos_is_reported_and_never_run(
+        project: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran.txt"
+    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"cos": {
+        "command": "sh", "args": ["-c", f"echo ran > {marker}; exit 1"]}}}), encoding="utf-8")
+    code, report = doctor(project)
+    check = by_name(report)["mcp"]
+    assert code == 6 and check["status"] == "fail" and "does not start it" in check["detail"]
+    assert not marker.exists()
+
+
+def test_a_cos_server_that_cannot_start_fails_with_its_stderr(project: Path,
+                                                                tmp_path: Path) -> None:
+    script = fake_cos(tmp_path, "import sys\nsys.stderr.write('cannot start\\n')\nsys.exit(1)")
+    (project / ".mcp.json").write_text(json.dumps(
+        {"mcpServers": {"cos": {"command": str(script), "args": ["mcp"]}}}), encoding="utf-8")
+    code, report = doctor(project)
+    check = by_name(report)["mcp"]
+    assert code == 6 and check["status"] == "fail", check
+    assert "stderr: cannot start" in check["detail"], check
 
 
 def test_doctor_from_a_subdirectory_gives_the_same_answers(project: Path) -> None:

@@ -24,7 +24,8 @@ import pytest
 
 from tests.conftest import COS
 from tests.e2e.harness import run_claude, run_codex
-from tests.e2e.model_server import ModelServer, ReceivedRequest, Step, Text, ToolCall
+from tests.e2e.model_server import (ModelServer, ReceivedRequest, Step, Text, ToolCall,
+                                    tool_output_text)
 from tests.e2e.test_harness import require_clients
 from tests.e2e.test_real_clients import CosProject, new_project, succeeded
 from tests.e2e.test_checkpoints_real import add_file_patch
@@ -78,21 +79,14 @@ def tool_outputs(server: ModelServer, agent: str) -> list[str]:
             content = message.get("content")
             for block in content if isinstance(content, list) else []:
                 if isinstance(block, dict) and block.get("type") == "tool_result":
-                    outputs.append(_text(block.get("content")))
+                    outputs.append(tool_output_text(block.get("content")))
         return outputs
     turns = [r for r in server.requests_to("/v1/responses")
              if isinstance(r.body, dict) and r.body.get("tools")]
-    return [_text(item.get("output")) for item in turns[-1]["input"]
+    return [tool_output_text(item.get("output")) for item in turns[-1]["input"]
             if isinstance(item, dict)
             and item.get("type") in ("function_call_output", "custom_tool_call_output")]
 
-
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return json.dumps(content)
 
 
 def last_request(server: ModelServer, agent: str) -> ReceivedRequest:

@@ -45,7 +45,7 @@ import pytest
 
 from tests.conftest import COS
 from tests.e2e.harness import run_claude, run_codex
-from tests.e2e.model_server import Answer, ModelServer, Step, Text, ToolCall
+from tests.e2e.model_server import Answer, ModelServer, Step, Text, ToolCall, tool_output_text
 from tests.e2e.test_harness import require_clients
 from tests.e2e.test_real_clients import CosProject, new_project, succeeded
 
@@ -66,13 +66,6 @@ MATCHER_WITHOUT_MCP = "Bash|Read|Edit|Write"
 # -- what the model saw ----------------------------------------------------------------------------
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-    return json.dumps(content)
-
 
 def claude_tool_results(body: dict[str, Any]) -> list[str]:
     """The tool results a Claude Code request carries, in order."""
@@ -81,13 +74,13 @@ def claude_tool_results(body: dict[str, Any]) -> list[str]:
         content = message.get("content") if isinstance(message, dict) else None
         for block in content if isinstance(content, list) else []:
             if isinstance(block, dict) and block.get("type") == "tool_result":
-                results.append(_text(block.get("content")))
+                results.append(tool_output_text(block.get("content")))
     return results
 
 
 def codex_tool_results(body: dict[str, Any]) -> list[str]:
     """The tool outputs a Codex request carries, in order."""
-    return [_text(item.get("output")) for item in body.get("input") or []
+    return [tool_output_text(item.get("output")) for item in body.get("input") or []
             if isinstance(item, dict) and item.get("type") == "function_call_output"]
 
 

@@ -318,6 +318,24 @@ def test_search_next_cursor_can_be_passed_back_exactly_as_it_came(project: Path)
     assert len(with_server(project, body)) == 5
 
 
+@pytest.mark.parametrize("tool,cursor", [
+    ("cos_search", 10 ** 23), ("cos_search", "9" * 23), ("cos_search", "\u00b2"),
+    ("cos_sessions_search", "\u00b2"), ("cos_checkpoints_list", "9" * 23),
+    ("cos_task_list", "TASK-\u00b2"),
+])
+def test_a_cursor_that_is_not_a_page_cursor_is_a_clear_error(project: Path, tool: str,
+                                                              cursor: object) -> None:
+    arguments: dict[str, object] = {"cursor": cursor}
+    if tool == "cos_search":
+        arguments["query"] = "anything"
+
+    async def body(client: Client) -> str:
+        return await error(client, tool, arguments)
+
+    message = with_server(project, body)
+    assert "cursor" in message or "task id" in message, message
+
+
 def test_a_state_dir_problem_is_an_error_result_with_its_message(project: Path) -> None:
     async def body(client: Client) -> str:
         return await error(client, "cos_task_list", {})

@@ -239,6 +239,18 @@ def test_protect_paths_sees_through_a_symlink_to_a_protected_file(repo: Path,
                                           "content": "x"}))
 
 
+def test_protect_paths_sees_through_a_symlink_to_a_protected_name_outside_the_project(
+        repo: Path, isolated_env: Path, tmp_path: Path) -> None:
+    configure(repo, PROTECT)
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    (outside / ".env").write_text("TOKEN=1\n", encoding="utf-8")
+    (repo / "cfg").symlink_to(outside / ".env")
+    start(repo, isolated_env)
+    assert "protect_paths" in reason(pre(repo, isolated_env, "Write",
+                                         {"file_path": str(repo / "cfg"), "content": "x"}))
+
+
 def test_protect_paths_accepts_the_mapping_form(repo: Path, isolated_env: Path) -> None:
     configure(repo, "gates:\n  protect_paths:\n    paths: [.env]\n    strict: true\n")
     start(repo, isolated_env)

@@ -535,25 +535,24 @@ def test_first_and_last_prompts_round_trip_and_an_upsert_replaces_them(
     assert found is not None and (found.first_prompt, found.last_prompt) == (first, last)
 
 
+def _backend_opener(backend: str, request: pytest.FixtureRequest,
+                    tmp_path: Path) -> tuple[object, Callable[[], Storage]]:
+    """The storage module of `backend` (whose MIGRATIONS a test may cut short) and what opens
+    one database of it, the same each time."""
+    from coding_os.storage import postgres as postgres_module
+    from coding_os.storage import sqlite as sqlite_module
+
+    if backend == "sqlite":
+        return sqlite_module, lambda: sqlite_module.SQLiteStorage(str(tmp_path / "coding-os.db"))
+    url: str = request.getfixturevalue("pg_url")
+    return postgres_module, lambda: postgres_module.PostgresStorage(url)
+
+
 def _open_at_version_2(backend: str, request: pytest.FixtureRequest, tmp_path: Path,
                        monkeypatch: pytest.MonkeyPatch) -> Callable[[], Storage]:
     """Migrate a fresh database of `backend` to schema version 2 only (as the coding-os before
     first/last prompts left it); return what opens it with this coding-os's migrations."""
-    from coding_os.storage import postgres as postgres_module
-    from coding_os.storage import sqlite as sqlite_module
-
-    module: object
-    if backend == "sqlite":
-        module = sqlite_module
-
-        def open_it() -> Storage:
-            return sqlite_module.SQLiteStorage(str(tmp_path / "coding-os.db"))
-    else:
-        module = postgres_module
-        url: str = request.getfixturevalue("pg_url")
-
-        def open_it() -> Storage:
-            return postgres_module.PostgresStorage(url)
+    module, open_it = _backend_opener(backend, request, tmp_path)
     migrations = getattr(module, "MIGRATIONS")
     with monkeypatch.context() as patch:
         patch.setattr(module, "MIGRATIONS", migrations[:2])
@@ -753,7 +752,7 @@ def test_search_filters_by_kind_and_session(storage: Storage) -> None:
         "work_log", "work_log"]
     assert sorted(h.kind for h in storage.search(["alpha"], kinds=["task", "observation"])) == [
         "observation", "task"]
-    assert sorted(h.text for h in storage.search(["alpha"], session="ses-b")) == [
+    assert sorted(h.text for h in storage.search(["alpha"], sessions=["ses-b"])) == [
         "alpha from b", "alpha observed"]
     assert storage.search(["alpha"], kinds=["transcript"]) == []
 
@@ -833,6 +832,22 @@ def test_a_restart_drops_only_that_files_documents(storage: Storage) -> None:
     assert storage.search(["one"]) == [] and storage.search(["two"]) == []
 
 
+def test_a_removed_source_takes_its_documents_and_mark_with_it(storage: Storage) -> None:
+    storage.add_source_docs(SourceMark("/t/a.jsonl", 7, 80, "t"),
+                            [source_doc("a:0", "walrus one"), source_doc("a:40", "walrus two")])
+    storage.add_source_docs(SourceMark("/t/b.jsonl", 8, 40, "t"), [source_doc("b:0", "walrus b")])
+    assert storage.remove_source("/t/a.jsonl") == 2
+    assert [h.text for h in storage.search(["walrus"])] == ["walrus b"]
+    assert list(storage.source_marks()) == ["/t/b.jsonl"]
+    assert storage.remove_source("/t/a.jsonl") == 0
+
+
+def test_accents_are_kept_the_same_way_on_both_backends(storage: Storage) -> None:
+    log_line(storage, "un café noir")
+    assert [h.text for h in storage.search(["café"])] == ["un café noir"]
+    assert storage.search(["cafe"]) == []
+
+
 def test_a_task_is_found_by_its_title_and_body(storage: Storage) -> None:
     storage.create_task("Write the parser", "handle quoted strings", "todo", None, "ses-a",
                         "cli", TS)
@@ -844,21 +859,7 @@ def test_a_task_is_found_by_its_title_and_body(storage: Storage) -> None:
 def test_migration_4_makes_the_observations_stored_before_it_searchable(
         backend: str, request: pytest.FixtureRequest, tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from coding_os.storage import postgres as postgres_module
-    from coding_os.storage import sqlite as sqlite_module
-
-    module: object
-    if backend == "sqlite":
-        module = sqlite_module
-
-        def open_it() -> Storage:
-            return sqlite_module.SQLiteStorage(str(tmp_path / "coding-os.db"))
-    else:
-        module = postgres_module
-        url: str = request.getfixturevalue("pg_url")
-
-        def open_it() -> Storage:
-            return postgres_module.PostgresStorage(url)
+    module, open_it = _backend_opener(backend, request, tmp_path)
     with monkeypatch.context() as patch:
         patch.setattr(module, "MIGRATIONS", getattr(module, "MIGRATIONS")[:3])
         old = open_it()

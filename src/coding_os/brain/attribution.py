@@ -4,7 +4,7 @@ One MCP server can serve several panels of one agent at once, so its own environ
 which panel called. The PreToolUse hook knows: it adds the calling panel's session to the tool's
 input as `agent_session` (state.lifecycle._attribute_mcp_call). The server takes, in order:
 
-1. `injected`: that `agent_session`, when it is a well-formed session id;
+1. `injected`: that `agent_session`, when it is a well-formed session id of the server's agent;
 2. `panel`: the session file of the panel its environment names (COS_PANEL_ID, or the agent's
    own session variable such as CLAUDE_CODE_SESSION_ID), never a guess from the parent pid;
 3. `active-session`: the agent's `.active-session` (its most recently started session);
@@ -51,7 +51,9 @@ def attribute(caller: Caller, injected: object = None, env: Mapping[str, str] | 
     env = os.environ if env is None else env
     rejected = None
     if isinstance(injected, str) and injected:
-        if is_session_id(injected):
+        # The hook injects its own panel's session: one of this agent's. Another agent's id
+        # (the hook did not run, and the model wrote one) is not taken on trust.
+        if is_session_id(injected) and injected.split("-", 2)[1] == caller.agent:
             return Attribution(injected, "injected")
         rejected = injected[:80]
     elif injected is not None:

@@ -109,15 +109,32 @@ def search_page(storage: Storage, query: object, kinds: list[str] | None = None,
     if cursor is not None and (isinstance(cursor, bool) or not isinstance(cursor, int)
                                or cursor < 1):
         raise InvalidInput("cursor must be a positive whole number from a previous page")
-    hits = storage.search(terms, kinds=kinds, session=session, before=cursor, limit=limit + 1)
+    sessions = _session_keys(storage, session) if session else None
+    hits = storage.search(terms, kinds=kinds, sessions=sessions, before=cursor, limit=limit + 1)
     more = len(hits) > limit
     hits = hits[:limit]
-    return SearchPage([_hit(hit, terms) for hit in hits],
+    cos_ids: dict[str, str] = {}
+    for hit in hits:
+        if hit.kind == "transcript" and hit.session and hit.session not in cos_ids:
+            row = storage.index_row(hit.session)
+            cos_ids[hit.session] = row.id if row is not None else hit.session
+    return SearchPage([_hit(hit, terms, cos_ids) for hit in hits],
                       hits[-1].id if more and hits else None)
 
 
-def _hit(hit: SearchHit, terms: list[str]) -> dict[str, object]:
-    return {"kind": hit.kind, "ref": hit.ref, "session": hit.session, "ts": hit.ts,
+def _session_keys(storage: Storage, session: str) -> list[str]:
+    """The ids a session's texts are filed under: its cos id, and the native id of the agent's
+    own transcript (whichever of the two `session` is)."""
+    keys = [session]
+    row = storage.index_row(session)
+    if row is not None:
+        keys.extend(key for key in (row.id, row.native_id) if key and key not in keys)
+    return keys
+
+
+def _hit(hit: SearchHit, terms: list[str], cos_ids: dict[str, str]) -> dict[str, object]:
+    session = cos_ids.get(hit.session, hit.session) if hit.session else None
+    return {"kind": hit.kind, "ref": hit.ref, "session": session, "ts": hit.ts,
             "snippet": snippet(hit.text, terms)}
 
 
@@ -159,6 +176,9 @@ def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None =
     say = progress or (lambda message: None)
     marks = storage.source_marks()
     added = 0
+    for path in marks:
+        if not os.path.lexists(path):  # deleted, or moved to the trash: its text goes too
+            storage.remove_source(path)
     for path, fmt in transcript_sources(tiers):
         mark = marks.get(path)
         try:
@@ -183,6 +203,9 @@ def _sync_file(storage: Storage, path: str, fmt: str, st: os.stat_result,
     with open(path, "rb") as handle:
         restart = mark is not None and not _continues(handle, st, mark)
         start = mark.read_to if mark is not None and not restart else 0
+        if restart and st.st_size == 0:  # emptied: nothing of it is searchable any more
+            return storage.add_source_docs(SourceMark(path, st.st_ino, 0, _digest(b"")), [],
+                                           restart=True)
         say(f"indexing {os.path.basename(path)} for search")
         while start < st.st_size:
             handle.seek(start)

@@ -30,6 +30,9 @@ MAX_TITLE_CHARS = 200
 MAX_BODY_CHARS = 16_000
 MAX_NOTE_CHARS = 2_000
 MAX_LOG_CHARS = 8_000
+MOVES_IN_RESULT = 10  # moves a create or move answers with
+MOVES_SHOWN = 200  # moves `cos tasks show` lists
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _TASK_ID = re.compile(r"^(?:TASK-)?([1-9][0-9]{0,17})$", re.IGNORECASE)
 TASK_CURRENT = ".task-current"
 
@@ -62,6 +65,12 @@ def check_status(value: object) -> str:
 
 
 def _text(value: object, what: str, limit: int, required: bool = False) -> str:
+    """`value` as stored text: a string within `limit`, without control characters other than
+    newlines and tabs (they would reach other agents' and people's terminals as they are).
+
+    Raises:
+        InvalidInput: it is not.
+    """
     if value is None and not required:
         return ""
     if not isinstance(value, str):
@@ -70,8 +79,11 @@ def _text(value: object, what: str, limit: int, required: bool = False) -> str:
         raise InvalidInput(f"{what} must not be empty")
     if len(value) > limit:
         raise InvalidInput(f"{what} is longer than {limit} characters ({len(value)})")
-    if "\x00" in value:
-        raise InvalidInput(f"{what} must not contain NUL characters")
+    value = value.replace("\r\n", "\n")
+    bad = _CONTROL.search(value)
+    if bad:
+        raise InvalidInput(f"{what} must not contain control characters "
+                           f"(found U+{ord(bad.group()):04X})")
     return value
 
 
@@ -159,14 +171,17 @@ def append_work_log(storage: Storage, text: object, who: Attribution,
     return storage.append_work_log(who.session, who.source, n, line, utc_now())
 
 
-def task_dict(task: Task, moves: bool = False, storage: Storage | None = None
+def task_dict(task: Task, moves: int = 0, storage: Storage | None = None
               ) -> dict[str, object]:
-    """A task as JSON: its id first, and its moves when asked."""
+    """A task as JSON: its id first, and its latest `moves` moves (oldest of them first) with
+    how many it has in all, when asked (a result stays small however often it moved)."""
     out: dict[str, object] = {"id": task.id, **asdict(task)}
     del out["n"]
     if moves and storage is not None:
+        history = storage.task_moves(task.n)
         out["moves"] = [{k: v for k, v in asdict(m).items() if k not in ("seq", "task")}
-                        for m in storage.task_moves(task.n)]
+                        for m in history[-moves:]]
+        out["moves_total"] = len(history)
     return out
 
 

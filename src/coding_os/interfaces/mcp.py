@@ -80,6 +80,9 @@ def build_server(env: Mapping[str, str] | None = None, cwd: str | None = None) -
         except CosError as exc:
             log["error"] = " ".join(str(exc).split())[:300]
             raise ToolError(str(exc)) from None
+        except Exception as exc:  # a bug: the SDK reports it; the log says which call it was
+            log["error"] = f"internal {type(exc).__name__}"
+            raise
         finally:
             log["ms"] = round((time.monotonic() - started) * 1000, 1)
             if caller is not None:
@@ -99,9 +102,7 @@ def build_server(env: Mapping[str, str] | None = None, cwd: str | None = None) -
             offset = _offset(cursor)
             rows = api.list_sessions(scope="repo", agent=agent, search=query or None,
                                      limit=offset + limit + 1, env=environ, cwd=here)
-            page = rows[offset:offset + limit]
-            return {"sessions": [_compact_session(r) for r in page],
-                    "next_cursor": str(offset + limit) if len(rows) > offset + limit else None}
+            return _offset_page(rows, offset, limit, "sessions", _compact_session)
         return run("cos_sessions_search", call, agent_session)
 
     @server.tool(annotations=read_only)
@@ -125,10 +126,7 @@ def build_server(env: Mapping[str, str] | None = None, cwd: str | None = None) -
         def call(who: Any) -> dict[str, Any]:
             offset = _offset(cursor)
             points = api.checkpoint_list(session, env=environ, cwd=here)
-            page = points[offset:offset + limit]
-            return {"checkpoints": [_compact_checkpoint(p) for p in page],
-                    "next_cursor": str(offset + limit) if len(points) > offset + limit
-                    else None}
+            return _offset_page(points, offset, limit, "checkpoints", _compact_checkpoint)
         return run("cos_checkpoints_list", call, agent_session)
 
     @server.tool(annotations=read_only)
@@ -229,9 +227,16 @@ def _offset(cursor: str | int | None) -> int:
     if cursor is None:
         return 0
     text = str(cursor)
-    if not text.isdigit() or len(text) > 9:
+    if not (text.isascii() and text.isdigit()) or len(text) > 9:
         raise InvalidInput("cursor must be the next_cursor of a previous page")
     return int(text)
+
+
+def _offset_page(rows: list[dict[str, Any]], offset: int, limit: int, key: str,
+                 compact: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, Any]:
+    """One page of `rows` from `offset`, under `key`, with the cursor of the next."""
+    return {key: [compact(row) for row in rows[offset:offset + limit]],
+            "next_cursor": str(offset + limit) if len(rows) > offset + limit else None}
 
 
 def _compact_session(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -383,20 +383,23 @@ def _call_cwd(ctx: _Context) -> str:
 
 def _candidates(root: str, cwd: str, target: str) -> list[str]:
     """The forms of `target` the globs are matched against: relative to the project root as
-    written and with symlinks resolved; just the name when it is outside the project."""
+    written and with symlinks resolved; just the name where either is outside the project."""
     target = os.path.expanduser(target) if target.startswith("~") else target
     absolute = os.path.normpath(os.path.join(cwd, target))
-    forms = []
+    forms: list[str] = []
     for path in (absolute, os.path.realpath(absolute)):
+        found = False
         for base in (root, os.path.realpath(root)):
             inside = base.rstrip(os.sep) + os.sep
             if path.startswith(inside):
                 forms.append(path[len(inside):])
+                found = True
             elif path == base:
                 forms.append(".")
-    if not forms:
-        forms.append(os.path.basename(absolute))  # outside: only name globs (`.env`) apply
-    return forms
+                found = True
+        if not found:  # outside (as written, or where a symlink leads): name globs apply
+            forms.append(os.path.basename(path))
+    return list(dict.fromkeys(forms))
 
 
 def _edit_targets(tool: str, tool_input: object) -> list[str]:

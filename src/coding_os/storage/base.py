@@ -414,10 +414,11 @@ class Storage(abc.ABC):
 
     @abc.abstractmethod
     def search(self, terms: Sequence[str], kinds: Sequence[str] | None = None,
-               session: str | None = None, before: int | None = None,
+               sessions: Sequence[str] | None = None, before: int | None = None,
                limit: int = 20) -> list[SearchHit]:
         """Documents holding every one of `terms` (whole words, any case), newest first, those
-        with an id below `before`, at most `limit`. The cost follows the page, not the table.
+        with an id below `before`, of one of `sessions` when given, at most `limit`. The cost
+        follows the page, not the table.
 
         Raises:
             StorageError: the database cannot be read.
@@ -433,6 +434,11 @@ class Storage(abc.ABC):
         """Add a transcript file's newly read documents and move its mark, in one transaction;
         with `restart`, first drop every document read from that file (it was rewritten).
         Returns how many documents were new."""
+
+    @abc.abstractmethod
+    def remove_source(self, source: str) -> int:
+        """Forget a transcript file that is gone: its documents and its mark, in one
+        transaction; return how many documents were removed."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -443,7 +443,7 @@ class PostgresStorage(Storage):
                 self._query(query + " ORDER BY seq DESC LIMIT %s", params)]
 
     def search(self, terms: Sequence[str], kinds: Sequence[str] | None = None,
-               session: str | None = None, before: int | None = None,
+               sessions: Sequence[str] | None = None, before: int | None = None,
                limit: int = 20) -> list[SearchHit]:
         if not terms:
             return []
@@ -459,9 +459,9 @@ class PostgresStorage(Storage):
         if kinds:
             query += " AND kind = ANY(%s)"
             params.append(list(kinds))
-        if session:
-            query += " AND session = %s"
-            params.append(_text(session))
+        if sessions:
+            query += " AND session = ANY(%s)"
+            params.append([_text(s) for s in sessions])
         if before is not None:
             query += " AND id < %s"
             params.append(before)
@@ -489,6 +489,13 @@ class PostgresStorage(Storage):
                          "inode = excluded.inode, read_to = excluded.read_to, "
                          "tail = excluded.tail", (source, mark.inode, mark.read_to, mark.tail))
         return added
+
+    def remove_source(self, source: str) -> int:
+        key = _text(source)
+        with self._transaction() as conn:
+            removed = conn.execute("DELETE FROM search_docs WHERE source = %s", (key,)).rowcount
+            conn.execute("DELETE FROM search_sources WHERE source = %s", (key,))
+        return max(removed, 0)
 
     def close(self) -> None:
         with self._lock:

@@ -458,7 +458,7 @@ class SQLiteStorage(Storage):
                 self._query(sql + " ORDER BY seq DESC LIMIT ?", params)]
 
     def search(self, terms: Sequence[str], kinds: Sequence[str] | None = None,
-               session: str | None = None, before: int | None = None,
+               sessions: Sequence[str] | None = None, before: int | None = None,
                limit: int = 20) -> list[SearchHit]:
         if not terms:
             return []
@@ -471,9 +471,9 @@ class SQLiteStorage(Storage):
         if kinds:
             sql += f" AND d.kind IN ({', '.join('?' * len(kinds))})"
             params.extend(kinds)
-        if session:
-            sql += " AND d.session = ?"
-            params.append(session)
+        if sessions:
+            sql += f" AND d.session IN ({', '.join('?' * len(sessions))})"
+            params.extend(storable_text(s) for s in sessions)
         if before is not None:
             sql += " AND search_fts.rowid < ?"
             params.append(before)
@@ -491,11 +491,7 @@ class SQLiteStorage(Storage):
         added = 0
         with self._transaction() as conn:
             if restart:
-                for old in conn.execute("SELECT id, text FROM search_docs WHERE source = ?",
-                                        (source,)).fetchall():
-                    conn.execute("INSERT INTO search_fts (search_fts, rowid, text) "
-                                 "VALUES ('delete', ?, ?)", old)
-                conn.execute("DELETE FROM search_docs WHERE source = ?", (source,))
+                _drop_source_docs(conn, source)
             for doc in docs:
                 added += self._put_doc(conn, doc, source)
             conn.execute("INSERT INTO search_sources (source, inode, read_to, tail) "
@@ -504,11 +500,28 @@ class SQLiteStorage(Storage):
                          "tail = excluded.tail", (source, mark.inode, mark.read_to, mark.tail))
         return added
 
+    def remove_source(self, source: str) -> int:
+        key = storable_text(source)
+        with self._transaction() as conn:
+            removed = _drop_source_docs(conn, key)
+            conn.execute("DELETE FROM search_sources WHERE source = ?", (key,))
+        return removed
+
     def close(self) -> None:
         self._conn.close()
 
 
 _TASK_COLUMNS = "n, title, body, status, owner, created, updated, created_by, attributed_by"
+
+
+def _drop_source_docs(conn: sqlite3.Connection, source: str | None) -> int:
+    """Delete the documents read from `source`, from the full-text index too."""
+    old = conn.execute("SELECT id, text FROM search_docs WHERE source = ?", (source,)).fetchall()
+    for row in old:
+        conn.execute("INSERT INTO search_fts (search_fts, rowid, text) VALUES ('delete', ?, ?)",
+                     row)
+    conn.execute("DELETE FROM search_docs WHERE source = ?", (source,))
+    return len(old)
 
 
 def _next_doc(conn: sqlite3.Connection) -> int:

@@ -154,7 +154,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX search_docs_source ON search_docs (source);
         CREATE VIRTUAL TABLE search_fts USING fts5 (
             text, content = 'search_docs', content_rowid = 'id',
-            tokenize = 'unicode61 remove_diacritics 2'
+            tokenize = 'unicode61 remove_diacritics 0'
         );
 
         CREATE TABLE search_sources (
