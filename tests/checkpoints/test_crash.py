@@ -105,8 +105,12 @@ def _lane(root: Path, kills: int, seed: int, results: dict[str, object]) -> None
             (root / "src" / "link").symlink_to("d1/f1.txt")
             assert tree(root) == before
         proc = _restore(root, checkpoint)
-        # Half the kills anywhere, half around the window where the journal is being applied.
-        time.sleep(rng.uniform(0.0, full * 1.1) if rng.random() < 0.5
+        # A third of the kills anywhere, a sixth before the journal exists (the staging and the
+        # checks: the tree must stay as before), half around the window where the journal is
+        # being applied.
+        draw = rng.random()
+        time.sleep(rng.uniform(0.0, full * 1.1) if draw < 1 / 3
+                   else rng.uniform(0.0, max(0.001, low - 0.01)) if draw < 0.5
                    else rng.uniform(max(0.0, low - 0.01), high + 0.005))
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
