@@ -20,7 +20,7 @@ import time
 
 from coding_os.adapters import FILE_TOOLS, PATCH_FILE_PREFIXES, PATCH_TOOLS, adapter
 from coding_os.errors import CosError, InvalidInput
-from coding_os.state import durable, hookslog, observations, presence
+from coding_os.state import durable, hookslog, presence
 from coding_os.state.caller import Caller, read_panel_session
 from coding_os.state.identity import mint_session_id
 from coding_os.state.statefile import check_state
@@ -29,6 +29,7 @@ from coding_os.state.tiers import Tiers, spec_for
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import Any
 
     from coding_os.storage.base import Storage
 
@@ -100,7 +101,8 @@ class _Context:
     """Everything one hook fire knows about its caller."""
 
     __slots__ = ("env", "caller", "tiers", "root", "agent", "panel", "panel_dir", "native",
-                 "event", "payload", "now", "ts", "log", "storage", "storage_failed", "ingested")
+                 "event", "payload", "now", "ts", "log", "storage", "storage_failed", "ingested",
+                 "_config")
 
     def __init__(self, event: str, payload: dict[str, object], env: Mapping[str, str],
                  cwd: str | None, now: float | None) -> None:
@@ -121,6 +123,25 @@ class _Context:
         self.storage: Storage | None = None
         self.storage_failed = False
         self.ingested = False
+        self._config: dict[str, object] | InvalidInput | None = None
+
+    def config(self) -> dict[str, Any]:
+        """The project's `.coding-os.yaml`, read once per fire (the gates, the checkpoint and
+        the trust horizons all ask).
+
+        Raises:
+            InvalidInput: it is not valid YAML or not a mapping (every time it is asked).
+        """
+        if self._config is None:
+            from coding_os.config import load_config_cached
+
+            try:
+                self._config = load_config_cached(self.root, self.tiers.state_dir)
+            except InvalidInput as exc:
+                self._config = exc
+        if isinstance(self._config, InvalidInput):
+            raise self._config
+        return self._config
 
     def open_storage(self, ingest: bool = True) -> Storage | None:
         """The database, with the spool moved into it unless `ingest` is false; None when it
@@ -141,6 +162,8 @@ class _Context:
                 return None
         if ingest and not self.ingested:
             try:
+                from coding_os.state import observations
+
                 observations.ingest(self.storage, self.tiers.observations_spool)
                 self.ingested = True
             except StateIOError as exc:
@@ -211,6 +234,8 @@ def _handle(ctx: _Context) -> HookResult:
     if observation is not None:
         observation.update(session=session, agent=ctx.agent, panel=ctx.panel, ts=ctx.ts,
                            event=ctx.event)
+        from coding_os.state import observations  # not for a PreToolUse: it spools nothing
+
         observations.spool(ctx.tiers.observations_spool, observation)
     output: dict[str, object] | None = None
     if ctx.event == "PreToolUse":
@@ -695,10 +720,8 @@ def _gate(ctx: _Context, session: str,
     """The policy gates' verdict on a tool call: a blocking result (or None to go on), and a
     warning for the agent when a gate could not check. Without a `gates:` section this costs
     a cached config read and imports nothing."""
-    from coding_os.config import load_config_cached
-
     try:
-        config = load_config_cached(ctx.root, ctx.tiers.state_dir)
+        config = ctx.config()
     except InvalidInput as exc:
         # Whether gates are configured is unknown: fail open, and say so when it looks so.
         ctx.log["config_error"] = str(exc)
@@ -776,11 +799,8 @@ def _checkpoint(ctx: _Context, session: str, log: dict[str, object]) -> None:
     tool = _string(payload.get("tool_name"))
     if ctx.event == "PreToolUse" and tool not in WRITE_TOOLS:
         return
-    from coding_os.config import load_config_cached
-    from coding_os.errors import CosError
-
     try:
-        config = load_config_cached(ctx.root, ctx.tiers.state_dir)
+        config = ctx.config()
         section = config.get("checkpoints")
         if isinstance(section, dict) and section.get("auto") is False:
             return
@@ -893,10 +913,10 @@ def _trusted_value(ctx: _Context, name: str, session: str) -> str | None:
     path = ctx.tiers.state_path(ctx.agent, ctx.panel, name)
     if not os.path.lexists(path):
         return None
-    from coding_os.config import horizon_for, load_config_cached
+    from coding_os.config import horizon_for
 
     try:
-        horizon = horizon_for(name, load_config_cached(ctx.root, ctx.tiers.state_dir))
+        horizon = horizon_for(name, ctx.config())
     except InvalidInput as exc:
         ctx.log["config_error"] = str(exc)
         horizon = spec_for(name)[2]
