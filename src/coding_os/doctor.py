@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from coding_os.adapters.mcp import MCP_SERVER_NAME, MCP_TOOLS
 from coding_os.errors import CosError
 from coding_os.state.root import STATE_DIR_NAME, Resolution, resolve
 from coding_os.state.tiers import Tiers
@@ -37,11 +38,6 @@ __all__ = [
 
 STATUSES = ("ok", "warn", "fail", "skip")
 CHECKS = ("hooks", "state_dir", "database", "index", "panels", "checkpoints", "mcp")
-# The tools an agent must find on cos's MCP server (issue 5).
-MCP_TOOLS = ("cos_sessions_search", "cos_session_show", "cos_checkpoints_list",
-             "cos_rewind_preview", "cos_task_create", "cos_task_move", "cos_task_list",
-             "cos_work_log_append", "cos_search")
-MCP_SERVER_NAME = "cos"
 MCP_TIMEOUT_S = 20.0
 # Directories never searched for stray nested state dirs, and how deep the search goes.
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", STATE_DIR_NAME}
@@ -611,22 +607,17 @@ def _mcp_command(ctx: _Context) -> tuple[str | None, list[str], dict[str, str], 
     """(command, args, env, where it came from, why it cannot be used): the server registered in
     the checkout's `.mcp.json` (Claude Code) or `.codex/config.toml` (Codex), else this
     installation's `cos mcp`."""
+    from coding_os.adapters.mcp import MCP_FILES, read_registration
     from coding_os.install import installed_cos
 
     checkout = _checkout(ctx) if ctx.resolution else None
-    for name, load in ((".mcp.json", _json_servers), (os.path.join(".codex", "config.toml"),
-                                                      _toml_servers)):
-        if checkout is None:
-            break
-        path = os.path.join(checkout, name)
-        source = path
+    for agent in MCP_FILES if checkout is not None else ():
+        assert checkout is not None  # (for the type checker)
+        path = source = os.path.join(checkout, MCP_FILES[agent])
         try:
-            servers = load(path)
-        except FileNotFoundError:
-            continue
+            entry = read_registration(agent, checkout)
         except (OSError, ValueError) as exc:
             return None, [], {}, source, f"cannot read {path}: {_one_line(exc)}"
-        entry = servers.get(MCP_SERVER_NAME) if isinstance(servers, dict) else None
         if entry is None:
             continue
         command = entry.get("command") if isinstance(entry, dict) else None
@@ -639,8 +630,6 @@ def _mcp_command(ctx: _Context) -> tuple[str | None, list[str], dict[str, str], 
             return None, [], {}, source, f"{path} runs {command}: No such file"
         if not _is_cos_server(command, argv[1:]):
             # A checkout's file names it: running it would run whatever a clone brought along.
-            import shlex
-
             return None, [], {}, source, (
                 f"{path}: its {MCP_SERVER_NAME} entry runs {shlex.join(argv)[:200]}, which is "
                 "not coding-os's `cos mcp`; doctor does not start it")
@@ -658,32 +647,6 @@ def _is_cos_server(command: str, args: list[str]) -> bool:
 
     return (os.path.isabs(command) and os.path.basename(command) == "cos"
             and is_python_script(command) and args[:1] == ["mcp"])
-
-
-def _json_servers(path: str) -> object:
-    """`mcpServers` of a Claude Code `.mcp.json`.
-
-    Raises:
-        OSError, ValueError: it cannot be read as JSON.
-    """
-    import json
-
-    with open(path, "rb") as f:
-        data = json.loads(f.read() or b"{}")
-    return data.get("mcpServers") if isinstance(data, dict) else None
-
-
-def _toml_servers(path: str) -> object:
-    """`mcp_servers` of a Codex `config.toml`.
-
-    Raises:
-        OSError, ValueError: it cannot be read as TOML.
-    """
-    import tomllib
-
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
-    return data.get("mcp_servers")
 
 
 class _McpFailure(Exception):

@@ -9,7 +9,7 @@ import json
 import os
 import sqlite3
 import subprocess
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,6 +20,9 @@ from mcp.client.stdio import StdioServerParameters
 
 from coding_os.interfaces.mcp import TOOL_NAMES
 from tests.conftest import COS, cos_json, fire
+from tests.storage.test_conformance import pg_schemas, pg_url
+
+__all__ = ["pg_schemas", "pg_url"]  # fixtures, imported for pytest
 
 T = TypeVar("T")
 Body = Callable[[Client], Awaitable[T]]
@@ -413,25 +416,8 @@ def test_stdout_carries_only_json_rpc_messages(project: Path) -> None:
 
 
 @pytest.fixture
-def pg_env() -> Iterator[dict[str, str]]:
-    from tests.storage.test_conformance import PG_URL as CONFORMANCE_URL, _unreachable, with_schema
-
-    try:
-        import psycopg
-        from psycopg import sql
-    except ImportError as exc:
-        _unreachable(f"psycopg is not installed ({exc})")
-    try:
-        admin = psycopg.connect(CONFORMANCE_URL, autocommit=True, connect_timeout=5)
-    except psycopg.Error as exc:
-        _unreachable(str(exc).splitlines()[0])
-    name = f"cos_test_mcp_{os.urandom(6).hex()}"
-    admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-    try:
-        yield server_env(COS_DATABASE_URL=with_schema(CONFORMANCE_URL, name))
-    finally:
-        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-        admin.close()
+def pg_env(pg_url: str) -> dict[str, str]:
+    return server_env(COS_DATABASE_URL=pg_url)
 
 
 def test_create_move_and_search_work_the_same_on_postgres(project: Path,

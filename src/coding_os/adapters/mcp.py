@@ -9,40 +9,55 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["MCP_SERVER_NAME", "MCP_FILES", "registered_server", "unreachable_reason"]
+__all__ = ["MCP_SERVER_NAME", "MCP_FILES", "MCP_TOOLS", "read_registration", "registered_server",
+           "unreachable_reason"]
 
 MCP_SERVER_NAME = "cos"
 # agent -> the project file that registers MCP servers (Claude Code: .mcp.json; Codex: the
 # `mcp_servers` table of its project config, read in trusted projects).
 MCP_FILES = {"claude": ".mcp.json", "codex": os.path.join(".codex", "config.toml")}
+# The tools `cos mcp` serves (interfaces/mcp.py defines them; `cos doctor` expects them).
+MCP_TOOLS = ("cos_sessions_search", "cos_session_show", "cos_checkpoints_list",
+             "cos_rewind_preview", "cos_task_create", "cos_task_move", "cos_task_list",
+             "cos_work_log_append", "cos_search")
 CONNECT_TIMEOUT_S = 0.3
+
+
+def read_registration(agent: str, checkout: str) -> object:
+    """The `cos` entry of the agent's project MCP file as written there (any JSON/TOML value),
+    or None when the file or the entry is not there.
+
+    Raises:
+        OSError: the file exists but cannot be read.
+        ValueError: it is not valid JSON / TOML (or not UTF-8).
+    """
+    name = MCP_FILES.get(agent)
+    if name is None:
+        return None
+    try:
+        with open(os.path.join(checkout, name), "rb") as f:
+            raw = f.read(1 << 20)
+    except FileNotFoundError:
+        return None
+    if agent == "codex":
+        import tomllib
+
+        servers = tomllib.loads(raw.decode("utf-8")).get("mcp_servers")
+    else:
+        import json
+
+        data = json.loads(raw or b"{}")
+        servers = data.get("mcpServers") if isinstance(data, dict) else None
+    return servers.get(MCP_SERVER_NAME) if isinstance(servers, dict) else None
 
 
 def registered_server(agent: str, checkout: str) -> dict[str, object] | None:
     """The `cos` entry of the agent's project MCP file, or None when it has none (or the file
     cannot be read: a broken file is the agent's to report)."""
-    name = MCP_FILES.get(agent)
-    if name is None:
-        return None
-    path = os.path.join(checkout, name)
     try:
-        with open(path, "rb") as f:
-            raw = f.read(1 << 20)
-    except OSError:
+        entry = read_registration(agent, checkout)
+    except (OSError, ValueError):
         return None
-    try:
-        if agent == "codex":
-            import tomllib
-
-            servers = tomllib.loads(raw.decode("utf-8")).get("mcp_servers")
-        else:
-            import json
-
-            data = json.loads(raw)
-            servers = data.get("mcpServers") if isinstance(data, dict) else None
-    except (ValueError, UnicodeDecodeError):
-        return None
-    entry = servers.get(MCP_SERVER_NAME) if isinstance(servers, dict) else None
     return entry if isinstance(entry, dict) else None
 
 

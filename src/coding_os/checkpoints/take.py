@@ -154,7 +154,7 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
             objects, written = cap.objects_written, cap.bytes_written
         record = _record(folder, root, manifest, objects, written, head, session=session,
                          agent=agent, mode=mode, trigger=trigger, prompt=prompt, turn=turn,
-                         seq=seq)
+                         seq=seq, text=head.text if known is not None and head else None)
     if session and mode == "worktree" and cap is not None:
         taken = (fingerprint.take(root, cap.excluded, cap.ignored, started)
                  if cap.git_root else None)
@@ -191,11 +191,13 @@ def _unchanged_head(folder: str, root: str, session: str | None,
 def _record(folder: str, root: str, manifest: dict[str, object],
             objects: int, written_before: int, head: points.Head | None, *,
             session: str | None, agent: str | None, mode: str, trigger: str,
-            prompt: str | None, turn: int | None, seq: int | None) -> dict[str, object]:
+            prompt: str | None, turn: int | None, seq: int | None,
+            text: str | None = None) -> dict[str, object]:
     """Store the snapshot's manifest and its record, or reuse the session's latest (`head`,
     read once before the snapshot; a reuse needs the tree equal to that head's manifest, so a
-    head another hook of the session moved meanwhile is never mistaken for this tree)."""
-    text = jsonwire.dumps(manifest)
+    head another hook of the session moved meanwhile is never mistaken for this tree). `text`
+    is the manifest as stored, when the caller has it (the head's, for an unchanged tree)."""
+    text = jsonwire.dumps(manifest) if text is None else text
     last: dict[str, object] = {}
     if head is not None:
         try:

@@ -26,16 +26,14 @@ from mcp_types import ToolAnnotations
 from pydantic import Field
 
 from coding_os import api
+from coding_os.adapters.mcp import MCP_SERVER_NAME as SERVER_NAME
+from coding_os.adapters.mcp import MCP_TOOLS as TOOL_NAMES
 from coding_os.errors import CosError
 from coding_os.state import hookslog
 from coding_os.state.caller import Caller
 
 __all__ = ["build_server", "serve", "TOOL_NAMES", "SERVER_NAME"]
 
-SERVER_NAME = "cos"
-TOOL_NAMES = ("cos_sessions_search", "cos_session_show", "cos_checkpoints_list",
-              "cos_rewind_preview", "cos_task_create", "cos_task_move", "cos_task_list",
-              "cos_work_log_append", "cos_search")
 MAX_PAGE = 50
 PREVIEW_FILES = 50  # files listed per group of a rewind preview
 BODY_PREVIEW_CHARS = 300
