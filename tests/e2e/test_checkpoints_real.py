@@ -170,6 +170,7 @@ class RewoundSession:
     undo: dict[str, Any] = field(default_factory=dict)
     after_undo: Tree = field(default_factory=dict)
     verify: dict[str, Any] = field(default_factory=dict)
+    watched: dict[str, Any] | None = None  # with `cos daemon`: its status and a last checkpoint
 
     @property
     def first_prompt(self) -> dict[str, Any]:
@@ -181,8 +182,9 @@ class RewoundSession:
         return json.loads(proc.stdout)
 
 
-def run_session(root: Path, agent: str) -> RewoundSession:
-    """Run one scripted prompt of `agent`, then list, preview, rewind and undo."""
+def run_session(root: Path, agent: str, daemon: bool = False) -> RewoundSession:
+    """Run one scripted prompt of `agent`, then list, preview, rewind and undo; with `daemon`,
+    under `cos daemon`, whose watcher then feeds the hooks' checkpoints."""
     project = (root / "project").resolve()
     project.mkdir(parents=True)
     home = root / "home"
@@ -192,6 +194,19 @@ def run_session(root: Path, agent: str) -> RewoundSession:
     cp = CosProject(agent=agent, project=project, home=home)
     installed = cp.cos("init", "--agent", agent)
     assert installed.returncode == 0, installed.stderr
+    if daemon:
+        started = cp.cos("daemon", "start")
+        assert started.returncode == 0, started.stderr
+    try:
+        return _run_session(cp, agent, daemon)
+    finally:
+        if daemon:
+            cp.cos("daemon", "stop")
+
+
+def _run_session(cp: CosProject, agent: str, daemon: bool) -> RewoundSession:
+    project = cp.project
+    home = cp.home
     run = RewoundSession(cp=cp, before_session=tree_state(project))
     script = claude_script(project) if agent == "claude" else codex_script(project)
     active = cp.state / agent / ".active-session"
@@ -224,6 +239,10 @@ def run_session(root: Path, agent: str) -> RewoundSession:
     run.undo = run.cos_json("rewind", "--undo")
     run.after_undo = tree_state(project)
     run.verify = run.cos_json("checkpoints", "verify")
+    if daemon:
+        (project / "after-undo.txt").write_text("x\n", encoding="utf-8")
+        run.watched = {"status": run.cos_json("daemon", "status"),
+                       "scan": run.cos_json("checkpoint", "create")["scan"]}
     return run
 
 
@@ -241,7 +260,21 @@ def codex(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RewoundSession]:
     yield run_session(tmp_path_factory.mktemp("cp-codex"), "codex")
 
 
-@pytest.fixture(params=["claude", "codex"])
+@pytest.fixture(scope="module")
+def claude_watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RewoundSession]:
+    """The Claude Code session again, under `cos daemon`."""
+    require_clients()
+    yield run_session(tmp_path_factory.mktemp("cp-claude-w"), "claude", daemon=True)
+
+
+@pytest.fixture(scope="module")
+def codex_watched(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RewoundSession]:
+    """The Codex session again, under `cos daemon`."""
+    require_clients()
+    yield run_session(tmp_path_factory.mktemp("cp-codex-w"), "codex", daemon=True)
+
+
+@pytest.fixture(params=["claude", "codex", "claude_watched", "codex_watched"])
 def run(request: pytest.FixtureRequest) -> RewoundSession:
     result: RewoundSession = request.getfixturevalue(request.param)
     return result
@@ -359,3 +392,14 @@ def test_undo_of_the_rewind_brings_back_the_tree_the_session_left(run: RewoundSe
 def test_the_checkpoint_store_verifies_clean_after_rewind_and_undo(run: RewoundSession) -> None:
     assert run.verify["ok"] is True, run.verify
     assert run.verify["checkpoints"] >= len(run.checkpoints) + 2  # the two before-rewind ones
+
+
+@pytest.mark.parametrize("name", ["claude_watched", "codex_watched"])
+def test_under_the_daemon_the_hooks_checkpoints_armed_its_watch_of_the_tree(
+        name: str, request: pytest.FixtureRequest) -> None:
+    run: RewoundSession = request.getfixturevalue(name)
+    assert run.watched is not None
+    trees = run.watched["status"]["trees"]
+    assert [tree["root"] for tree in trees] == [str(run.cp.project)]
+    assert trees[0]["broken"] is None
+    assert run.watched["scan"] == "watcher"

@@ -10,20 +10,24 @@ import time
 from coding_os import jsonwire
 from coding_os.checkpoints import points
 from coding_os.checkpoints.lock import restore_lock
-from coding_os.checkpoints.snapshot import Capture, capture, diff
+from coding_os.checkpoints.snapshot import Capture, diff
 from coding_os.checkpoints.store import DamagedObject, ObjectStore
 from coding_os.checkpoints.take import (
     GRACE_S,
     LAST_REWIND,
     Settings,
-    _capture_of,
     _iso,
     checkpoints_dir,
     recover_pending,
+    snapshot_now,
 )
 from coding_os.errors import InvalidInput, NotFound
 from coding_os.state import durable
 from coding_os.state.tiers import Tiers
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.checkpoints.watch import Look
 
 __all__ = ["listing", "preview", "rewind_code", "undo", "last_rewind", "verify", "usage",
            "collect"]
@@ -109,13 +113,13 @@ def _target(tiers: Tiers, checkpoint: str) -> tuple[dict[str, object], dict[str,
 
 
 def _current(tiers: Tiers, root: str, target: dict[str, object], store: ObjectStore,
-             settings: Settings) -> tuple[Capture, dict[str, object]]:
+             settings: Settings) -> tuple[Capture, dict[str, object], Look | None]:
     from coding_os.checkpoints.snapshot import manifest_paths
 
-    cap = _capture_of(tiers, root, store, settings, read_only=isinstance(store, _DryStore))
     mode = str(target.get("mode"))
     paths = sorted(manifest_paths(target)) if mode == "tracked" else None
-    return cap, capture(cap, mode, paths)
+    return snapshot_now(tiers, root, store, settings, mode, paths,
+                        read_only=isinstance(store, _DryStore))
 
 
 def _outside(tiers: Tiers, root: str, record: dict[str, object], current: dict[str, object],
@@ -154,7 +158,7 @@ def preview(tiers: Tiers, root: str, checkpoint: str,
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
                            f"run cos rewind there")
     store = _DryStore(ObjectStore(checkpoints_dir(tiers)))
-    cap, current = _current(tiers, root, target, store, settings)
+    cap, current, _ = _current(tiers, root, target, store, settings)
     changes = _protect_uncaptured(root, cap, current, diff(root, target, current))
     outside = _outside(tiers, root, record, current, store)
     data = _fetch_quietly(root, store, changes)
@@ -228,8 +232,11 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
                            f"run cos rewind there")
     store = ObjectStore(folder)
     with restore_lock(folder, exclusive=True):
-        cap, current = _current(tiers, root, target, store, settings)
-        changes = _protect_uncaptured(root, cap, current, diff(root, target, current))
+        cap, current, looked = _current(tiers, root, target, store, settings)
+        found = diff(root, target, current)
+        changes = _protect_uncaptured(root, cap, current, found)
+        # Whether an ignored file joined the snapshot (no capture holds those).
+        as_captured = all(a[2] is b[2] for a, b in zip(found, changes))
         unprotected = sorted({str(item[0]) for item in cap.skipped}
                              & {path for path, *_ in changes})
         if unprotected:
@@ -250,6 +257,12 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
         restore(root, folder, store, ops, marker,
                 after=lambda: _remember_rewind(folder, {**marker, "root": root}), data=data,
                 before_journal=lambda: points.write(folder, before))
+        if looked is not None and as_captured:
+            # The tree as it was is the watcher's base (the restore's own writes are events
+            # after its token); not when a file git ignores joined it (no capture holds those).
+            from coding_os.checkpoints import watch
+
+            watch.remember(folder, root, oid, looked.token)
     files = [{"path": path, "action": "delete" if wanted is None
               else ("create" if present is None else "restore")}
              for path, wanted, present, _ in changes]

@@ -41,6 +41,7 @@ __all__ = [
     "Capture",
     "StatCache",
     "capture",
+    "capture_changed",
     "check_path",
     "resolve",
     "diff",
@@ -170,6 +171,7 @@ class Capture:
         self.exclude = tuple(p.rstrip("/") for p in exclude if p)
         self.ignored: set[str] = set()  # what git ignores (directories end with a slash)
         self.git_root = False  # the root is a git working tree (see fingerprint.py)
+        self.incremental = False  # only the paths the watcher named were looked at
         self.skipped: list[list[object]] = []
         self.objects_written = 0
         self.bytes_written = 0
@@ -262,11 +264,14 @@ def _layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
     return [{"dir": prefix, "commit": None, "overlay": _plain_overlay(cap, prefix)}]
 
 
-def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
+def _git_layers(cap: Capture, prefix: str,
+                pathspecs: list[str] | None = None) -> list[dict[str, object]]:
+    """The layer of the repository at `prefix` and those of the repositories nested in it;
+    with `pathspecs`, only what git reports under those paths (nested ones not followed)."""
     top = os.path.join(cap.root, prefix) if prefix else cap.root
     out = git(top, "status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames",
               "--branch", "--no-ahead-behind", "--ignore-submodules=dirty",
-              "--ignored=matching", "--", ".")
+              "--ignored=matching", "--", *(pathspecs or ["."]))
     if not prefix:
         cap.git_root = True
     commit: str | None = None
@@ -321,11 +326,67 @@ def _git_layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
                 overlay[path] = cap.entry(_join(prefix, path))
     if commit:
         _hide_under_replaced(top, commit, overlay)
-    layers: list[dict[str, object]] = [{"dir": prefix, "commit": commit, "overlay": overlay}]
+    layers: list[dict[str, object]] = [{"dir": prefix, "commit": commit,
+                                        "overlay": dict(sorted(overlay.items()))}]
+    if pathspecs is not None:
+        return layers + [{"dir": inner, "commit": None, "overlay": {}} for inner in nested]
     for inner in nested:
         if os.path.lexists(os.path.join(cap.root, inner, ".git")):
             layers.extend(_layers(cap, inner))
     return layers
+
+
+MAX_CHANGED_PATHS = 2000  # more, and one whole `git status` is as quick
+
+
+def capture_changed(cap: Capture, previous: dict[str, object],
+                    changed: list[str]) -> dict[str, object] | None:
+    """The manifest of the tree at `cap.root` now, given `previous` (a worktree manifest of the
+    same tree) and every path changed since it was taken (a directory standing for everything
+    under it; see checkpoints/watch.py): `previous` with those paths looked at again by a
+    `git status` limited to them. None when only a whole capture can tell: not a git tree, too
+    many paths, a nested repository among them (or a `.git` appearing), or another commit
+    checked out."""
+    if previous.get("mode") != "worktree" or len(changed) > MAX_CHANGED_PATHS:
+        return None
+    layers = _layer_list(previous)
+    if not layers or layers[0].get("dir") != "":
+        return None
+    if not os.path.lexists(os.path.join(cap.root, ".git")) and checkout_root(cap.root) is None:
+        return None
+    paths = {path.rstrip("/") for path in changed if path and not cap.excluded(path)}
+    inner = [str(layer["dir"]) for layer in layers[1:]]
+    for path in paths:
+        if path.startswith(".git/") or path.rsplit("/", 1)[-1] == ".git" or any(
+                path == d or path.startswith(d + "/") or d.startswith(path + "/") for d in inner):
+            return None
+    top = layers[0]
+    if not paths:
+        return previous
+    fresh = _git_layers(cap, "", sorted(paths))
+    if len(fresh) > 1 or fresh[0]["commit"] != top.get("commit"):
+        return None
+    overlay = {path: entry for path, entry in _overlay(top).items()
+               if not _under_any(path, paths)}
+    overlay.update(_overlay(fresh[0]))
+    skipped = [item for item in previous.get("skipped") or []  # type: ignore[attr-defined]
+               if not _under_any(str(item[0]), paths)] + cap.skipped
+    return {"v": 1, "mode": "worktree",
+            "layers": [{"dir": "", "commit": top.get("commit"),
+                        "overlay": dict(sorted(overlay.items()))}, *layers[1:]],
+            "skipped": sorted(skipped, key=lambda item: str(item[0]))}
+
+
+def _under_any(path: str, paths: set[str]) -> bool:
+    """Whether `path` is one of `paths` or lies under one of them."""
+    if path in paths:
+        return True
+    at = path.find("/")
+    while at > 0:
+        if path[:at] in paths:
+            return True
+        at = path.find("/", at + 1)
+    return False
 
 
 def _always_out(line: str, cap: Capture, prefix: str, within: str) -> bool:

@@ -17,10 +17,11 @@ from coding_os.state.tiers import Tiers
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from coding_os.checkpoints.snapshot import Capture
+    from coding_os.checkpoints.watch import Look
     from coding_os.checkpoints.store import ObjectStore
 
 __all__ = ["MODES", "DEFAULT_CAP_BYTES", "Settings", "checkpoints_dir", "create",
-           "recover_pending"]
+           "recover_pending", "snapshot_now"]
 
 DEFAULT_MAX_FILE_BYTES = 2 << 20  # files larger are listed as skipped (checkpoints.max_file_bytes)
 
@@ -77,6 +78,42 @@ def _capture_of(tiers: Tiers, root: str, store: ObjectStore, settings: Settings,
     exclude = () if rel == ".." or rel.startswith("../") else (rel,)
     cache = StatCache(os.path.join(checkpoints_dir(tiers), "stat-cache.json"), read_only)
     return Capture(root, store, cache, settings.max_file_bytes, exclude)
+
+
+def snapshot_now(tiers: Tiers, root: str, store: ObjectStore, settings: Settings,
+                 mode: str = "worktree", paths: list[str] | None = None,
+                 read_only: bool = False) -> tuple[Capture, dict[str, object], Look | None]:
+    """A capture of the tree at `root` now, and the daemon's answer when it watches the tree
+    (then only the paths changed since its base are looked at; see watch.py). The caller keeps
+    the new base (`watch.remember`) once the manifest is stored."""
+    from coding_os.checkpoints import watch
+    from coding_os.checkpoints.snapshot import capture, capture_changed
+
+    cap = _capture_of(tiers, root, store, settings, read_only)
+    looked = (watch.look(checkpoints_dir(tiers), tiers.state_dir, root)
+              if mode == "worktree" else None)
+    manifest = None
+    if looked is not None and looked.changed is not None and looked.manifest is not None:
+        previous = _stored_manifest(store, looked.manifest)
+        if previous is not None:
+            manifest = capture_changed(cap, previous, looked.changed)
+    if manifest is not None:
+        cap.incremental = True
+        cap.cache.save()
+    else:
+        manifest = capture(cap, mode, paths)
+    return cap, manifest, looked
+
+
+def _stored_manifest(store: ObjectStore, oid: str) -> dict[str, object] | None:
+    """The manifest object `oid`, or None when it is gone or damaged (a base is a cache)."""
+    from coding_os.errors import CosError
+
+    try:
+        data = jsonwire.loads(store.get(oid).decode("ascii"))
+    except (CosError, OSError, ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def recover_pending(tiers: Tiers) -> dict[str, object] | None:
@@ -142,22 +179,29 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
         head = points.session_head(folder, session) if session else None
         known = _unchanged_head(folder, root, session, head) if mode == "worktree" else None
         started = time.time_ns()
+        looked = None
         if known is not None:
             manifest, objects, written = known, 0, 0
         else:
-            from coding_os.checkpoints.snapshot import capture
-
             from coding_os.checkpoints.store import ObjectStore
 
-            cap = _capture_of(tiers, root, ObjectStore(folder), settings)
-            manifest = capture(cap, mode, rel_paths)
+            cap, manifest, looked = snapshot_now(tiers, root, ObjectStore(folder), settings,
+                                                 mode, rel_paths)
             objects, written = cap.objects_written, cap.bytes_written
         record = _record(folder, root, manifest, objects, written, head, session=session,
                          agent=agent, mode=mode, trigger=trigger, prompt=prompt, turn=turn,
                          seq=seq, text=head.text if known is not None and head else None)
+        if looked is not None:
+            from coding_os.checkpoints import watch
+
+            watch.remember(folder, root, str(record["manifest"]), looked.token)
+    # How the tree was looked at: a stat of it, the daemon's changed paths, or all of it.
+    record["scan"] = ("fingerprint" if cap is None
+                      else "watcher" if cap.incremental else "full")
     if session and mode == "worktree" and cap is not None:
+        # After a snapshot fed by the watcher, git's list of ignored paths is not at hand.
         taken = (fingerprint.take(root, cap.excluded, cap.ignored, started)
-                 if cap.git_root else None)
+                 if cap.git_root and not cap.incremental else None)
         if taken is not None:
             taken["manifest"] = record["manifest"]
         fingerprint.save(folder, session, taken)

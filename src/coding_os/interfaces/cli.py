@@ -902,11 +902,70 @@ def mcp_command(http: bool, port: int) -> None:
     serve("http" if http else "stdio", port)
 
 
+# -- the daemon (DESIGN.md §6) ----------------------------------------------------------------------
+
+
+@cli.group("daemon")
+def daemon_group() -> None:
+    """The on-demand supervisor, one per user: it watches the trees checkpoints ask about, so a
+    checkpoint looks only at what changed (docs/daemon.md)."""
+
+
+def _daemon_lines(report: dict[str, Any]) -> None:
+    if not report.get("running"):
+        click.echo("the daemon is not running (cos daemon start)")
+        return
+    click.echo(f"the daemon runs: pid {report.get('pid')}, version {report.get('version')}, "
+               f"since {report.get('started')}")
+    for tree in report.get("trees") or []:
+        state = f"not watched: {tree['broken']}" if tree.get("broken") else (
+            f"{tree['watched_dirs']} directories watched, {tree['changed_paths']} paths changed")
+        click.echo(f"  {tree['root']}  {state}")
+
+
+@daemon_group.command("start")
+@json_option
+def daemon_start(as_json: bool) -> None:
+    """Start the daemon unless it runs, and wait until it answers."""
+    report = api.daemon_start()
+    if as_json:
+        _emit_json(report)
+        return
+    if report.get("already_running"):
+        click.echo(f"the daemon already runs (pid {report.get('pid')})")
+    else:
+        _daemon_lines(report)
+
+
+@daemon_group.command("stop")
+@json_option
+def daemon_stop(as_json: bool) -> None:
+    """Stop the daemon (nothing to do when it is not running)."""
+    report = api.daemon_stop()
+    if as_json:
+        _emit_json(report)
+        return
+    click.echo(f"the daemon (pid {report.get('pid')}) stopped" if report.get("stopped")
+               else "the daemon was not running")
+
+
+@daemon_group.command("status")
+@json_option
+def daemon_status(as_json: bool) -> None:
+    """Whether the daemon runs, and the trees it watches (exit 0 either way; see `running`)."""
+    report = api.daemon_status()
+    if as_json:
+        _emit_json(report)
+        return
+    _daemon_lines(report)
+
+
 def run(argv: list[str]) -> int:
     """Run the CLI on `argv`; return the exit code (errors are one line on stderr)."""
     # `doctor` only reads: it reports an interrupted restore instead of completing it; nor is
     # it the MCP server's to complete (doctor starts one too).
-    if argv[:1] not in (["--help"], ["-h"], ["--version"], [], ["doctor"], ["mcp"]):
+    # Nor is the daemon's, which belongs to no project.
+    if argv[:1] not in (["--help"], ["-h"], ["--version"], [], ["doctor"], ["mcp"], ["daemon"]):
         _recover_restore()
     try:
         code = cli.main(args=argv, prog_name="cos", standalone_mode=False)

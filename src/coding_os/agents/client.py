@@ -1,0 +1,64 @@
+"""Talking to `cos daemon` (agents/daemon.py): one JSON line in, one JSON line out.
+
+A checkpoint asks the daemon from the hook path, so this module is light: the C socket module
+(the `socket` module pulls in `enum` and `selectors`), the hook's JSON, and nothing when no
+daemon listens (the connect fails at once).
+"""
+
+from __future__ import annotations
+
+import _socket
+import os
+
+from coding_os import jsonwire
+from coding_os.errors import CosError
+
+__all__ = ["SOCKET", "DaemonError", "request"]
+
+SOCKET = "daemon.sock"
+
+
+class DaemonError(CosError):
+    """The daemon could not be started, stopped or reached."""
+
+    exit_code = 1
+
+
+def request(folder: str, message: dict[str, object], timeout: float = 5.0
+            ) -> dict[str, object] | None:
+    """The daemon's answer to `message`; None when no daemon listens in `folder`.
+
+    Raises:
+        DaemonError: it was reached but did not answer, or answered nonsense.
+    """
+    path = os.path.join(folder, SOCKET)
+    sock = _socket.socket(_socket.AF_UNIX, _socket.SOCK_STREAM)
+    try:
+        sock.settimeout(timeout)
+        try:
+            sock.connect(path)
+        except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
+            return None  # no daemon, or one that was killed and left its socket
+        except OSError as exc:
+            raise DaemonError(f"cannot reach the daemon at {path}: {exc.strerror or exc}"
+                              ) from None
+        sock.sendall(jsonwire.dumps(message).encode("ascii") + b"\n")
+        chunks = []
+        while True:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            if chunk.endswith(b"\n"):
+                break
+    except OSError as exc:
+        raise DaemonError(f"the daemon did not answer: {exc.strerror or exc}") from None
+    finally:
+        sock.close()
+    try:
+        answer = jsonwire.loads(b"".join(chunks).decode("utf-8", "surrogateescape"))
+    except ValueError:
+        raise DaemonError("the daemon's answer was not JSON") from None
+    if not isinstance(answer, dict):
+        raise DaemonError("the daemon's answer was not a JSON object")
+    return answer

@@ -1,0 +1,371 @@
+"""`cos daemon`: the on-demand supervisor (DESIGN.md §6), one per user, in `~/.coding-os/daemon/`.
+
+For now it serves the file watcher checkpoints ask (agents/watcher.py, checkpoints/watch.py); the
+background jobs of DESIGN.md §6 will run under it too.
+
+- `daemon.lock`: held (flock) by the running daemon for its whole life: the proof it runs. A
+  second daemon started meanwhile finds it held and exits.
+- `daemon.sock`: a Unix socket in a directory only the user can enter. One request per
+  connection: a JSON line in, a JSON line out. Requests: `ping`, `status`, `stop`, and
+  `changes` (`root`, `since`): the paths changed in `root` since a token, with a new token.
+- `daemon.json`: pid, start time and version, for `cos daemon status`.
+- `daemon.log`: what it has to say (start, stop, a tree given up).
+
+Anything can talk to the socket, so every request is checked and a bad one answered with an
+error line; the daemon itself never stops on one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import time
+from collections.abc import Mapping
+
+from coding_os.agents.client import SOCKET, DaemonError, request
+from coding_os.errors import CosError, StateIOError
+
+__all__ = ["DaemonError", "daemon_dir", "request", "start", "stop", "status", "serve"]
+
+LOCK, INFO, LOG = "daemon.lock", "daemon.json", "daemon.log"
+START_TIMEOUT_S = 15.0
+STOP_TIMEOUT_S = 15.0
+IDLE_FORGET_S = 6 * 3600  # a tree nobody asked about for this long is no longer watched
+MAX_REQUEST = 1 << 16
+
+
+def daemon_dir(env: Mapping[str, str] | None = None) -> str:
+    from coding_os.state.root import hub_dir
+
+    return os.path.join(hub_dir(env), "daemon")
+
+
+def status(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    folder = daemon_dir(env)
+    answer = request(folder, {"op": "status"})
+    if answer is None:
+        return {"running": False, "dir": folder}
+    return {"running": True, "dir": folder, **{k: v for k, v in answer.items() if k != "ok"}}
+
+
+def start(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Start the daemon unless it runs; wait until it answers.
+
+    Raises:
+        DaemonError: it exited or did not answer in time (the log's last line says why).
+        StateIOError: its directory cannot be made.
+    """
+    import subprocess
+
+    folder = daemon_dir(env)
+    running = request(folder, {"op": "ping"})
+    if running is not None:
+        return {**status(env), "already_running": True}
+    _ensure_private(folder)
+    log = open(os.path.join(folder, LOG), "ab")
+    try:
+        # It forks away from this process (and its session) at once: not our child to reap.
+        code = subprocess.run(
+            [sys.executable, "-m", "coding_os.agents.daemon", "--detach", folder],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
+            cwd="/", env=dict(os.environ if env is None else env), check=False).returncode
+    finally:
+        log.close()
+    if code != 0:
+        raise DaemonError(f"the daemon could not start ({code}): {_last_log_line(folder)}")
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if request(folder, {"op": "ping"}) is not None:
+            return {**status(env), "already_running": False}
+        time.sleep(0.02)
+    raise DaemonError(f"the daemon did not answer within {START_TIMEOUT_S:.0f} s: "
+                      f"{_last_log_line(folder)}")
+
+
+def stop(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Stop the daemon when it runs; wait until it has let go of its lock."""
+    folder = daemon_dir(env)
+    answer = request(folder, {"op": "stop"})
+    if answer is None:
+        return {"running": False, "stopped": False, "dir": folder}
+    deadline = time.monotonic() + STOP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if not _locked(folder):
+            return {"running": False, "stopped": True, "pid": answer.get("pid"), "dir": folder}
+        time.sleep(0.02)
+    raise DaemonError(f"the daemon (pid {answer.get('pid')}) did not stop within "
+                      f"{STOP_TIMEOUT_S:.0f} s")
+
+
+def _ensure_private(folder: str) -> None:
+    try:
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        os.chmod(folder, 0o700)
+    except OSError as exc:
+        from coding_os.state.durable import io_error
+
+        raise io_error(folder, exc) from None
+
+
+def _locked(folder: str) -> bool:
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _last_log_line(folder: str) -> str:
+    try:
+        with open(os.path.join(folder, LOG), "rb") as f:
+            lines = f.read()[-4096:].decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return "no log"
+    return lines[-1] if lines else "nothing in its log"
+
+
+# -- the daemon process ---------------------------------------------------------------------------
+
+
+class _Server:
+    def __init__(self, folder: str) -> None:
+        from coding_os import __version__
+        from coding_os.agents.watcher import Watches
+
+        self.folder = folder
+        self.version = __version__
+        self.watches = Watches()
+        self.started = time.time()
+        self.running = True
+
+    def handle(self, message: object) -> dict[str, object]:
+        if not isinstance(message, dict) or not isinstance(message.get("op"), str):
+            return {"ok": False, "error": "a request is a JSON object with an op"}
+        op = message["op"]
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid(), "version": self.version}
+        if op == "stop":
+            self.running = False
+            return {"ok": True, "pid": os.getpid()}
+        if op == "status":
+            self.watches.drain()
+            return {"ok": True, "pid": os.getpid(), "version": self.version,
+                    "started": _iso(self.started), "trees": [
+                        _tree_row(tree) for tree in self.watches.trees.values()]}
+        if op == "changes":
+            return self.changes(message)
+        return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def changes(self, message: dict[str, object]) -> dict[str, object]:
+        root = message.get("root")
+        if not isinstance(root, str) or not os.path.isabs(root) or "\0" in root:
+            return {"ok": False, "error": "changes needs root, an absolute path"}
+        state_dir = message.get("state_dir")
+        if state_dir is not None and (not isinstance(state_dir, str) or "\0" in state_dir):
+            return {"ok": False, "error": "state_dir must be a path"}
+        self.watches.drain()
+        tree = self.watches.trees.get(root)
+        since = message.get("since")
+        changed = tree.since(since) if tree is not None else None
+        if tree is not None and changed is not None and any(
+                path.rsplit("/", 1)[-1] == ".gitignore" or path == ".git/info/exclude"
+                for path in changed):
+            tree, why = None, "the ignore rules changed"
+        elif tree is None:
+            why = "started watching"
+        elif tree.broken:
+            why = tree.broken
+            tree = None
+        elif changed is None:
+            why = tree.lost if since and str(since).split(":")[0] != tree.generation \
+                and tree.lost else "no earlier token of this watch"
+        else:
+            tree.asked = time.time()
+            return {"ok": True, "token": tree.token, "changed": changed}
+        if tree is None:
+            if not os.path.isdir(root):
+                return {"ok": False, "error": f"{root} is not a directory"}
+            tree = self.watches.watch(root, *_unwatched(root, state_dir))
+            if tree.broken:
+                _log(f"not watching {root}: {tree.broken}")
+                self.watches.forget(root)
+                return {"ok": True, "token": None, "changed": None, "why": tree.broken}
+        tree.asked = time.time()
+        return {"ok": True, "token": tree.token, "changed": None, "why": why}
+
+    def forget_idle(self) -> None:
+        now = time.time()
+        for root, tree in list(self.watches.trees.items()):
+            if now - tree.asked > IDLE_FORGET_S or tree.broken:
+                self.watches.forget(root)
+
+
+def _tree_row(tree: object) -> dict[str, object]:
+    from coding_os.agents.watcher import TreeWatch
+
+    assert isinstance(tree, TreeWatch)
+    return {"root": tree.root, "watched_dirs": len(tree.dirs), "changed_paths": len(tree.changed),
+            "token": tree.token, "broken": tree.broken, "since": _iso(tree.started),
+            "last_asked": _iso(tree.asked)}
+
+
+def _unwatched(root: str, state_dir: str | None) -> tuple[set[str], str | None]:
+    """What not to watch under `root` (git-ignored directories, the state dir) and the
+    repository's `info` directory (for `exclude`), None outside git."""
+    from coding_os.checkpoints.gitcmd import GitError, git
+
+    skip: set[str] = set()
+    if state_dir:
+        rel = os.path.relpath(os.path.realpath(state_dir), root)
+        if not rel.startswith(".."):
+            skip.add(rel.replace(os.sep, "/"))
+    skip.add(".coding-os")
+    try:
+        # Only directories an ignore pattern matches themselves: a directory whose files all
+        # happen to be ignored (what `ls-files --directory` folds into one line) may get a file
+        # that is not.
+        out = git(root, "status", "--porcelain=v2", "-z", "--untracked-files=all",
+                  "--ignored=matching", "--no-renames", "--ignore-submodules=all", "--", ".")
+        info = git(root, "rev-parse", "--path-format=absolute", "--git-path", "info")
+    except GitError:
+        return skip, None
+    for raw in out.split(b"\0"):
+        if raw.startswith(b"! ") and raw.endswith(b"/"):
+            skip.add(raw[2:].decode("utf-8", "surrogateescape").rstrip("/"))
+    folder = info.decode("utf-8", "surrogateescape").strip()
+    return skip, folder if os.path.isdir(folder) else None
+
+
+def _iso(when: float) -> str:
+    from coding_os.state.hookslog import utc_now
+
+    return utc_now(when)
+
+
+def _log(text: str) -> None:
+    print(f"{_iso(time.time())} {text}", flush=True)
+
+
+def serve(folder: str) -> int:
+    """Run the daemon in this process until stopped; 0 also when another one already runs."""
+    import fcntl
+
+    _ensure_private(folder)
+    lock = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        _log(f"another daemon already runs (pid {os.getpid()} exits)")
+        return 0
+    path = os.path.join(folder, SOCKET)
+    try:
+        os.unlink(path)  # left by a daemon that was killed: nobody listens on it
+    except FileNotFoundError:
+        pass
+    old_umask = os.umask(0o077)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        listener.bind(path)
+    finally:
+        os.umask(old_umask)
+    bound = os.stat(path).st_ino  # removed at the end only if still ours
+    listener.listen(64)
+    server = _Server(folder)
+    info = {"pid": os.getpid(), "started": _iso(server.started), "version": server.version}
+    from coding_os.state.durable import atomic_write
+
+    atomic_write(os.path.join(folder, INFO), json.dumps(info).encode())
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "running", False))
+    signal.signal(signal.SIGINT, lambda *_: setattr(server, "running", False))
+    _log(f"daemon started (pid {os.getpid()}, version {server.version})")
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ, "listener")
+    selector.register(server.watches.inotify.fd, selectors.EVENT_READ, "inotify")
+    last_sweep = time.monotonic()
+    try:
+        while server.running:
+            for key, _ in selector.select(timeout=1.0):
+                if key.data == "inotify":
+                    server.watches.drain()
+                else:
+                    _answer(server, listener)
+            if time.monotonic() - last_sweep > 60:
+                server.forget_idle()
+                last_sweep = time.monotonic()
+    finally:
+        try:
+            if os.stat(path).st_ino == bound:
+                os.unlink(path)
+        except OSError:
+            pass
+        listener.close()
+        try:
+            os.unlink(os.path.join(folder, INFO))
+        except OSError:
+            pass
+        _log(f"daemon stopped (pid {os.getpid()})")
+        os.close(lock)
+    return 0
+
+
+def _answer(server: _Server, listener: socket.socket) -> None:
+    try:
+        conn, _ = listener.accept()
+    except OSError:
+        return
+    with conn:
+        conn.settimeout(2.0)
+        data = b""
+        try:
+            while not data.endswith(b"\n") and len(data) <= MAX_REQUEST:
+                chunk = conn.recv(1 << 16)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            return
+        try:
+            message = json.loads(data) if len(data) <= MAX_REQUEST else None
+            answer = (server.handle(message) if message is not None
+                      else {"ok": False, "error": "the request is too long"})
+        except ValueError:
+            answer = {"ok": False, "error": "the request is not JSON"}
+        except (CosError, OSError) as exc:
+            answer = {"ok": False, "error": str(exc)}
+        try:
+            conn.sendall(json.dumps(answer).encode() + b"\n")
+        except OSError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    detach = args[:1] == ["--detach"]
+    args = args[1:] if detach else args
+    if len(args) != 1:
+        print("usage: python -m coding_os.agents.daemon [--detach] DAEMON_DIR", file=sys.stderr)
+        return 2
+    if detach and os.fork() != 0:
+        os._exit(0)  # the parent: whoever started us waits only for this
+    try:
+        os.chdir("/")
+        return serve(args[0])
+    except (StateIOError, OSError) as exc:
+        _log(f"daemon failed: {exc}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

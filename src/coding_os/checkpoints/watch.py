@@ -1,0 +1,86 @@
+"""Checkpoints fed by the daemon's file watcher: look only at what changed.
+
+While `cos daemon` runs (agents/daemon.py), a checkpoint of a git tree asks it which paths
+changed since the last snapshot it knows the watcher's token for — the *base*, kept per tree in
+`checkpoints/watch/<key>.json` as `{root, manifest, token}` — and takes the new snapshot as that
+base with those paths looked at again (`snapshot.capture_changed`). The daemon's token is taken
+before the snapshot begins, so whatever changes during the snapshot is reported again next time:
+looking at a path twice costs a little, missing one never happens.
+
+The daemon says "unknown" (the changes are then found by a whole `git status`) when it had not
+watched the tree, lost events, or saw the ignore rules change; no daemon, an error, or a base whose
+manifest is gone make the checkpoint scan as it does without a daemon. Any checkpoint of the tree
+(any session's, a rewind's) may leave a base: a base is only a manifest and the moment it held.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+
+from coding_os import jsonwire
+from coding_os.state import durable
+
+__all__ = ["Look", "look", "remember"]
+
+
+class Look:
+    """The daemon's answer: its token now, and the paths changed since the base (None: unknown)
+    with the base's manifest id."""
+
+    __slots__ = ("token", "changed", "manifest")
+
+    def __init__(self, token: str, changed: list[str] | None, manifest: str | None) -> None:
+        self.token = token
+        self.changed = changed
+        self.manifest = manifest
+
+
+def _base_path(checkpoints_dir: str, root: str) -> str:
+    key = hashlib.sha256(os.fsencode(root)).hexdigest()[:20]
+    return os.path.join(checkpoints_dir, "watch", f"{key}.json")
+
+
+def _base(checkpoints_dir: str, root: str) -> dict[str, object] | None:
+    data = durable.read_small(_base_path(checkpoints_dir, root), 1 << 16)
+    try:
+        base = jsonwire.loads(data.decode("utf-8", "surrogateescape")) if data else None
+    except ValueError:
+        return None
+    if not isinstance(base, dict) or base.get("root") != root \
+            or not isinstance(base.get("token"), str) or not isinstance(base.get("manifest"), str):
+        return None
+    return base
+
+
+def look(checkpoints_dir: str, state_dir: str, root: str) -> Look | None:
+    """What the daemon saw change in `root` since the base; None when no daemon can say."""
+    from coding_os.agents.client import DaemonError, request
+    from coding_os.state.root import hub_dir
+
+    base = _base(checkpoints_dir, root)
+    try:
+        answer = request(os.path.join(hub_dir(), "daemon"),
+                         {"op": "changes", "root": root, "state_dir": state_dir,
+                          "since": base["token"] if base else None}, timeout=2.0)
+    except DaemonError:
+        return None
+    if answer is None or answer.get("ok") is not True or not isinstance(answer.get("token"), str):
+        return None
+    changed = answer.get("changed")
+    if base is None or not isinstance(changed, list) \
+            or not all(isinstance(path, str) for path in changed):
+        return Look(str(answer["token"]), None, None)
+    return Look(str(answer["token"]), changed, str(base["manifest"]))
+
+
+def remember(checkpoints_dir: str, root: str, manifest: str, token: str) -> None:
+    """Keep `manifest` (stored) as the tree's base at `token`. A cache: a failure only costs the
+    next checkpoint a scan."""
+    path = _base_path(checkpoints_dir, root)
+    try:
+        durable.ensure_dir(os.path.dirname(path))
+        durable.atomic_write(path, jsonwire.dumps(
+            {"root": root, "manifest": manifest, "token": token}).encode("ascii"), sync=False)
+    except Exception:  # noqa: BLE001 - StateIOError, OSError: still only a cache
+        pass

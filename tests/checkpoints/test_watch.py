@@ -1,0 +1,354 @@
+"""Checkpoints fed by the daemon's file watcher (checkpoints/watch.py, agents/watcher.py): a
+snapshot that looked only at the paths the daemon saw change must be exactly the snapshot a whole
+`git status` takes, whatever happened to the tree — and whenever the watcher cannot vouch (not
+running, restarted, queue overflowed, ignore rules changed, killed), the checkpoint scans."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from coding_os.agents import daemon
+from coding_os.checkpoints import create, rewind_code
+from coding_os.checkpoints.rewind import RestoreError
+from coding_os.checkpoints.snapshot import capture, diff
+from coding_os.checkpoints.store import ObjectStore
+from coding_os.checkpoints.take import Settings, _capture_of, checkpoints_dir
+from coding_os.state.tiers import Tiers
+from tests.checkpoints.conftest import create as cos_create
+from tests.checkpoints.conftest import tree
+from tests.checkpoints.test_property import apply, content_st, path_st, target_st
+from tests.conftest import COS, cos, git
+
+
+@pytest.fixture
+def running(isolated_env: Path) -> Iterator[dict[str, object]]:
+    """`cos daemon` for this test's HOME, stopped afterwards."""
+    report = daemon.start()
+    try:
+        yield report
+    finally:
+        daemon.stop()
+
+
+def whole(tiers: Tiers, root: str) -> dict[str, object]:
+    """The snapshot a whole `git status` takes of the tree now."""
+    cap = _capture_of(tiers, root, ObjectStore(checkpoints_dir(tiers)), Settings())
+    return capture(cap, "worktree")
+
+
+def stored(tiers: Tiers, record: dict[str, object]) -> dict[str, object]:
+    data = ObjectStore(checkpoints_dir(tiers)).get(str(record["manifest"]))
+    return json.loads(data)
+
+
+def same(a: dict[str, object], b: dict[str, object], root: str | None = None) -> None:
+    """The two snapshots are one: equal, or (after a commit that changed no file, which the
+    watcher leaves as it was) of other commits but holding the same bytes at every path."""
+    if root is not None and [x["commit"] for x in a["layers"]] != [  # type: ignore[attr-defined,index]
+            x["commit"] for x in b["layers"]]:  # type: ignore[attr-defined,index]
+        assert diff(root, a, b) == []
+    else:
+        assert a["layers"] == b["layers"]
+    assert a["skipped"] == b["skipped"]
+
+
+def test_without_a_daemon_a_checkpoint_scans_the_whole_tree(project: Path) -> None:
+    (project / "new.txt").write_text("x\n")
+    record = cos_create(project)
+    assert record["scan"] == "full"
+    (project / "new.txt").write_text("y\n")
+    assert cos_create(project)["scan"] == "full"
+
+
+def test_with_the_daemon_a_checkpoint_looks_only_at_what_changed(
+        project: Path, running: dict[str, object]) -> None:
+    for number in range(30):
+        folder = project / f"d{number % 5}"
+        folder.mkdir(exist_ok=True)
+        (folder / f"f{number}.txt").write_text(f"{number}\n")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "files")
+    tiers = Tiers(str(project / ".coding-os"))
+    assert cos_create(project)["scan"] == "full"  # the watch starts here
+    (project / "d1" / "f1.txt").write_text("changed\n")
+    os.remove(project / "d2" / "f2.txt")
+    (project / "d3" / "new.txt").write_text("new\n")
+    os.rename(project / "d4", project / "d9")
+    os.chmod(project / "d0" / "f0.txt", 0o755)
+    record = cos_create(project)
+    assert record["scan"] == "watcher"
+    same(stored(tiers, record), whole(tiers, str(project)))
+    # Nothing changed since: the watcher says so, and the snapshot is the same manifest.
+    again = cos_create(project)
+    assert again["scan"] == "watcher" and again["manifest"] == record["manifest"]
+    assert again["objects_written"] == 0
+    status = daemon.status()
+    assert status["running"] is True
+    assert [t["root"] for t in status["trees"]] == [str(project)]  # type: ignore[union-attr]
+
+
+def test_a_commit_between_checkpoints_keeps_the_snapshot_true(
+        project: Path, running: dict[str, object]) -> None:
+    tiers = Tiers(str(project / ".coding-os"))
+    (project / "a.txt").write_text("a\n")
+    cos_create(project)
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "a")
+    (project / "b.txt").write_text("b\n")
+    record = cos_create(project)  # HEAD moved: the watcher's base is of another commit
+    assert record["scan"] == "full"
+    same(stored(tiers, record), whole(tiers, str(project)))
+    (project / "b.txt").write_text("bb\n")
+    record = cos_create(project)
+    assert record["scan"] == "watcher"
+    same(stored(tiers, record), whole(tiers, str(project)))
+
+
+def test_a_changed_gitignore_makes_the_checkpoint_scan_and_the_watch_start_again(
+        project: Path, running: dict[str, object]) -> None:
+    tiers = Tiers(str(project / ".coding-os"))
+    (project / ".gitignore").write_text("build/\n")
+    (project / "build").mkdir()
+    (project / "build" / "out.o").write_bytes(b"\0" * 10)
+    cos_create(project)
+    (project / ".gitignore").write_text("")  # build/ is no longer ignored
+    record = cos_create(project)
+    assert record["scan"] == "full"
+    assert "build/out.o" in stored(tiers, record)["layers"][0]["overlay"]  # type: ignore[index]
+    (project / "build" / "out.o").write_bytes(b"\1" * 10)  # watched now
+    record = cos_create(project)
+    assert record["scan"] == "watcher"
+    same(stored(tiers, record), whole(tiers, str(project)))
+
+
+def test_a_restarted_daemon_makes_the_next_checkpoint_scan(
+        project: Path, running: dict[str, object]) -> None:
+    cos_create(project)
+    daemon.stop()
+    (project / "while-stopped.txt").write_text("x\n")  # no daemon saw this
+    daemon.start()
+    tiers = Tiers(str(project / ".coding-os"))
+    record = cos_create(project)
+    assert record["scan"] == "full"
+    assert "while-stopped.txt" in stored(tiers, record)["layers"][0]["overlay"]  # type: ignore[index]
+
+
+def test_a_killed_daemon_leaves_checkpoints_working_and_can_be_started_again(
+        project: Path, running: dict[str, object]) -> None:
+    cos_create(project)
+    os.kill(int(str(running["pid"])), signal.SIGKILL)
+    _wait_gone(int(str(running["pid"])))
+    (project / "after.txt").write_text("x\n")
+    assert os.path.exists(Path(str(running["dir"])) / "daemon.sock")  # left behind
+    assert cos_create(project)["scan"] == "full"
+    proc = cos("daemon", "status", "--json", cwd=project)
+    assert proc.returncode == 0 and json.loads(proc.stdout)["running"] is False
+    started = daemon.start()
+    assert started["already_running"] is False and started["pid"] != running["pid"]
+
+
+def test_an_overflowed_event_queue_makes_the_next_checkpoint_scan(
+        project: Path, running: dict[str, object]) -> None:
+    """The daemon is stopped (SIGSTOP) while more events happen than the kernel queues."""
+    tiers = Tiers(str(project / ".coding-os"))
+    (project / "many").mkdir()
+    cos_create(project)
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    pid = int(str(running["pid"]))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        target = project / "many" / "f"
+        for number in range(limit // 2 + 10):  # two events each: create and modify
+            target.with_name(f"f{number}").write_bytes(b"x")
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    record = cos_create(project)
+    assert record["scan"] == "full"
+    same(stored(tiers, record), whole(tiers, str(project)))
+    (project / "many" / "f1").write_bytes(b"y")
+    assert cos_create(project)["scan"] == "watcher"
+
+
+def test_a_rewind_with_the_daemon_restores_the_tree_and_the_next_checkpoint_is_true(
+        project: Path, running: dict[str, object]) -> None:
+    tiers = Tiers(str(project / ".coding-os"))
+    root = str(project)
+    (project / "keep.txt").write_text("one\n")
+    first = create(tiers, root, session=None)
+    wanted = tree(project)
+    (project / "keep.txt").write_text("two\n")
+    os.remove(project / "README.md")
+    (project / "extra").mkdir()
+    (project / "extra" / "x").write_text("x\n")
+    rewind_code(tiers, root, str(first["id"]))
+    assert tree(project) == wanted
+    record = create(tiers, root, session=None)
+    assert record["scan"] == "watcher"
+    same(stored(tiers, record), whole(tiers, root))
+
+
+def test_a_nested_repository_changing_makes_the_checkpoint_scan(
+        project: Path, running: dict[str, object]) -> None:
+    tiers = Tiers(str(project / ".coding-os"))
+    inner = project / "vendor" / "lib"
+    inner.mkdir(parents=True)
+    git(inner, "init", "-q", "-b", "main")
+    (inner / "x.c").write_text("int x;\n")
+    cos_create(project)
+    (inner / "x.c").write_text("int y;\n")
+    record = cos_create(project)
+    assert record["scan"] == "full"
+    same(stored(tiers, record), whole(tiers, str(project)))
+
+
+def test_concurrent_starts_leave_one_daemon(isolated_env: Path, tmp_path: Path) -> None:
+    procs = [subprocess.Popen([COS, "daemon", "start", "--json"],
+                              cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(4)]
+    try:
+        outs = [proc.communicate(timeout=60) for proc in procs]
+        assert all(proc.returncode == 0 for proc in procs), outs
+        pids = {json.loads(out)["pid"] for out, _ in outs}
+        assert len(pids) == 1
+    finally:
+        daemon.stop()
+    assert daemon.status()["running"] is False
+
+
+def test_the_daemon_answers_bad_requests_with_an_error_and_keeps_running(
+        running: dict[str, object]) -> None:
+    import socket
+
+    path = os.path.join(str(running["dir"]), "daemon.sock")
+
+    def raw(data: bytes) -> dict[str, object]:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(10)
+            sock.connect(path)
+            sock.sendall(data)
+            sock.shutdown(socket.SHUT_WR)
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        return json.loads(answer)
+
+    for data in (b"not json\n", b"[1, 2]\n", b'{"op": 5}\n', b'{"op": "nope"}\n',
+                 b'{"op": "changes", "root": "relative"}\n',
+                 b'{"op": "changes", "root": "/no/such/dir"}\n',
+                 b'{"op": "changes", "root": "/tmp", "state_dir": 7}\n', b"\n",
+                 b"{" * 70000 + b"\n"):
+        answer = raw(data)
+        assert answer["ok"] is False and isinstance(answer["error"], str), (data[:40], answer)
+    assert raw(b'{"op": "ping"}\n')["ok"] is True
+
+
+def test_daemon_commands_report_in_json_and_text(isolated_env: Path, tmp_path: Path) -> None:
+    status = json.loads(cos("daemon", "status", "--json", cwd=tmp_path).stdout)
+    assert status["running"] is False
+    assert "not running" in cos("daemon", "stop", cwd=tmp_path).stdout
+    try:
+        first = json.loads(cos("daemon", "start", "--json", cwd=tmp_path).stdout)
+        second = json.loads(cos("daemon", "start", "--json", cwd=tmp_path).stdout)
+        assert first["already_running"] is False and second["already_running"] is True
+        assert first["pid"] == second["pid"]
+        text = cos("daemon", "status", cwd=tmp_path).stdout
+        assert f"pid {first['pid']}" in text
+        assert oct(os.stat(first["dir"]).st_mode & 0o777) == "0o700"
+    finally:
+        stopped = json.loads(cos("daemon", "stop", "--json", cwd=tmp_path).stdout)
+    assert stopped["stopped"] is True
+    assert not os.path.exists(os.path.join(first["dir"], "daemon.sock"))
+
+
+def _wait_gone(pid: int) -> None:
+    import time
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"{pid} still runs")
+
+
+# -- the property ---------------------------------------------------------------------------------
+
+op_st = st.one_of(
+    st.tuples(st.just("write"), path_st, content_st, st.booleans()),
+    st.tuples(st.just("delete"), path_st),
+    st.tuples(st.just("rename"), path_st, path_st),
+    st.tuples(st.just("chmod"), path_st),
+    st.tuples(st.just("symlink"), path_st, target_st),
+    st.tuples(st.just("mkdir"), path_st),
+    st.tuples(st.just("ignore"), st.sampled_from(["a/", "b", "*.o", ""])),
+    st.tuples(st.just("commit"), st.just("")),
+    st.tuples(st.just("rewind"), st.integers(min_value=0, max_value=20)),
+    st.tuples(st.just("nest"), st.sampled_from(["a", "b", "c/a"])),
+)
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@example(initial=[], batches=[[("write", "a/a", b"", False), ("ignore", "a/")],
+                              [("write", "a", b"", False)]])  # an ignored dir became a file
+@example(initial=[], batches=[[("commit", "")]])
+@example(initial=[], batches=[[("write", "a/b", b"", False), ("ignore", "b")],
+                              [("write", "a/a", b"", False)]])  # a/ held only ignored files
+@given(initial=st.lists(st.tuples(st.just("write"), path_st, content_st, st.booleans()),
+                        max_size=6),
+       batches=st.lists(st.lists(op_st, min_size=1, max_size=4), min_size=1, max_size=6))
+def test_a_snapshot_fed_by_the_watcher_is_the_whole_scan_s(
+        running: dict[str, object], initial: list[tuple], batches: list[list[tuple]]  # type: ignore[type-arg]
+) -> None:
+    base = tempfile.mkdtemp(prefix="cp-watch-")
+    try:
+        root = os.path.realpath(os.path.join(base, "tree"))
+        os.mkdir(root)
+        tiers = Tiers(os.path.join(base, "state"))
+        for op in initial:
+            apply(root, op)
+        git(root, "init", "-q", "-b", "main")
+        git(root, "add", "-A")
+        git(root, "commit", "-q", "--allow-empty", "-m", "initial")
+        taken = [create(tiers, root, session=None)]
+        for batch in batches:
+            for op in batch:
+                if op[0] == "ignore":
+                    Path(root, ".gitignore").write_text(op[1] + "\n")
+                elif op[0] == "nest":  # a repository appears
+                    where = os.path.join(root, op[1])
+                    try:
+                        os.makedirs(where, exist_ok=True)
+                    except OSError:
+                        continue  # a file or a symlink in the way
+                    if os.path.isdir(where) and not os.path.islink(where):
+                        git(where, "init", "-q")
+                elif op[0] == "commit":  # refused when an empty repository is nested
+                    subprocess.run(["git", "-C", root, "add", "-A"], capture_output=True)
+                    subprocess.run(["git", "-C", root, "commit", "-q", "--allow-empty", "-m",
+                                    "more"], capture_output=True)
+                elif op[0] == "rewind":
+                    try:
+                        rewind_code(tiers, root, str(taken[op[1] % len(taken)]["id"]))
+                    except RestoreError:
+                        pass  # refused (an ignored file in the way...): nothing was changed
+                else:
+                    apply(root, op)
+            record = create(tiers, root, session=None)
+            same(stored(tiers, record), whole(tiers, root), root)
+            taken.append(record)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
