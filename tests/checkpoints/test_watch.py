@@ -53,13 +53,13 @@ def stored(tiers: Tiers, record: dict[str, object]) -> dict[str, object]:
 
 
 def same(a: dict[str, object], b: dict[str, object], root: str | None = None) -> None:
-    """The two snapshots are one: equal, or (after a commit that changed no file, which the
-    watcher leaves as it was) of other commits but holding the same bytes at every path."""
-    if root is not None and [x["commit"] for x in a["layers"]] != [  # type: ignore[attr-defined,index]
-            x["commit"] for x in b["layers"]]:  # type: ignore[attr-defined,index]
-        assert diff(root, a, b) == []
-    else:
+    """The two snapshots are one: equal, or (with `root`: after a commit or a change of the
+    index that changed no file, which the watcher leaves as it was) holding the same bytes,
+    kind and mode at every path."""
+    if root is None or a["layers"] == b["layers"]:
         assert a["layers"] == b["layers"]
+    else:
+        assert diff(root, a, b) == []
     assert a["skipped"] == b["skipped"]
 
 
@@ -297,6 +297,7 @@ op_st = st.one_of(
     st.tuples(st.just("commit"), st.just("")),
     st.tuples(st.just("rewind"), st.integers(min_value=0, max_value=20)),
     st.tuples(st.just("nest"), st.sampled_from(["a", "b", "c/a"])),
+    st.tuples(st.sampled_from(["stage", "unstage"]), st.just("")),
 )
 
 
@@ -336,6 +337,10 @@ def test_a_snapshot_fed_by_the_watcher_is_the_whole_scan_s(
                         continue  # a file or a symlink in the way
                     if os.path.isdir(where) and not os.path.islink(where):
                         git(where, "init", "-q")
+                elif op[0] in ("stage", "unstage"):  # the index alone changes
+                    subprocess.run(["git", "-C", root, *(["add", "-A"] if op[0] == "stage"
+                                                         else ["reset", "-q"])],
+                                   capture_output=True)
                 elif op[0] == "commit":  # refused when an empty repository is nested
                     subprocess.run(["git", "-C", root, "add", "-A"], capture_output=True)
                     subprocess.run(["git", "-C", root, "commit", "-q", "--allow-empty", "-m",

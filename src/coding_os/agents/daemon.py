@@ -45,11 +45,18 @@ def daemon_dir(env: Mapping[str, str] | None = None) -> str:
 
 
 def status(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Whether the daemon runs (`responding` false when it holds its lock but did not
+    answer: stopped or hung), and what it watches."""
     folder = daemon_dir(env)
-    answer = request(folder, {"op": "status"})
+    try:
+        answer = request(folder, {"op": "status"})
+    except DaemonError as exc:
+        return {"running": _locked(folder), "responding": False, "error": str(exc),
+                "dir": folder}
     if answer is None:
         return {"running": False, "dir": folder}
-    return {"running": True, "dir": folder, **{k: v for k, v in answer.items() if k != "ok"}}
+    return {"running": True, "responding": True, "dir": folder,
+            **{k: v for k, v in answer.items() if k != "ok"}}
 
 
 def start(env: Mapping[str, str] | None = None) -> dict[str, object]:
@@ -179,7 +186,12 @@ class _Server:
         tree = self.watches.trees.get(root)
         since = message.get("since")
         changed = tree.since(since) if tree is not None else None
-        if tree is not None and changed is not None and any(
+        if tree is not None and not tree.broken and tree.identity != identity(root):
+            tree, why = None, "the tree's directory was replaced"
+        elif tree is not None and not tree.broken and tree.signatures != signatures(
+                tree.outside):
+            tree, why = None, "ignore rules outside the tree changed"
+        elif tree is not None and changed is not None and any(
                 path.rsplit("/", 1)[-1] == ".gitignore" or path == ".git/info/exclude"
                 for path in changed):
             tree, why = None, "the ignore rules changed"
@@ -197,7 +209,10 @@ class _Server:
         if tree is None:
             if not os.path.isdir(root):
                 return {"ok": False, "error": f"{root} is not a directory"}
-            tree = self.watches.watch(root, *_unwatched(root, state_dir))
+            rules = _unwatched(root, state_dir)
+            tree = self.watches.watch(root, rules.skip, rules.info_dir, rules.git_dir)
+            tree.identity = identity(root)
+            tree.outside, tree.signatures = rules.outside, rules.signatures
             if tree.broken:
                 _log(f"not watching {root}: {tree.broken}")
                 self.watches.forget(root)
@@ -221,10 +236,47 @@ def _tree_row(tree: object) -> dict[str, object]:
             "last_asked": _iso(tree.asked)}
 
 
-def _unwatched(root: str, state_dir: str | None) -> tuple[set[str], str | None]:
-    """What not to watch under `root` (git-ignored directories, the state dir) and the
-    repository's `info` directory (for `exclude`), None outside git."""
+class Rules:
+    """What the watch of a tree depends on besides the tree: the directories not watched (the
+    state dir, what an ignore pattern matches), the repository's `info` and git dirs (for
+    `exclude` and `index`), and the files outside the tree that decide what is ignored (the
+    global excludes file, `.gitignore`s above a root below the repository's top, git's config
+    files), with their stat signatures when the watch began."""
+
+    def __init__(self, skip: set[str], info_dir: str | None, git_dir: str | None,
+                 outside: list[str]) -> None:
+        self.skip = skip
+        self.info_dir = info_dir
+        self.git_dir = git_dir
+        self.outside = outside
+        self.signatures = signatures(outside)
+
+
+def signatures(paths: list[str]) -> list[tuple[int, int, int, int] | None]:
+    found: list[tuple[int, int, int, int] | None] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            found.append(None)
+            continue
+        found.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return found
+
+
+def identity(root: str) -> tuple[int, int] | None:
+    """The directory `root` names now: a tree moved away and replaced is another one."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+def _unwatched(root: str, state_dir: str | None) -> Rules:
+    """The rules of the watch of `root` (see Rules); outside git, only the state dir."""
     from coding_os.checkpoints.gitcmd import GitError, git
+    from coding_os.checkpoints.snapshot import _inside_prefix, _relative
 
     skip: set[str] = set()
     if state_dir:
@@ -235,17 +287,42 @@ def _unwatched(root: str, state_dir: str | None) -> tuple[set[str], str | None]:
     try:
         # Only directories an ignore pattern matches themselves: a directory whose files all
         # happen to be ignored (what `ls-files --directory` folds into one line) may get a file
-        # that is not.
+        # that is not. The paths are the repository top's.
         out = git(root, "status", "--porcelain=v2", "-z", "--untracked-files=all",
                   "--ignored=matching", "--no-renames", "--ignore-submodules=all", "--", ".")
-        info = git(root, "rev-parse", "--path-format=absolute", "--git-path", "info")
+        found = git(root, "rev-parse", "--path-format=absolute", "--git-path", "info",
+                    "--absolute-git-dir", "--show-toplevel", "--git-common-dir")
     except GitError:
-        return skip, None
+        return Rules(skip, None, None, [])
+    within = _inside_prefix(root)
     for raw in out.split(b"\0"):
         if raw.startswith(b"! ") and raw.endswith(b"/"):
-            skip.add(raw[2:].decode("utf-8", "surrogateescape").rstrip("/"))
-    folder = info.decode("utf-8", "surrogateescape").strip()
-    return skip, folder if os.path.isdir(folder) else None
+            inside = _relative(raw[2:].decode("utf-8", "surrogateescape"), within)
+            if inside:
+                skip.add(inside.rstrip("/"))
+    info, git_dir, top, common = (line.strip() for line in
+                                  found.decode("utf-8", "surrogateescape").splitlines()[:4])
+    outside = [os.path.join(common, "config"), _global_excludes(root),
+               os.environ.get("GIT_CONFIG_GLOBAL") or os.path.expanduser("~/.gitconfig")]
+    above = os.path.dirname(root)
+    while within and len(above) >= len(top):
+        outside.append(os.path.join(above, ".gitignore"))
+        if os.path.samefile(above, top):
+            break
+        above = os.path.dirname(above)
+    return Rules(skip, info if os.path.isdir(info) else None,
+                 git_dir if os.path.isdir(git_dir) else None, outside)
+
+
+def _global_excludes(root: str) -> str:
+    from coding_os.checkpoints.gitcmd import GitError, git
+
+    try:
+        return git(root, "config", "--path", "--get", "core.excludesFile").decode(
+            "utf-8", "surrogateescape").strip()
+    except GitError:
+        base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+        return os.path.join(base, "git", "ignore")
 
 
 def _iso(when: float) -> str:
@@ -340,10 +417,13 @@ def _answer(server: _Server, listener: socket.socket) -> None:
             message = json.loads(data) if len(data) <= MAX_REQUEST else None
             answer = (server.handle(message) if message is not None
                       else {"ok": False, "error": "the request is too long"})
-        except ValueError:
+        except (ValueError, RecursionError):
             answer = {"ok": False, "error": "the request is not JSON"}
         except (CosError, OSError) as exc:
             answer = {"ok": False, "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - a bad request never stops the daemon
+            _log(f"internal error on a request: {type(exc).__name__}: {exc}")
+            answer = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
         try:
             conn.sendall(json.dumps(answer).encode() + b"\n")
         except OSError:

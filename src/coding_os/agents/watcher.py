@@ -21,8 +21,9 @@ kept with a higher seq. A path names a file or a directory; a directory's whole 
 changed under it (a directory moved in brings files no event named).
 
 Not watched: `.git` (a commit changes no file of the working tree: the previous snapshot still
-holds, its commit and overlay describe the same bytes), except `.git/info` for `exclude`; the
-state dir; directories git ignores when the watch starts (a changed `.gitignore` is reported like
+holds, its commit and overlay describe the same bytes), except `.git/info` for `exclude` and the
+git dir's `index` (reported as `.git/index`: a file unstaged may leave bytes that only the index
+held); the state dir; directories git ignores when the watch starts (a changed `.gitignore` is reported like
 any file: the checkpoint then scans, and asks the daemon to watch anew).
 """
 
@@ -100,10 +101,16 @@ class Inotify:
 class TreeWatch:
     """What changed in one working tree since its watch began."""
 
-    def __init__(self, root: str, skip: set[str], info_dir: str | None) -> None:
+    def __init__(self, root: str, skip: set[str], info_dir: str | None,
+                 git_dir: str | None = None) -> None:
         self.root = root
         self.skip = skip  # relative paths not watched (ignored dirs, the state dir)
         self.info_dir = info_dir  # `.git/info`, reported as `.git/info/<name>`
+        self.git_dir = git_dir  # the git dir: its `index`, reported as `.git/index`
+        self.identity: tuple[int, int] | None = None  # the root directory's (st_dev, st_ino)
+        # Files outside the tree that decide what is ignored, and their stat signatures.
+        self.outside: list[str] = []
+        self.signatures: list[tuple[int, int, int, int] | None] = []
         self.generation = secrets.token_hex(6)
         self.seq = 0
         self.changed: dict[str, int] = {}
@@ -152,14 +159,17 @@ class Watches:
         self.trees: dict[str, TreeWatch] = {}
         self._wds: dict[int, list[tuple[TreeWatch, str]]] = {}
 
-    def watch(self, root: str, skip: set[str], info_dir: str | None) -> TreeWatch:
+    def watch(self, root: str, skip: set[str], info_dir: str | None,
+              git_dir: str | None = None) -> TreeWatch:
         """Start watching `root` (again, when it was watched: a fresh generation)."""
         self.forget(root)
-        tree = TreeWatch(root, skip, info_dir)
+        tree = TreeWatch(root, skip, info_dir, git_dir)
         self.trees[root] = tree
         self._add_tree(tree, "")
         if info_dir and not tree.broken:
             self._add(tree, "\0info", info_dir)
+        if git_dir and not tree.broken:
+            self._add(tree, "\0git", git_dir)
         return tree
 
     def forget(self, root: str) -> None:
@@ -220,10 +230,13 @@ class Watches:
                     pending.append(child)
 
     def _drop_tree(self, tree: TreeWatch, top: str) -> None:
+        """Stop watching `top` and what is under it (gone, or moved away). Directories under it
+        that were left unwatched as ignored may come back where other rules hold."""
         prefix = top + "/"
         for rel, wd in list(tree.dirs.items()):
             if rel == top or rel.startswith(prefix):
                 self._drop(tree, rel, wd)
+        tree.skip -= {rel for rel in tree.skip if rel.startswith(prefix)}
 
     def drain(self) -> None:
         """Take in every event queued now."""
@@ -255,6 +268,10 @@ class Watches:
         name = raw.decode("utf-8", "surrogateescape")
         if rel == "\0info":
             tree.note(f".git/info/{name}")
+            return
+        if rel == "\0git":
+            if name == "index":  # staged or unstaged: which bytes only git holds may change
+                tree.note(".git/index")
             return
         path = f"{rel}/{name}" if rel else name
         # Reported even when it is a directory not watched (ignored, `.git`): a file may now

@@ -18,6 +18,7 @@ from coding_os.checkpoints.take import (
     Settings,
     _iso,
     checkpoints_dir,
+    _scope,
     recover_pending,
     snapshot_now,
 )
@@ -159,7 +160,8 @@ def preview(tiers: Tiers, root: str, checkpoint: str,
                            f"run cos rewind there")
     store = _DryStore(ObjectStore(checkpoints_dir(tiers)))
     cap, current, _ = _current(tiers, root, target, store, settings)
-    changes = _protect_uncaptured(root, cap, current, diff(root, target, current))
+    changes = _protect_uncaptured(root, cap, current,
+                                  diff(root, target, current, cap.commit_entries))
     outside = _outside(tiers, root, record, current, store)
     data = _fetch_quietly(root, store, changes)
     files = []
@@ -169,7 +171,7 @@ def preview(tiers: Tiers, root: str, checkpoint: str,
         files.append({"path": path, "action": action,
                       "changed_outside": path in outside,
                       **_diffstat(root, store, change, data.get(number))})
-    skipped_now = {str(item[0]) for item in cap.skipped}
+    skipped_now = {str(item[0]) for item in current["skipped"]}  # type: ignore[attr-defined]
     blocked = sorted(skipped_now & {str(f["path"]) for f in files})
     return {"checkpoint": _row(record), "mode": record.get("mode"), "root": root,
             "files": files,
@@ -233,11 +235,12 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
     store = ObjectStore(folder)
     with restore_lock(folder, exclusive=True):
         cap, current, looked = _current(tiers, root, target, store, settings)
-        found = diff(root, target, current)
+        found = diff(root, target, current, cap.commit_entries)
         changes = _protect_uncaptured(root, cap, current, found)
         # Whether an ignored file joined the snapshot (no capture holds those).
         as_captured = all(a[2] is b[2] for a, b in zip(found, changes))
-        unprotected = sorted({str(item[0]) for item in cap.skipped}
+        # The snapshot's list (a watcher-fed one looked at the changed paths only).
+        unprotected = sorted({str(item[0]) for item in current["skipped"]}  # type: ignore[attr-defined]
                              & {path for path, *_ in changes})
         if unprotected:
             raise RestoreError(f"{', '.join(unprotected[:5])} would be overwritten but is "
@@ -262,7 +265,7 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
             # after its token); not when a file git ignores joined it (no capture holds those).
             from coding_os.checkpoints import watch
 
-            watch.remember(folder, root, oid, looked.token)
+            watch.remember(folder, root, oid, looked.token, _scope(cap))
     files = [{"path": path, "action": "delete" if wanted is None
               else ("create" if present is None else "restore")}
              for path, wanted, present, _ in changes]

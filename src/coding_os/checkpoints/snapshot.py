@@ -172,6 +172,9 @@ class Capture:
         self.ignored: set[str] = set()  # what git ignores (directories end with a slash)
         self.git_root = False  # the root is a git working tree (see fingerprint.py)
         self.incremental = False  # only the paths the watcher named were looked at
+        # What each commit holds at the paths `git status` reported changed (its HEAD columns),
+        # by (layer dir, commit): a diff against a snapshot of that commit needs no `ls-tree`.
+        self.commit_entries: dict[tuple[str, str], dict[str, Entry | None]] = {}
         self.skipped: list[list[object]] = []
         self.objects_written = 0
         self.bytes_written = 0
@@ -276,6 +279,7 @@ def _git_layers(cap: Capture, prefix: str,
         cap.git_root = True
     commit: str | None = None
     overlay: dict[str, Entry | None] = {}
+    in_head: dict[str, Entry | None] = {}
     nested: list[str] = []
     within = _inside_prefix(top)
     for record in out.split(b"\0"):
@@ -298,6 +302,9 @@ def _git_layers(cap: Capture, prefix: str,
             path = _relative(fields[8], within)
             if path is None:
                 continue
+            m_head = int(fields[3], 8)
+            in_head[path] = (None if m_head == 0 else
+                             ["l" if m_head == MODE_LINK else "f", fields[6], m_head, None])
             if sub.startswith("S"):
                 cap.skipped.append([_join(prefix, path), "submodule", 0])
                 continue
@@ -326,6 +333,8 @@ def _git_layers(cap: Capture, prefix: str,
                 overlay[path] = cap.entry(_join(prefix, path))
     if commit:
         _hide_under_replaced(top, commit, overlay)
+        cap.commit_entries.setdefault((prefix, commit), {}).update(
+            (p, e) for p, e in in_head.items() if e is None or int(e[2]) != MODE_GITLINK)
     layers: list[dict[str, object]] = [{"dir": prefix, "commit": commit,
                                         "overlay": dict(sorted(overlay.items()))}]
     if pathspecs is not None:
@@ -337,6 +346,7 @@ def _git_layers(cap: Capture, prefix: str,
 
 
 MAX_CHANGED_PATHS = 2000  # more, and one whole `git status` is as quick
+MAX_CHANGED_BYTES = 256 << 10  # the paths go on git's command line
 
 
 def capture_changed(cap: Capture, previous: dict[str, object],
@@ -347,23 +357,38 @@ def capture_changed(cap: Capture, previous: dict[str, object],
     `git status` limited to them. None when only a whole capture can tell: not a git tree, too
     many paths, a nested repository among them (or a `.git` appearing), or another commit
     checked out."""
-    if previous.get("mode") != "worktree" or len(changed) > MAX_CHANGED_PATHS:
+    if previous.get("mode") != "worktree" or len(changed) > MAX_CHANGED_PATHS \
+            or sum(map(len, changed)) > MAX_CHANGED_BYTES:
         return None
     layers = _layer_list(previous)
     if not layers or layers[0].get("dir") != "":
         return None
     if not os.path.lexists(os.path.join(cap.root, ".git")) and checkout_root(cap.root) is None:
         return None
-    paths = {path.rstrip("/") for path in changed if path and not cap.excluded(path)}
+    top = layers[0]
+    paths: set[str] = set()
+    for path in changed:
+        path = path.rstrip("/")
+        if path == ".git/index":
+            # The index changed (staged, unstaged): entries whose bytes git's index held are
+            # looked at again, since those bytes may no longer be referenced.
+            paths.update(p for p, e in _overlay(top).items() if e is not None and e[3] is None)
+        elif path == ".git" or path.startswith(".git/") or path.endswith("/.git"):
+            return None  # a repository made anew, or appearing in the tree
+        elif path and not cap.excluded(path):
+            paths.add(path)
     inner = [str(layer["dir"]) for layer in layers[1:]]
     for path in paths:
-        if path.startswith(".git/") or path.rsplit("/", 1)[-1] == ".git" or any(
-                path == d or path.startswith(d + "/") or d.startswith(path + "/") for d in inner):
+        if any(path == d or path.startswith(d + "/") or d.startswith(path + "/") for d in inner):
             return None
-    top = layers[0]
     if not paths:
         return previous
-    fresh = _git_layers(cap, "", sorted(paths))
+    from coding_os.checkpoints.gitcmd import GitError
+
+    try:
+        fresh = _git_layers(cap, "", sorted(paths))
+    except GitError:
+        return None  # let a whole `git status` tell, or say what is wrong
     if len(fresh) > 1 or fresh[0]["commit"] != top.get("commit"):
         return None
     overlay = {path: entry for path, entry in _overlay(top).items()
@@ -549,9 +574,12 @@ def _all_commit_files(repo: str, commit: str) -> list[str]:
     return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
 
 
-def resolve(root: str, manifest: dict[str, object],
-            paths: set[str]) -> dict[str, tuple[Entry | None, str, str | None]]:
-    """What `manifest` holds at each of `paths`: (entry or None, layer dir, layer commit)."""
+def resolve(root: str, manifest: dict[str, object], paths: set[str],
+            known: dict[tuple[str, str], dict[str, Entry | None]] | None = None
+            ) -> dict[str, tuple[Entry | None, str, str | None]]:
+    """What `manifest` holds at each of `paths`: (entry or None, layer dir, layer commit).
+    `known` holds commits' entries already at hand (`Capture.commit_entries`), by (layer dir,
+    commit) and path relative to the layer: git is asked only for the others."""
     layers = sorted(_layer_list(manifest), key=lambda layer: len(str(layer["dir"])),
                     reverse=True)
     result: dict[str, tuple[Entry | None, str, str | None]] = {}
@@ -570,11 +598,13 @@ def resolve(root: str, manifest: dict[str, object],
         commit = layer.get("commit")
         overlay = _overlay(layer)
         inner = {path: path[len(prefix) + 1:] if prefix else path for path in members}
-        missing = [rel for rel in inner.values() if rel not in overlay]
+        at_hand = (known or {}).get((prefix, str(commit)), {}) if commit else {}
+        missing = [rel for rel in inner.values() if rel not in overlay and rel not in at_hand]
         base = (_commit_entries(os.path.join(root, prefix) if prefix else root, str(commit),
                                 missing) if commit and missing else {})
         for path, rel in inner.items():
-            entry = overlay[rel] if rel in overlay else base.get(rel)
+            entry = (overlay[rel] if rel in overlay
+                     else at_hand[rel] if rel in at_hand else base.get(rel))
             result[path] = (entry, prefix, str(commit) if commit else None)
     return result
 
@@ -604,16 +634,17 @@ def candidates(root: str, old: dict[str, object], new: dict[str, object]) -> set
     return found
 
 
-def diff(root: str, target: dict[str, object], current: dict[str, object]
+def diff(root: str, target: dict[str, object], current: dict[str, object],
+         known: dict[tuple[str, str], dict[str, Entry | None]] | None = None
          ) -> list[tuple[str, Entry | None, Entry | None, str]]:
     """The paths whose entry differs between `target` and `current`, as (path, target entry,
-    current entry, layer dir of the target entry), sorted by path."""
+    current entry, layer dir of the target entry), sorted by path (`known`: see `resolve`)."""
     if target.get("mode") == "tracked":
         paths = manifest_paths(target)
     else:
         paths = candidates(root, target, current)
-    wanted = resolve(root, target, paths)
-    now = resolve(root, current, paths)
+    wanted = resolve(root, target, paths, known)
+    now = resolve(root, current, paths, known)
     changes = []
     for path in sorted(paths):
         entry, prefix, _ = wanted[path]

@@ -90,19 +90,27 @@ def snapshot_now(tiers: Tiers, root: str, store: ObjectStore, settings: Settings
     from coding_os.checkpoints.snapshot import capture, capture_changed
 
     cap = _capture_of(tiers, root, store, settings, read_only)
-    looked = (watch.look(checkpoints_dir(tiers), tiers.state_dir, root)
-              if mode == "worktree" else None)
+    looked = (watch.look(checkpoints_dir(tiers), tiers.state_dir, root,
+                         _scope(cap)) if mode == "worktree" else None)
     manifest = None
     if looked is not None and looked.changed is not None and looked.manifest is not None:
         previous = _stored_manifest(store, looked.manifest)
         if previous is not None:
             manifest = capture_changed(cap, previous, looked.changed)
+            if manifest is None:  # what the limited look found is not to be mixed in
+                cap = _capture_of(tiers, root, store, settings, read_only)
     if manifest is not None:
         cap.incremental = True
         cap.cache.save()
     else:
         manifest = capture(cap, mode, paths)
     return cap, manifest, looked
+
+
+def _scope(cap: Capture) -> list[object]:
+    """What decides a snapshot's content besides the tree: a base taken under other settings
+    (a size limit, the state dir's place) is not built upon."""
+    return [cap.max_file_bytes, list(cap.exclude)]
 
 
 def _stored_manifest(store: ObjectStore, oid: str) -> dict[str, object] | None:
@@ -194,7 +202,8 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
         if looked is not None:
             from coding_os.checkpoints import watch
 
-            watch.remember(folder, root, str(record["manifest"]), looked.token)
+            watch.remember(folder, root, str(record["manifest"]), looked.token,
+                           _scope(cap) if cap is not None else [])
     # How the tree was looked at: a stat of it, the daemon's changed paths, or all of it.
     record["scan"] = ("fingerprint" if cap is None
                       else "watcher" if cap.incremental else "full")

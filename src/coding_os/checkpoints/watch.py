@@ -2,7 +2,7 @@
 
 While `cos daemon` runs (agents/daemon.py), a checkpoint of a git tree asks it which paths
 changed since the last snapshot it knows the watcher's token for — the *base*, kept per tree in
-`checkpoints/watch/<key>.json` as `{root, manifest, token}` — and takes the new snapshot as that
+`checkpoints/watch/<key>.json` as `{root, manifest, token, scope}` — and takes the new snapshot as that
 base with those paths looked at again (`snapshot.capture_changed`). The daemon's token is taken
 before the snapshot begins, so whatever changes during the snapshot is reported again next time:
 looking at a path twice costs a little, missing one never happens.
@@ -53,12 +53,16 @@ def _base(checkpoints_dir: str, root: str) -> dict[str, object] | None:
     return base
 
 
-def look(checkpoints_dir: str, state_dir: str, root: str) -> Look | None:
-    """What the daemon saw change in `root` since the base; None when no daemon can say."""
+def look(checkpoints_dir: str, state_dir: str, root: str,
+         scope: list[object]) -> Look | None:
+    """What the daemon saw change in `root` since the base; None when no daemon can say.
+    A base taken under another `scope` (the snapshot's settings) is not used."""
     from coding_os.agents.client import DaemonError, request
     from coding_os.state.root import hub_dir
 
     base = _base(checkpoints_dir, root)
+    if base is not None and base.get("scope") != scope:
+        base = None
     try:
         answer = request(os.path.join(hub_dir(), "daemon"),
                          {"op": "changes", "root": root, "state_dir": state_dir,
@@ -74,13 +78,15 @@ def look(checkpoints_dir: str, state_dir: str, root: str) -> Look | None:
     return Look(str(answer["token"]), changed, str(base["manifest"]))
 
 
-def remember(checkpoints_dir: str, root: str, manifest: str, token: str) -> None:
-    """Keep `manifest` (stored) as the tree's base at `token`. A cache: a failure only costs the
-    next checkpoint a scan."""
+def remember(checkpoints_dir: str, root: str, manifest: str, token: str,
+             scope: list[object]) -> None:
+    """Keep `manifest` (stored, taken under `scope`) as the tree's base at `token`. A cache: a
+    failure only costs the next checkpoint a scan."""
     path = _base_path(checkpoints_dir, root)
     try:
         durable.ensure_dir(os.path.dirname(path))
         durable.atomic_write(path, jsonwire.dumps(
-            {"root": root, "manifest": manifest, "token": token}).encode("ascii"), sync=False)
+            {"root": root, "manifest": manifest, "token": token, "scope": scope}
+        ).encode("ascii"), sync=False)
     except Exception:  # noqa: BLE001 - StateIOError, OSError: still only a cache
         pass

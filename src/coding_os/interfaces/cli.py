@@ -915,6 +915,10 @@ def _daemon_lines(report: dict[str, Any]) -> None:
     if not report.get("running"):
         click.echo("the daemon is not running (cos daemon start)")
         return
+    if not report.get("responding", True):
+        click.echo(f"the daemon holds its lock but does not answer ({report.get('error')}); "
+                   "checkpoints scan meanwhile")
+        return
     click.echo(f"the daemon runs: pid {report.get('pid')}, version {report.get('version')}, "
                f"since {report.get('started')}")
     for tree in report.get("trees") or []:
