@@ -158,6 +158,7 @@ def main() -> None:
         run([COS, "observations", "-n", "6"], repo, {})
         sessions_part(scratch, repo, home)
         checkpoints_part(repo)
+        daemon_part(repo)
         brain_part(repo)
         heading("What the state dir holds")
         for path in sorted((repo / ".coding-os").rglob("*")):
@@ -267,6 +268,22 @@ def checkpoints_part(repo: Path) -> None:
     heading("cos rewind --undo: the session's changes are back")
     run([COS, "rewind", "--undo"], repo, env)
     run(["git", "status", "--short"], repo, {})
+
+
+def daemon_part(repo: Path) -> None:
+    """`cos daemon`: its file watcher tells a checkpoint which paths changed."""
+    heading("cos daemon start: checkpoints ask its file watcher what changed")
+    run([COS, "daemon", "start"], repo, {})
+    try:
+        run([COS, "checkpoint", "create"], repo, {}, show=False)  # the watch starts here
+        (repo / "app.py").write_text("print('hello, watcher')\n", encoding="utf-8")
+        record = json.loads(run([COS, "checkpoint", "create", "--json"], repo, {},
+                                show=False).stdout)
+        print(f"$ cos checkpoint create --json  ->  scan: {record['scan']}, "
+              f"{record['objects_written']} new objects")
+        run([COS, "daemon", "status"], repo, {})
+    finally:
+        run([COS, "daemon", "stop"], repo, {})
 
 
 def brain_part(repo: Path) -> None:

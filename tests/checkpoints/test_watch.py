@@ -226,31 +226,33 @@ def test_concurrent_starts_leave_one_daemon(isolated_env: Path, tmp_path: Path) 
     assert daemon.status()["running"] is False
 
 
-def test_the_daemon_answers_bad_requests_with_an_error_and_keeps_running(
-        running: dict[str, object]) -> None:
+def raw_request(running: dict[str, object], data: bytes, timeout: float = 10) -> bytes:
+    """Send `data` to the daemon's socket as any program could; its whole answer."""
     import socket
 
     path = os.path.join(str(running["dir"]), "daemon.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        sock.connect(path)
+        sock.sendall(data)
+        sock.shutdown(socket.SHUT_WR)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
 
-    def raw(data: bytes) -> dict[str, object]:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-            sock.settimeout(10)
-            sock.connect(path)
-            sock.sendall(data)
-            sock.shutdown(socket.SHUT_WR)
-            answer = b""
-            while chunk := sock.recv(65536):
-                answer += chunk
-        return json.loads(answer)
 
+def test_the_daemon_answers_bad_requests_with_an_error_and_keeps_running(
+        running: dict[str, object]) -> None:
     for data in (b"not json\n", b"[1, 2]\n", b'{"op": 5}\n', b'{"op": "nope"}\n',
                  b'{"op": "changes", "root": "relative"}\n',
                  b'{"op": "changes", "root": "/no/such/dir"}\n',
-                 b'{"op": "changes", "root": "/tmp", "state_dir": 7}\n', b"\n",
+                 b'{"op": "changes", "root": "/tmp", "state_dir": 7}\n',
+                 b'{"op": "changes", "root": "/tmp", "env": {"PATH": "/bin"}}\n', b"\n",
                  b"{" * 70000 + b"\n"):
-        answer = raw(data)
+        answer = json.loads(raw_request(running, data))
         assert answer["ok"] is False and isinstance(answer["error"], str), (data[:40], answer)
-    assert raw(b'{"op": "ping"}\n')["ok"] is True
+    assert json.loads(raw_request(running, b'{"op": "ping"}\n'))["ok"] is True
 
 
 def test_daemon_commands_report_in_json_and_text(isolated_env: Path, tmp_path: Path) -> None:

@@ -21,23 +21,17 @@ from coding_os.checkpoints import create, rewind_code
 from coding_os.checkpoints.rewind import RestoreError
 from coding_os.checkpoints.take import Settings
 from coding_os.state.tiers import Tiers
-from tests.checkpoints.test_watch import _wait_gone, running, same, stored, whole  # noqa: F401
+from tests.checkpoints.test_watch import (  # noqa: F401
+    _wait_gone,
+    raw_request,
+    running,
+    same,
+    stored,
+    whole,
+)
 from tests.conftest import COS, cos, git
 
 BIG = 3 << 20  # over the default checkpoints.max_file_bytes (2 MiB)
-
-
-def _raw(running: dict[str, object], data: bytes, timeout: float = 10) -> bytes:
-    path = os.path.join(str(running["dir"]), "daemon.sock")
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(path)
-        sock.sendall(data)
-        sock.shutdown(socket.SHUT_WR)
-        answer = b""
-        while chunk := sock.recv(65536):
-            answer += chunk
-    return answer
 
 
 def _repo(path: Path) -> Path:
@@ -54,7 +48,7 @@ def _repo(path: Path) -> Path:
 
 def test_a_deeply_nested_request_does_not_kill_the_daemon(running: dict[str, object]) -> None:
     try:
-        _raw(running, b"[" * 60000 + b"\n")
+        raw_request(running, b"[" * 60000 + b"\n")
     except OSError:
         pass
     time.sleep(0.2)
@@ -68,14 +62,14 @@ def test_odd_requests_are_answered_and_the_daemon_keeps_running(
                  b'{"op": "changes", "root": "\\ud800"}\n',
                  b'{"op": "ping"}\n{"op": "stop"}\n',
                  b"\xff\xfe\n"):
-        answer = json.loads(_raw(running, data))
+        answer = json.loads(raw_request(running, data))
         assert isinstance(answer.get("ok"), bool), (data[:40], answer)
     # A client that connects and says nothing holds the daemon at most its 2 s read timeout.
     idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     idle.connect(os.path.join(str(running["dir"]), "daemon.sock"))
     try:
         started = time.monotonic()
-        assert json.loads(_raw(running, b'{"op": "ping"}\n'))["ok"] is True
+        assert json.loads(raw_request(running, b'{"op": "ping"}\n'))["ok"] is True
         assert time.monotonic() - started < 4
     finally:
         idle.close()
@@ -373,23 +367,27 @@ def test_many_long_changed_paths_make_the_checkpoint_scan_not_fail(
     same(stored(tiers, record), whole(tiers, str(project)))
 
 
-def test_unstaging_a_file_does_not_leave_its_bytes_only_in_git(
-        project: Path, running: dict[str, object]) -> None:
+def unstaged_then_gc(project: Path, repo: Path) -> None:
+    """Stage a file in `repo` (the project's repository or one nested in it), checkpoint,
+    unstage it, checkpoint, let git prune the blob: a rewind to that checkpoint still brings
+    the file back (its bytes were stored, not left to the index)."""
     tiers = Tiers(str(project / ".coding-os"))
     root = str(project)
-    (project / "staged.txt").write_text("only in the index\n")
-    git(project, "add", "staged.txt")
+    (repo / "staged.txt").write_text("only in the index\n")
+    git(repo, "add", "staged.txt")
     create(tiers, root, session=None)
-    git(project, "reset", "-q", "--", "staged.txt")
+    git(repo, "reset", "-q", "--", "staged.txt")
     record = create(tiers, root, session=None)
-    git(project, "reflog", "expire", "--expire=now", "--all")
-    git(project, "gc", "-q", "--prune=now")
-    (project / "staged.txt").write_text("overwritten\n")
-    try:
-        rewind_code(tiers, root, str(record["id"]))
-    except Exception:  # noqa: BLE001 - the bytes are gone
-        pass
-    assert (project / "staged.txt").read_text() == "only in the index\n"
+    git(repo, "reflog", "expire", "--expire=now", "--all")
+    git(repo, "gc", "-q", "--prune=now")
+    (repo / "staged.txt").write_text("overwritten\n")
+    rewind_code(tiers, root, str(record["id"]))
+    assert (repo / "staged.txt").read_text() == "only in the index\n"
+
+
+def test_unstaging_a_file_does_not_leave_its_bytes_only_in_git(
+        project: Path, running: dict[str, object]) -> None:
+    unstaged_then_gc(project, project)
 
 
 def test_a_raised_size_limit_is_not_hidden_by_the_base(
@@ -404,18 +402,7 @@ def test_a_raised_size_limit_is_not_hidden_by_the_base(
 
 
 def test_without_the_daemon_an_unstaged_file_is_restored_after_gc(project: Path) -> None:
-    tiers = Tiers(str(project / ".coding-os"))
-    root = str(project)
-    (project / "staged.txt").write_text("only in the index\n")
-    git(project, "add", "staged.txt")
-    create(tiers, root, session=None)
-    git(project, "reset", "-q", "--", "staged.txt")
-    record = create(tiers, root, session=None)
-    git(project, "reflog", "expire", "--expire=now", "--all")
-    git(project, "gc", "-q", "--prune=now")
-    (project / "staged.txt").write_text("overwritten\n")
-    rewind_code(tiers, root, str(record["id"]))
-    assert (project / "staged.txt").read_text() == "only in the index\n"
+    unstaged_then_gc(project, project)
 
 
 # -- what was checked and holds -------------------------------------------------------------------

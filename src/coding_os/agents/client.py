@@ -13,9 +13,12 @@ import os
 from coding_os import jsonwire
 from coding_os.errors import CosError
 
-__all__ = ["SOCKET", "DaemonError", "request"]
+__all__ = ["SOCKET", "GIT_ENV", "DaemonError", "request"]
 
 SOCKET = "daemon.sock"
+# What decides git's configuration, so what it ignores: the daemon runs git with the asker's.
+GIT_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
+           "GIT_CONFIG_NOSYSTEM")
 
 
 class DaemonError(CosError):

@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from coding_os.agents.client import SOCKET, DaemonError, request
+from coding_os.agents.client import GIT_ENV, SOCKET, DaemonError, request
 from coding_os.errors import CosError, StateIOError
 
 __all__ = ["DaemonError", "daemon_dir", "request", "start", "stop", "status", "serve"]
@@ -182,8 +182,16 @@ class _Server:
         state_dir = message.get("state_dir")
         if state_dir is not None and (not isinstance(state_dir, str) or "\0" in state_dir):
             return {"ok": False, "error": "state_dir must be a path"}
+        env = message.get("env") or {}
+        if not isinstance(env, dict) or not all(
+                name in GIT_ENV and isinstance(value, str) and "\0" not in value
+                for name, value in env.items()):
+            return {"ok": False, "error": f"env may hold only {', '.join(GIT_ENV)}"}
+        # One watch per tree, state dir and git configuration (what is left unwatched
+        # depends on them).
+        key = "\0".join([root, state_dir or "", json.dumps(env, sort_keys=True)])
         self.watches.drain()
-        tree = self.watches.trees.get(root)
+        tree = self.watches.trees.get(key)
         since = message.get("since")
         changed = tree.since(since) if tree is not None else None
         if tree is not None and not tree.broken and tree.identity != identity(root):
@@ -195,6 +203,9 @@ class _Server:
                 path.rsplit("/", 1)[-1] == ".gitignore" or path == ".git/info/exclude"
                 for path in changed):
             tree, why = None, "the ignore rules changed"
+        elif tree is not None and changed is not None and ".git/index" in changed \
+                and _tracked_in_skipped(tree, env):
+            tree, why = None, "a file git ignores was added to the index"
         elif tree is None:
             why = "started watching"
         elif tree.broken:
@@ -209,29 +220,31 @@ class _Server:
         if tree is None:
             if not os.path.isdir(root):
                 return {"ok": False, "error": f"{root} is not a directory"}
-            rules = _unwatched(root, state_dir)
-            tree = self.watches.watch(root, rules.skip, rules.info_dir, rules.git_dir)
+            rules = _unwatched(root, state_dir, env)
+            tree = self.watches.watch(root, rules.skip, rules.info_dir, rules.git_dir, key)
+            tree.state_dir, tree.ignored = state_dir, rules.ignored
             tree.identity = identity(root)
             tree.outside, tree.signatures = rules.outside, rules.signatures
             if tree.broken:
                 _log(f"not watching {root}: {tree.broken}")
-                self.watches.forget(root)
+                self.watches.forget(key)
                 return {"ok": True, "token": None, "changed": None, "why": tree.broken}
         tree.asked = time.time()
         return {"ok": True, "token": tree.token, "changed": None, "why": why}
 
     def forget_idle(self) -> None:
         now = time.time()
-        for root, tree in list(self.watches.trees.items()):
+        for key, tree in list(self.watches.trees.items()):
             if now - tree.asked > IDLE_FORGET_S or tree.broken:
-                self.watches.forget(root)
+                self.watches.forget(key)
 
 
 def _tree_row(tree: object) -> dict[str, object]:
     from coding_os.agents.watcher import TreeWatch
 
     assert isinstance(tree, TreeWatch)
-    return {"root": tree.root, "watched_dirs": len(tree.dirs), "changed_paths": len(tree.changed),
+    return {"root": tree.root, "state_dir": tree.state_dir, "watched_dirs": len(tree.dirs),
+            "changed_paths": len(tree.changed),
             "token": tree.token, "broken": tree.broken, "since": _iso(tree.started),
             "last_asked": _iso(tree.asked)}
 
@@ -244,8 +257,9 @@ class Rules:
     files), with their stat signatures when the watch began."""
 
     def __init__(self, skip: set[str], info_dir: str | None, git_dir: str | None,
-                 outside: list[str]) -> None:
+                 outside: list[str], ignored: set[str] | None = None) -> None:
         self.skip = skip
+        self.ignored = ignored or set()  # the directories of `skip` an ignore pattern matches
         self.info_dir = info_dir
         self.git_dir = git_dir
         self.outside = outside
@@ -273,8 +287,25 @@ def identity(root: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _unwatched(root: str, state_dir: str | None) -> Rules:
-    """The rules of the watch of `root` (see Rules); outside git, only the state dir."""
+def _tracked_in_skipped(tree: object, env: dict[str, str]) -> bool:
+    """Whether the index now tracks a file in a directory left unwatched as ignored (`git add
+    -f`): then it must be watched."""
+    from coding_os.agents.watcher import TreeWatch
+    from coding_os.checkpoints.gitcmd import GitError, git
+
+    assert isinstance(tree, TreeWatch)
+    ignored = sorted(tree.skip & tree.ignored)
+    if not ignored:
+        return False
+    try:
+        return bool(git(tree.root, "ls-files", "-z", "--", *ignored, env=env).strip(b"\0"))
+    except GitError:
+        return True
+
+
+def _unwatched(root: str, state_dir: str | None, env: dict[str, str]) -> Rules:
+    """The rules of the watch of `root` (see Rules) for git run with `env`; outside git, only
+    the state dir."""
     from coding_os.checkpoints.gitcmd import GitError, git
     from coding_os.checkpoints.snapshot import _inside_prefix, _relative
 
@@ -289,21 +320,29 @@ def _unwatched(root: str, state_dir: str | None) -> Rules:
         # happen to be ignored (what `ls-files --directory` folds into one line) may get a file
         # that is not. The paths are the repository top's.
         out = git(root, "status", "--porcelain=v2", "-z", "--untracked-files=all",
-                  "--ignored=matching", "--no-renames", "--ignore-submodules=all", "--", ".")
+                  "--ignored=matching", "--no-renames", "--ignore-submodules=all", "--", ".",
+                  env=env)
         found = git(root, "rev-parse", "--path-format=absolute", "--git-path", "info",
-                    "--absolute-git-dir", "--show-toplevel", "--git-common-dir")
+                    "--absolute-git-dir", "--show-toplevel", "--git-common-dir", env=env)
     except GitError:
         return Rules(skip, None, None, [])
     within = _inside_prefix(root)
+    ignored = set()
     for raw in out.split(b"\0"):
         if raw.startswith(b"! ") and raw.endswith(b"/"):
             inside = _relative(raw[2:].decode("utf-8", "surrogateescape"), within)
             if inside:
-                skip.add(inside.rstrip("/"))
+                ignored.add(inside.rstrip("/"))
+    skip |= ignored
     info, git_dir, top, common = (line.strip() for line in
                                   found.decode("utf-8", "surrogateescape").splitlines()[:4])
-    outside = [os.path.join(common, "config"), _global_excludes(root),
-               os.environ.get("GIT_CONFIG_GLOBAL") or os.path.expanduser("~/.gitconfig")]
+    home = env.get("HOME") or os.path.expanduser("~")
+    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    outside = [os.path.join(common, "config"), os.path.join(common, "info", "exclude"),
+               os.path.join(git_dir, "config.worktree"), _global_excludes(root, env),
+               env.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
+               os.path.join(xdg, "git", "config"),
+               env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
     above = os.path.dirname(root)
     while within and len(above) >= len(top):
         outside.append(os.path.join(above, ".gitignore"))
@@ -311,17 +350,18 @@ def _unwatched(root: str, state_dir: str | None) -> Rules:
             break
         above = os.path.dirname(above)
     return Rules(skip, info if os.path.isdir(info) else None,
-                 git_dir if os.path.isdir(git_dir) else None, outside)
+                 git_dir if os.path.isdir(git_dir) else None, outside, ignored)
 
 
-def _global_excludes(root: str) -> str:
+def _global_excludes(root: str, env: dict[str, str]) -> str:
     from coding_os.checkpoints.gitcmd import GitError, git
 
     try:
-        return git(root, "config", "--path", "--get", "core.excludesFile").decode(
+        return git(root, "config", "--path", "--get", "core.excludesFile", env=env).decode(
             "utf-8", "surrogateescape").strip()
     except GitError:
-        base = os.environ.get("XDG_CONFIG_HOME") or os.path.expanduser("~/.config")
+        home = env.get("HOME") or os.path.expanduser("~")
+        base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
         return os.path.join(base, "git", "ignore")
 
 

@@ -108,6 +108,8 @@ class TreeWatch:
         self.info_dir = info_dir  # `.git/info`, reported as `.git/info/<name>`
         self.git_dir = git_dir  # the git dir: its `index`, reported as `.git/index`
         self.identity: tuple[int, int] | None = None  # the root directory's (st_dev, st_ino)
+        self.state_dir: str | None = None  # the asker's, left unwatched
+        self.ignored: set[str] = set()  # directories left unwatched as git ignores them
         # Files outside the tree that decide what is ignored, and their stat signatures.
         self.outside: list[str] = []
         self.signatures: list[tuple[int, int, int, int] | None] = []
@@ -160,11 +162,13 @@ class Watches:
         self._wds: dict[int, list[tuple[TreeWatch, str]]] = {}
 
     def watch(self, root: str, skip: set[str], info_dir: str | None,
-              git_dir: str | None = None) -> TreeWatch:
-        """Start watching `root` (again, when it was watched: a fresh generation)."""
-        self.forget(root)
+              git_dir: str | None = None, key: str | None = None) -> TreeWatch:
+        """Start watching `root` (again, when it was watched under `key`, by default the root:
+        a fresh generation)."""
+        key = root if key is None else key
+        self.forget(key)
         tree = TreeWatch(root, skip, info_dir, git_dir)
-        self.trees[root] = tree
+        self.trees[key] = tree
         self._add_tree(tree, "")
         if info_dir and not tree.broken:
             self._add(tree, "\0info", info_dir)
@@ -172,8 +176,8 @@ class Watches:
             self._add(tree, "\0git", git_dir)
         return tree
 
-    def forget(self, root: str) -> None:
-        tree = self.trees.pop(root, None)
+    def forget(self, key: str) -> None:
+        tree = self.trees.pop(key, None)
         if tree is None:
             return
         for rel, wd in list(tree.dirs.items()):

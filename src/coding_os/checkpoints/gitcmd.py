@@ -35,11 +35,14 @@ def git_env() -> dict[str, str]:
     return env
 
 
-def git(repo: str, *args: str, stdin: bytes | None = None) -> bytes:
-    """The standard output of `git -C repo ARGS`, fed `stdin` when given.
+def git(repo: str, *args: str, stdin: bytes | None = None, check: bool = True,
+        env: dict[str, str] | None = None) -> bytes:
+    """The standard output of `git -C repo ARGS`, fed `stdin` when given; `env` adds to (or
+    replaces in) the environment git runs with.
 
     Raises:
-        GitError: git is missing or exits non-zero (its first error line in the message).
+        GitError: git is missing, or exits non-zero when `check` (its first error line in the
+            message).
     """
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -52,8 +55,8 @@ def git(repo: str, *args: str, stdin: bytes | None = None) -> bytes:
     if stdin is not None:
         actions.append((os.POSIX_SPAWN_CLOSE, in_w))
     try:
-        pid = os.posix_spawnp("git", ["git", "-C", repo, *args], git_env(),
-                              file_actions=actions)
+        pid = os.posix_spawnp("git", ["git", "-C", repo, *args],
+                              {**git_env(), **env} if env else git_env(), file_actions=actions)
     except OSError as exc:
         for fd in (out_r, out_w, err_r, err_w, in_r, in_w):
             if fd >= 0:
@@ -73,7 +76,7 @@ def git(repo: str, *args: str, stdin: bytes | None = None) -> bytes:
         writer.join()
     _, status = os.waitpid(pid, 0)
     code = os.waitstatus_to_exitcode(status)
-    if code != 0:
+    if code != 0 and check:
         line = error.decode("utf-8", "replace").strip().splitlines()
         raise GitError(f"git {args[0]} failed in {repo}: "
                        f"{line[0] if line else f'exit {code}'}")

@@ -361,31 +361,27 @@ def capture_changed(cap: Capture, previous: dict[str, object],
             or sum(map(len, changed)) > MAX_CHANGED_BYTES:
         return None
     layers = _layer_list(previous)
-    if not layers or layers[0].get("dir") != "":
-        return None
+    if len(layers) != 1 or layers[0].get("dir") != "":
+        return None  # nested repositories: their index and ignore rules are not watched
     if not os.path.lexists(os.path.join(cap.root, ".git")) and checkout_root(cap.root) is None:
         return None
     top = layers[0]
     paths: set[str] = set()
     for path in changed:
         path = path.rstrip("/")
-        if path == ".git/index":
-            # The index changed (staged, unstaged): entries whose bytes git's index held are
-            # looked at again, since those bytes may no longer be referenced.
-            paths.update(p for p, e in _overlay(top).items() if e is not None and e[3] is None)
-        elif path == ".git" or path.startswith(".git/") or path.endswith("/.git"):
-            return None  # a repository made anew, or appearing in the tree
-        elif path and not cap.excluded(path):
-            paths.add(path)
-    inner = [str(layer["dir"]) for layer in layers[1:]]
-    for path in paths:
-        if any(path == d or path.startswith(d + "/") or d.startswith(path + "/") for d in inner):
+        if path == ".git" or path.startswith(".git/") or path.endswith("/.git"):
+            # The index changed (staged, unstaged, force-added: what is covered and which
+            # bytes only git holds may change), or a repository was made anew or appeared.
             return None
-    if not paths:
-        return previous
+        if path and not cap.excluded(path):
+            paths.add(path)
+    if any(_in_nested(cap.root, path) for path in paths):
+        return None  # a submodule or a repository made inside the tree
     from coding_os.checkpoints.gitcmd import GitError
 
     try:
+        if not paths:  # nothing changed, unless HEAD moved (`git reset --soft` writes no file)
+            return previous if _head(cap.root) == top.get("commit") else None
         fresh = _git_layers(cap, "", sorted(paths))
     except GitError:
         return None  # let a whole `git status` tell, or say what is wrong
@@ -400,6 +396,22 @@ def capture_changed(cap: Capture, previous: dict[str, object],
             "layers": [{"dir": "", "commit": top.get("commit"),
                         "overlay": dict(sorted(overlay.items()))}, *layers[1:]],
             "skipped": sorted(skipped, key=lambda item: str(item[0]))}
+
+
+def _head(root: str) -> str | None:
+    """The commit checked out in the repository holding `root`; None before the first."""
+    out = git(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
+    return out.decode("ascii", "replace").strip() or None
+
+
+def _in_nested(root: str, path: str) -> bool:
+    """Whether `path` lies in a repository of its own inside the tree (a `.git` on the way)."""
+    at = path.find("/")
+    while at > 0:
+        if os.path.lexists(os.path.join(root, path[:at], ".git")):
+            return True
+        at = path.find("/", at + 1)
+    return False
 
 
 def _under_any(path: str, paths: set[str]) -> bool:
@@ -430,12 +442,25 @@ def _hide_under_replaced(top: str, commit: str, overlay: dict[str, Entry | None]
     links = [path for path, entry in overlay.items() if entry is not None and entry[0] == "l"]
     if not links:
         return
-    out = git(top, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit, "--",
-              *[f"{path}/" for path in links])
-    for name in out.split(b"\0"):
-        path = name.decode("utf-8", "surrogateescape")
-        if path and path not in overlay:
+    for path in _commit_names(top, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit,
+                              paths=[f"{path}/" for path in links]):
+        if path not in overlay:
             overlay[path] = None
+
+
+def _commit_names(repo: str, *args: str, paths: list[str] | None = None) -> list[str]:
+    """The paths a `git ls-tree --full-tree` / `diff-tree` listing of the repository names,
+    relative to `repo` (which may lie below the repository's top, where git's paths start),
+    limited to `paths` (relative to `repo` too) or to what lies under `repo`."""
+    within = _inside_prefix(repo)
+    out = git(repo, *args, "--", *([within + p for p in paths] if paths is not None
+                                   else [within] if within else []))
+    names = []
+    for raw in out.split(b"\0"):
+        name = raw.decode("utf-8", "surrogateescape")
+        if name and name.startswith(within):
+            names.append(name[len(within):])
+    return names
 
 
 def _inside_prefix(top: str) -> str:
@@ -547,31 +572,33 @@ def _overlay(layer: dict[str, object]) -> dict[str, Entry | None]:
 
 
 def _commit_entries(repo: str, commit: str, paths: list[str]) -> dict[str, Entry]:
-    """The entries `commit` has for `paths` (each relative to `repo`)."""
+    """The entries `commit` has for `paths` (each relative to `repo`, which may lie below the
+    repository's top: git's tree paths start at the top)."""
+    within = _inside_prefix(repo)
     found: dict[str, Entry] = {}
     for start in range(0, len(paths), 500):
-        chunk = paths[start:start + 500]
+        chunk = [within + p for p in paths[start:start + 500]]
         out = git(repo, "ls-tree", "-z", "-r", "--full-tree", commit, "--", *chunk)
         for record in out.split(b"\0"):
             if not record:
                 continue
             head, _, path = record.decode("utf-8", "surrogateescape").partition("\t")
             mode, kind, sha1 = head.split(" ")
-            if kind != "blob":
+            if kind != "blob" or not path.startswith(within):
                 continue
             number = int(mode, 8)
-            found[path] = ["l" if number == MODE_LINK else "f", sha1, number, None]
+            found[path[len(within):]] = ["l" if number == MODE_LINK else "f", sha1, number, None]
     return found
 
 
 def _commit_changes(repo: str, old: str, new: str) -> list[str]:
-    out = git(repo, "diff-tree", "-z", "-r", "--no-renames", "--name-only", old, new)
-    return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+    """The paths (relative to `repo`) that differ between two commits, under `repo`."""
+    return _commit_names(repo, "diff-tree", "-z", "-r", "--no-renames", "--name-only", old, new)
 
 
 def _all_commit_files(repo: str, commit: str) -> list[str]:
-    out = git(repo, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit)
-    return [p.decode("utf-8", "surrogateescape") for p in out.split(b"\0") if p]
+    """Every file of `commit` under `repo`, relative to it."""
+    return _commit_names(repo, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit)
 
 
 def resolve(root: str, manifest: dict[str, object], paths: set[str],
