@@ -98,11 +98,16 @@ def test_dumps_refuses_floats_json_cannot_hold(value: object) -> None:
         jsonwire.dumps(value)
 
 
-@pytest.mark.parametrize("value", [{1: "a"}, {("a",): 1}, b"bytes", {1, 2}, object(),
+@pytest.mark.parametrize("value", [{("a",): 1}, b"bytes", {1, 2}, object(),
                                    [complex(1, 2)]])
 def test_dumps_refuses_values_of_other_types_with_type_error(value: object) -> None:
     with pytest.raises(TypeError):
         jsonwire.dumps(value)
+
+
+@pytest.mark.parametrize("value", [{1: "a"}, {True: 1, None: 2, 1.5: 3}])
+def test_dumps_writes_number_boolean_and_none_keys_as_json_dumps_does(value: object) -> None:
+    assert jsonwire.dumps(value) == json.dumps(value, separators=(",", ":"))
 
 
 def test_dumps_writes_tuples_as_arrays_and_escapes_lone_surrogates() -> None:

@@ -69,51 +69,21 @@ def _standard_loads(text: str) -> object:
 
 
 def dumps(value: object) -> str:
-    """Serialise dicts (string keys), lists, tuples, strings, numbers, booleans and None.
+    """Serialise dicts, lists, tuples, strings, numbers, booleans and None, as
+    `json.dumps(value, separators=(",", ":"), allow_nan=False)` does (with the same C encoder:
+    keys that are numbers, booleans or None become strings).
 
     Raises:
-        TypeError: a value of another type.
+        TypeError: a value (or key) of another type.
         ValueError: a float that JSON cannot hold (NaN, infinity).
     """
-    parts: list[str] = []
-    _encode(value, parts)
-    return "".join(parts)
+    return "".join(_encoder(value, 0))
 
 
-def _encode(value: object, parts: list[str]) -> None:
-    if isinstance(value, str):
-        parts.append(_quote(value))
-    elif value is None:
-        parts.append("null")
-    elif value is True:
-        parts.append("true")
-    elif value is False:
-        parts.append("false")
-    elif isinstance(value, int):
-        parts.append(int.__repr__(value))
-    elif isinstance(value, float):
-        if value != value or value in (float("inf"), float("-inf")):
-            raise ValueError("cannot encode NaN or infinity as JSON")
-        parts.append(float.__repr__(value))
-    elif isinstance(value, dict):
-        parts.append("{")
-        first = True
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise TypeError(f"JSON object keys must be str, not {type(key).__name__}")
-            if not first:
-                parts.append(",")
-            first = False
-            parts.append(_quote(key))
-            parts.append(":")
-            _encode(item, parts)
-        parts.append("}")
-    elif isinstance(value, (list, tuple)):
-        parts.append("[")
-        for index, item in enumerate(value):
-            if index:
-                parts.append(",")
-            _encode(item, parts)
-        parts.append("]")
-    else:
-        raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+def _refuse(value: object) -> object:
+    raise TypeError(f"cannot encode {type(value).__name__} as JSON")
+
+
+# markers (no cycle check: cos never builds cyclic values), default, string encoder, indent,
+# separators, sort_keys, skipkeys, allow_nan
+_encoder = _json.make_encoder(None, _refuse, _quote, None, ":", ",", False, False, False)

@@ -78,7 +78,8 @@ def git(repo: str, *args: str, stdin: bytes | None = None, check: bool = True,
     code = os.waitstatus_to_exitcode(status)
     if code != 0 and check:
         line = error.decode("utf-8", "replace").strip().splitlines()
-        raise GitError(f"git {args[0]} failed in {repo}: "
+        command = next((a for a in args if not a.startswith("-") and "=" not in a), "")
+        raise GitError(f"git {command} failed in {repo}: "
                        f"{line[0] if line else f'exit {code}'}")
     return data
 

@@ -26,7 +26,7 @@ __all__ = ["ALGORITHM", "ObjectStore", "DamagedObject", "valid_oid"]
 
 ALGORITHM = "sha256"
 _HEX = frozenset("0123456789abcdef")
-_LEVEL = 6  # zlib's default, as git's loose objects
+_LEVEL = 1  # best speed, as git compresses loose objects (core.looseCompression)
 
 
 class DamagedObject(CosError):

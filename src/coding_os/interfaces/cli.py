@@ -923,7 +923,8 @@ def _daemon_lines(report: dict[str, Any]) -> None:
                f"since {report.get('started')}")
     for tree in report.get("trees") or []:
         state = f"not watched: {tree['broken']}" if tree.get("broken") else (
-            f"{tree['watched_dirs']} directories watched, {tree['changed_paths']} paths changed")
+            f"{tree['watched_dirs']} directories watched, {tree['changed_paths']} changed "
+            f"path{'' if tree['changed_paths'] == 1 else 's'} kept")
         click.echo(f"  {tree['root']}  {state}")
 
 
