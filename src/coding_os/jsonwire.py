@@ -69,15 +69,34 @@ def _standard_loads(text: str) -> object:
 
 
 def dumps(value: object) -> str:
-    """Serialise dicts, lists, tuples, strings, numbers, booleans and None, as
-    `json.dumps(value, separators=(",", ":"), allow_nan=False)` does (with the same C encoder:
-    keys that are numbers, booleans or None become strings).
+    """Serialise dicts with string keys, lists, tuples, strings, numbers, booleans and None:
+    what `json.dumps(value, separators=(",", ":"), allow_nan=False)` writes, on the same C
+    encoder; keys must be strings (a reader gets back what was written, never a key `1` as
+    `"1"`).
 
     Raises:
-        TypeError: a value (or key) of another type.
+        TypeError: a value or key of another type.
         ValueError: a float that JSON cannot hold (NaN, infinity).
+        RecursionError: nested too deeply.
     """
-    return "".join(_encoder(value, 0))
+    text = "".join(_encoder(value, 0))  # first: it refuses cycles and depth
+    _check_keys(value)
+    return text
+
+
+def _check_keys(value: object) -> None:
+    stack = [value] if isinstance(value, (dict, list, tuple)) else []
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    raise TypeError(f"JSON object keys must be str, not {type(key).__name__}")
+                if isinstance(inner, (dict, list, tuple)):
+                    stack.append(inner)
+        else:
+            assert isinstance(item, (list, tuple))
+            stack.extend(inner for inner in item if isinstance(inner, (dict, list, tuple)))
 
 
 def _refuse(value: object) -> object:

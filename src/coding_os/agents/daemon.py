@@ -26,7 +26,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from coding_os.agents.client import GIT_ENV, SOCKET, DaemonError, request
+from coding_os.agents.client import GIT_ENV, SOCKET, DaemonError, is_config_pair, request
 from coding_os.errors import CosError, StateIOError
 
 __all__ = ["DaemonError", "daemon_dir", "request", "start", "stop", "status", "serve"]
@@ -184,9 +184,14 @@ class _Server:
             return {"ok": False, "error": "state_dir must be a path"}
         env = message.get("env") or {}
         if not isinstance(env, dict) or not all(
-                name in GIT_ENV and isinstance(value, str) and "\0" not in value
+                (name in GIT_ENV or is_config_pair(name))
+                and (value is None or isinstance(value, str) and "\0" not in value)
                 for name, value in env.items()):
-            return {"ok": False, "error": f"env may hold only {', '.join(GIT_ENV)}"}
+            return {"ok": False, "error": f"env may hold only {', '.join(GIT_ENV)} and "
+                                          "GIT_CONFIG_KEY_<n>/VALUE_<n>, as strings or null"}
+        # What the asker does not set, git must not take from the daemon's own environment.
+        env = {**{name: None for name in GIT_ENV}, **{
+            name: None for name in os.environ if is_config_pair(name)}, **env}
         # One watch per tree, state dir and git configuration (what is left unwatched
         # depends on them).
         key = "\0".join([root, state_dir or "", json.dumps(env, sort_keys=True)])
@@ -200,9 +205,9 @@ class _Server:
                 tree.outside):
             tree, why = None, "ignore rules outside the tree changed"
         elif tree is not None and changed is not None and any(
-                path.rsplit("/", 1)[-1] == ".gitignore" or path == ".git/info/exclude"
+                path.rsplit("/", 1)[-1] in RULE_FILES or path.startswith(".git/info/")
                 for path in changed):
-            tree, why = None, "the ignore rules changed"
+            tree, why = None, "the ignore rules or attributes changed"
         elif tree is not None and changed is not None and ".git/index" in changed \
                 and _tracked_in_skipped(tree, env):
             tree, why = None, "a file git ignores was added to the index"
@@ -212,8 +217,11 @@ class _Server:
             why = tree.broken
             tree = None
         elif changed is None:
+            # The asker scans all of it: the watch starts anew with it, so whatever its rules
+            # missed since (a directory no longer ignored, a file force-added) is watched.
             why = tree.lost if since and str(since).split(":")[0] != tree.generation \
                 and tree.lost else "no earlier token of this watch"
+            tree = None
         else:
             tree.asked = time.time()
             return {"ok": True, "token": tree.token, "changed": changed}
@@ -287,7 +295,10 @@ def identity(root: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-def _tracked_in_skipped(tree: object, env: dict[str, str]) -> bool:
+RULE_FILES = (".gitignore", ".gitattributes")  # in the tree: what is ignored, how it is read
+
+
+def _tracked_in_skipped(tree: object, env: dict[str, str | None]) -> bool:
     """Whether the index now tracks a file in a directory left unwatched as ignored (`git add
     -f`): then it must be watched."""
     from coding_os.agents.watcher import TreeWatch
@@ -303,7 +314,7 @@ def _tracked_in_skipped(tree: object, env: dict[str, str]) -> bool:
         return True
 
 
-def _unwatched(root: str, state_dir: str | None, env: dict[str, str]) -> Rules:
+def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> Rules:
     """The rules of the watch of `root` (see Rules) for git run with `env`; outside git, only
     the state dir."""
     from coding_os.checkpoints.gitcmd import GitError, git
@@ -339,13 +350,16 @@ def _unwatched(root: str, state_dir: str | None, env: dict[str, str]) -> Rules:
     home = env.get("HOME") or os.path.expanduser("~")
     xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
     outside = [os.path.join(common, "config"), os.path.join(common, "info", "exclude"),
-               os.path.join(git_dir, "config.worktree"), _global_excludes(root, env),
+               os.path.join(common, "info", "attributes"),
+               os.path.join(git_dir, "config.worktree"),
+               _global_file(root, env, "core.excludesFile", "ignore"),
+               _global_file(root, env, "core.attributesFile", "attributes"),
                env.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
                os.path.join(xdg, "git", "config"),
                env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
     above = os.path.dirname(root)
     while within and len(above) >= len(top):
-        outside.append(os.path.join(above, ".gitignore"))
+        outside.extend(os.path.join(above, name) for name in RULE_FILES)
         if os.path.samefile(above, top):
             break
         above = os.path.dirname(above)
@@ -353,16 +367,18 @@ def _unwatched(root: str, state_dir: str | None, env: dict[str, str]) -> Rules:
                  git_dir if os.path.isdir(git_dir) else None, outside, ignored)
 
 
-def _global_excludes(root: str, env: dict[str, str]) -> str:
+def _global_file(root: str, env: dict[str, str | None], setting: str, name: str) -> str:
+    """Where git reads its global excludes (`core.excludesFile`, `ignore`) or attributes
+    (`core.attributesFile`, `attributes`) file for the asker."""
     from coding_os.checkpoints.gitcmd import GitError, git
 
     try:
-        return git(root, "config", "--path", "--get", "core.excludesFile", env=env).decode(
+        return git(root, "config", "--path", "--get", setting, env=env).decode(
             "utf-8", "surrogateescape").strip()
     except GitError:
         home = env.get("HOME") or os.path.expanduser("~")
         base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-        return os.path.join(base, "git", "ignore")
+        return os.path.join(base, "git", name)
 
 
 def _iso(when: float) -> str:

@@ -246,8 +246,11 @@ class Watches:
         """Take in every event queued now."""
         for wd, mask, raw in self.inotify.read():
             if mask & IN_Q_OVERFLOW:
+                # Lost events may have created directories that never got a watch: each
+                # tree is watched anew at its next question (see daemon.py).
                 for tree in self.trees.values():
                     tree.restart("the inotify queue overflowed")
+                    tree.broken = "the inotify queue overflowed: events were lost"
                 continue
             for tree, rel in list(self._wds.get(wd, [])):
                 self._event(tree, wd, rel, mask, raw)

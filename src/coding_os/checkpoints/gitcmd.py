@@ -35,10 +35,15 @@ def git_env() -> dict[str, str]:
     return env
 
 
+def _with(env: dict[str, str | None] | None) -> dict[str, str]:
+    merged: dict[str, str | None] = {**git_env(), **(env or {})}
+    return {name: value for name, value in merged.items() if value is not None}
+
+
 def git(repo: str, *args: str, stdin: bytes | None = None, check: bool = True,
-        env: dict[str, str] | None = None) -> bytes:
+        env: dict[str, str | None] | None = None) -> bytes:
     """The standard output of `git -C repo ARGS`, fed `stdin` when given; `env` adds to (or
-    replaces in) the environment git runs with.
+    replaces in, or with None removes from) the environment git runs with.
 
     Raises:
         GitError: git is missing, or exits non-zero when `check` (its first error line in the
@@ -55,8 +60,8 @@ def git(repo: str, *args: str, stdin: bytes | None = None, check: bool = True,
     if stdin is not None:
         actions.append((os.POSIX_SPAWN_CLOSE, in_w))
     try:
-        pid = os.posix_spawnp("git", ["git", "-C", repo, *args],
-                              {**git_env(), **env} if env else git_env(), file_actions=actions)
+        pid = os.posix_spawnp("git", ["git", "-C", repo, *args], _with(env),
+                              file_actions=actions)
     except OSError as exc:
         for fd in (out_r, out_w, err_r, err_w, in_r, in_w):
             if fd >= 0:

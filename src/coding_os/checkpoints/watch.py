@@ -57,7 +57,7 @@ def look(checkpoints_dir: str, state_dir: str, root: str,
          scope: list[object]) -> Look | None:
     """What the daemon saw change in `root` since the base; None when no daemon can say.
     A base taken under another `scope` (the snapshot's settings) is not used."""
-    from coding_os.agents.client import GIT_ENV, DaemonError, request
+    from coding_os.agents.client import DaemonError, git_config_env, request
     from coding_os.state.root import hub_dir
 
     base = _base(checkpoints_dir, root)
@@ -67,8 +67,7 @@ def look(checkpoints_dir: str, state_dir: str, root: str,
         answer = request(os.path.join(hub_dir(), "daemon"),
                          {"op": "changes", "root": root, "state_dir": state_dir,
                           "since": base["token"] if base else None,
-                          "env": {name: os.environ[name] for name in GIT_ENV
-                                  if name in os.environ}}, timeout=2.0)
+                          "env": git_config_env()}, timeout=2.0)
     except DaemonError:
         return None
     if answer is None or answer.get("ok") is not True or not isinstance(answer.get("token"), str):
