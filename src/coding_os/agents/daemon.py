@@ -204,24 +204,21 @@ class _Server:
         elif tree is not None and not tree.broken and tree.signatures != signatures(
                 tree.outside):
             tree, why = None, "ignore rules outside the tree changed"
-        elif tree is not None and changed is not None and any(
-                path.rsplit("/", 1)[-1] in RULE_FILES or path.startswith(".git/info/")
-                for path in changed):
-            tree, why = None, "the ignore rules or attributes changed"
-        elif tree is not None and changed is not None and ".git/index" in changed \
-                and _tracked_in_skipped(tree, env):
-            tree, why = None, "a file git ignores was added to the index"
         elif tree is None:
             why = "started watching"
-        elif tree.broken:
-            why = tree.broken
+        elif tree.broken or tree.stale:
+            why = tree.broken or tree.lost or "the watch was restarted"
             tree = None
+        elif _rules_changed(tree, tree.changed if changed is None else changed, env):
+            # Looked at over the whole watch when the asker's token is unknown: the new
+            # watch then follows the rules as they are now (a directory no longer ignored,
+            # a file force-added in an ignored one).
+            tree, why = None, "the ignore rules or attributes changed"
         elif changed is None:
-            # The asker scans all of it: the watch starts anew with it, so whatever its rules
-            # missed since (a directory no longer ignored, a file force-added) is watched.
-            why = tree.lost if since and str(since).split(":")[0] != tree.generation \
-                and tree.lost else "no earlier token of this watch"
-            tree = None
+            tree.asked = time.time()
+            return {"ok": True, "token": tree.token, "changed": None,
+                    "why": tree.lost if since and str(since).split(":")[0] != tree.generation
+                    and tree.lost else "no earlier token of this watch"}
         else:
             tree.asked = time.time()
             return {"ok": True, "token": tree.token, "changed": changed}
@@ -298,6 +295,16 @@ def identity(root: str) -> tuple[int, int] | None:
 RULE_FILES = (".gitignore", ".gitattributes")  # in the tree: what is ignored, how it is read
 
 
+def _rules_changed(tree: object, changed: object, env: dict[str, str | None]) -> bool:
+    """Whether `changed` (paths) holds a rule file, `.git/info/*`, or an index change that
+    made git track a file in a directory left unwatched as ignored."""
+    paths = list(changed) if isinstance(changed, (list, dict)) else []
+    if any(path.rsplit("/", 1)[-1] in RULE_FILES or path.startswith(".git/info/")
+           for path in paths):
+        return True
+    return ".git/index" in paths and _tracked_in_skipped(tree, env)
+
+
 def _tracked_in_skipped(tree: object, env: dict[str, str | None]) -> bool:
     """Whether the index now tracks a file in a directory left unwatched as ignored (`git add
     -f`): then it must be watched."""
@@ -357,6 +364,7 @@ def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> 
                env.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
                os.path.join(xdg, "git", "config"),
                env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
+    outside.extend(_config_files(root, env, outside))
     above = os.path.dirname(root)
     while within and len(above) >= len(top):
         outside.extend(os.path.join(above, name) for name in RULE_FILES)
@@ -365,6 +373,38 @@ def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> 
         above = os.path.dirname(above)
     return Rules(skip, info if os.path.isdir(info) else None,
                  git_dir if os.path.isdir(git_dir) else None, outside, ignored)
+
+
+def _config_files(root: str, env: dict[str, str | None], known: list[str]) -> list[str]:
+    """The configuration files git reads for the tree that `known` does not name yet: those
+    `[include]` and `[includeIf]` pull in (any may set `core.excludesFile`)."""
+    from coding_os.checkpoints.gitcmd import GitError, git
+
+    try:
+        out = git(root, "config", "--list", "--show-origin", "--includes", "-z", env=env)
+    except GitError:
+        return []
+    found: list[str] = []
+    items = out.split(b"\0")
+    for origin in items[0::2]:
+        if origin.startswith(b"file:"):
+            path = os.path.join(root, origin[5:].decode("utf-8", "surrogateescape"))
+            if path not in known and path not in found:
+                found.append(path)
+    try:  # an included file with nothing in it yet lists no setting, so no origin either
+        out = git(root, "config", "--show-origin", "--path", "-z", "--get-regexp",
+                  r"^include(if\..*)?\.path$", env=env)
+    except GitError:
+        out = b""
+    items = out.split(b"\0")
+    for origin, setting in zip(items[0::2], items[1::2]):
+        value = setting.partition(b"\n")[2].decode("utf-8", "surrogateescape")
+        if origin.startswith(b"file:") and value:
+            including = os.path.join(root, origin[5:].decode("utf-8", "surrogateescape"))
+            path = os.path.join(os.path.dirname(including), value)
+            if path not in known and path not in found:
+                found.append(path)
+    return found
 
 
 def _global_file(root: str, env: dict[str, str | None], setting: str, name: str) -> str:

@@ -119,6 +119,7 @@ class TreeWatch:
         self.dirs: dict[str, int] = {}  # relative dir -> wd
         self.broken: str | None = None
         self.lost: str | None = None  # why the last generation ended
+        self.stale = False  # to be watched anew at the next question
         self.started = time.time()
         self.asked = time.time()
 
@@ -133,11 +134,14 @@ class TreeWatch:
             self.restart("more changed paths than the watcher keeps")
 
     def restart(self, why: str) -> None:
-        """Events were lost: a new generation, whose tokens earlier ones never match."""
+        """Events were lost, or paths forgotten: a new generation, whose tokens earlier ones
+        never match; the watch is to start anew (`stale`), since what was forgotten may have
+        changed the rules."""
         self.generation = secrets.token_hex(6)
         self.seq = 0
         self.changed.clear()
         self.lost = why
+        self.stale = True
 
     def since(self, token: object) -> list[str] | None:
         """The paths changed after `token` (None: unknown, the caller must scan)."""

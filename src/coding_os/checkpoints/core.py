@@ -283,10 +283,12 @@ def _protect_uncaptured(root: str, cap: Capture, current: dict[str, object],
     the tree as it is, so the undo brings them back, and the preview calls it a restore."""
     from coding_os.checkpoints.snapshot import put_entry
 
+    from coding_os.checkpoints.snapshot import beyond_link
+
     kept = []
     for path, wanted, present, prefix in changes:
         if present is None and wanted is not None and os.path.lexists(os.path.join(root, path)) \
-                and not os.path.isdir(os.path.join(root, path)):
+                and not os.path.isdir(os.path.join(root, path)) and not beyond_link(root, path):
             present = cap.entry(path)
             if present is not None:
                 put_entry(current, path, present)

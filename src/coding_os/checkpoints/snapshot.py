@@ -378,8 +378,10 @@ def capture_changed(cap: Capture, previous: dict[str, object],
             return None
         if path and not cap.excluded(path):
             paths.add(path)
-    if any(_in_nested(cap.root, path) for path in paths):
-        return None  # a submodule or a repository made inside the tree
+    if any(_in_nested(cap.root, path) or _linked(cap.root, path) for path in paths):
+        # A submodule or a repository made inside the tree; or a file with another name,
+        # which inotify did not report written.
+        return None
     from coding_os.checkpoints.gitcmd import GitError
 
     try:
@@ -411,6 +413,26 @@ def _head(root: str) -> str | None:
     """The commit checked out in the repository holding `root`; None before the first."""
     out = git(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
     return out.decode("ascii", "replace").strip() or None
+
+
+def _linked(root: str, path: str) -> bool:
+    try:
+        st = os.lstat(os.path.join(root, path))
+    except OSError:
+        return False
+    return stat.S_ISREG(st.st_mode) and st.st_nlink > 1
+
+
+def beyond_link(root: str, path: str) -> bool:
+    """Whether a symlink or a file stands above `path` in the tree (reaching it would follow
+    the link: the file there is another path's)."""
+    at = path.find("/")
+    while at > 0:
+        full = os.path.join(root, path[:at])
+        if os.path.islink(full) or not os.path.isdir(full):
+            return True
+        at = path.find("/", at + 1)
+    return False
 
 
 def _in_nested(root: str, path: str) -> bool:

@@ -37,7 +37,11 @@ class Look:
 
 
 def _base_path(checkpoints_dir: str, root: str) -> str:
-    key = hashlib.sha256(os.fsencode(root)).hexdigest()[:20]
+    """One base per tree and git configuration, as the daemon keeps one watch per both."""
+    from coding_os.agents.client import git_config_env
+
+    key = hashlib.sha256(os.fsencode(root) + b"\0" + jsonwire.dumps(
+        sorted(git_config_env().items())).encode("ascii")).hexdigest()[:20]
     return os.path.join(checkpoints_dir, "watch", f"{key}.json")
 
 
