@@ -359,3 +359,38 @@ def test_a_snapshot_fed_by_the_watcher_is_the_whole_scan_s(
             taken.append(record)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_head_read_from_the_git_dir_is_what_git_says(repo: Path, tmp_path: Path) -> None:
+    """A checkpoint of an unchanged tree reads HEAD from the git dir's files instead of
+    starting git: it must agree with `git rev-parse` in every layout it reads, and leave the
+    others to git."""
+    from coding_os.checkpoints.snapshot import _head, _head_from_files
+
+    def agree(root: Path, readable: bool = True) -> None:
+        expected = subprocess.run(["git", "-C", str(root), "rev-parse", "-q", "--verify",
+                                   "HEAD^{commit}"], capture_output=True,
+                                  text=True).stdout.strip() or None
+        assert _head(str(root)) == expected
+        assert _head_from_files(str(root)) == (expected if readable else None)
+
+    agree(repo)  # a loose branch ref
+    (repo / "sub").mkdir()
+    agree(repo / "sub")  # a tree below the repository's top
+    (repo / "f.txt").write_text("x\n")
+    git(repo, "add", "f.txt")
+    git(repo, "commit", "-q", "-m", "two")
+    git(repo, "reset", "-q", "--soft", "HEAD~1")  # HEAD moved, no file written
+    agree(repo)
+    git(repo, "pack-refs", "--all")  # the branch now only in packed-refs
+    agree(repo)
+    git(repo, "checkout", "-q", "--detach")
+    agree(repo)
+    git(repo, "checkout", "-q", "main")
+    wt = tmp_path / "wt"
+    git(repo, "worktree", "add", "-q", str(wt), "-b", "side")
+    agree(wt.resolve())  # `.git` is a file; the branch ref in the common dir
+    unborn = tmp_path / "unborn"
+    unborn.mkdir()
+    git(unborn, "init", "-q", "-b", "main")
+    agree(unborn, readable=False)  # no commit yet: git says

@@ -410,9 +410,58 @@ def capture_changed(cap: Capture, previous: dict[str, object],
 
 
 def _head(root: str) -> str | None:
-    """The commit checked out in the repository holding `root`; None before the first."""
+    """The commit checked out in the repository holding `root`; None before the first. Read
+    from the git dir's files when they are plain (`HEAD`, a loose or packed ref): no process
+    for a checkpoint of an unchanged tree; else `git rev-parse`."""
+    found = _head_from_files(root)
+    if found is not None:
+        return found
     out = git(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
     return out.decode("ascii", "replace").strip() or None
+
+
+def _head_from_files(root: str) -> str | None:
+    top = checkout_root(root)
+    if top is None:
+        return None
+    try:
+        git_dir = os.path.join(top, ".git")
+        if not os.path.isdir(git_dir):  # a linked worktree: `gitdir: <its dir>`
+            with open(git_dir, encoding="utf-8") as f:
+                line = f.read().strip()
+            if not line.startswith("gitdir: "):
+                return None
+            git_dir = os.path.join(top, line[len("gitdir: "):])
+        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as f:
+            head = f.read().strip()
+        if _is_sha(head):
+            return head  # detached
+        if not head.startswith("ref: refs/"):
+            return None
+        ref = head[len("ref: "):]
+        common = git_dir
+        if os.path.exists(os.path.join(git_dir, "commondir")):
+            with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
+                common = os.path.join(git_dir, f.read().strip())
+        for folder in dict.fromkeys((git_dir, common)):
+            try:
+                with open(os.path.join(folder, ref), encoding="utf-8") as f:
+                    value = f.read().strip()
+                return value if _is_sha(value) else None
+            except FileNotFoundError:
+                continue
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as f:
+            for line in f:
+                sha, _, name = line.strip().partition(" ")
+                if name == ref and _is_sha(sha):
+                    return sha
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None  # an unborn branch, or refs kept another way: ask git
+
+
+def _is_sha(text: str) -> bool:
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def _linked(root: str, path: str) -> bool:
