@@ -29,6 +29,10 @@ from collections.abc import Mapping
 from coding_os.agents.client import GIT_ENV, SOCKET, DaemonError, is_config_pair, request
 from coding_os.errors import CosError, StateIOError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.agents.watcher import TreeWatch
+
 __all__ = ["DaemonError", "daemon_dir", "request", "start", "stop", "status", "serve"]
 
 LOCK, INFO, LOG = "daemon.lock", "daemon.json", "daemon.log"
@@ -244,10 +248,7 @@ class _Server:
                 self.watches.forget(key)
 
 
-def _tree_row(tree: object) -> dict[str, object]:
-    from coding_os.agents.watcher import TreeWatch
-
-    assert isinstance(tree, TreeWatch)
+def _tree_row(tree: TreeWatch) -> dict[str, object]:
     return {"root": tree.root, "state_dir": tree.state_dir, "watched_dirs": len(tree.dirs),
             "changed_paths": len(tree.changed),
             "token": tree.token, "broken": tree.broken, "since": _iso(tree.started),
@@ -295,7 +296,7 @@ def identity(root: str) -> tuple[int, int] | None:
 RULE_FILES = (".gitignore", ".gitattributes")  # in the tree: what is ignored, how it is read
 
 
-def _rules_changed(tree: object, changed: object, env: dict[str, str | None]) -> bool:
+def _rules_changed(tree: TreeWatch, changed: object, env: dict[str, str | None]) -> bool:
     """Whether `changed` (paths) holds a rule file, `.git/info/*`, or an index change that
     made git track a file in a directory left unwatched as ignored."""
     paths = list(changed) if isinstance(changed, (list, dict)) else []
@@ -305,13 +306,11 @@ def _rules_changed(tree: object, changed: object, env: dict[str, str | None]) ->
     return ".git/index" in paths and _tracked_in_skipped(tree, env)
 
 
-def _tracked_in_skipped(tree: object, env: dict[str, str | None]) -> bool:
+def _tracked_in_skipped(tree: TreeWatch, env: dict[str, str | None]) -> bool:
     """Whether the index now tracks a file in a directory left unwatched as ignored (`git add
     -f`): then it must be watched."""
-    from coding_os.agents.watcher import TreeWatch
     from coding_os.checkpoints.gitcmd import GitError, git
 
-    assert isinstance(tree, TreeWatch)
     ignored = sorted(tree.skip & tree.ignored)
     if not ignored:
         return False

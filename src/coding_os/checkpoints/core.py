@@ -17,8 +17,9 @@ from coding_os.checkpoints.take import (
     LAST_REWIND,
     Settings,
     _iso,
-    checkpoints_dir,
     _scope,
+    checkpoints_dir,
+    read_manifest,
     recover_pending,
     snapshot_now,
 )
@@ -38,14 +39,6 @@ def _manifest_oid(store: ObjectStore, manifest: dict[str, object]) -> tuple[str,
     return store.put(jsonwire.dumps(manifest).encode("ascii"))
 
 
-def _manifest(store: ObjectStore, oid: str) -> dict[str, object]:
-    try:
-        data = jsonwire.loads(store.get(oid).decode("ascii"))
-    except ValueError:
-        raise DamagedObject(f"checkpoint manifest {oid} is not JSON") from None
-    if not isinstance(data, dict):
-        raise DamagedObject(f"checkpoint manifest {oid} is damaged")
-    return data
 
 
 def listing(tiers: Tiers, session: str | None = None) -> list[dict[str, object]]:
@@ -110,7 +103,7 @@ def _diffstat(root: str, store: ObjectStore, change: tuple, data: bytes | None) 
 def _target(tiers: Tiers, checkpoint: str) -> tuple[dict[str, object], dict[str, object]]:
     folder = checkpoints_dir(tiers)
     record = points.load(folder, checkpoint)
-    return record, _manifest(ObjectStore(folder), str(record["manifest"]))
+    return record, read_manifest(ObjectStore(folder), str(record["manifest"]))
 
 
 def _current(tiers: Tiers, root: str, target: dict[str, object], store: ObjectStore,
@@ -137,8 +130,8 @@ def _outside(tiers: Tiers, root: str, record: dict[str, object], current: dict[s
     for number, item in enumerate(later):
         if item.get("trigger") != "turn-end":
             continue
-        start = _manifest(store, str(item["manifest"]))
-        end = (_manifest(store, str(later[number + 1]["manifest"]))
+        start = read_manifest(store, str(item["manifest"]))
+        end = (read_manifest(store, str(later[number + 1]["manifest"]))
                if number + 1 < len(later) else current)
         found.update(path for path, *_ in diff(root, end, start))
     return found
@@ -366,7 +359,7 @@ def verify(tiers: Tiers) -> dict[str, object]:
     for record in records:
         oid = str(record.get("manifest"))
         try:
-            manifest = _manifest(store, oid)
+            manifest = read_manifest(store, oid)
         except (DamagedObject, InvalidInput) as exc:
             missing.append({"checkpoint": str(record["id"]), "problem": str(exc)})
             continue
@@ -494,7 +487,7 @@ def _reach(store: ObjectStore, record: dict[str, object],
     oid = str(record.get("manifest"))
     found = {oid}
     try:
-        manifest = _manifest(store, oid)
+        manifest = read_manifest(store, oid)
     except (DamagedObject, InvalidInput) as exc:
         if problems is not None:
             problems.append(f"{record['id']}: {exc}")

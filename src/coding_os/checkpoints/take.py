@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from coding_os.checkpoints.store import ObjectStore
 
 __all__ = ["MODES", "DEFAULT_CAP_BYTES", "Settings", "checkpoints_dir", "create",
-           "recover_pending", "snapshot_now"]
+           "recover_pending", "snapshot_now", "read_manifest"]
 
 DEFAULT_MAX_FILE_BYTES = 2 << 20  # files larger are listed as skipped (checkpoints.max_file_bytes)
 
@@ -113,15 +113,31 @@ def _scope(cap: Capture) -> list[object]:
     return [cap.max_file_bytes, list(cap.exclude)]
 
 
+def read_manifest(store: ObjectStore, oid: str) -> dict[str, object]:
+    """The manifest object `oid`.
+
+    Raises:
+        DamagedObject: it is missing, does not re-hash to its id, or is not a JSON object.
+    """
+    from coding_os.checkpoints.store import DamagedObject
+
+    try:
+        data = jsonwire.loads(store.get(oid).decode("ascii"))
+    except (ValueError, UnicodeDecodeError):
+        raise DamagedObject(f"checkpoint manifest {oid} is not JSON") from None
+    if not isinstance(data, dict):
+        raise DamagedObject(f"checkpoint manifest {oid} is damaged")
+    return data
+
+
 def _stored_manifest(store: ObjectStore, oid: str) -> dict[str, object] | None:
     """The manifest object `oid`, or None when it is gone or damaged (a base is a cache)."""
     from coding_os.errors import CosError
 
     try:
-        data = jsonwire.loads(store.get(oid).decode("ascii"))
-    except (CosError, OSError, ValueError, UnicodeDecodeError):
+        return read_manifest(store, oid)
+    except (CosError, OSError):
         return None
-    return data if isinstance(data, dict) else None
 
 
 def recover_pending(tiers: Tiers) -> dict[str, object] | None:
@@ -199,11 +215,10 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
         record = _record(folder, root, manifest, objects, written, head, session=session,
                          agent=agent, mode=mode, trigger=trigger, prompt=prompt, turn=turn,
                          seq=seq, text=head.text if known is not None and head else None)
-        if looked is not None:
+        if looked is not None and cap is not None:
             from coding_os.checkpoints import watch
 
-            watch.remember(folder, root, str(record["manifest"]), looked.token,
-                           _scope(cap) if cap is not None else [])
+            watch.remember(folder, root, str(record["manifest"]), looked.token, _scope(cap))
     # How the tree was looked at: a stat of it, the daemon's changed paths, or all of it.
     record["scan"] = ("fingerprint" if cap is None
                       else "watcher" if cap.incremental else "full")

@@ -1,9 +1,10 @@
 """Checkpoints fed by the daemon's file watcher: look only at what changed.
 
 While `cos daemon` runs (agents/daemon.py), a checkpoint of a git tree asks it which paths
-changed since the last snapshot it knows the watcher's token for — the *base*, kept per tree in
-`checkpoints/watch/<key>.json` as `{root, manifest, token, scope}` — and takes the new snapshot as that
-base with those paths looked at again (`snapshot.capture_changed`). The daemon's token is taken
+changed since the last snapshot it knows the watcher's token for — the *base*, kept per tree
+and git configuration in `checkpoints/watch/<key>.json` as `{root, manifest, token, scope}` —
+and takes the new snapshot as that base with those paths looked at again
+(`snapshot.capture_changed`). The daemon's token is taken
 before the snapshot begins, so whatever changes during the snapshot is reported again next time:
 looking at a path twice costs a little, missing one never happens.
 
