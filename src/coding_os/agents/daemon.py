@@ -363,7 +363,7 @@ def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> 
                env.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
                os.path.join(xdg, "git", "config"),
                env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
-    outside.extend(_config_files(root, env, outside))
+    outside.extend(_config_files(top, git_dir, env, outside))
     above = os.path.dirname(root)
     while within and len(above) >= len(top):
         outside.extend(os.path.join(above, name) for name in RULE_FILES)
@@ -374,35 +374,40 @@ def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> 
                  git_dir if os.path.isdir(git_dir) else None, outside, ignored)
 
 
-def _config_files(root: str, env: dict[str, str | None], known: list[str]) -> list[str]:
-    """The configuration files git reads for the tree that `known` does not name yet: those
-    `[include]` and `[includeIf]` pull in (any may set `core.excludesFile`)."""
+def _config_files(top: str, git_dir: str, env: dict[str, str | None],
+                  known: list[str]) -> list[str]:
+    """The files git's configuration depends on that `known` does not name yet: those
+    `[include]` and `[includeIf]` pull in (any may set `core.excludesFile`), and the git dir's
+    `HEAD` when an `includeIf "onbranch:..."` makes the configuration follow the branch. Run at
+    the repository's `top`, where git's relative origins start."""
     from coding_os.checkpoints.gitcmd import GitError, git
 
+    found: list[str] = []
+
+    def add(path: str) -> None:
+        if path not in known and path not in found:
+            found.append(path)
+
     try:
-        out = git(root, "config", "--list", "--show-origin", "--includes", "-z", env=env)
+        out = git(top, "config", "--list", "--show-origin", "--includes", "-z", env=env)
     except GitError:
         return []
-    found: list[str] = []
-    items = out.split(b"\0")
-    for origin in items[0::2]:
+    for origin in out.split(b"\0")[0::2]:
         if origin.startswith(b"file:"):
-            path = os.path.join(root, origin[5:].decode("utf-8", "surrogateescape"))
-            if path not in known and path not in found:
-                found.append(path)
+            add(os.path.join(top, origin[5:].decode("utf-8", "surrogateescape")))
     try:  # an included file with nothing in it yet lists no setting, so no origin either
-        out = git(root, "config", "--show-origin", "--path", "-z", "--get-regexp",
+        out = git(top, "config", "--show-origin", "--path", "-z", "--get-regexp",
                   r"^include(if\..*)?\.path$", env=env)
     except GitError:
         out = b""
     items = out.split(b"\0")
     for origin, setting in zip(items[0::2], items[1::2]):
-        value = setting.partition(b"\n")[2].decode("utf-8", "surrogateescape")
+        key, _, value = setting.decode("utf-8", "surrogateescape").partition("\n")
         if origin.startswith(b"file:") and value:
-            including = os.path.join(root, origin[5:].decode("utf-8", "surrogateescape"))
-            path = os.path.join(os.path.dirname(including), value)
-            if path not in known and path not in found:
-                found.append(path)
+            including = os.path.join(top, origin[5:].decode("utf-8", "surrogateescape"))
+            add(os.path.join(os.path.dirname(including), value))
+        if key.startswith("includeif.onbranch:"):
+            add(os.path.join(git_dir, "HEAD"))
     return found
 
 

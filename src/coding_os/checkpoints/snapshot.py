@@ -439,17 +439,18 @@ def _head_from_files(root: str) -> str | None:
         if not head.startswith("ref: refs/"):
             return None
         ref = head[len("ref: "):]
-        common = git_dir
+        if ref.startswith(("refs/worktree/", "refs/bisect/", "refs/rewritten/")):
+            return None  # a worktree's own refs: git knows where they live
+        common = git_dir  # shared refs live in the common dir, loose or packed
         if os.path.exists(os.path.join(git_dir, "commondir")):
             with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
                 common = os.path.join(git_dir, f.read().strip())
-        for folder in dict.fromkeys((git_dir, common)):
-            try:
-                with open(os.path.join(folder, ref), encoding="utf-8") as f:
-                    value = f.read().strip()
-                return value if _is_sha(value) else None
-            except FileNotFoundError:
-                continue
+        try:
+            with open(os.path.join(common, ref), encoding="utf-8") as f:
+                value = f.read().strip()
+            return value if _is_sha(value) else None
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            pass
         with open(os.path.join(common, "packed-refs"), encoding="utf-8") as f:
             for line in f:
                 sha, _, name = line.strip().partition(" ")
