@@ -41,6 +41,14 @@ def running(isolated_env: Path) -> Iterator[dict[str, object]]:
         daemon.stop()
 
 
+@pytest.fixture
+def daemon_env(isolated_env: Path) -> Iterator[dict[str, str]]:
+    """An environment for a daemon started differently from the checkpoints' own."""
+    env = dict(os.environ)
+    yield env
+    daemon.stop(env)
+
+
 def whole(tiers: Tiers, root: str) -> dict[str, object]:
     """The snapshot a whole `git status` takes of the tree now."""
     cap = _capture_of(tiers, root, ObjectStore(checkpoints_dir(tiers)), Settings())

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,14 +17,16 @@ from coding_os.checkpoints.snapshot import resolve
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.checkpoints.take import Settings, _capture_of, checkpoints_dir
 from coding_os.state.tiers import Tiers
-from tests.checkpoints.test_watch import running, same, stored, whole  # noqa: F401
+from tests.checkpoints.conftest import commit_all
+from tests.checkpoints.test_watch import (  # noqa: F401
+    daemon_env,
+    running,
+    same,
+    stored,
+    whole,
+)
 from tests.checkpoints.test_watch_review import unstaged_then_gc
 from tests.conftest import git
-
-
-def _commit_all(path: Path, message: str = "c") -> None:
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", message)
 
 
 def _nested(project: Path) -> Path:
@@ -33,16 +34,8 @@ def _nested(project: Path) -> Path:
     inner.mkdir()
     git(inner, "init", "-q", "-b", "main")
     (inner / "a.txt").write_text("a\n")
-    _commit_all(inner, "lib")
+    commit_all(inner, "lib")
     return inner
-
-
-@pytest.fixture
-def daemon_env(isolated_env: Path) -> Iterator[dict[str, str]]:
-    """An environment for a daemon started differently from the checkpoints' own."""
-    env = dict(os.environ)
-    yield env
-    daemon.stop(env)
 
 
 # -- git's index: entries not in the overlay ------------------------------------------------------
@@ -50,7 +43,7 @@ def daemon_env(isolated_env: Path) -> Iterator[dict[str, str]]:
 
 def _force_added(project: Path) -> tuple[Tiers, str]:
     (project / ".gitignore").write_text("*.log\n")
-    _commit_all(project, "ignore")
+    commit_all(project, "ignore")
     (project / "x.log").write_text("one\n")
     tiers = Tiers(str(project / ".coding-os"))
     root = str(project)
@@ -90,7 +83,7 @@ def _soft_reset_then_gc(project: Path) -> None:
     tiers = Tiers(str(project / ".coding-os"))
     root = str(project)
     (project / "a.txt").write_text("a\n")
-    _commit_all(project, "a")
+    commit_all(project, "a")
     create(tiers, root, session=None)
     (project / "a.txt").write_text("b\n")
     git(project, "commit", "-q", "-am", "b")
@@ -118,7 +111,7 @@ def test_without_the_daemon_a_head_moved_back_is_noticed(project: Path) -> None:
 
 def _ignored_dir_with_tracked_file(project: Path) -> tuple[Tiers, str]:
     (project / ".gitignore").write_text("build/\n")
-    _commit_all(project, "ignore")
+    commit_all(project, "ignore")
     (project / "build").mkdir()
     (project / "build" / "keep.txt").write_text("one\n")
     (project / "build" / "out.o").write_text("o\n")
@@ -180,7 +173,7 @@ def test_an_exclude_file_in_a_new_info_directory_is_followed(
         project: Path, running: dict[str, object]) -> None:
     shutil.rmtree(project / ".git" / "info")
     (project / ".gitignore").write_text("/.coding-os/\n")
-    _commit_all(project, "i")
+    commit_all(project, "i")
     (project / "x.log").write_text("log\n")
     tiers = Tiers(str(project / ".coding-os"))
     root = str(project)
@@ -238,7 +231,7 @@ def _subdir_rewind(project: Path) -> Path:
     sub.mkdir()
     (sub / "a.txt").write_text("sub one\n")
     (sub / "only.txt").write_text("only one\n")
-    _commit_all(project, "sub")
+    commit_all(project, "sub")
     tiers = Tiers(str(sub / ".coding-os"))
     root = str(sub)
     first = create(tiers, root, session=None)
@@ -272,7 +265,7 @@ def test_commit_entries_from_git_status_match_ls_tree(project: Path, tmp_path: P
     upstream.mkdir()
     git(upstream, "init", "-q", "-b", "main")
     (upstream / "u.txt").write_text("u\n")
-    _commit_all(upstream, "u")
+    commit_all(upstream, "u")
     for top in (project, project / "sub"):
         top.mkdir(exist_ok=True)
         (top / "dir").mkdir()
@@ -283,7 +276,7 @@ def test_commit_entries_from_git_status_match_ls_tree(project: Path, tmp_path: P
         os.chmod(top / "run.sh", 0o755)
     git(project, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream),
         "sub/mod")
-    _commit_all(project, "shapes")
+    commit_all(project, "shapes")
     for top in (project, project / "sub"):
         shutil.rmtree(top / "dir")
         (top / "dir").write_text("now a file\n")
@@ -326,7 +319,7 @@ def test_a_submodule_moved_to_another_commit_is_listed_as_skipped(
     upstream.mkdir()
     git(upstream, "init", "-q", "-b", "main")
     (upstream / "u.txt").write_text("u\n")
-    _commit_all(upstream, "u")
+    commit_all(upstream, "u")
     git(project, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(upstream),
         "mod")
     git(project, "commit", "-q", "-m", "mod")

@@ -5,7 +5,6 @@ snapshot that differed from a whole scan, or an output that changed) and proves 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,25 +12,19 @@ import pytest
 from coding_os.agents import daemon
 from coding_os.checkpoints import take
 from coding_os.state.tiers import Tiers
-from tests.checkpoints.test_watch import running, same, stored, whole  # noqa: F401
+from tests.checkpoints.conftest import commit_all
+from tests.checkpoints.test_watch import (  # noqa: F401
+    daemon_env,
+    running,
+    same,
+    stored,
+    whole,
+)
 from tests.conftest import git
-
-
-def _commit_all(path: Path, message: str = "c") -> None:
-    git(path, "add", "-A")
-    git(path, "commit", "-q", "-m", message)
 
 
 def _create(tiers: Tiers, root: str, **kwargs: object) -> dict[str, object]:
     return take.create(tiers, root, session=None, **kwargs)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def daemon_env(isolated_env: Path) -> Iterator[dict[str, str]]:
-    """An environment for a daemon started differently from the checkpoints' own."""
-    env = dict(os.environ)
-    yield env
-    daemon.stop(env)
 
 
 # -- the asker's git environment ------------------------------------------------------------------
@@ -63,7 +56,7 @@ def test_a_variable_the_asker_lacks_is_not_taken_from_the_daemon(
 def test_a_changed_gitattributes_makes_the_checkpoint_look_again(
         project: Path, running: dict[str, object]) -> None:
     (project / "a.txt").write_bytes(b"A\n")
-    _commit_all(project, "a")
+    commit_all(project, "a")
     git(project, "config", "filter.up.clean", "tr a-z A-Z")  # as git-lfs's filter, say
     (project / ".gitattributes").write_text("a.txt filter=up\n")
     (project / "a.txt").write_bytes(b"a\n")  # the same as HEAD once cleaned: not modified
@@ -82,7 +75,7 @@ def test_a_changed_gitattributes_makes_the_checkpoint_look_again(
 def test_a_force_added_file_is_watched_after_a_checkpoint_under_other_settings(
         project: Path, running: dict[str, object]) -> None:
     (project / ".gitignore").write_text("build/\n")
-    _commit_all(project, "ignore")
+    commit_all(project, "ignore")
     (project / "build").mkdir()
     (project / "build" / "keep.txt").write_text("one\n")
     tiers = Tiers(str(project / ".coding-os"))
@@ -99,7 +92,7 @@ def test_a_force_added_file_is_watched_after_a_checkpoint_under_other_settings(
 def test_a_directory_no_longer_ignored_is_watched_after_a_checkpoint_under_other_settings(
         project: Path, running: dict[str, object]) -> None:
     (project / ".gitignore").write_text("build/\n")
-    _commit_all(project, "ignore")
+    commit_all(project, "ignore")
     (project / "build").mkdir()
     (project / "build" / "out.txt").write_text("one\n")
     tiers = Tiers(str(project / ".coding-os"))
