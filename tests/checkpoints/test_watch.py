@@ -49,6 +49,17 @@ def daemon_env(isolated_env: Path) -> Iterator[dict[str, str]]:
     daemon.stop(env)
 
 
+def start_daemon_ignoring(daemon_env: dict[str, str], home: Path, pattern: str) -> None:
+    """Start the daemon with a git configuration of its own that ignores `pattern` (the
+    checkpoints' own configuration does not)."""
+    ignore = home / "daemon-ignore"
+    ignore.write_text(pattern + "\n")
+    config = home / "daemon-gitconfig"
+    config.write_text(f"[core]\n\texcludesFile = {ignore}\n")
+    daemon_env["GIT_CONFIG_GLOBAL"] = str(config)
+    daemon.start(daemon_env)
+
+
 def whole(tiers: Tiers, root: str) -> dict[str, object]:
     """The snapshot a whole `git status` takes of the tree now."""
     cap = _capture_of(tiers, root, ObjectStore(checkpoints_dir(tiers)), Settings())

@@ -21,6 +21,7 @@ from tests.checkpoints.conftest import commit_all
 from tests.checkpoints.test_watch import (  # noqa: F401
     daemon_env,
     running,
+    start_daemon_ignoring,
     same,
     stored,
     whole,
@@ -206,12 +207,7 @@ def test_the_xdg_git_config_is_followed(
 
 def test_the_daemons_environment_does_not_decide_what_is_watched(
         project: Path, isolated_env: Path, daemon_env: dict[str, str]) -> None:
-    ignore = isolated_env / "daemon-ignore"
-    ignore.write_text("build/\n")
-    config = isolated_env / "daemon-gitconfig"
-    config.write_text(f"[core]\n\texcludesFile = {ignore}\n")
-    daemon_env["GIT_CONFIG_GLOBAL"] = str(config)
-    daemon.start(daemon_env)
+    start_daemon_ignoring(daemon_env, isolated_env, "build/")
     (project / "build").mkdir()
     (project / "build" / "out.txt").write_text("one\n")
     tiers = Tiers(str(project / ".coding-os"))

@@ -16,6 +16,7 @@ from tests.checkpoints.conftest import commit_all
 from tests.checkpoints.test_watch import (  # noqa: F401
     daemon_env,
     running,
+    start_daemon_ignoring,
     same,
     stored,
     whole,
@@ -33,12 +34,7 @@ def _create(tiers: Tiers, root: str, **kwargs: object) -> dict[str, object]:
 def test_a_variable_the_asker_lacks_is_not_taken_from_the_daemon(
         project: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch,
         daemon_env: dict[str, str]) -> None:
-    ignore = isolated_env / "daemon-ignore"
-    ignore.write_text("build/\n")
-    config = isolated_env / "daemon-gitconfig"
-    config.write_text(f"[core]\n\texcludesFile = {ignore}\n")
-    daemon_env["GIT_CONFIG_GLOBAL"] = str(config)
-    daemon.start(daemon_env)
+    start_daemon_ignoring(daemon_env, isolated_env, "build/")
     monkeypatch.delenv("GIT_CONFIG_GLOBAL")  # the asker's git reads ~/.gitconfig: nothing
     (project / "build").mkdir()
     (project / "build" / "out.txt").write_text("one\n")
