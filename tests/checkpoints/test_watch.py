@@ -335,49 +335,67 @@ op_st = st.one_of(
 def test_a_snapshot_fed_by_the_watcher_is_the_whole_scan_s(
         running: dict[str, object], initial: list[tuple], batches: list[list[tuple]]  # type: ignore[type-arg]
 ) -> None:
+    watched_scenario(initial, batches)
+
+
+def watched_scenario(initial: list[tuple], batches: list[list[tuple]],  # type: ignore[type-arg]
+                     below: str = "") -> None:
+    """Apply `initial`, commit, then each batch of edits (with the daemon running), taking a
+    checkpoint after each: every one must be the snapshot a whole scan takes. `below` puts the
+    tree in that subdirectory of its repository (`top-*` edits then land above it)."""
     base = tempfile.mkdtemp(prefix="cp-watch-")
     try:
-        root = os.path.realpath(os.path.join(base, "tree"))
-        os.mkdir(root)
+        top = os.path.realpath(os.path.join(base, "tree"))
+        root = os.path.join(top, below) if below else top
+        os.makedirs(root)
         tiers = Tiers(os.path.join(base, "state"))
         for op in initial:
             apply(root, op)
-        git(root, "init", "-q", "-b", "main")
-        git(root, "add", "-A")
-        git(root, "commit", "-q", "--allow-empty", "-m", "initial")
+        git(top, "init", "-q", "-b", "main")
+        git(top, "add", "-A")
+        git(top, "commit", "-q", "--allow-empty", "-m", "initial")
         taken = [create(tiers, root, session=None)]
         for batch in batches:
             for op in batch:
-                if op[0] == "ignore":
-                    Path(root, ".gitignore").write_text(op[1] + "\n")
-                elif op[0] == "nest":  # a repository appears
-                    where = os.path.join(root, op[1])
-                    try:
-                        os.makedirs(where, exist_ok=True)
-                    except OSError:
-                        continue  # a file or a symlink in the way
-                    if os.path.isdir(where) and not os.path.islink(where):
-                        git(where, "init", "-q")
-                elif op[0] in ("stage", "unstage"):  # the index alone changes
-                    subprocess.run(["git", "-C", root, *(["add", "-A"] if op[0] == "stage"
-                                                         else ["reset", "-q"])],
-                                   capture_output=True)
-                elif op[0] == "commit":  # refused when an empty repository is nested
-                    subprocess.run(["git", "-C", root, "add", "-A"], capture_output=True)
-                    subprocess.run(["git", "-C", root, "commit", "-q", "--allow-empty", "-m",
-                                    "more"], capture_output=True)
-                elif op[0] == "rewind":
-                    try:
-                        rewind_code(tiers, root, str(taken[op[1] % len(taken)]["id"]))
-                    except RestoreError:
-                        pass  # refused (an ignored file in the way...): nothing was changed
-                else:
-                    apply(root, op)
+                _edit(top, root, tiers, taken, op)
             record = create(tiers, root, session=None)
             same(stored(tiers, record), whole(tiers, root), root)
             taken.append(record)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def _edit(top: str, root: str, tiers: Tiers, taken: list[dict[str, object]],
+          op: tuple) -> None:  # type: ignore[type-arg]
+    if op[0] == "ignore":
+        Path(root, ".gitignore").write_text(op[1] + "\n")
+    elif op[0] == "top-ignore":
+        Path(top, ".gitignore").write_text(op[1] + "\n")
+    elif op[0] == "top-write":
+        os.makedirs(os.path.dirname(os.path.join(top, op[1])), exist_ok=True)
+        Path(top, op[1]).write_text("top\n")
+    elif op[0] == "nest":  # a repository appears
+        where = os.path.join(root, op[1])
+        try:
+            os.makedirs(where, exist_ok=True)
+        except OSError:
+            return  # a file or a symlink in the way
+        if os.path.isdir(where) and not os.path.islink(where):
+            git(where, "init", "-q")
+    elif op[0] in ("stage", "unstage"):  # the index alone changes
+        subprocess.run(["git", "-C", top, *(["add", "-A"] if op[0] == "stage"
+                                            else ["reset", "-q"])], capture_output=True)
+    elif op[0] == "commit":  # refused when an empty repository is nested
+        subprocess.run(["git", "-C", top, "add", "-A"], capture_output=True)
+        subprocess.run(["git", "-C", top, "commit", "-q", "--allow-empty", "-m", "more"],
+                       capture_output=True)
+    elif op[0] == "rewind":
+        try:
+            rewind_code(tiers, root, str(taken[op[1] % len(taken)]["id"]))
+        except RestoreError:
+            pass  # refused (an ignored file in the way...): nothing was changed
+    else:
+        apply(root, op)
 
 
 def test_head_read_from_the_git_dir_is_what_git_says(repo: Path, tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ from tests.checkpoints.test_watch import (  # noqa: F401
     start_daemon_ignoring,
     same,
     stored,
+    watched_scenario,
     whole,
 )
 from tests.conftest import git
@@ -221,51 +222,4 @@ sub_op_st = st.one_of(
 def test_in_a_subdirectory_root_a_snapshot_fed_by_the_watcher_is_the_whole_scan(
         running: dict[str, object], initial: list[tuple], batches: list[list[tuple]]  # type: ignore[type-arg]
 ) -> None:
-    import shutil
-    import subprocess
-    import tempfile
-
-    from coding_os.checkpoints import rewind_code
-    from coding_os.checkpoints.rewind import RestoreError
-
-    base = tempfile.mkdtemp(prefix="cp-watch3-")
-    try:
-        top = os.path.realpath(os.path.join(base, "tree"))
-        root = os.path.join(top, "sub")
-        os.makedirs(root)
-        tiers = Tiers(os.path.join(base, "state"))
-        for op in initial:
-            apply(root, op)
-        git(top, "init", "-q", "-b", "main")
-        git(top, "add", "-A")
-        git(top, "commit", "-q", "--allow-empty", "-m", "initial")
-        taken = [_create(tiers, root)]
-        for batch in batches:
-            for op in batch:
-                if op[0] == "ignore":
-                    Path(root, ".gitignore").write_text(op[1] + "\n")
-                elif op[0] == "top-ignore":
-                    Path(top, ".gitignore").write_text(op[1] + "\n")
-                elif op[0] == "top-write":
-                    os.makedirs(os.path.dirname(os.path.join(top, op[1])), exist_ok=True)
-                    Path(top, op[1]).write_text("top\n")
-                elif op[0] in ("stage", "unstage"):
-                    subprocess.run(["git", "-C", top, *(["add", "-A"] if op[0] == "stage"
-                                                        else ["reset", "-q"])],
-                                   capture_output=True)
-                elif op[0] == "commit":
-                    subprocess.run(["git", "-C", top, "add", "-A"], capture_output=True)
-                    subprocess.run(["git", "-C", top, "commit", "-q", "--allow-empty", "-m",
-                                    "more"], capture_output=True)
-                elif op[0] == "rewind":
-                    try:
-                        rewind_code(tiers, root, str(taken[op[1] % len(taken)]["id"]))
-                    except RestoreError:
-                        pass
-                else:
-                    apply(root, op)
-            record = _create(tiers, root)
-            same(stored(tiers, record), whole(tiers, root), root)
-            taken.append(record)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
+    watched_scenario(initial, batches, below="sub")
