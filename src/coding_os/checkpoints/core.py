@@ -187,7 +187,7 @@ class _DryStore(ObjectStore):
     """A store that hashes without writing: a preview changes nothing on disk."""
 
     def __init__(self, real: ObjectStore) -> None:
-        self.root = real.root
+        super().__init__(os.path.dirname(real.root))
 
     def put(self, data: bytes, *, sync: bool = True) -> tuple[str, int]:
         oid = self.oid_of(data)
@@ -216,8 +216,6 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
             a symlink or read-only directory is in the way; nothing was changed.
         DamagedObject, StateIOError: nothing was changed.
     """
-    from coding_os.checkpoints.rewind import RestoreError, plan_ops, prepare, restore
-
     settings = settings or Settings()
     folder = checkpoints_dir(tiers)
     recover_pending(tiers)
@@ -225,40 +223,13 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
     if record.get("root") != root:
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
                            f"run cos rewind there")
-    store = ObjectStore(folder)
+    store = ObjectStore(folder, defer_sync=True)  # flushed with the staged bytes: see restore
     with restore_lock(folder, exclusive=True):
-        cap, current, looked = _current(tiers, root, target, store, settings)
-        found = diff(root, target, current, cap.commit_entries)
-        changes = _protect_uncaptured(root, cap, current, found)
-        # Whether an ignored file joined the snapshot (no capture holds those).
-        as_captured = all(a[2] is b[2] for a, b in zip(found, changes))
-        # The snapshot's list (a watcher-fed one looked at the changed paths only).
-        unprotected = sorted({str(item[0]) for item in current["skipped"]}  # type: ignore[attr-defined]
-                             & {path for path, *_ in changes})
-        if unprotected:
-            raise RestoreError(f"{', '.join(unprotected[:5])} would be overwritten but is "
-                               "larger than checkpoints.max_file_bytes, so the rewind could not "
-                               "be undone; nothing was changed")
-        ops = plan_ops(changes)
-        data = prepare(root, store, ops)  # refused here, no checkpoint is left behind
-        oid, _ = _manifest_oid(store, current)
-        now = time.time()
-        before = {"v": 1, "id": points.new_id(now), "ts": _iso(now), "session": session,
-                  "agent": agent, "turn": None, "prompt": f"before {kind} to {checkpoint}",
-                  "trigger": "before-rewind", "mode": record.get("mode"), "root": root,
-                  "manifest": oid, "previous": None, "seq": None, "changed": [],
-                  "changed_count": None, "skipped": current["skipped"]}
-        marker = {"id": points.new_id(), "kind": kind, "target": checkpoint,
-                  "before": before["id"], "ts": _iso(time.time())}
-        restore(root, folder, store, ops, marker,
-                after=lambda: _remember_rewind(folder, {**marker, "root": root}), data=data,
-                before_journal=lambda: points.write(folder, before))
-        if looked is not None and as_captured:
-            # The tree as it was is the watcher's base (the restore's own writes are events
-            # after its token); not when a file git ignores joined it (no capture holds those).
-            from coding_os.checkpoints import watch
-
-            watch.remember(folder, root, oid, looked.token, _scope(cap))
+        try:
+            before, changes = _rewind(tiers, root, checkpoint, record, target, store, settings,
+                                      session, agent, kind)
+        finally:
+            store.discard()  # the snapshot of a rewind refused before it was flushed
     files = [{"path": path, "action": "delete" if wanted is None
               else ("create" if present is None else "restore")}
              for path, wanted, present, _ in changes]
@@ -266,7 +237,49 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
             "files": files,
             "summary": {kind_: sum(1 for f in files if f["action"] == kind_)
                         for kind_ in ("restore", "create", "delete")},
-            "unprotected": [], "before": before["id"], "applied": True}
+            "unprotected": [], "before": before, "applied": True}
+
+
+def _rewind(tiers: Tiers, root: str, checkpoint: str, record: dict[str, object],
+            target: dict[str, object], store: ObjectStore, settings: Settings,
+            session: str | None, agent: str | None, kind: str) -> tuple[str, list]:  # type: ignore[type-arg]
+    """`rewind_code`'s work under the lock: returns the `before` checkpoint and the changes."""
+    from coding_os.checkpoints.rewind import RestoreError, plan_ops, prepare, restore
+
+    folder = checkpoints_dir(tiers)
+    cap, current, looked = _current(tiers, root, target, store, settings)
+    found = diff(root, target, current, cap.commit_entries)
+    changes = _protect_uncaptured(root, cap, current, found)
+    # Whether an ignored file joined the snapshot (no capture holds those).
+    as_captured = all(a[2] is b[2] for a, b in zip(found, changes))
+    # The snapshot's list (a watcher-fed one looked at the changed paths only).
+    unprotected = sorted({str(item[0]) for item in current["skipped"]}  # type: ignore[attr-defined]
+                         & {path for path, *_ in changes})
+    if unprotected:
+        raise RestoreError(f"{', '.join(unprotected[:5])} would be overwritten but is "
+                           "larger than checkpoints.max_file_bytes, so the rewind could not "
+                           "be undone; nothing was changed")
+    ops = plan_ops(changes)
+    data = prepare(root, store, ops)  # refused here, no checkpoint is left behind
+    oid, _ = _manifest_oid(store, current)
+    now = time.time()
+    before = {"v": 1, "id": points.new_id(now), "ts": _iso(now), "session": session,
+              "agent": agent, "turn": None, "prompt": f"before {kind} to {checkpoint}",
+              "trigger": "before-rewind", "mode": record.get("mode"), "root": root,
+              "manifest": oid, "previous": None, "seq": None, "changed": [],
+              "changed_count": None, "skipped": current["skipped"]}
+    marker = {"id": points.new_id(), "kind": kind, "target": checkpoint,
+              "before": before["id"], "ts": _iso(time.time())}
+    restore(root, folder, store, ops, marker,
+            after=lambda: _remember_rewind(folder, {**marker, "root": root}), data=data,
+            before_journal=lambda: points.write(folder, before))
+    if looked is not None and as_captured:
+        # The tree as it was is the watcher's base (the restore's own writes are events
+        # after its token); not when a file git ignores joined it (no capture holds those).
+        from coding_os.checkpoints import watch
+
+        watch.remember(folder, root, oid, looked.token, _scope(cap), cap.staged)
+    return str(before["id"]), changes
 
 
 def _protect_uncaptured(root: str, cap: Capture, current: dict[str, object],
@@ -290,8 +303,13 @@ def _protect_uncaptured(root: str, cap: Capture, current: dict[str, object],
 
 
 def _remember_rewind(folder: str, journal: dict[str, object]) -> None:
+    """What `cos rewind --undo` undoes. Written in place and not flushed: it is written under
+    the restore lock while the journal exists, so a process killed meanwhile leaves it to
+    `recover`, which writes it again; a reader meeting it half written takes it as missing.
+    A power cut that lost it loses the shortcut only (the checkpoint taken before the rewind
+    is listed, and `cos rewind <it> --code` is the undo)."""
     keep = {key: journal.get(key) for key in ("id", "kind", "target", "before", "ts", "root")}
-    durable.atomic_write(os.path.join(folder, LAST_REWIND), jsonwire.dumps(keep).encode("ascii"))
+    durable.overwrite(os.path.join(folder, LAST_REWIND), jsonwire.dumps(keep).encode("ascii"))
 
 
 def last_rewind(tiers: Tiers) -> dict[str, object] | None:

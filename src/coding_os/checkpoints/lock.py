@@ -11,10 +11,10 @@ import os
 
 from coding_os.state import durable
 
-__all__ = ["JOURNAL", "STAGING", "restore_lock", "pending"]
+__all__ = ["JOURNAL", "JOURNAL_TMP", "restore_lock", "pending"]
 
 JOURNAL = "journal.json"
-STAGING = "staging"
+JOURNAL_TMP = "journal.json.tmp"  # being written: the restore is not committed yet
 
 
 class restore_lock:  # noqa: N801 - used as a function: `with restore_lock(dir, exclusive):`
@@ -42,6 +42,7 @@ class restore_lock:  # noqa: N801 - used as a function: `with restore_lock(dir, 
 
 
 def pending(checkpoints_dir: str) -> bool:
-    """Whether an interrupted restore (a journal) or its stale staging is waiting."""
+    """Whether an interrupted restore (a journal), or the temporary journal of one that never
+    committed, is waiting."""
     return (os.path.exists(os.path.join(checkpoints_dir, JOURNAL))
-            or os.path.isdir(os.path.join(checkpoints_dir, STAGING)))
+            or os.path.exists(os.path.join(checkpoints_dir, JOURNAL_TMP)))

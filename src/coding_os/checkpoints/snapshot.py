@@ -172,10 +172,14 @@ class Capture:
         self.exclude = tuple(p.rstrip("/") for p in exclude if p)
         self.ignored: set[str] = set()  # what git ignores (directories end with a slash)
         self.git_root = False  # the root is a git working tree (see fingerprint.py)
-        self.incremental = False  # only the paths the watcher named were looked at
+        # Only the paths the watcher named are looked at: they changed, so the stat cache is
+        # neither read (it would not match) nor written.
+        self.incremental = False
         # What each commit holds at the paths `git status` reported changed (its HEAD columns),
         # by (layer dir, commit): a diff against a snapshot of that commit needs no `ls-tree`.
         self.commit_entries: dict[tuple[str, str], dict[str, Entry | None]] = {}
+        # The top layer's paths whose index entry differs from the commit (staged), when known.
+        self.staged: set[str] | None = None
         self.skipped: list[list[object]] = []
         self.objects_written = 0
         self.bytes_written = 0
@@ -213,7 +217,7 @@ class Capture:
         if st.st_size > self.max_file_bytes:
             self.skipped.append([rel, "larger than the limit", st.st_size])
             return list(SKIPPED)
-        cached = self.cache.lookup(path, st)
+        cached = None if self.incremental else self.cache.lookup(path, st)
         if cached is not None and self.store.has(cached[1]):
             return ["f", cached[0], mode, cached[1]]
         hashed = time.time_ns()
@@ -231,7 +235,8 @@ class Capture:
         self.files_hashed += 1
         sha1 = _blob_sha1(data)
         oid = self.put(data)
-        self.cache.remember(path, st, sha1, oid, hashed)
+        if not self.incremental:
+            self.cache.remember(path, st, sha1, oid, hashed)
         return ["f", sha1, mode, oid]
 
 
@@ -283,6 +288,7 @@ def _git_layers(cap: Capture, prefix: str,
     commit: str | None = None
     overlay: dict[str, Entry | None] = {}
     in_head: dict[str, Entry | None] = {}
+    staged: set[str] = set()
     nested: list[str] = []
     within = _inside_prefix(top)
     for record in out.split(b"\0"):
@@ -306,6 +312,8 @@ def _git_layers(cap: Capture, prefix: str,
             if path is None:
                 continue
             m_head = int(fields[3], 8)
+            if xy[0] != ".":
+                staged.add(path)
             in_head[path] = (None if m_head == 0 else
                              ["l" if m_head == MODE_LINK else "f", fields[6], m_head, None])
             if sub.startswith("S"):
@@ -321,6 +329,7 @@ def _git_layers(cap: Capture, prefix: str,
         elif kind == "u":
             path = _relative(line.split(" ", 10)[10], within)
             if path is not None:
+                staged.add(path)
                 overlay[path] = cap.entry(_join(prefix, path))
         elif kind == "!":
             path = _relative(line[2:], within)
@@ -338,6 +347,8 @@ def _git_layers(cap: Capture, prefix: str,
         _hide_under_replaced(top, commit, overlay)
         cap.commit_entries.setdefault((prefix, commit), {}).update(
             (p, e) for p, e in in_head.items() if e is None or int(e[2]) != MODE_GITLINK)
+    if not prefix:
+        cap.staged = staged
     layers: list[dict[str, object]] = [{"dir": prefix, "commit": commit,
                                         "overlay": dict(sorted(overlay.items()))}]
     if pathspecs is not None:
@@ -352,14 +363,15 @@ MAX_CHANGED_PATHS = 2000  # more, and one whole `git status` is as quick
 MAX_CHANGED_BYTES = 256 << 10  # the paths go on git's command line
 
 
-def capture_changed(cap: Capture, previous: dict[str, object],
-                    changed: list[str]) -> dict[str, object] | None:
+def capture_changed(cap: Capture, previous: dict[str, object], changed: list[str],
+                    staged: list[str] | None = None) -> dict[str, object] | None:
     """The manifest of the tree at `cap.root` now, given `previous` (a worktree manifest of the
-    same tree) and every path changed since it was taken (a directory standing for everything
-    under it; see checkpoints/watch.py): `previous` with those paths looked at again by a
-    `git status` limited to them. None when only a whole capture can tell: not a git tree, too
-    many paths, a nested repository among them (or a `.git` appearing), or another commit
-    checked out."""
+    same tree), every path changed since it was taken (a directory standing for everything
+    under it; see checkpoints/watch.py) and the paths staged then (`staged`, None when not
+    known): `previous` with those paths looked at again. Files git already covered are read
+    directly (`_changed_files`); otherwise a `git status` limited to the paths tells. None when
+    only a whole capture can tell: not a git tree, too many paths, a nested repository among
+    them (or a `.git` appearing), or another commit checked out."""
     if previous.get("mode") != "worktree" or len(changed) > MAX_CHANGED_PATHS \
             or sum(map(len, changed)) > MAX_CHANGED_BYTES:
         return None
@@ -384,14 +396,30 @@ def capture_changed(cap: Capture, previous: dict[str, object],
         return None
     from coding_os.checkpoints.gitcmd import GitError
 
+    known = set(staged) if staged is not None else None
     try:
         if not paths:  # nothing changed, unless HEAD moved (`git reset --soft` writes no file)
+            cap.staged = known
             return previous if _head(cap.root) == top.get("commit") else None
+        read = _changed_files(cap, top, paths, known)
+        if read is not None:
+            overlay = dict(_overlay(top))
+            for path, entry in read.items():
+                if entry == "commit":
+                    overlay.pop(path, None)
+                else:
+                    overlay[path] = entry
+            cap.staged = known
+            return _merged(previous, top, overlay, paths, cap.skipped)
         fresh = _git_layers(cap, "", sorted(paths))
     except GitError:
         return None  # let a whole `git status` tell, or say what is wrong
     if len(fresh) > 1 or fresh[0]["commit"] != top.get("commit"):
         return None
+    if known is not None and cap.staged is not None:
+        cap.staged |= {path for path in known if not _under_any(path, paths)}
+    else:
+        cap.staged = None
     overlay = dict(_overlay(top))
     names = sorted(overlay)
     for path in paths:  # what was there at a changed path, or under it, is looked at anew
@@ -401,12 +429,84 @@ def capture_changed(cap: Capture, previous: dict[str, object],
             overlay.pop(names[at], None)
             at += 1
     overlay.update(_overlay(fresh[0]))
-    skipped = [item for item in previous.get("skipped") or []  # type: ignore[attr-defined]
-               if not _under_any(str(item[0]), paths)] + cap.skipped
+    return _merged(previous, top, overlay, paths, cap.skipped)
+
+
+def _merged(previous: dict[str, object], top: dict[str, object],
+            overlay: dict[str, Entry | None], paths: set[str],
+            skipped: list[list[object]]) -> dict[str, object]:
+    """`previous` with the top layer's new `overlay`, and `skipped` in place of what it
+    skipped at or under the changed `paths`."""
+    kept = [item for item in previous.get("skipped") or []  # type: ignore[attr-defined]
+            if not _under_any(str(item[0]), paths)] + skipped
     return {"v": 1, "mode": "worktree",
             "layers": [{"dir": "", "commit": top.get("commit"),
-                        "overlay": dict(sorted(overlay.items()))}, *layers[1:]],
-            "skipped": sorted(skipped, key=lambda item: str(item[0]))}
+                        "overlay": dict(sorted(overlay.items()))}],
+            "skipped": sorted(kept, key=lambda item: str(item[0]))}
+
+
+_GIT_KINDS = {MODE_FILE: "f", MODE_EXEC: "f", MODE_LINK: "l"}
+
+
+def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
+                   staged: set[str] | None) -> dict[str, Entry | str | None] | None:
+    """The new entries at `paths` ("commit" where the file is the commit's again), read from
+    the files and the commit's objects, with no `git status`; None when git must tell.
+
+    This holds when every path is a file, a symlink or nothing, and was covered before: the
+    commit has it, or the previous snapshot held it. The index did not change since (a change
+    of it is a change of `.git/index`, which makes the caller scan), nor did the ignore rules
+    (the watch would have started anew), so a path that was covered still is, and the index
+    entry of one not `staged` is the commit's. A path new to both (perhaps ignored), a
+    directory, a submodule, a staged path (its index entry decides), another commit checked
+    out, or objects only git can read: git tells."""
+    from coding_os.checkpoints.gitobjects import Unreadable, objects_of
+
+    commit = top.get("commit")
+    if not isinstance(commit, str) or len(commit) != 40:
+        return None
+    repo_top = checkout_root(cap.root)
+    objects = objects_of(repo_top) if repo_top is not None else None
+    if objects is None or _head(cap.root) != commit:
+        return None
+    within = "" if repo_top == cap.root else _inside_prefix(cap.root)
+    overlay = _overlay(top)
+    found: dict[str, Entry | str | None] = {}
+    heads: dict[str, Entry | None] = {}
+    for path in sorted(paths):
+        if staged is None and path in overlay or staged is not None and path in staged:
+            return None
+        try:
+            st = os.lstat(os.path.join(cap.root, path))
+        except (FileNotFoundError, NotADirectoryError):
+            st = None
+        if st is not None and not (stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode)) \
+                or st is not None and st.st_size > cap.max_file_bytes or beyond_link(cap.root,
+                                                                                  path):
+            return None  # a directory; a file git alone can tell is the commit's; a link above
+        try:
+            in_commit = objects.tree_entry(commit, within + path)
+        except Unreadable:
+            return None
+        if in_commit is not None and in_commit[0] not in _GIT_KINDS:
+            return None  # a directory or a submodule in the commit
+        before = overlay.get(path, "none")
+        if st is not None and in_commit is None and (before == "none" or before is None):
+            return None  # new to the commit and to the snapshot: git knows if it is ignored
+        head = (None if in_commit is None else
+                [_GIT_KINDS[in_commit[0]], in_commit[1], in_commit[0], None])
+        heads[path] = head
+        if st is None:
+            found[path] = None if head is not None else "commit"
+            continue
+        entry = cap.entry(path)
+        if entry is None and head is None or head is not None and _same(entry, head):
+            found[path] = "commit"
+        else:
+            found[path] = entry
+    cap.git_root = True
+    cap.commit_entries.setdefault(("", commit), {}).update(heads)
+    return found
 
 
 def _head(root: str) -> str | None:
@@ -421,17 +521,14 @@ def _head(root: str) -> str | None:
 
 
 def _head_from_files(root: str) -> str | None:
+    from coding_os.checkpoints.gitobjects import git_dirs
+
     top = checkout_root(root)
-    if top is None:
+    dirs = git_dirs(top) if top is not None else None
+    if dirs is None:
         return None
+    git_dir, common = dirs  # shared refs live in the common dir, loose or packed
     try:
-        git_dir = os.path.join(top, ".git")
-        if not os.path.isdir(git_dir):  # a linked worktree: `gitdir: <its dir>`
-            with open(git_dir, encoding="utf-8") as f:
-                line = f.read().strip()
-            if not line.startswith("gitdir: "):
-                return None
-            git_dir = os.path.join(top, line[len("gitdir: "):])
         with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as f:
             head = f.read().strip()
         if _is_sha(head):
@@ -441,10 +538,6 @@ def _head_from_files(root: str) -> str | None:
         ref = head[len("ref: "):]
         if ref.startswith(("refs/worktree/", "refs/bisect/", "refs/rewritten/")):
             return None  # a worktree's own refs: git knows where they live
-        common = git_dir  # shared refs live in the common dir, loose or packed
-        if os.path.exists(os.path.join(git_dir, "commondir")):
-            with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
-                common = os.path.join(git_dir, f.read().strip())
         try:
             with open(os.path.join(common, ref), encoding="utf-8") as f:
                 value = f.read().strip()

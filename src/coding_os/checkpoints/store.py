@@ -7,7 +7,11 @@ and of the path so a later one can live beside it. Two checkpoints that hold the
 share one object, and an object is never rewritten: a writer that finds it present stops there.
 
 An object is written to a temporary file in its own directory, flushed to disk, then renamed into
-place, so a reader sees it whole or not at all; concurrent writers of one object both succeed.
+place, so a reader sees it whole or not at all, and one found in place is on disk; concurrent
+writers of one object both succeed. A store made with `defer_sync` keeps its new objects in their
+temporary files until `flush`, which flushes them all at once (the filesystem's journal commits
+flushes that wait together in one go) and only then renames them into place: a snapshot of many
+files pays about one flush instead of one per file, and the record naming them is written after.
 Files of a git repository that git already holds are not copied here: a checkpoint refers to them
 as `git:<blob id>` (see snapshot.py), and `verify` checks those too.
 """
@@ -46,10 +50,12 @@ def valid_oid(oid: object) -> bool:
 class ObjectStore:
     """The objects of one state dir's checkpoints."""
 
-    __slots__ = ("root",)
+    __slots__ = ("root", "defer_sync", "_pending")
 
-    def __init__(self, checkpoints_dir: str) -> None:
+    def __init__(self, checkpoints_dir: str, *, defer_sync: bool = False) -> None:
         self.root = os.path.join(checkpoints_dir, "objects")
+        self.defer_sync = defer_sync
+        self._pending: dict[str, str] = {}  # oid -> its temporary file, until `flush`
 
     def path(self, oid: str) -> str:
         """Where object `oid` lives.
@@ -70,7 +76,7 @@ class ObjectStore:
         return f"{ALGORITHM}:{hashlib.sha256(data).hexdigest()}"
 
     def has(self, oid: str) -> bool:
-        return os.path.exists(self.path(oid))
+        return oid in self._pending or os.path.exists(self.path(oid))
 
     def put(self, data: bytes, *, sync: bool = True) -> tuple[str, int]:
         """Store `data`; return its id and the bytes written on disk (0 when it was there).
@@ -80,6 +86,8 @@ class ObjectStore:
         """
         oid = self.oid_of(data)
         path = self.path(oid)
+        if oid in self._pending:
+            return oid, 0
         if os.path.exists(path):
             try:
                 os.utime(path)  # in use again: `collect`'s grace counts from now
@@ -91,18 +99,25 @@ class ObjectStore:
         folder = os.path.dirname(path)
         packed = zlib.compress(data, _LEVEL)
         tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
-            os.makedirs(folder, mode=0o700, exist_ok=True)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o400)
+            try:
+                fd = os.open(tmp, flags, 0o400)
+            except FileNotFoundError:  # the first object of its fan-out directory
+                self._make_folders(folder)
+                fd = os.open(tmp, flags, 0o400)
             try:
                 view = memoryview(packed)
                 while view:
                     view = view[os.write(fd, view):]
-                if sync:
+                if sync and not self.defer_sync:
                     os.fsync(fd)
             finally:
                 os.close(fd)
-            os.replace(tmp, path)
+            if self.defer_sync and sync:
+                self._pending[oid] = tmp
+            else:
+                os.replace(tmp, path)
         except OSError as exc:
             try:
                 os.unlink(tmp)
@@ -112,6 +127,51 @@ class ObjectStore:
                                f"{exc.strerror or exc}") from None
         return oid, len(packed)
 
+    @staticmethod
+    def _make_folders(folder: str) -> None:
+        """Make the fan-out directory `folder`; in a store being made, all 256 of them at once:
+        making a directory costs about what writing a small object does, and the first
+        hundreds of checkpoints and restores would each make a few."""
+        top = os.path.dirname(folder)
+        if not os.path.isdir(top):
+            os.makedirs(top, mode=0o700, exist_ok=True)
+            for number in range(256):
+                try:
+                    os.mkdir(os.path.join(top, f"{number:02x}"), 0o700)
+                except FileExistsError:
+                    pass
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+
+    def flush(self, also: list[str] | None = None) -> None:
+        """Flush the objects put since the last flush, and the files or directories `also`,
+        to disk at once; then rename the objects into place.
+
+        Raises:
+            StateIOError: a flush or rename failed (the objects not in place are discarded).
+        """
+        from coding_os.state import durable
+
+        try:
+            durable.sync_files([*self._pending.values(), *(also or [])])
+            for oid in list(self._pending):
+                os.replace(self._pending[oid], self.path(oid))
+                del self._pending[oid]
+        except OSError as exc:
+            self.discard()
+            raise StateIOError(f"cannot write checkpoint objects: {exc.strerror or exc}") from None
+        except StateIOError:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        """Remove the objects put and not flushed (a snapshot given up)."""
+        for tmp in self._pending.values():
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        self._pending.clear()
+
     def get(self, oid: str) -> bytes:
         """The bytes of object `oid`, checked against its id.
 
@@ -120,7 +180,7 @@ class ObjectStore:
         """
         import zlib
 
-        path = self.path(oid)
+        path = self._pending.get(oid) or self.path(oid)
         try:
             with open(path, "rb") as f:
                 data = zlib.decompress(f.read())

@@ -96,13 +96,11 @@ def snapshot_now(tiers: Tiers, root: str, store: ObjectStore, settings: Settings
     if looked is not None and looked.changed is not None and looked.manifest is not None:
         previous = _stored_manifest(store, looked.manifest)
         if previous is not None:
-            manifest = capture_changed(cap, previous, looked.changed)
+            cap.incremental = True
+            manifest = capture_changed(cap, previous, looked.changed, looked.staged)
             if manifest is None:  # what the limited look found is not to be mixed in
                 cap = _capture_of(tiers, root, store, settings, read_only)
-    if manifest is not None:
-        cap.incremental = True
-        cap.cache.save()
-    else:
+    if manifest is None:
         manifest = capture(cap, mode, paths)
     return cap, manifest, looked
 
@@ -204,21 +202,29 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
         known = _unchanged_head(folder, root, session, head) if mode == "worktree" else None
         started = time.time_ns()
         looked = None
-        if known is not None:
-            manifest, objects, written = known, 0, 0
-        else:
-            from coding_os.checkpoints.store import ObjectStore
+        store = None  # a tree unchanged by its fingerprint needs none: the hook's common case
+        try:
+            if known is not None:
+                manifest, objects, written = known, 0, 0
+            else:
+                from coding_os.checkpoints.store import ObjectStore
 
-            cap, manifest, looked = snapshot_now(tiers, root, ObjectStore(folder), settings,
-                                                 mode, rel_paths)
-            objects, written = cap.objects_written, cap.bytes_written
-        record = _record(folder, root, manifest, objects, written, head, session=session,
-                         agent=agent, mode=mode, trigger=trigger, prompt=prompt, turn=turn,
-                         seq=seq, text=head.text if known is not None and head else None)
+                store = ObjectStore(folder, defer_sync=True)
+                cap, manifest, looked = snapshot_now(tiers, root, store, settings, mode,
+                                                     rel_paths)
+                objects, written = cap.objects_written, cap.bytes_written
+            record = _record(folder, store, root, manifest, objects, written, head,
+                             session=session, agent=agent, mode=mode, trigger=trigger,
+                             prompt=prompt, turn=turn, seq=seq,
+                             text=head.text if known is not None and head else None)
+        finally:
+            if store is not None:
+                store.discard()  # what a failed snapshot put and did not flush
         if looked is not None and cap is not None:
             from coding_os.checkpoints import watch
 
-            watch.remember(folder, root, str(record["manifest"]), looked.token, _scope(cap))
+            watch.remember(folder, root, str(record["manifest"]), looked.token, _scope(cap),
+                           cap.staged)
     # How the tree was looked at: a stat of it, the daemon's changed paths, or all of it.
     record["scan"] = ("fingerprint" if cap is None
                       else "watcher" if cap.incremental else "full")
@@ -256,7 +262,7 @@ def _unchanged_head(folder: str, root: str, session: str | None,
     return manifest if isinstance(manifest, dict) else None
 
 
-def _record(folder: str, root: str, manifest: dict[str, object],
+def _record(folder: str, store: ObjectStore | None, root: str, manifest: dict[str, object],
             objects: int, written_before: int, head: points.Head | None, *,
             session: str | None, agent: str | None, mode: str, trigger: str,
             prompt: str | None, turn: int | None, seq: int | None,
@@ -264,7 +270,9 @@ def _record(folder: str, root: str, manifest: dict[str, object],
     """Store the snapshot's manifest and its record, or reuse the session's latest (`head`,
     read once before the snapshot; a reuse needs the tree equal to that head's manifest, so a
     head another hook of the session moved meanwhile is never mistaken for this tree). `text`
-    is the manifest as stored, when the caller has it (the head's, for an unchanged tree)."""
+    is the manifest as stored, when the caller has it (the head's, for an unchanged tree). The
+    objects `store` holds unflushed (and the manifest) are flushed before the record names
+    them."""
     text = jsonwire.dumps(manifest) if text is None else text
     last: dict[str, object] = {}
     if head is not None:
@@ -280,9 +288,11 @@ def _record(folder: str, root: str, manifest: dict[str, object],
             # this point too, and nothing is written (see docs/checkpoints.md).
             return {**last, "objects_written": objects, "bytes_written": 0, "reused": True}
     else:
-        from coding_os.checkpoints.store import ObjectStore
+        if store is None:
+            from coding_os.checkpoints.store import ObjectStore
 
-        oid, written = ObjectStore(folder).put(text.encode("ascii"))
+            store = ObjectStore(folder)  # flushes as it puts
+        oid, written = store.put(text.encode("ascii"))
     previous = None
     if head is not None and same_tree:
         try:
@@ -306,6 +316,8 @@ def _record(folder: str, root: str, manifest: dict[str, object],
         "changed_count": len(changed) if isinstance(previous, dict) else None,
         "skipped": manifest["skipped"],
     }
+    if store is not None:
+        store.flush()
     points.write(folder, record)
     if session:
         points.set_head(folder, session, str(record["id"]), oid, text)

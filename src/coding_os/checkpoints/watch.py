@@ -2,7 +2,8 @@
 
 While `cos daemon` runs (agents/daemon.py), a checkpoint of a git tree asks it which paths
 changed since the last snapshot it knows the watcher's token for — the *base*, kept per tree
-and git configuration in `checkpoints/watch/<key>.json` as `{root, manifest, token, scope}` —
+and git configuration in `checkpoints/watch/<key>.json` as `{root, manifest, token, scope,
+staged}` —
 and takes the new snapshot as that base with those paths looked at again
 (`snapshot.capture_changed`). The daemon's token is taken
 before the snapshot begins, so whatever changes during the snapshot is reported again next time:
@@ -27,14 +28,16 @@ __all__ = ["Look", "look", "remember"]
 
 class Look:
     """The daemon's answer: its token now, and the paths changed since the base (None: unknown)
-    with the base's manifest id."""
+    with the base's manifest id and the paths staged then (None: not known)."""
 
-    __slots__ = ("token", "changed", "manifest")
+    __slots__ = ("token", "changed", "manifest", "staged")
 
-    def __init__(self, token: str, changed: list[str] | None, manifest: str | None) -> None:
+    def __init__(self, token: str, changed: list[str] | None, manifest: str | None,
+                 staged: list[str] | None = None) -> None:
         self.token = token
         self.changed = changed
         self.manifest = manifest
+        self.staged = staged
 
 
 def _base_path(checkpoints_dir: str, root: str) -> str:
@@ -47,7 +50,7 @@ def _base_path(checkpoints_dir: str, root: str) -> str:
 
 
 def _base(checkpoints_dir: str, root: str) -> dict[str, object] | None:
-    data = durable.read_small(_base_path(checkpoints_dir, root), 1 << 16)
+    data = durable.read_small(_base_path(checkpoints_dir, root), 1 << 20)
     try:
         base = jsonwire.loads(data.decode("utf-8", "surrogateescape")) if data else None
     except ValueError:
@@ -81,18 +84,29 @@ def look(checkpoints_dir: str, state_dir: str, root: str,
     if base is None or not isinstance(changed, list) \
             or not all(isinstance(path, str) for path in changed):
         return Look(str(answer["token"]), None, None)
-    return Look(str(answer["token"]), changed, str(base["manifest"]))
+    staged = base.get("staged")
+    if not isinstance(staged, list) or not all(isinstance(path, str) for path in staged):
+        staged = None
+    return Look(str(answer["token"]), changed, str(base["manifest"]), staged)
+
+
+MAX_STAGED = 1000  # more staged paths are not kept: git is asked about each changed one
 
 
 def remember(checkpoints_dir: str, root: str, manifest: str, token: str,
-             scope: list[object]) -> None:
-    """Keep `manifest` (stored, taken under `scope`) as the tree's base at `token`. A cache: a
-    failure only costs the next checkpoint a scan."""
+             scope: list[object], staged: set[str] | None = None) -> None:
+    """Keep `manifest` (stored, taken under `scope`) as the tree's base at `token`, with the
+    paths staged then (`staged`; None when not known). A cache: a failure only costs the next
+    checkpoint a scan. Written in place, one `write` (no new file each time): two checkpoints
+    writing at once leave one's whole JSON, or the longer one's tail after the shorter one's
+    JSON, which does not parse; a torn one does not either."""
     path = _base_path(checkpoints_dir, root)
+    known = sorted(staged) if staged is not None and len(staged) <= MAX_STAGED else None
     try:
         durable.ensure_dir(os.path.dirname(path))
-        durable.atomic_write(path, jsonwire.dumps(
-            {"root": root, "manifest": manifest, "token": token, "scope": scope}
-        ).encode("ascii"), sync=False)
+        durable.overwrite(path, jsonwire.dumps(
+            {"root": root, "manifest": manifest, "token": token, "scope": scope,
+             "staged": known}
+        ).encode("ascii"))
     except Exception:  # noqa: BLE001 - StateIOError, OSError: still only a cache
         pass
