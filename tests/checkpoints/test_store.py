@@ -143,3 +143,44 @@ def test_verify_of_a_damaged_store_exits_6(project: Path, as_json: bool) -> None
     _flip_a_byte(Path(store.path(entry[3])))
     proc = cos("checkpoints", "verify", *(["--json"] if as_json else []), cwd=project)
     assert proc.returncode == 6, (proc.stdout, proc.stderr)
+
+
+def test_a_deferred_object_is_seen_by_no_one_else_until_flushed_then_in_place(
+        tmp_path: Path) -> None:
+    mine = ObjectStore(str(tmp_path), defer_sync=True)
+    other = ObjectStore(str(tmp_path))
+    oid, written = mine.put(b"pending bytes")
+    assert written > 0 and mine.has(oid) and mine.get(oid) == b"pending bytes"
+    assert not other.has(oid)  # never named before it is on disk
+    assert mine.put(b"pending bytes") == (oid, 0)
+    mine.flush()
+    assert other.has(oid) and other.get(oid) == b"pending bytes"
+    assert [p for p in tmp_path.rglob("*") if ".tmp-" in p.name] == []
+
+
+def test_a_snapshot_given_up_leaves_no_object_and_no_temporary_file(tmp_path: Path) -> None:
+    mine = ObjectStore(str(tmp_path), defer_sync=True)
+    oid, _ = mine.put(b"never flushed")
+    mine.discard()
+    assert not mine.has(oid)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_flush_that_fails_discards_what_it_held_and_says_so_in_one_error(
+        tmp_path: Path) -> None:
+    from coding_os.errors import StateIOError
+
+    mine = ObjectStore(str(tmp_path), defer_sync=True)
+    oid, _ = mine.put(b"held")
+    with pytest.raises(StateIOError):
+        mine.flush(also=[str(tmp_path / "no such file")])
+    assert not mine.has(oid)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+def test_a_new_store_makes_its_256_fan_out_directories_once(tmp_path: Path) -> None:
+    store = ObjectStore(str(tmp_path))
+    store.put(b"first")
+    fans = sorted(p.name for p in (tmp_path / "objects" / "sha256").iterdir())
+    assert fans == [f"{n:02x}" for n in range(256)]
+    assert sum(1 for _ in store) == 1

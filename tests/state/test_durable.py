@@ -83,3 +83,32 @@ def test_appending_through_a_symlink_is_refused(tmp_path: Path) -> None:
     with pytest.raises(StateIOError, match="symlink"):
         durable.locked_append(str(link), b"x\n")
     assert target.read_bytes() == b""
+
+
+def test_sync_files_flushes_files_and_directories_and_names_the_one_it_cannot(
+        tmp_path: Path) -> None:
+    paths = []
+    for number in range(6):
+        path = tmp_path / f"f{number}"
+        path.write_bytes(b"x" * number)
+        paths.append(str(path))
+    durable.sync_files([*paths, str(tmp_path)])  # several at once, a directory among them
+    durable.sync_files([])
+    with pytest.raises(StateIOError) as caught:
+        durable.sync_files([*paths, str(tmp_path / "gone")])
+    assert "gone" in str(caught.value)
+
+
+def test_overwrite_writes_in_place_and_never_through_a_symlink(tmp_path: Path) -> None:
+    path = tmp_path / "cache.json"
+    durable.overwrite(str(path), b"a longer first version")
+    inode = path.stat().st_ino
+    durable.overwrite(str(path), b"short")
+    assert path.read_bytes() == b"short" and path.stat().st_ino == inode
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    link = tmp_path / "link.json"
+    link.symlink_to(victim)
+    with pytest.raises(StateIOError):
+        durable.overwrite(str(link), b"through the link")
+    assert victim.read_bytes() == b"keep"

@@ -747,9 +747,13 @@ def _overlay(layer: dict[str, object]) -> dict[str, Entry | None]:
 
 def _commit_entries(repo: str, commit: str, paths: list[str]) -> dict[str, Entry]:
     """The entries `commit` has for `paths` (each relative to `repo`, which may lie below the
-    repository's top: git's tree paths start at the top)."""
+    repository's top: git's tree paths start at the top): read from the object files, or
+    from `git ls-tree` when they cannot be."""
     within = _inside_prefix(repo)
-    found: dict[str, Entry] = {}
+    found = _commit_entries_read(repo, within, commit, paths)
+    if found is not None:
+        return found
+    found = {}
     for start in range(0, len(paths), 500):
         chunk = [within + p for p in paths[start:start + 500]]
         out = git(repo, "ls-tree", "-z", "-r", "--full-tree", commit, "--", *chunk)
@@ -762,6 +766,30 @@ def _commit_entries(repo: str, commit: str, paths: list[str]) -> dict[str, Entry
                 continue
             number = int(mode, 8)
             found[path[len(within):]] = ["l" if number == MODE_LINK else "f", sha1, number, None]
+    return found
+
+
+def _commit_entries_read(repo: str, within: str, commit: str,
+                        paths: list[str]) -> dict[str, Entry] | None:
+    """`_commit_entries` from the object files; None when one cannot be read there, or a path
+    is a directory of the commit (`ls-tree -r` lists what is under it)."""
+    from coding_os.checkpoints.gitobjects import Unreadable, objects_of
+
+    top = checkout_root(repo)
+    objects = objects_of(top) if top is not None and len(commit) == 40 else None
+    if objects is None:
+        return None
+    found: dict[str, Entry] = {}
+    try:
+        for path in paths:
+            entry = objects.tree_entry(commit, within + path)
+            if entry is None or entry[0] == MODE_GITLINK:
+                continue
+            if entry[0] not in _GIT_KINDS:
+                return None
+            found[path] = [_GIT_KINDS[entry[0]], entry[1], entry[0], None]
+    except Unreadable:
+        return None
     return found
 
 

@@ -1,0 +1,188 @@
+"""checkpoints/gitobjects.py against git itself: every object of real repositories — loose,
+packed with deep delta chains, in several packs, reached through alternates, from a linked
+worktree — reads as `git cat-file` gives it, and `tree_entry` as `git ls-tree` does; what it
+cannot read (a SHA-256 repository, an object it does not have, a damaged one) it says so."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import zlib
+from pathlib import Path
+
+import pytest
+
+from coding_os.checkpoints import gitobjects
+from coding_os.checkpoints.gitobjects import Objects, Unreadable, objects_of
+from tests.conftest import git
+
+
+def git_bytes(cwd: Path, *args: str, stdin: bytes | None = None) -> bytes:
+    return subprocess.run(["git", *args], cwd=cwd, input=stdin, check=True,
+                          capture_output=True).stdout
+
+
+def history(repo: Path, rounds: int, seed: int = 1) -> None:
+    """Commits that edit files a little each time (so a repack makes long delta chains), with
+    binary and empty files, odd names, and a file over 64 KiB."""
+    rng = random.Random(seed)
+    lines = [f"line {n} {rng.random()}\n".encode() for n in range(400)]
+    (repo / "dir with space").mkdir(exist_ok=True)
+    for number in range(rounds):
+        at = rng.randrange(len(lines))
+        lines[at] = f"edited {number} {rng.random()}\n".encode()
+        (repo / "a.txt").write_bytes(b"".join(lines))
+        (repo / "a.txt.orig").write_bytes(b"".join(reversed(lines)))
+        (repo / "dir with space" / "b").write_bytes(b"".join(lines[:number + 1]))
+        (repo / "bin.dat").write_bytes(os.urandom(70_000) if number % 5 == 0
+                                       else (repo / "bin.dat").read_bytes()[:-10] + b"x" * 10)
+        (repo / "empty").write_bytes(b"")
+        (repo / os.fsdecode(b"caf\xe9.txt")).write_bytes(f"{number}\n".encode())
+        git(repo, "add", "-A")
+        git(repo, "commit", "-q", "-m", f"round {number}")
+
+
+def every_object(repo: Path) -> list[str]:
+    out = git_bytes(repo, "cat-file", "--batch-all-objects", "--batch-check=%(objectname)")
+    return out.decode().split()
+
+
+def assert_reads_as_git(repo: Path, objects: Objects) -> int:
+    shas = every_object(repo)
+    assert shas
+    for sha in shas:
+        kind = git_bytes(repo, "cat-file", "-t", sha).decode().strip()
+        content = git_bytes(repo, "cat-file", kind, sha)
+        assert objects.read(sha) == (kind, content), sha
+    return len(shas)
+
+
+@pytest.fixture
+def project(repo: Path) -> Path:
+    history(repo, 30)
+    return repo
+
+
+def test_loose_objects_read_as_git_gives_them(project: Path) -> None:
+    assert not list((project / ".git" / "objects" / "pack").glob("*.pack"))
+    objects = objects_of(str(project))
+    assert objects is not None
+    assert assert_reads_as_git(project, objects) > 100
+
+
+def test_packed_objects_with_deep_delta_chains_read_as_git_gives_them(project: Path) -> None:
+    git(project, "repack", "-adfq", "--depth=60", "--window=50")
+    assert not any(p.name != "info" and p.name != "pack"
+                   for p in (project / ".git" / "objects").iterdir())
+    verify = git(project, "verify-pack", "-v",
+                 str(next((project / ".git" / "objects" / "pack").glob("*.idx"))))
+    assert "chain length = 10" in verify or "chain length = 20" in verify, verify[-500:]
+    assert assert_reads_as_git(project, Objects(str(project / ".git" / "objects"))) > 100
+
+
+def test_objects_spread_over_several_packs_and_loose_ones_are_all_found(project: Path) -> None:
+    git(project, "repack", "-dq")
+    history(project, 10, seed=2)
+    git(project, "repack", "-dq")  # a second pack, of the new objects
+    history(project, 3, seed=3)  # and some loose ones
+    assert len(list((project / ".git" / "objects" / "pack").glob("*.pack"))) == 2
+    assert_reads_as_git(project, Objects(str(project / ".git" / "objects")))
+
+
+def test_ref_deltas_of_a_thin_pack_made_whole_are_read(tmp_path: Path, project: Path) -> None:
+    """Without `--delta-base-offset`, pack-objects writes REF_DELTA entries; `index-pack
+    --fix-thin` keeps them and appends their bases."""
+    git(project, "repack", "-adq")
+    old = git(project, "rev-parse", "HEAD")
+    history(project, 5, seed=4)
+    new = git(project, "rev-parse", "HEAD")
+    thin = git_bytes(project, "pack-objects", "--thin", "--stdout", "--revs", "-q",
+                     stdin=f"{new}\n^{old}\n".encode())
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", "--no-local", str(project), str(clone))
+    git(clone, "reset", "-q", "--hard", old)
+    git(clone, "repack", "-adq")
+    subprocess.run(["git", "index-pack", "--stdin", "--fix-thin"], cwd=clone, input=thin,
+                   check=True, capture_output=True)
+    packs = sorted((clone / ".git" / "objects" / "pack").glob("*.idx"), key=os.path.getmtime)
+    assert b"delta" in git_bytes(clone, "verify-pack", "-v", str(packs[-1]))
+    objects = Objects(str(clone / ".git" / "objects"))
+    listed = git_bytes(project, "rev-list", "--objects", f"{old}..{new}").splitlines()
+    for sha in (line.split(b" ")[0].decode() for line in listed):
+        if len(sha) == 40:
+            kind = git_bytes(clone, "cat-file", "-t", sha).decode().strip()
+            assert objects.read(sha) == (kind, git_bytes(clone, "cat-file", kind, sha))
+
+
+def test_alternates_and_linked_worktrees_read_the_shared_objects(tmp_path: Path,
+                                                                 project: Path) -> None:
+    git(project, "repack", "-adq")
+    shared = tmp_path / "shared"
+    git(tmp_path, "clone", "-q", "--shared", str(project), str(shared))
+    assert (shared / ".git" / "objects" / "info" / "alternates").exists()
+    objects = objects_of(str(shared))
+    assert objects is not None
+    assert_reads_as_git(shared, objects)
+    linked = tmp_path / "linked"
+    git(project, "worktree", "add", "-q", str(linked))
+    objects = objects_of(str(linked))
+    assert objects is not None
+    head = git(linked, "rev-parse", "HEAD")
+    assert objects.tree_entry(head, "a.txt") == (
+        0o100644, git(linked, "rev-parse", "HEAD:a.txt"))
+
+
+def test_tree_entries_are_those_git_ls_tree_lists(project: Path) -> None:
+    git(project, "repack", "-adq")
+    history(project, 2, seed=5)
+    (project / "run.sh").write_text("#!/bin/sh\n")
+    (project / "run.sh").chmod(0o755)
+    (project / "link").symlink_to("a.txt")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "modes")
+    objects = Objects(str(project / ".git" / "objects"))
+    head = git(project, "rev-parse", "HEAD")
+    listed = git_bytes(project, "ls-tree", "-r", "-t", "-z", head).split(b"\0")
+    for record in filter(None, listed):
+        meta, _, path = record.partition(b"\t")
+        mode, _, sha = meta.split(b" ")
+        name = path.decode("utf-8", "surrogateescape")
+        assert objects.tree_entry(head, name) == (int(mode, 8), sha.decode()), name
+    for absent in ("nope", "a.txt/below", "dir with space/nope", "a.tx", "a.txt.orig.x"):
+        assert objects.tree_entry(head, absent) is None
+
+
+def test_a_repack_in_the_same_process_is_followed(project: Path) -> None:
+    first = objects_of(str(project))
+    assert first is not None
+    head = git(project, "rev-parse", "HEAD")
+    assert first.tree_entry(head, "a.txt") is not None
+    git(project, "repack", "-adq")  # the loose objects are gone, now in a new pack
+    git(project, "prune-packed")
+    again = objects_of(str(project))
+    assert again is not None and again is not first
+    assert_reads_as_git(project, again)
+
+
+def test_what_it_cannot_read_it_says_so(tmp_path: Path, project: Path) -> None:
+    objects = Objects(str(project / ".git" / "objects"))
+    with pytest.raises(Unreadable):
+        objects.read("0" * 40)
+    with pytest.raises(Unreadable):
+        objects.read("not hex at all, forty characters long..")
+    # A damaged loose object.
+    blob = git(project, "rev-parse", "HEAD:empty")
+    path = project / ".git" / "objects" / blob[:2] / blob[2:]
+    path.chmod(0o644)
+    path.write_bytes(zlib.compress(b"blob 5\0abc"))
+    with pytest.raises(Unreadable):
+        Objects(str(project / ".git" / "objects")).read(blob)
+    # A SHA-256 repository is left to git.
+    other = tmp_path / "sha256"
+    other.mkdir()
+    git(other, "init", "-q", "--object-format=sha256")
+    assert objects_of(str(other)) is None
+    # Not a repository.
+    assert objects_of(str(tmp_path)) is None
+    assert gitobjects.git_dirs(str(tmp_path)) is None
