@@ -5,7 +5,6 @@ written outside the tree, and the tree untouched."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -86,16 +85,22 @@ def test_a_stored_manifest_with_a_path_outside_the_tree_fails_verify_or_rewind_n
 
 def crafted_journal(project: Path, before: str, ops: list[dict[str, object]]) -> None:
     """A journal left as if a restore of this tree had been interrupted after its journal was
-    written, with a real `before`."""
-    journal = {"id": points.new_id(), "kind": "rewind", "target": before, "before": before,
-               "ts": "2026-01-01T00:00:00.000Z", "root": str(project), "ops": ops}
+    written: its own staging area with a staged file for each write, and a real `before`."""
+    journal_id = points.new_id()
+    staging = folder(project) / "staging" / journal_id
+    staging.mkdir(parents=True)
+    for number, op in enumerate(ops):
+        if op["op"] == "write":
+            (staging / str(number)).write_bytes(b"staged bytes\n")
+    journal = {"id": journal_id, "kind": "rewind", "target": before, "before": before,
+               "ts": "2026-01-01T00:00:00.000Z", "root": str(project), "staging": str(staging),
+               "ops": ops}
     (folder(project) / "journal.json").write_text(json.dumps(journal), encoding="utf-8")
 
 
 def write_op(path: str) -> dict[str, object]:
-    return {"op": "write", "path": path, "kind": "f", "sha1": sha1_of(b"journal bytes\n"),
-            "mode": 0o100644, "oid": None, "layer": "", "replaces": False, "perm": 0o644,
-            "data": base64.b64encode(b"journal bytes\n").decode("ascii")}
+    return {"op": "write", "path": path, "kind": "f", "sha1": sha1_of(b"staged bytes\n"),
+            "mode": 0o100644, "oid": None, "layer": "", "replaces": False}
 
 
 @pytest.mark.parametrize("bad", ["../evil", "a/../../evil", "ABS"])
@@ -169,7 +174,7 @@ def test_a_read_only_directory_to_restore_into_exits_1_with_one_line_and_the_tre
     assert "read-only" in line and "ro" in line
     assert tree(project) == before
     assert not (folder(project) / "journal.json").exists()
-    assert not (folder(project) / "journal.json.tmp").exists()
+    assert not (folder(project) / "staging").exists()
 
 
 FULL_DISK = r'''
@@ -204,14 +209,15 @@ try:
         os.write(fd, b"\0" * 65536)
 except OSError as exc:
     full = exc.strerror
-# Room for the checkpoint taken before the rewind, none for the megabyte the journal holds.
+# Room for the checkpoint taken before the rewind, none for the megabyte to stage.
 os.ftruncate(fd, os.fstat(fd).st_size - (128 << 10))
 os.close(fd)
 result = run("rewind", checkpoint, "--code")
 folder = os.path.join(state, "checkpoints")
+staging = os.path.join(folder, "staging")
 print(json.dumps({"full": full, "result": result,
                   "journal": os.path.exists(os.path.join(folder, "journal.json")),
-                  "journal_tmp": os.path.exists(os.path.join(folder, "journal.json.tmp")),
+                  "staging": sorted(os.listdir(staging)) if os.path.isdir(staging) else [],
                   "next": run("checkpoints", "--json")}))
 '''
 
@@ -229,7 +235,7 @@ def test_a_full_disk_during_a_rewind_exits_with_one_line_leaves_the_tree_and_no_
     assert result.returncode in (1, 6), report["result"]
     line = one_line_failure(result, result.returncode)
     assert "no space left on device" in line.lower() and "nothing was changed" in line, line
-    assert report["journal"] is False and report["journal_tmp"] is False
+    assert report["journal"] is False and report["staging"] == []
     assert report["next"]["code"] == 0, report["next"]
     # The tree as it was before the rewind: big.bin still gone, small.txt still v2.
     assert not (project / "big.bin").exists()

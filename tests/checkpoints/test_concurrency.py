@@ -118,6 +118,8 @@ def assert_store_sound(project: Path) -> None:
     assert report["ok"] is True, report
     assert report["damaged"] == [] and report["missing"] == []
     folder = project / ".coding-os" / "checkpoints"
+    staging = folder / "staging"
+    assert not staging.exists() or not any(staging.iterdir())
     assert not (folder / "journal.json").exists()
     assert not (folder / "journal.json.tmp").exists()
     leftovers = [p for p in (folder / "objects").rglob("*") if ".tmp-" in p.name]

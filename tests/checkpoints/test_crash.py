@@ -19,29 +19,15 @@ from tests.conftest import cos, git
 FILES = 300
 KILLS = 200
 LANES = 2  # independent trees killed in parallel, to stay within the time budget
-# The restore, run as its own process to be killed. Each write and delete of the apply phase is
-# slowed by a millisecond (half of it between a write's two halves, so kills also leave files
-# half written), so that the committed window — the journal written, the tree half restored —
-# is long enough for random kills to land in.
+# The restore, run as its own process to be killed. Each rename of the apply phase (the only
+# os.rename calls a restore makes) is slowed by a millisecond, so that the committed window —
+# the journal written, the tree half restored — is long enough for random kills to land in.
 RESTORE = ("import os, sys, time\nfrom coding_os import api\n"
-           "from coding_os.checkpoints import rewind\n"
-           "_put, _remove, _write = rewind._put, rewind._remove, os.write\n"
-           "def slow_write(fd, data):\n"
-           "    half = max(1, len(data) // 2)\n"
-           "    done = _write(fd, data[:half])\n"
-           "    time.sleep(0.0005)\n"
-           "    return done\n"
-           "def slow_put(*args):\n"
-           "    time.sleep(0.0005)\n"
-           "    os.write = slow_write\n"
-           "    try:\n"
-           "        return _put(*args)\n"
-           "    finally:\n"
-           "        os.write = _write\n"
-           "def slow_remove(*args):\n"
+           "_rename = os.rename\n"
+           "def slow_rename(*args, **kwargs):\n"
            "    time.sleep(0.001)\n"
-           "    return _remove(*args)\n"
-           "rewind._put, rewind._remove = slow_put, slow_remove\n"
+           "    return _rename(*args, **kwargs)\n"
+           "os.rename = slow_rename\n"
            "api.rewind(sys.argv[1], 'code', cwd=sys.argv[2])\n")
 
 
@@ -119,9 +105,9 @@ def _lane(root: Path, kills: int, seed: int, results: dict[str, object]) -> None
             (root / "src" / "link").symlink_to("d1/f1.txt")
             assert tree(root) == before
         proc = _restore(root, checkpoint)
-        # A third of the kills anywhere, a sixth before the journal exists (the checks and the
-        # journal being written: the tree must stay as before), half around the window where the
-        # journal is being applied.
+        # A third of the kills anywhere, a sixth before the journal exists (the checks, the
+        # staging and the journal being written: the tree must stay as before), half around the
+        # window where the journal is being applied.
         draw = rng.random()
         time.sleep(rng.uniform(0.0, full * 1.1) if draw < 1 / 3
                    else rng.uniform(0.0, max(0.001, low - 0.01)) if draw < 0.5
@@ -135,6 +121,7 @@ def _lane(root: Path, kills: int, seed: int, results: dict[str, object]) -> None
         assert after.returncode == 0, after.stderr
         assert not journal.exists()
         assert not (root / ".coding-os" / "checkpoints" / "journal.json.tmp").exists()
+        assert not (root / ".coding-os" / "checkpoints" / "staging").exists()
         now = tree(root)
         if now == at_checkpoint:
             outcomes["checkpoint"] += 1

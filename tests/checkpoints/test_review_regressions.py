@@ -11,14 +11,14 @@ from pathlib import Path
 from tests.checkpoints.conftest import commit_all, create, rewind_ok, tree
 from tests.conftest import cos, git
 
-KILL_AFTER_FIRST_WRITE = """
+KILL_AFTER_FIRST_RENAME = """
 import os, sys
-from coding_os.checkpoints import rewind
-real = rewind._put
+real = os.rename
 def once(*args, **kwargs):
     real(*args, **kwargs)
-    os._exit(9)  # killed right after the first write into the tree
-rewind._put = once
+    if "dst_dir_fd" in kwargs:
+        os._exit(9)  # killed right after the first rename into the tree
+os.rename = once
 from coding_os import api
 api.rewind(sys.argv[1], "code", cwd=sys.argv[2])
 """
@@ -75,7 +75,7 @@ def test_a_restore_killed_in_a_directory_to_file_swap_is_completed_by_the_next_c
     (project / "z").unlink()
     (project / "a").mkdir()
     (project / "a" / "x").write_text("x\n")
-    killed = subprocess.run([sys.executable, "-c", KILL_AFTER_FIRST_WRITE, checkpoint,
+    killed = subprocess.run([sys.executable, "-c", KILL_AFTER_FIRST_RENAME, checkpoint,
                              str(project)], cwd=project, capture_output=True, text=True)
     assert killed.returncode == 9, killed.stderr
     assert (project / ".coding-os" / "checkpoints" / "journal.json").exists()
@@ -95,7 +95,7 @@ def test_a_file_name_that_is_not_utf8_is_restored(project: Path) -> None:
     (project / name).write_bytes(b"v2")
     rewind_ok(project, checkpoint, "--code")
     assert (project / name).read_bytes() == b"v1"
-    assert not (project / ".coding-os" / "checkpoints" / "journal.json").exists()
+    assert not (project / ".coding-os" / "checkpoints" / "staging").exists()
 
 
 def test_a_file_too_large_to_store_is_left_alone_not_deleted(project: Path) -> None:

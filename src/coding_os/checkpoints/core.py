@@ -272,7 +272,7 @@ def _rewind(tiers: Tiers, root: str, checkpoint: str, record: dict[str, object],
               "before": before["id"], "ts": _iso(time.time())}
     restore(root, folder, store, ops, marker,
             after=lambda: _remember_rewind(folder, {**marker, "root": root}), data=data,
-            before_journal=lambda: points.write(folder, before))
+            before_journal=lambda: points.write(folder, before), before_record=before)
     if looked is not None and as_captured:
         # The tree as it was is the watcher's base (the restore's own writes are events
         # after its token); not when a file git ignores joined it (no capture holds those).
@@ -363,6 +363,8 @@ def verify(tiers: Tiers) -> dict[str, object]:
     damaged: list[dict[str, str]] = []
     checked = 0
     for oid, path in store:
+        if not oid and _temporary(path):
+            continue  # an object being written, or left by a writer killed before its flush
         checked += 1
         if not oid:
             damaged.append({"object": path, "problem": "not an object of the store"})
@@ -482,8 +484,8 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
     removed_objects = 0
     freed = 0
     for oid, path in list(store):
-        if not oid or oid in keep:
-            continue
+        if oid in keep or not oid and not _temporary(path):
+            continue  # a stray file that is not a temporary object is left for verify to report
         try:
             st = os.lstat(path)
         except FileNotFoundError:
@@ -493,9 +495,17 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
         removed_objects += 1
         freed += st.st_blocks * 512
         if not dry_run:
-            store.remove(oid)
+            if oid:
+                store.remove(oid)
+            else:
+                os.unlink(path)  # a writer killed before it flushed, over an hour ago
     return {"checkpoints_removed": removed_points, "objects_removed": removed_objects,
             "bytes_freed": freed, "dry_run": dry_run, "problems": problems}
+
+
+def _temporary(path: str) -> bool:
+    """Whether a stray file of the store is an object's temporary file (`<id>.tmp-…`)."""
+    return ".tmp-" in os.path.basename(path)
 
 
 def _reach(store: ObjectStore, record: dict[str, object],

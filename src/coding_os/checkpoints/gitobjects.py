@@ -9,6 +9,8 @@ git, which also knows what this module does not (a promisor remote, a replace re
 check what they read against its id where it matters (a blob's bytes against the entry's sha1).
 
 Like `gitcmd`, it reads the repository holding the tree, whatever `GIT_DIR`-style variables say.
+A repository whose objects git would read otherwise than their ids say — replace refs
+(`refs/replace/`), grafts — is left to git entirely.
 """
 
 from __future__ import annotations
@@ -144,6 +146,13 @@ class Objects:
             return self._seen[sha]
         if len(sha) != 40 or _depth > _MAX_DEPTH:
             raise Unreadable(sha)
+        try:
+            return self._read(sha, _depth)
+        except OSError as exc:  # a pack removed by a repack meanwhile, an unreadable file
+            self._packs = None
+            raise Unreadable(f"{sha}: {exc}") from None
+
+    def _read(self, sha: str, _depth: int) -> tuple[str, bytes]:
         for folder in self.dirs:
             try:
                 with open(os.path.join(folder, sha[:2], sha[2:]), "rb") as f:
@@ -317,30 +326,68 @@ def _tree_find(data: bytes, name: bytes) -> tuple[int, str] | None:
     return None
 
 
-_CACHE: dict[str, tuple[tuple[int, ...], Objects]] = {}
+_CACHE: dict[str, tuple[tuple[object, ...], Objects | None]] = {}
+
+
+def _stamp(paths: list[str]) -> tuple[object, ...]:
+    found: list[object] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            found.append(None)
+            continue
+        found.append((st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size))
+    return tuple(found)
 
 
 def objects_of(top: str) -> Objects | None:
-    """The object database of the checkout whose top is `top`, or None when it is not found
-    or is SHA-256 (this module reads SHA-1 repositories only). Kept for the process while its
-    `objects/pack` directory is unchanged (a repack makes it anew)."""
+    """The object database of the checkout whose top is `top`, or None when it is not found,
+    is SHA-256 (this module reads SHA-1 repositories only), or has replace refs or grafts.
+    Kept for the process while what decides that, and the pack directories (its own and its
+    alternates'), are unchanged: a repack makes it anew."""
     dirs = git_dirs(top)
     if dirs is None:
         return None
-    objects_dir = os.path.join(dirs[1], "objects")
+    common = dirs[1]
+    objects_dir = os.path.join(common, "objects")
+    watched = [os.path.join(common, "config"), os.path.join(common, "packed-refs"),
+               os.path.join(common, "refs", "replace"), os.path.join(objects_dir, "info"),
+               os.path.join(objects_dir, "info", "grafts"), os.path.join(common, "shallow"),
+               os.path.join(objects_dir, "pack")]
     try:
-        with open(os.path.join(dirs[1], "config"), "rb") as f:
-            if b"objectformat" in f.read().lower():
-                return None  # `extensions.objectFormat`: another hash than SHA-1
-        st = os.stat(os.path.join(objects_dir, "pack"))
-        stamp: tuple[int, ...] = (st.st_mtime_ns, st.st_ino, st.st_ctime_ns)
-    except FileNotFoundError:
-        stamp = ()
+        stamp = _stamp(watched)
+        kept = _CACHE.get(objects_dir)
+        if kept is not None and kept[1] is not None:
+            stamp += _stamp([os.path.join(folder, "pack") for folder in kept[1].dirs[1:]])
+        if kept is not None and kept[0] == stamp:
+            return kept[1]
+        found: Objects | None = Objects(objects_dir)
+        if _rewritten(common, objects_dir):
+            found = None
+        elif found is not None:
+            stamp += _stamp([os.path.join(folder, "pack") for folder in found.dirs[1:]])
     except OSError:
         return None
-    kept = _CACHE.get(objects_dir)
-    if kept is not None and kept[0] == stamp:
-        return kept[1]
-    found = Objects(objects_dir)
     _CACHE[objects_dir] = (stamp, found)
     return found
+
+
+def _rewritten(common: str, objects_dir: str) -> bool:
+    """Whether git reads this repository's objects otherwise than their ids say: another hash
+    (`extensions.objectFormat`), replace refs, grafts."""
+    with open(os.path.join(common, "config"), "rb") as f:
+        if b"objectformat" in f.read().lower():
+            return True
+    if os.path.exists(os.path.join(objects_dir, "info", "grafts")):
+        return True
+    try:
+        if os.listdir(os.path.join(common, "refs", "replace")):
+            return True
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    try:
+        with open(os.path.join(common, "packed-refs"), "rb") as f:
+            return b" refs/replace/" in f.read()
+    except FileNotFoundError:
+        return False

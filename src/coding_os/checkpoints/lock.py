@@ -11,10 +11,11 @@ import os
 
 from coding_os.state import durable
 
-__all__ = ["JOURNAL", "JOURNAL_TMP", "restore_lock", "pending"]
+__all__ = ["JOURNAL", "JOURNAL_TMP", "STAGING", "restore_lock", "pending"]
 
 JOURNAL = "journal.json"
 JOURNAL_TMP = "journal.json.tmp"  # being written: the restore is not committed yet
+STAGING = "staging"
 
 
 class restore_lock:  # noqa: N801 - used as a function: `with restore_lock(dir, exclusive):`
@@ -42,7 +43,7 @@ class restore_lock:  # noqa: N801 - used as a function: `with restore_lock(dir, 
 
 
 def pending(checkpoints_dir: str) -> bool:
-    """Whether an interrupted restore (a journal), or the temporary journal of one that never
-    committed, is waiting."""
+    """Whether an interrupted restore (a journal), or the staging of one that never committed
+    (with its temporary journal, if it got that far), is waiting."""
     return (os.path.exists(os.path.join(checkpoints_dir, JOURNAL))
-            or os.path.exists(os.path.join(checkpoints_dir, JOURNAL_TMP)))
+            or os.path.isdir(os.path.join(checkpoints_dir, STAGING)))

@@ -3,40 +3,38 @@
 A restore runs in three phases under an exclusive lock (`checkpoints/restore.lock`; taking a
 checkpoint waits on it, so no snapshot sees a tree half restored):
 
-1. **Check.** Every change is checked before anything is touched: no path outside the tree or
-   through a symlink (a symlink in the way is never followed), every directory to write in
-   writable, every byte to write read and verified against its blob id. A failure here — a
-   damaged object, git no longer holding a blob — leaves the tree untouched.
-2. **Journal.** `checkpoints/journal.json` lists the operations (deletes deepest first, then
-   writes shallowest first) with the bytes each write puts in place (base64) and the permission
-   bits it gives. It is written to `journal.json.tmp` and flushed to disk together with the
-   objects of the snapshot of the tree as it is (the caller's, for the undo), then renamed into
-   place: from there the restore is committed. A full disk here leaves the tree untouched.
-3. **Apply**, then remove the journal. Every operation is idempotent, so applying the journal
-   again from the start is the same as finishing it: a delete of what is gone is done; a write
-   puts the journal's bytes in place, over the file there when it is a plain file of its own
-   (one name, this user's; the way an editor saves), else as a new file (a symlink, a directory
-   left empty, a hard link, a read-only or busy file are removed first). No temporary file
-   goes into the tree and nothing is staged elsewhere: a restore of a few files creates one
-   file of its own, the journal.
+1. **Check and stage.** Every change is checked before anything is touched: no path outside the
+   tree or through a symlink (a symlink in the way is never followed), every directory to write
+   in writable, every byte to write read and verified against its blob id. The new bytes (and
+   symlinks) are written as `checkpoints/staging/<id>.<n>`, and the journal as
+   `checkpoints/journal.json.tmp`; then all of them, and the objects of the snapshot of the
+   tree as it is (the caller's, for the undo), are flushed to disk at once. A failure here — a
+   full disk, a damaged object — removes the staging and leaves the tree untouched: every byte
+   the restore writes has its room before the tree is touched.
+2. **Journal.** The journal, listing the operations (deletes deepest first, then renames of
+   staged files into place, shallowest first) and the `before` checkpoint's record, is renamed
+   to `checkpoints/journal.json`. From here the restore is committed.
+3. **Apply**, then remove the journal and the staging. Every operation is idempotent: a delete of
+   what is gone and a rename whose staged file is gone are done. A file is replaced by a rename,
+   never written over: a program running from it, or with it mapped in memory, keeps the old
+   one, and a hard link to it elsewhere is left alone.
 
-A process killed in phases 1 and 2 leaves no journal (at most its temporary file, removed by the
-next call): the tree is as before. Killed in phase 3, it leaves the journal, and the next `cos`
-call (`recover`) applies it again to the end: the tree is exactly at the snapshot, never between.
+A process killed in phase 1 leaves no journal: the tree is as before, and the next call removes
+the stale staging. Killed in phase 3, it leaves the journal, and the next `cos` call (`recover`)
+applies it again to the end: the tree is exactly at the snapshot, never between.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import errno
 import json
 import os
+import shutil
 import stat
 from collections.abc import Callable
 from typing import NoReturn
 
-from coding_os.checkpoints.lock import JOURNAL, JOURNAL_TMP, pending, restore_lock
+from coding_os.checkpoints.lock import JOURNAL, JOURNAL_TMP, STAGING, pending, restore_lock
 from coding_os.checkpoints.snapshot import _blob_sha1, check_path
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.errors import CosError, StateIOError
@@ -235,12 +233,20 @@ def _open_parent(root_fd: int, path: str, create: bool) -> int | None:
     return fd
 
 
+def _staged(journal: dict[str, object], number: int) -> str:
+    """Where write `number` of `journal` is staged: `staging/<id>.<n>` (`staging/<id>/<n>` in
+    the journals of the first layout)."""
+    if journal.get("layout") == 2:
+        return os.path.join(str(journal["staging"]), f"{journal['id']}.{number}")
+    return os.path.join(str(journal["staging"]), str(number))
+
+
 def _apply(root: str, journal: dict[str, object]) -> None:
     ops = journal["ops"]
     assert isinstance(ops, list)
     root_fd = os.open(root, _DIR_FLAGS)
     try:
-        for op in ops:
+        for number, op in enumerate(ops):
             path = str(op["path"])
             name = path.rsplit("/", 1)[-1]
             if op["op"] == "delete":
@@ -256,79 +262,85 @@ def _apply(root: str, journal: dict[str, object]) -> None:
                     os.close(parent)
                 _prune(root_fd, path)
                 continue
+            staged = _staged(journal, number)
+            if not os.path.lexists(staged):
+                continue  # renamed into place before an interruption
             parent = _open_parent(root_fd, path, create=True)
             assert parent is not None
             try:
-                _put(parent, name, op)
+                try:
+                    st = os.lstat(name, dir_fd=parent)
+                except FileNotFoundError:
+                    st = None
+                if st is not None and stat.S_ISDIR(st.st_mode):
+                    _remove_empty_tree(parent, name)
+                try:
+                    os.rename(staged, name, dst_dir_fd=parent)
+                except OSError as exc:
+                    if exc.errno != errno.EXDEV:
+                        raise
+                    # The state dir is on another filesystem than the tree (a linked worktree
+                    # elsewhere): copy through a temporary file beside the target instead. The
+                    # staged file stays, so doing it again after an interruption is the same.
+                    _copy_into(staged, parent, name, f".cos-restore-{journal['id']}-{number}")
             finally:
                 os.close(parent)
     finally:
         os.close(root_fd)
 
 
-_IN_PLACE = os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
-_NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-def _put(parent: int, name: str, op: dict[str, object]) -> None:
-    """Make `name` (in `parent`) what the write `op` says: a symlink made anew; a file's bytes
-    written over the file there when it is a plain file of its own (a regular file with one
-    name, this user's), else into a new file."""
-    content = _content(op)
+def _copy_into(staged: str, parent: int, name: str, temp: str) -> None:
+    """Put a copy of the staged file or symlink at `name` in `parent`, atomically."""
+    st = os.lstat(staged)
     try:
-        st: os.stat_result | None = os.lstat(name, dir_fd=parent)
-    except FileNotFoundError:
-        st = None
-    if st is not None and stat.S_ISDIR(st.st_mode):
-        _remove_empty_tree(parent, name)
-        st = None
-    if op["kind"] == "l":
-        _unlink_quietly(parent, name)
-        os.symlink(os.fsdecode(content), name, dir_fd=parent)
-        return
-    fd = -1
-    if st is not None and stat.S_ISREG(st.st_mode) and st.st_nlink == 1 \
-            and st.st_uid == os.geteuid():
-        try:
-            fd = os.open(name, _IN_PLACE, dir_fd=parent)
-        except OSError:
-            fd = -1  # read-only, a program running from it, replaced meanwhile: a new file
-    if fd < 0:
-        _unlink_quietly(parent, name)
-        try:
-            fd = os.open(name, _NEW, 0o600, dir_fd=parent)
-        except FileExistsError:  # made meanwhile by someone else: replaced all the same
-            _unlink_quietly(parent, name)
-            fd = os.open(name, _NEW, 0o600, dir_fd=parent)
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fchmod(fd, int(str(op["perm"])))
-    finally:
-        os.close(fd)
-
-
-def _unlink_quietly(parent: int, name: str) -> None:
-    try:
-        os.unlink(name, dir_fd=parent)
+        os.unlink(temp, dir_fd=parent)
     except FileNotFoundError:
         pass
+    if stat.S_ISLNK(st.st_mode):
+        os.symlink(os.readlink(staged), temp, dir_fd=parent)
+    else:
+        with open(staged, "rb") as f:
+            data = f.read()
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
+                     0o600, dir_fd=parent)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, stat.S_IMODE(st.st_mode))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
 
 
-def _content(op: dict[str, object]) -> bytes:
-    """The bytes a journal's write operation puts in place.
-
-    Raises:
-        RestoreError: they are not base64, or do not hash to the operation's blob id.
-    """
-    try:
-        data = base64.b64decode(str(op["data"]), validate=True)
-    except (KeyError, binascii.Error):
-        raise RestoreError(f"the journal holds no bytes for {op.get('path')}") from None
-    if _blob_sha1(data) != op.get("sha1"):
-        raise RestoreError(f"the journal's bytes for {op.get('path')} are damaged")
-    return data
+def _stage(journal: dict[str, object], ops: list[dict[str, object]],
+           data: dict[int, bytes]) -> list[str]:
+    """Write each write operation's bytes (or symlink) where `journal` stages it; return what
+    must be flushed before the journal commits: the files, and the staging directory (which
+    holds the symlinks)."""
+    folder = durable.ensure_dir(str(journal["staging"]))
+    umask = os.umask(0)
+    os.umask(umask)
+    files = []
+    for number, op in enumerate(ops):
+        if op["op"] != "write":
+            continue
+        path = _staged(journal, number)
+        content = data[number]
+        if op["kind"] == "l":
+            os.symlink(os.fsdecode(content), path)
+            continue
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        try:
+            view = memoryview(content)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, _permissions(op, umask))
+        finally:
+            os.close(fd)
+        files.append(path)
+    return [*files, folder]
 
 
 def _remove_empty_tree(parent: int, name: str) -> None:
@@ -392,13 +404,15 @@ def prepare(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict
 def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[str, object]],
             record: dict[str, object], after: Callable[[], None] | None = None,
             data: dict[int, bytes] | None = None,
-            before_journal: Callable[[], None] | None = None) -> None:
+            before_journal: Callable[[], None] | None = None,
+            before_record: dict[str, object] | None = None) -> None:
     """Apply `ops` to the tree at `root` with the journal; the caller holds the exclusive lock.
-    `record` goes into the journal (what is being restored, and the checkpoint taken before);
-    the objects `store` holds unflushed (that checkpoint's) are flushed with the journal;
-    `before_journal` runs once they are, just before the journal commits the restore (nothing
-    it leaves behind when that fails); `after` runs once the tree is restored, before the
-    journal is removed; `data` is what `prepare` returned, when the caller checked first.
+    `record` goes into the journal (what is being restored, and the checkpoint taken before,
+    whose record is `before_record`); the objects `store` holds unflushed (that checkpoint's)
+    are flushed with the staged bytes and the journal; `before_journal` runs once they are,
+    just before the journal commits the restore (nothing it leaves behind when that fails);
+    `after` runs once the tree is restored, before the journal is removed; `data` is what
+    `prepare` returned, when the caller checked first.
 
     Raises:
         RestoreError, DamagedObject, StateIOError: nothing was changed.
@@ -406,30 +420,46 @@ def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[
     from coding_os import jsonwire
 
     data = prepare(root, store, ops) if data is None else data
-    umask = os.umask(0)
-    os.umask(umask)
-    journal = {**record, "root": root, "ops": [
-        {**op, "perm": _permissions(op, umask),
-         "data": base64.b64encode(data[number]).decode("ascii")}
-        if op["op"] == "write" else op for number, op in enumerate(ops)]}
+    journal = {**record, "root": root, "layout": 2,
+               "staging": os.path.join(checkpoints_dir, STAGING), "ops": ops,
+               "before_record": before_record}
     path = os.path.join(checkpoints_dir, JOURNAL)
     tmp = os.path.join(checkpoints_dir, JOURNAL_TMP)
     try:
+        staged = _stage(journal, ops, data)
         # ASCII: names that are not UTF-8 survive escaped.
         durable.overwrite(tmp, jsonwire.dumps(journal).encode("ascii"))
-        store.flush(also=[tmp])
+        store.flush(also=[*staged, tmp])
         if before_journal is not None:
             before_journal()
         os.replace(tmp, path)
-    except StateIOError as exc:
-        _remove_quietly(tmp)
-        raise StateIOError(f"{exc}; nothing was changed") from None
-    except (OSError, ValueError) as exc:
-        _remove_quietly(tmp)
+    except (OSError, ValueError, StateIOError) as exc:
+        _unstage(checkpoints_dir, journal)
+        if isinstance(exc, StateIOError):
+            raise StateIOError(f"{exc}; nothing was changed") from None
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise StateIOError(f"cannot write the restore's journal {path}: {reason}; "
+        raise StateIOError(f"cannot stage the restore in {os.path.dirname(tmp)}: {reason}; "
                            "nothing was changed") from None
     _finish(checkpoints_dir, journal, after)
+
+
+def _unstage(checkpoints_dir: str, journal: dict[str, object] | None) -> None:
+    """Remove what a restore staged, its temporary journal, and the staging directory when
+    it is left empty (one for each journal layout)."""
+    _remove_quietly(os.path.join(checkpoints_dir, JOURNAL_TMP))
+    folder = os.path.join(checkpoints_dir, STAGING)
+    if journal is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    if journal.get("layout") == 2:
+        for number in range(len(journal["ops"])):  # type: ignore[arg-type]
+            _remove_quietly(_staged(journal, number))
+    else:
+        shutil.rmtree(str(journal.get("staging")), ignore_errors=True)
+    try:
+        os.rmdir(folder)
+    except OSError:
+        pass  # another restore's staging, or already gone
 
 
 def _remove_quietly(path: str) -> None:
@@ -450,12 +480,13 @@ def _finish(checkpoints_dir: str, journal: dict[str, object],
     if after is not None:
         after()
     os.unlink(os.path.join(checkpoints_dir, JOURNAL))
+    _unstage(checkpoints_dir, journal)
 
 
 def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | None = None
             ) -> dict[str, object] | None:
-    """Complete an interrupted restore (its journal), or remove the temporary journal of one
-    that never committed. Returns the completed journal, or None. Takes the exclusive lock.
+    """Complete an interrupted restore (its journal), or remove the staging of one that never
+    reached its journal. Returns the completed journal, or None. Takes the exclusive lock.
 
     A journal that cannot be completed (damaged, naming paths outside its tree, or an operation
     that fails) is moved aside to `journal.failed-<time>.json`, so it never blocks later calls.
@@ -467,42 +498,65 @@ def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | N
     if not pending(checkpoints_dir):
         return None
     with restore_lock(checkpoints_dir, exclusive=True):
-        _remove_quietly(os.path.join(checkpoints_dir, JOURNAL_TMP))
         path = os.path.join(checkpoints_dir, JOURNAL)
         try:
             with open(path, "rb") as f:
                 journal = json.loads(f.read())
         except FileNotFoundError:
-            return None
+            journal = None
         except (OSError, ValueError) as exc:
             _abandon(checkpoints_dir, None, f"its journal cannot be read ({exc})")
+        if journal is None:
+            _unstage(checkpoints_dir, None)
+            return None
         problem = _journal_problem(checkpoints_dir, journal)
         if problem:
             _abandon(checkpoints_dir, journal if isinstance(journal, dict) else None, problem)
         done: dict[str, object] = journal
+        _keep_before(checkpoints_dir, done)
         _finish(checkpoints_dir, done, (lambda: after(done)) if after is not None else None)
         return done
 
 
-def _journal_problem(checkpoints_dir: str, journal: object) -> str | None:
-    """Why `journal` cannot be trusted, or None: its paths stay inside its tree, each write's
-    bytes are whole, and its tree is the one its `before` checkpoint was taken of."""
+def _keep_before(checkpoints_dir: str, journal: dict[str, object]) -> None:
+    """Write the `before` checkpoint's record again from the journal if it was lost (it is not
+    flushed to disk on its own): the undo of the completed restore needs it."""
     from coding_os.checkpoints import points
     from coding_os.errors import CosError as Error
 
-    if not isinstance(journal, dict) or not isinstance(journal.get("ops"), list) \
-            or not points.valid_id(journal.get("id")):
+    kept = journal.get("before_record")
+    if not isinstance(kept, dict) or kept.get("id") != journal.get("before"):
+        return
+    try:
+        points.load(checkpoints_dir, str(kept["id"]))
+    except Error:
+        points.write(checkpoints_dir, kept)
+
+
+def _journal_problem(checkpoints_dir: str, journal: object) -> str | None:
+    """Why `journal` cannot be trusted, or None: its paths stay inside its tree, its staging
+    is this store's, and its tree is the one its `before` checkpoint was taken of."""
+    from coding_os.checkpoints import points
+    from coding_os.errors import CosError as Error
+
+    if not isinstance(journal, dict) or not isinstance(journal.get("ops"), list):
         return "its journal is damaged"
+    staging = os.path.join(checkpoints_dir, STAGING)
+    if journal.get("layout") is None:  # the first layout: a directory per restore
+        staging = os.path.join(staging, str(journal.get("id")))
+    if journal.get("staging") != staging or not points.valid_id(journal.get("id")) \
+            or journal.get("layout") not in (None, 2):
+        return "its journal names a staging area outside the checkpoint store"
     try:
         for op in journal["ops"]:
-            if not isinstance(op, dict) or op.get("op") not in ("write", "delete"):
-                return "its journal is damaged"
-            check_path(op.get("path"))
-            if op["op"] == "write":
-                if op.get("kind") not in ("f", "l") or not isinstance(op.get("perm"), int):
-                    return "its journal is damaged"
-                _content(op)
-        before = points.load(checkpoints_dir, str(journal.get("before")))
+            check_path(op.get("path") if isinstance(op, dict) else None)
+        kept = journal.get("before_record")
+        try:
+            before = points.load(checkpoints_dir, str(journal.get("before")))
+        except Error:
+            if not isinstance(kept, dict) or kept.get("id") != journal.get("before"):
+                raise
+            before = kept  # lost to a power cut: the journal holds it
     except Error as exc:
         return f"its journal is not usable ({exc})"
     if before.get("root") != journal.get("root"):

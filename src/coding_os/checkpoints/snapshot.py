@@ -458,23 +458,34 @@ def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
     of it is a change of `.git/index`, which makes the caller scan), nor did the ignore rules
     (the watch would have started anew), so a path that was covered still is, and the index
     entry of one not `staged` is the commit's. A path new to both (perhaps ignored), a
-    directory, a submodule, a staged path (its index entry decides), another commit checked
-    out, or objects only git can read: git tells."""
-    from coding_os.checkpoints.gitobjects import Unreadable, objects_of
+    directory (or a path the previous snapshot held anything under), a submodule, a staged
+    path (its index entry decides), another commit checked out, objects only git can read, or
+    settings under which git does not compare a file's bytes and mode as they are (`_raw`):
+    git tells."""
+    from coding_os.checkpoints.gitobjects import Unreadable, git_dirs, objects_of
 
     commit = top.get("commit")
     if not isinstance(commit, str) or len(commit) != 40:
         return None
     repo_top = checkout_root(cap.root)
+    dirs = git_dirs(repo_top) if repo_top is not None else None
     objects = objects_of(repo_top) if repo_top is not None else None
-    if objects is None or _head(cap.root) != commit:
+    if objects is None or dirs is None or _head(cap.root) != commit \
+            or not _raw(repo_top, *dirs):  # type: ignore[arg-type]
         return None
     within = "" if repo_top == cap.root else _inside_prefix(cap.root)
     overlay = _overlay(top)
+    names = sorted(overlay)
+    attributes: dict[str, bool] = {}
     found: dict[str, Entry | str | None] = {}
     heads: dict[str, Entry | None] = {}
     for path in sorted(paths):
-        if staged is None and path in overlay or staged is not None and path in staged:
+        if staged is None and path in overlay or staged is not None and _under_one(path, staged):
+            return None
+        at = bisect.bisect_left(names, path + "/")
+        if at < len(names) and names[at].startswith(path + "/"):
+            return None  # it held files under this path: a directory moved or replaced
+        if not _plain_attributes(repo_top, within + path, attributes):  # type: ignore[arg-type]
             return None
         try:
             st = os.lstat(os.path.join(cap.root, path))
@@ -507,6 +518,108 @@ def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
     cap.git_root = True
     cap.commit_entries.setdefault(("", commit), {}).update(heads)
     return found
+
+
+def _under_one(path: str, paths: set[str]) -> bool:
+    """Whether `path` is one of `paths`, or one of them lies under it."""
+    return path in paths or any(other.startswith(path + "/") for other in paths)
+
+
+# Settings under which `git status` does not compare a file's bytes and exec bit as they are
+# (conversions, the exec bit ignored, sparse checkouts, case folding), by their value: where one
+# is set so, or a configuration file brings in others (includes), git tells.
+_FALSE, _TRUE = ("false", "no", "off", "0"), ("true", "yes", "on", "1", "")
+_NOT_RAW: dict[str, object] = {
+    "core.filemode": _FALSE, "core.symlinks": _FALSE, "core.autocrlf": ("true", "input", ""),
+    "core.ignorecase": _TRUE, "core.precomposeunicode": _TRUE, "core.sparsecheckout": _TRUE,
+    "core.eol": None, "core.attributesfile": None}  # None: any value
+_CONVERTING = (b"text", b"eol", b"crlf", b"filter", b"ident", b"encoding")
+
+
+def _raw(top: str, git_dir: str, common: str) -> bool:
+    """Whether git compares the files of the checkout at `top` as they are: none of `_NOT_RAW`
+    set so in the configuration files git reads, no include, no configuration given in the
+    environment, no converting attributes in `info/attributes`, and an index of version 2
+    (git writes 3 or 4 for skip-worktree entries, as a sparse checkout makes, or when told
+    to)."""
+    if any(name in os.environ for name in ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")):
+        return False
+    home = os.environ.get("HOME", "")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = [os.path.join(common, "config"), os.path.join(git_dir, "config.worktree"),
+             os.path.join(xdg, "git", "config")]
+    files.append(os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"))
+    if not os.environ.get("GIT_CONFIG_NOSYSTEM"):
+        files.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return False
+        if not _config_raw(text):
+            return False
+    if not _attributes_plain(os.path.join(common, "info", "attributes")):
+        return False
+    try:
+        with open(os.path.join(git_dir, "index"), "rb") as f:
+            header = f.read(8)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return header[:4] == b"DIRC" and header[4:8] == b"\0\0\0\2"
+
+
+def _config_raw(text: str) -> bool:
+    """Whether a git configuration file's text sets none of `_NOT_RAW` so, and includes
+    nothing (a line it cannot read makes it not so: git tells)."""
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            name = line[1:line.find("]")] if "]" in line else line[1:]
+            section = name.split('"')[0].split(".")[0].strip().lower()
+            if section in ("include", "includeif"):
+                return False
+            line = line[line.find("]") + 1:].strip() if "]" in line else ""
+            if not line:
+                continue
+        key, _, value = line.partition("=")
+        value = value.split("#")[0].split(";")[0].strip().strip('"').lower()
+        wanted = _NOT_RAW.get(f"{section}.{key.strip().lower()}", ())
+        if wanted is None or value in wanted:  # type: ignore[operator]
+            return False
+    return True
+
+
+def _attributes_plain(path: str) -> bool:
+    """Whether the attributes file at `path` (absent, or) converts nothing."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().lower()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return not any(word in text for word in _CONVERTING)
+
+
+def _plain_attributes(top: str, path: str, seen: dict[str, bool]) -> bool:
+    """Whether no `.gitattributes` on the way from the checkout's top to `path` (from the
+    top) converts anything (`seen` keeps each directory's answer)."""
+    parts = path.split("/")[:-1]
+    for depth in range(len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        if folder not in seen:
+            seen[folder] = _attributes_plain(os.path.join(top, folder, ".gitattributes"))
+        if not seen[folder]:
+            return False
+    return True
 
 
 def _head(root: str) -> str | None:
@@ -808,7 +921,14 @@ def resolve(root: str, manifest: dict[str, object], paths: set[str],
             ) -> dict[str, tuple[Entry | None, str, str | None]]:
     """What `manifest` holds at each of `paths`: (entry or None, layer dir, layer commit).
     `known` holds commits' entries already at hand (`Capture.commit_entries`), by (layer dir,
-    commit) and path relative to the layer: git is asked only for the others."""
+    commit) and path relative to the layer: git is asked only for the others.
+
+    Raises:
+        InvalidInput: a path is not a clean relative path inside the tree (a damaged or
+            crafted manifest).
+    """
+    for path in paths:
+        check_path(path)
     layers = sorted(_layer_list(manifest), key=lambda layer: len(str(layer["dir"])),
                     reverse=True)
     result: dict[str, tuple[Entry | None, str, str | None]] = {}
@@ -896,13 +1016,14 @@ def put_entry(manifest: dict[str, object], path: str, entry: Entry) -> None:
 
 
 def _same(a: Entry | None, b: Entry | None) -> bool:
-    """Same kind, bytes and mode; modes compare as git does for files: the executable bit (a
-    file's other permission bits are restored when cos holds its bytes, not compared)."""
+    """Same kind, bytes and mode; modes compare as git does for files: the owner's executable
+    bit (a file's other permission bits are restored when cos holds its bytes, not
+    compared)."""
     if a is None or b is None:
         return a is b
     if a[0] != b[0] or a[1] != b[1]:
         return False
-    return a[0] == "l" or bool(int(a[2]) & 0o111) == bool(int(b[2]) & 0o111)
+    return a[0] == "l" or bool(int(a[2]) & 0o100) == bool(int(b[2]) & 0o100)
 
 
 def read_current(root: str, path: str) -> bytes | None:
