@@ -28,6 +28,7 @@ from collections.abc import Mapping
 
 from coding_os.agents.client import GIT_ENV, SOCKET, DaemonError, is_config_pair, request
 from coding_os.errors import CosError, StateIOError
+from coding_os.state.durable import signatures
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -270,18 +271,6 @@ class Rules:
         self.git_dir = git_dir
         self.outside = outside
         self.signatures = signatures(outside)
-
-
-def signatures(paths: list[str]) -> list[tuple[int, int, int, int] | None]:
-    found: list[tuple[int, int, int, int] | None] = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except OSError:
-            found.append(None)
-            continue
-        found.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
-    return found
 
 
 def identity(root: str) -> tuple[int, int] | None:

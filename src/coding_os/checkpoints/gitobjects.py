@@ -330,15 +330,9 @@ _CACHE: dict[str, tuple[tuple[object, ...], Objects | None]] = {}
 
 
 def _stamp(paths: list[str]) -> tuple[object, ...]:
-    found: list[object] = []
-    for path in paths:
-        try:
-            st = os.stat(path)
-        except FileNotFoundError:
-            found.append(None)
-            continue
-        found.append((st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_size))
-    return tuple(found)
+    from coding_os.state.durable import signatures
+
+    return tuple(signatures(paths))
 
 
 def objects_of(top: str) -> Objects | None:

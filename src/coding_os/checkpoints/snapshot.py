@@ -405,7 +405,7 @@ def capture_changed(cap: Capture, previous: dict[str, object], changed: list[str
         if read is not None:
             overlay = dict(_overlay(top))
             for path, entry in read.items():
-                if entry == "commit":
+                if isinstance(entry, str):  # "commit": the commit's file again
                     overlay.pop(path, None)
                 else:
                     overlay[path] = entry

@@ -3,11 +3,12 @@
 While `cos daemon` runs (agents/daemon.py), a checkpoint of a git tree asks it which paths
 changed since the last snapshot it knows the watcher's token for — the *base*, kept per tree
 and git configuration in `checkpoints/watch/<key>.json` as `{root, manifest, token, scope,
-staged}` —
-and takes the new snapshot as that base with those paths looked at again
-(`snapshot.capture_changed`). The daemon's token is taken
-before the snapshot begins, so whatever changes during the snapshot is reported again next time:
-looking at a path twice costs a little, missing one never happens.
+staged}` (`staged`: the paths whose index entry differed from the commit, None when not known)
+— and takes the new snapshot as that base with those paths looked at again
+(`snapshot.capture_changed`: from the files and the commit's objects where git covered them,
+else by a `git status` of those paths). The daemon's token is taken before the snapshot begins,
+so whatever changes during the snapshot is reported again next time: looking at a path twice
+costs a little, missing one never happens.
 
 The daemon says "unknown" (the changes are then found by a whole `git status`) when it had not
 watched the tree, lost events, or saw the ignore rules change; no daemon, an error, or a base whose

@@ -17,7 +17,7 @@ from coding_os.errors import StateIOError
 
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
-    "sync_files", "overwrite",
+    "sync_files", "overwrite", "signatures",
 ]
 
 DIR_MODE = 0o700
@@ -90,6 +90,20 @@ def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
     except BaseException:
         _unlink_quietly(tmp)
         raise
+
+
+def signatures(paths: list[str]) -> list[tuple[int, int, int, int] | None]:
+    """The stat signature (inode, size, mtime, ctime) of each of `paths`, None where there is
+    nothing to stat: two equal lists mean the files were not changed, replaced or made."""
+    found: list[tuple[int, int, int, int] | None] = []
+    for path in paths:
+        try:
+            st = os.stat(path)
+        except OSError:
+            found.append(None)
+            continue
+        found.append((st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns))
+    return found
 
 
 def overwrite(path: str, data: bytes) -> None:
