@@ -99,3 +99,11 @@ def one_line_failure(proc: subprocess.CompletedProcess[str], code: int) -> str:
 def commit_all(repo: Path, message: str = "more") -> None:
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", message)
+
+
+def nothing_staged(folder: Path) -> bool:
+    """Whether the checkpoint store `folder` holds no staged file (its staging directory stays
+    between restores) and no temporary journal."""
+    staging = folder / "staging"
+    return (not (staging.exists() and any(staging.iterdir()))
+            and not (folder / "journal.json.tmp").exists())

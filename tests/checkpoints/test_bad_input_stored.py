@@ -19,7 +19,7 @@ import pytest
 from coding_os import jsonwire
 from coding_os.checkpoints import points
 from coding_os.checkpoints.store import ObjectStore
-from tests.checkpoints.conftest import create, one_line_failure, rewind, tree
+from tests.checkpoints.conftest import create, nothing_staged, one_line_failure, rewind, tree
 from tests.conftest import COS, cos, needs_namespaces
 
 
@@ -174,7 +174,7 @@ def test_a_read_only_directory_to_restore_into_exits_1_with_one_line_and_the_tre
     assert "read-only" in line and "ro" in line
     assert tree(project) == before
     assert not (folder(project) / "journal.json").exists()
-    assert not (folder(project) / "staging").exists()
+    assert nothing_staged(folder(project))
 
 
 FULL_DISK = r'''

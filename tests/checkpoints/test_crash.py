@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from tests.checkpoints.conftest import commit_all, create, tree
+from tests.checkpoints.conftest import commit_all, create, nothing_staged, tree
 from tests.conftest import cos, git
 
 FILES = 300
@@ -120,8 +120,7 @@ def _lane(root: Path, kills: int, seed: int, results: dict[str, object]) -> None
         after = cos("checkpoints", "--json", cwd=root)
         assert after.returncode == 0, after.stderr
         assert not journal.exists()
-        assert not (root / ".coding-os" / "checkpoints" / "journal.json.tmp").exists()
-        assert not (root / ".coding-os" / "checkpoints" / "staging").exists()
+        assert nothing_staged(root / ".coding-os" / "checkpoints")
         now = tree(root)
         if now == at_checkpoint:
             outcomes["checkpoint"] += 1

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoints.conftest import commit_all, create, rewind_ok, tree
+from tests.checkpoints.conftest import commit_all, create, nothing_staged, rewind_ok, tree
 from tests.conftest import cos
 
 KILL_AFTER_FIRST_WRITE = """
@@ -460,4 +460,4 @@ def test_a_restore_interrupted_under_the_previous_version_is_completed_after_the
     (folder / "journal.json").write_text(json.dumps(journal))
     cos("checkpoints", "--json", cwd=project)
     assert tree(project) == at_checkpoint
-    assert not (folder / "staging").exists()
+    assert nothing_staged(folder)

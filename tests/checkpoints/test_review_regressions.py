@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.checkpoints.conftest import commit_all, create, rewind_ok, tree
+from tests.checkpoints.conftest import commit_all, create, nothing_staged, rewind_ok, tree
 from tests.conftest import cos, git
 
 KILL_AFTER_FIRST_RENAME = """
@@ -95,7 +95,7 @@ def test_a_file_name_that_is_not_utf8_is_restored(project: Path) -> None:
     (project / name).write_bytes(b"v2")
     rewind_ok(project, checkpoint, "--code")
     assert (project / name).read_bytes() == b"v1"
-    assert not (project / ".coding-os" / "checkpoints" / "staging").exists()
+    assert nothing_staged(project / ".coding-os" / "checkpoints")
 
 
 def test_a_file_too_large_to_store_is_left_alone_not_deleted(project: Path) -> None:

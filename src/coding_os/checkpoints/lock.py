@@ -43,7 +43,7 @@ class restore_lock:  # noqa: N801 - used as a function: `with restore_lock(dir, 
 
 
 def pending(checkpoints_dir: str) -> bool:
-    """Whether an interrupted restore (a journal), or the staging of one that never committed
-    (with its temporary journal, if it got that far), is waiting."""
+    """Whether an interrupted restore (a journal), or the temporary journal of one that never
+    committed (written before anything is staged), is waiting."""
     return (os.path.exists(os.path.join(checkpoints_dir, JOURNAL))
-            or os.path.isdir(os.path.join(checkpoints_dir, STAGING)))
+            or os.path.exists(os.path.join(checkpoints_dir, JOURNAL_TMP)))

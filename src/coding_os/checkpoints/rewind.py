@@ -5,9 +5,9 @@ checkpoint waits on it, so no snapshot sees a tree half restored):
 
 1. **Check and stage.** Every change is checked before anything is touched: no path outside the
    tree or through a symlink (a symlink in the way is never followed), every directory to write
-   in writable, every byte to write read and verified against its blob id. The new bytes (and
-   symlinks) are written as `checkpoints/staging/<id>.<n>`, and the journal as
-   `checkpoints/journal.json.tmp`; then all of them, and the objects of the snapshot of the
+   in writable, every byte to write read and verified against its blob id. The journal is
+   written as `checkpoints/journal.json.tmp`, then the new bytes (and symlinks) as
+   `checkpoints/staging/<id>.<n>`; then all of them, and the objects of the snapshot of the
    tree as it is (the caller's, for the undo), are flushed to disk at once. A failure here — a
    full disk, a damaged object — removes the staging and leaves the tree untouched: every byte
    the restore writes has its room before the tree is touched.
@@ -20,7 +20,7 @@ checkpoint waits on it, so no snapshot sees a tree half restored):
    one, and a hard link to it elsewhere is left alone.
 
 A process killed in phase 1 leaves no journal: the tree is as before, and the next call removes
-the stale staging. Killed in phase 3, it leaves the journal, and the next `cos` call (`recover`)
+the temporary journal and what is staged. Killed in phase 3, it leaves the journal, and the next `cos` call (`recover`)
 applies it again to the end: the tree is exactly at the snapshot, never between.
 """
 
@@ -426,9 +426,10 @@ def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[
     path = os.path.join(checkpoints_dir, JOURNAL)
     tmp = os.path.join(checkpoints_dir, JOURNAL_TMP)
     try:
-        staged = _stage(journal, ops, data)
+        # Written first: while it exists, what is staged is known to be there (see `pending`).
         # ASCII: names that are not UTF-8 survive escaped.
         durable.overwrite(tmp, jsonwire.dumps(journal).encode("ascii"))
+        staged = _stage(journal, ops, data)
         store.flush(also=[*staged, tmp])
         if before_journal is not None:
             before_journal()
@@ -444,22 +445,23 @@ def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[
 
 
 def _unstage(checkpoints_dir: str, journal: dict[str, object] | None) -> None:
-    """Remove what a restore staged, its temporary journal, and the staging directory when
-    it is left empty (one for each journal layout)."""
-    _remove_quietly(os.path.join(checkpoints_dir, JOURNAL_TMP))
+    """Remove what a restore staged (all that is staged when `journal` is None: the restore
+    lock is held, so no other restore is staging), then its temporary journal. The staging
+    directory stays for the next restore (making a directory costs as much as a file)."""
     folder = os.path.join(checkpoints_dir, STAGING)
     if journal is None:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    if journal.get("layout") == 2:
+        for name in os.listdir(folder) if os.path.isdir(folder) else []:
+            path = os.path.join(folder, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)  # the first layout's
+            else:
+                _remove_quietly(path)
+    elif journal.get("layout") == 2:
         for number in range(len(journal["ops"])):  # type: ignore[arg-type]
             _remove_quietly(_staged(journal, number))
     else:
         shutil.rmtree(str(journal.get("staging")), ignore_errors=True)
-    try:
-        os.rmdir(folder)
-    except OSError:
-        pass  # another restore's staging, or already gone
+    _remove_quietly(os.path.join(checkpoints_dir, JOURNAL_TMP))
 
 
 def _remove_quietly(path: str) -> None:
@@ -479,14 +481,14 @@ def _finish(checkpoints_dir: str, journal: dict[str, object],
                  if isinstance(exc, OSError) else reason)
     if after is not None:
         after()
+    _unstage(checkpoints_dir, journal)  # while the journal says the restore is not done
     os.unlink(os.path.join(checkpoints_dir, JOURNAL))
-    _unstage(checkpoints_dir, journal)
 
 
 def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | None = None
             ) -> dict[str, object] | None:
-    """Complete an interrupted restore (its journal), or remove the staging of one that never
-    reached its journal. Returns the completed journal, or None. Takes the exclusive lock.
+    """Complete an interrupted restore (its journal), or remove the temporary journal and the
+    staging of one that never committed. Returns the completed journal, or None. Takes the exclusive lock.
 
     A journal that cannot be completed (damaged, naming paths outside its tree, or an operation
     that fails) is moved aside to `journal.failed-<time>.json`, so it never blocks later calls.

@@ -17,7 +17,7 @@ from coding_os.errors import StateIOError
 
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
-    "sync_files", "overwrite", "signatures",
+    "sync_files", "Flush", "overwrite", "signatures",
 ]
 
 DIR_MODE = 0o700
@@ -136,12 +136,34 @@ def sync_files(paths: list[str]) -> None:
     Raises:
         StateIOError: one could not be opened or flushed.
     """
-    errors: list[StateIOError] = []
+    Flush(paths, background=False).wait()
 
-    def flush_each(todo: list[str]) -> None:
-        while todo and not errors:
+
+class Flush:
+    """Flushes of `paths` to disk, by up to four threads (with `background`, all of them, so
+    the caller goes on meanwhile: `wait` returns once every path is flushed)."""
+
+    __slots__ = ("paths", "_todo", "_errors", "_threads")
+
+    def __init__(self, paths: list[str], *, background: bool = True) -> None:
+        self.paths = list(paths)
+        self._todo = list(paths)
+        self._errors: list[StateIOError] = []
+        self._threads: list[object] = []
+        if len(self._todo) > 1 or background and self._todo:
+            import threading
+
+            for _ in range(min(len(self._todo), 4) - (0 if background else 1)):
+                thread = threading.Thread(target=self._run, daemon=True)
+                thread.start()
+                self._threads.append(thread)
+        if not background:
+            self._run()
+
+    def _run(self) -> None:
+        while self._todo and not self._errors:
             try:
-                path = todo.pop()
+                path = self._todo.pop()
             except IndexError:
                 return
             try:
@@ -151,23 +173,18 @@ def sync_files(paths: list[str]) -> None:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                errors.append(io_error(path, exc))
+                self._errors.append(io_error(path, exc))
 
-    todo = list(paths)
-    if len(todo) > 1:
-        import threading
+    def wait(self) -> None:
+        """Return once every path is flushed.
 
-        threads = [threading.Thread(target=flush_each, args=(todo,))
-                   for _ in range(min(len(todo), 4) - 1)]
-        for thread in threads:
-            thread.start()
-        flush_each(todo)
-        for thread in threads:
-            thread.join()
-    else:
-        flush_each(todo)
-    if errors:
-        raise errors[0]
+        Raises:
+            StateIOError: one could not be opened or flushed.
+        """
+        for thread in self._threads:
+            thread.join()  # type: ignore[attr-defined]
+        if self._errors:
+            raise self._errors[0]
 
 
 def locked_append(path: str, record: bytes) -> None:
