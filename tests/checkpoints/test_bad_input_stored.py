@@ -241,3 +241,22 @@ def test_a_full_disk_during_a_rewind_exits_with_one_line_leaves_the_tree_and_no_
     assert not (project / "big.bin").exists()
     assert (project / "small.txt").read_text(encoding="utf-8") == "v2\n"
     assert set(tree(project)) == {"README.md", "small.txt"}
+
+
+def test_a_journal_carrying_a_before_record_with_a_bad_id_writes_no_record_anywhere(
+        project: Path) -> None:
+    """The journal holds the before checkpoint's record (written again when a power cut lost
+    it); a crafted one naming `../` as its id is refused, not written."""
+    (project / "a.txt").write_text("a\n")
+    bad = "../../../escaped-record"
+    journal = {"id": points.new_id(), "kind": "rewind", "target": bad, "before": bad,
+               "ts": "2026-01-01T00:00:00.000Z", "root": str(project), "layout": 2,
+               "staging": str(folder(project) / "staging"), "ops": [],
+               "before_record": {"id": bad, "root": str(project)}}
+    folder(project).mkdir(parents=True, exist_ok=True)
+    (folder(project) / "journal.json").write_text(json.dumps(journal), encoding="utf-8")
+    proc = cos("checkpoints", "--json", cwd=project)
+    assert "Traceback" not in proc.stderr and proc.returncode == 0, proc.stderr
+    assert "interrupted rewind could not be completed" in proc.stderr
+    assert not list(project.parent.rglob("escaped-record*"))
+    assert not (folder(project) / "journal.json").exists()

@@ -20,8 +20,9 @@ checkpoint waits on it, so no snapshot sees a tree half restored):
    one, and a hard link to it elsewhere is left alone.
 
 A process killed in phase 1 leaves no journal: the tree is as before, and the next call removes
-the temporary journal and what is staged. Killed in phase 3, it leaves the journal, and the next `cos` call (`recover`)
-applies it again to the end: the tree is exactly at the snapshot, never between.
+the temporary journal and what is staged. Killed in phase 3, it leaves the journal, and the next
+`cos` call (`recover`) applies it again to the end: the tree is exactly at the snapshot, never
+between.
 """
 
 from __future__ import annotations
@@ -488,7 +489,8 @@ def _finish(checkpoints_dir: str, journal: dict[str, object],
 def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | None = None
             ) -> dict[str, object] | None:
     """Complete an interrupted restore (its journal), or remove the temporary journal and the
-    staging of one that never committed. Returns the completed journal, or None. Takes the exclusive lock.
+    staging of one that never committed. Returns the completed journal, or None. Takes the
+    exclusive lock.
 
     A journal that cannot be completed (damaged, naming paths outside its tree, or an operation
     that fails) is moved aside to `journal.failed-<time>.json`, so it never blocks later calls.
@@ -527,7 +529,8 @@ def _keep_before(checkpoints_dir: str, journal: dict[str, object]) -> None:
     from coding_os.errors import CosError as Error
 
     kept = journal.get("before_record")
-    if not isinstance(kept, dict) or kept.get("id") != journal.get("before"):
+    if not isinstance(kept, dict) or kept.get("id") != journal.get("before") \
+            or not points.valid_id(kept.get("id")):
         return
     try:
         points.load(checkpoints_dir, str(kept["id"]))
@@ -556,7 +559,8 @@ def _journal_problem(checkpoints_dir: str, journal: object) -> str | None:
         try:
             before = points.load(checkpoints_dir, str(journal.get("before")))
         except Error:
-            if not isinstance(kept, dict) or kept.get("id") != journal.get("before"):
+            if not isinstance(kept, dict) or kept.get("id") != journal.get("before") \
+                    or not points.valid_id(kept.get("id")):
                 raise
             before = kept  # lost to a power cut: the journal holds it
     except Error as exc:
