@@ -427,6 +427,7 @@ def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[
     path = os.path.join(checkpoints_dir, JOURNAL)
     tmp = os.path.join(checkpoints_dir, JOURNAL_TMP)
     try:
+        _unstage(checkpoints_dir, None)  # what an abandoned or older restore left
         # Written first: while it exists, what is staged is known to be there (see `pending`).
         # ASCII: names that are not UTF-8 survive escaped.
         durable.overwrite(tmp, jsonwire.dumps(journal).encode("ascii"))
@@ -451,18 +452,24 @@ def _unstage(checkpoints_dir: str, journal: dict[str, object] | None) -> None:
     directory stays for the next restore (making a directory costs as much as a file)."""
     folder = os.path.join(checkpoints_dir, STAGING)
     if journal is None:
+        if os.path.islink(folder) or os.path.lexists(folder) and not os.path.isdir(folder):
+            _remove_quietly(folder)  # not ours to follow: made anew by the next restore
         for name in os.listdir(folder) if os.path.isdir(folder) else []:
-            path = os.path.join(folder, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)  # the first layout's
-            else:
-                _remove_quietly(path)
+            _remove_tree(os.path.join(folder, name))  # a directory: the first layout's
     elif journal.get("layout") == 2:
         for number in range(len(journal["ops"])):  # type: ignore[arg-type]
             _remove_quietly(_staged(journal, number))
     else:
         shutil.rmtree(str(journal.get("staging")), ignore_errors=True)
-    _remove_quietly(os.path.join(checkpoints_dir, JOURNAL_TMP))
+    _remove_tree(os.path.join(checkpoints_dir, JOURNAL_TMP))
+
+
+def _remove_tree(path: str) -> None:
+    """Remove the file, symlink or directory at `path` (never what a symlink points to)."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        _remove_quietly(path)
 
 
 def _remove_quietly(path: str) -> None:
@@ -581,6 +588,9 @@ def _abandon(checkpoints_dir: str, journal: dict[str, object] | None, reason: st
         os.replace(path, aside)
     except OSError:
         aside = path
+    # What it staged is of no use now (the before checkpoint brings the tree back); the journal
+    # is not trusted to say where that is: all that is staged goes (the lock is held).
+    _unstage(checkpoints_dir, None)
     before = journal.get("before") if journal else None
     hint = (f"; cos rewind {before} --code brings back the tree as it was before it"
             if before else "")
