@@ -472,11 +472,7 @@ def _remove_tree(path: str) -> None:
         _remove_quietly(path)
 
 
-def _remove_quietly(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
+_remove_quietly = durable.unlink_quietly
 
 
 def _finish(checkpoints_dir: str, journal: dict[str, object],

@@ -17,7 +17,7 @@ from coding_os.errors import StateIOError
 
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
-    "sync_files", "Flush", "overwrite", "signatures",
+    "sync_files", "Flush", "overwrite", "signatures", "unlink_quietly",
 ]
 
 DIR_MODE = 0o700
@@ -85,10 +85,10 @@ def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
             raise StateIOError(f"refusing to replace {path}: it is a symlink")
         os.rename(tmp, path)
     except OSError as exc:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise io_error(path, exc) from None
     except BaseException:
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise
 
 
@@ -287,7 +287,8 @@ def read_small_stat(path: str, limit: int = 1 << 20) -> tuple[bytes, float] | No
         os.close(fd)
 
 
-def _unlink_quietly(path: str) -> None:
+def unlink_quietly(path: str) -> None:
+    """Remove the file at `path` if it can be; a failure is not an error (best effort)."""
     try:
         os.unlink(path)
     except OSError:
