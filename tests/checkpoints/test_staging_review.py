@@ -1,11 +1,11 @@
-"""A review of abd32d3: the rewind's snapshot objects flushed in the background from right after
-the snapshot (`ObjectStore.flush_soon`, `durable.Flush`), and the staging directory that stays
-between restores (`journal.json.tmp` written first, `pending` = journal or temporary journal,
+"""A review of abd32d3: the rewind's snapshot objects flushed with the staged bytes
+(`ObjectStore.flush`, `durable.sync_files`: an early background flush of the objects was tried
+and dropped, it made the restore slower), and the staging directory that stays between restores (`journal.json.tmp` written first, `pending` = journal or temporary journal,
 `_unstage(None)` empties staging/, `_finish` unstages before removing the journal).
 
 A restore is killed (os._exit(9), as SIGKILL) at each point of `restore`, in a child process;
-the flush fails in a background thread or in the main one; a rewind is refused after the
-background flush started; a checkpoint is taken while a rewind stages; leftovers of an older
+the flush fails for an object, a staged file or the journal; a rewind is refused after the
+snapshot put its objects; a checkpoint is taken while a rewind stages; leftovers of an older
 version, of an abandoned journal and a symlink where the staging directory belongs."""
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def test_doctor_fails_on_a_stale_temporary_journal_until_the_next_cos_call(
     assert tree(project) == before
 
 
-# -- a failing flush: in the background thread, in the main one ----------------------------------
+# -- a failing flush: of an object, a staged file, the journal -------------------------------------
 
 # os.fsync failing with `ERRNO` for the files whose path holds `PART` (looked up through
 # /proc/self/fd: fsync gets a descriptor). The rewind is then run through the API; what it
@@ -261,8 +261,8 @@ print(json.dumps({"error": error, "failed": len(failed),
 
 
 @pytest.mark.parametrize("part,errno_name", [
-    ("/objects/", "EIO"),   # the snapshot's objects: the background flush
-    ("/staging/", "ENOSPC"),  # the staged bytes: the main thread, while the background runs
+    ("/objects/", "EIO"),   # the snapshot's objects
+    ("/staging/", "ENOSPC"),  # the staged bytes
     ("journal.json.tmp", "EIO"),
 ])
 def test_a_failing_flush_is_reported_once_and_leaves_nothing(
@@ -294,7 +294,7 @@ REMOVE_BEHIND_ITS_BACK = """
 from coding_os.checkpoints import core
 real = core.diff
 def diff(*args, **kwargs):
-    # Right after flush_soon: one of the snapshot's temporary objects disappears.
+    # After the snapshot, before the flush: one of its temporary objects disappears.
     import glob
     left = [p for p in glob.glob(os.path.join(sys.argv[2], ".coding-os", "checkpoints",
                                               "objects", "*", "*", "*")) if ".tmp-" in p]
@@ -307,7 +307,7 @@ failed = []
 """
 
 
-def test_a_temporary_object_removed_behind_the_background_flush(project: Path) -> None:
+def test_a_temporary_object_removed_before_the_flush(project: Path) -> None:
     checkpoint, _, before = _setup(project)
     proc = _child(project, REMOVE_BEHIND_ITS_BACK, checkpoint, tail=REPORT)
     assert proc.returncode == 0, proc.stderr
@@ -323,7 +323,7 @@ def test_a_temporary_object_removed_behind_the_background_flush(project: Path) -
     _verify_ok(project)
 
 
-def test_the_cli_reports_a_background_flush_failure_on_one_line(project: Path) -> None:
+def test_the_cli_reports_a_flush_failure_on_one_line(project: Path) -> None:
     checkpoint, _, before = _setup(project)
     patch = FAILING_FSYNC.replace("PART", repr("/objects/")).replace("ERRNO", "errno.EIO")
     tail = ("from coding_os.interfaces.cli import run\n"
@@ -337,10 +337,10 @@ def test_the_cli_reports_a_background_flush_failure_on_one_line(project: Path) -
     assert nothing_staged(_folder(project))
 
 
-# -- a rewind refused after the background flush started ------------------------------------------
+# -- a rewind refused after the snapshot put its objects ------------------------------------------
 
 
-def test_a_rewind_refused_after_flush_soon_leaves_no_temporary_object_nor_thread(
+def test_a_rewind_refused_after_the_snapshot_leaves_no_temporary_object_nor_thread(
         project: Path, tmp_path: Path) -> None:
     (project / "base.txt").write_text("base\n")
     commit_all(project, "base")
@@ -360,22 +360,23 @@ def test_a_rewind_refused_after_flush_soon_leaves_no_temporary_object_nor_thread
     with open(project / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
         f.write("/d\n")  # ignored: not the snapshot's to delete, so it stands in the way
     before = tree(project)
-    # The background flush is made slow, so the refusal comes while it runs.
+    # The snapshot's objects are counted as they are put: the refusal comes after them.
     patch = """
-real = os.fsync
-started = []
-def fsync(fd):
-    started.append(fd)
-    time.sleep(0.05)
-    return real(fd)
-os.fsync = fsync
-failed = started
+from coding_os.checkpoints import store
+real = store.ObjectStore.put
+failed = []
+def put(self, data, **kwargs):
+    oid, written = real(self, data, **kwargs)
+    if written:
+        failed.append(oid)
+    return oid, written
+store.ObjectStore.put = put
 """
     proc = _child(project, patch, checkpoint, tail=REPORT)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out["error"] is not None and out["error"][0] == "RestoreError", out
-    assert out["failed"] >= 1, "the snapshot put nothing to flush"
+    assert out["failed"] >= 1, "the snapshot put no new object"
     assert out["threads"] == []
     assert tree(project) == before
     assert (elsewhere / "keep.txt").read_text() == "not the tree's\n"
@@ -384,27 +385,24 @@ failed = started
     assert not (_folder(project) / "journal.json").exists()
 
 
-def test_flush_soon_then_discard_waits_and_removes_every_temporary(tmp_path: Path) -> None:
+def test_discard_removes_every_temporary_and_a_later_flush_is_a_no_op(tmp_path: Path) -> None:
     from coding_os.checkpoints.store import ObjectStore
 
     store = ObjectStore(str(tmp_path / "cp"), defer_sync=True)
     for number in range(20):
         store.put(f"object {number}\n".encode() * 100)
     before = threading.active_count()
-    store.flush_soon()
     store.discard()
     assert threading.active_count() <= before
     assert [p for p in (tmp_path / "cp").rglob("*") if p.is_file()] == []
-    # flush after a discard is a no-op, not an error
-    store.flush()
+    store.flush()  # after a discard: a no-op, not an error
 
 
-def test_flush_soon_then_more_objects_then_flush_puts_all_in_place(tmp_path: Path) -> None:
+def test_flush_puts_every_object_in_place_with_the_files_also_flushed(tmp_path: Path) -> None:
     from coding_os.checkpoints.store import ObjectStore
 
     store = ObjectStore(str(tmp_path / "cp"), defer_sync=True)
     first = [store.put(f"first {n}\n".encode())[0] for n in range(8)]
-    store.flush_soon()
     later = [store.put(f"later {n}\n".encode())[0] for n in range(8)]
     extra = tmp_path / "extra"
     extra.write_bytes(b"x")
@@ -416,17 +414,17 @@ def test_flush_soon_then_more_objects_then_flush_puts_all_in_place(tmp_path: Pat
     assert not [p for p in (tmp_path / "cp").rglob("*") if ".tmp-" in p.name]
 
 
-def test_a_background_flush_error_raises_once_from_flush_then_store_is_clean(
-        tmp_path: Path) -> None:
+def test_a_flush_error_raises_once_from_flush_then_store_is_clean(tmp_path: Path) -> None:
     from coding_os.checkpoints.store import ObjectStore
     from coding_os.errors import StateIOError
 
     store = ObjectStore(str(tmp_path / "cp"), defer_sync=True)
     oids = [store.put(f"o {n}\n".encode())[0] for n in range(6)]
     os.unlink(next(iter(store._pending.values())))  # removed behind its back
-    store.flush_soon()
+    before = threading.active_count()
     with pytest.raises(StateIOError):
         store.flush()
+    assert threading.active_count() <= before
     store.discard()  # nothing more raised
     assert not [p for p in (tmp_path / "cp").rglob("*") if p.is_file()]
     assert not any(ObjectStore(str(tmp_path / "cp")).has(oid) for oid in oids)

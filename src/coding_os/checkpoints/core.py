@@ -248,7 +248,6 @@ def _rewind(tiers: Tiers, root: str, checkpoint: str, record: dict[str, object],
 
     folder = checkpoints_dir(tiers)
     cap, current, looked = _current(tiers, root, target, store, settings)
-    store.flush_soon()  # the snapshot's objects reach the disk while the rest is prepared
     found = diff(root, target, current, cap.commit_entries)
     changes = _protect_uncaptured(root, cap, current, found)
     # Whether an ignored file joined the snapshot (no capture holds those).

@@ -26,8 +26,6 @@ TYPE_CHECKING = False  # collections.abc is not imported at run time: see lock.p
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from coding_os.state.durable import Flush
-
 __all__ = ["ALGORITHM", "ObjectStore", "DamagedObject", "valid_oid"]
 
 ALGORITHM = "sha256"
@@ -52,13 +50,12 @@ def valid_oid(oid: object) -> bool:
 class ObjectStore:
     """The objects of one state dir's checkpoints."""
 
-    __slots__ = ("root", "defer_sync", "_pending", "_early")
+    __slots__ = ("root", "defer_sync", "_pending")
 
     def __init__(self, checkpoints_dir: str, *, defer_sync: bool = False) -> None:
         self.root = os.path.join(checkpoints_dir, "objects")
         self.defer_sync = defer_sync
         self._pending: dict[str, str] = {}  # oid -> its temporary file, until `flush`
-        self._early: Flush | None = None  # the flush `flush_soon` started
 
     def path(self, oid: str) -> str:
         """Where object `oid` lives.
@@ -145,14 +142,6 @@ class ObjectStore:
                     pass
         os.makedirs(folder, mode=0o700, exist_ok=True)
 
-    def flush_soon(self) -> None:
-        """Start flushing the objects put so far in the background (the caller goes on with
-        other work meanwhile); `flush` waits for it."""
-        from coding_os.state.durable import Flush
-
-        if self._pending and self._early is None:
-            self._early = Flush(list(self._pending.values()))
-
     def flush(self, also: list[str] | None = None) -> None:
         """Flush the objects put since the last flush, and the files or directories `also`,
         to disk at once; then rename the objects into place.
@@ -162,38 +151,20 @@ class ObjectStore:
         """
         from coding_os.state import durable
 
-        early, self._early = self._early, None
-        started = set(early.paths) if early is not None else set()
         try:
-            durable.sync_files([*(tmp for tmp in self._pending.values() if tmp not in started),
-                                *(also or [])])
-            if early is not None:
-                early.wait()
+            durable.sync_files([*self._pending.values(), *(also or [])])
             for oid in list(self._pending):
                 os.replace(self._pending[oid], self.path(oid))
                 del self._pending[oid]
         except OSError as exc:
-            self._settle(early)
             self.discard()
             raise StateIOError(f"cannot write checkpoint objects: {exc.strerror or exc}") from None
         except StateIOError:
-            self._settle(early)
             self.discard()
             raise
 
-    @staticmethod
-    def _settle(early: Flush | None) -> None:
-        """Let a background flush end (its files are about to be removed)."""
-        try:
-            if early is not None:
-                early.wait()
-        except StateIOError:
-            pass
-
     def discard(self) -> None:
         """Remove the objects put and not flushed (a snapshot given up)."""
-        early, self._early = self._early, None
-        self._settle(early)
         for tmp in self._pending.values():
             try:
                 os.unlink(tmp)

@@ -17,7 +17,7 @@ from coding_os.errors import StateIOError
 
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
-    "sync_files", "Flush", "overwrite", "signatures", "unlink_quietly",
+    "sync_files", "overwrite", "signatures", "unlink_quietly",
 ]
 
 DIR_MODE = 0o700
@@ -129,41 +129,20 @@ def overwrite(path: str, data: bytes) -> None:
 
 
 def sync_files(paths: list[str]) -> None:
-    """Flush each of `paths` (files or directories written without a flush) to disk, several at
-    once: a journaling filesystem commits flushes that wait together in one go, so a batch costs
-    about one flush rather than one each.
+    """Flush each of `paths` (files or directories written without a flush) to disk, by up to
+    four threads at once: a journaling filesystem commits flushes that wait together in one go,
+    so a batch costs about one flush rather than one each.
 
     Raises:
         StateIOError: one could not be opened or flushed.
     """
-    Flush(paths, background=False).wait()
+    todo = list(paths)
+    errors: list[StateIOError] = []
 
-
-class Flush:
-    """Flushes of `paths` to disk, by up to four threads (with `background`, all of them, so
-    the caller goes on meanwhile: `wait` returns once every path is flushed)."""
-
-    __slots__ = ("paths", "_todo", "_errors", "_threads")
-
-    def __init__(self, paths: list[str], *, background: bool = True) -> None:
-        self.paths = list(paths)
-        self._todo = list(paths)
-        self._errors: list[StateIOError] = []
-        self._threads: list[object] = []
-        if len(self._todo) > 1 or background and self._todo:
-            import threading
-
-            for _ in range(min(len(self._todo), 4) - (0 if background else 1)):
-                thread = threading.Thread(target=self._run, daemon=True)
-                thread.start()
-                self._threads.append(thread)
-        if not background:
-            self._run()
-
-    def _run(self) -> None:
-        while self._todo and not self._errors:
+    def run() -> None:
+        while todo and not errors:
             try:
-                path = self._todo.pop()
+                path = todo.pop()
             except IndexError:
                 return
             try:
@@ -173,18 +152,21 @@ class Flush:
                 finally:
                     os.close(fd)
             except OSError as exc:
-                self._errors.append(io_error(path, exc))
+                errors.append(io_error(path, exc))
 
-    def wait(self) -> None:
-        """Return once every path is flushed.
+    threads = []
+    if len(todo) > 1:
+        import threading
 
-        Raises:
-            StateIOError: one could not be opened or flushed.
-        """
-        for thread in self._threads:
-            thread.join()  # type: ignore[attr-defined]
-        if self._errors:
-            raise self._errors[0]
+        for _ in range(min(len(todo), 4) - 1):
+            thread = threading.Thread(target=run, daemon=True)
+            thread.start()
+            threads.append(thread)
+    run()
+    for thread in threads:
+        thread.join()
+    if errors:
+        raise errors[0]
 
 
 def locked_append(path: str, record: bytes) -> None:
