@@ -13,7 +13,7 @@ from tests.conftest import cos, fire
 
 # Everything `cos hook PostToolUse` may import beyond what a bare interpreter already has.
 ALLOWED = {
-    "__future__", "_json", "errno", "fcntl",
+    "__future__", "_json", "errno", "fcntl", "gc",  # gc is built in: nothing is loaded
     "coding_os", "coding_os.adapters", "coding_os.config", "coding_os.errors", "coding_os.interfaces",
     "coding_os.interfaces.entry", "coding_os.interfaces.hook", "coding_os.jsonwire",
     "coding_os.state", "coding_os.state.caller", "coding_os.state.durable",
@@ -30,14 +30,19 @@ CHECKPOINT_ALLOWED = {
     "coding_os.checkpoints.points", "coding_os.checkpoints.snapshot",
     "coding_os.checkpoints.store", "hashlib", "_hashlib", "_blake2",
 }
+# `cos hook` ends its process with os._exit (no teardown): the probe reports just before.
 PROBE = """
-import sys
+import os, sys
 base = set(sys.modules)
 sys.argv = ["cos", "hook", sys.argv[1]]
+real_exit = os._exit
+def _exit(code):
+    sys.stderr.write("\\nMODULES " + " ".join(sorted(set(sys.modules) - base)) + "\\n")
+    sys.stderr.flush()
+    real_exit(code)
+os._exit = _exit
 from coding_os.interfaces.entry import main
-code = main()
-sys.stderr.write("\\nMODULES " + " ".join(sorted(set(sys.modules) - base)) + "\\n")
-sys.exit(code)
+main()
 """
 
 
@@ -72,3 +77,21 @@ def test_tool_and_prompt_hooks_import_only_the_hot_path_modules(repo: Path, even
     for heavy in ("click", "yaml", "sqlite3", "json", "dataclasses", "typing", "pathlib", "subprocess",
                   "contextlib", "collections", "shutil", "zlib"):
         assert heavy not in imported
+
+
+def test_the_hook_process_ends_without_teardown_but_with_its_output_whole() -> None:
+    # `cos hook` ends through entry._exit_now: what is buffered on stdout and stderr is
+    # written (here more than a pipe holds), the exit code kept, and the interpreter's
+    # teardown (atexit handlers, module cleanup) skipped.
+    script = (
+        "import atexit, sys\n"
+        "from coding_os.interfaces.entry import _exit_now\n"
+        "atexit.register(lambda: sys.stderr.write('teardown ran\\n'))\n"
+        "sys.stdout.write('x' * 200000)\n"
+        "sys.stderr.write('last words')\n"
+        "_exit_now(5)\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 5
+    assert proc.stdout == "x" * 200000
+    assert proc.stderr == "last words"
