@@ -24,12 +24,11 @@ GIT_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
 
 def git_config_env(environ: dict[str, str] | None = None) -> dict[str, str | None]:
     """The asker's variables that decide git's configuration (see GIT_ENV)."""
-    import os
-
-    environ = dict(os.environ) if environ is None else environ
-    found: dict[str, str | None] = {name: environ.get(name) for name in GIT_ENV}
-    found.update((name, value) for name, value in environ.items()
-                 if is_config_pair(name))
+    source = os.environ if environ is None else environ
+    found: dict[str, str | None] = {name: source.get(name) for name in GIT_ENV}
+    # The names alone are looked at (a copy of the environment decodes every value too).
+    found.update((name, source[name]) for name in list(source)
+                 if name.startswith("GIT_CONFIG_") and is_config_pair(name))
     return found
 
 
