@@ -184,3 +184,33 @@ def test_a_new_store_makes_its_256_fan_out_directories_once(tmp_path: Path) -> N
     fans = sorted(p.name for p in (tmp_path / "objects" / "sha256").iterdir())
     assert fans == [f"{n:02x}" for n in range(256)]
     assert sum(1 for _ in store) == 1
+
+
+def test_an_uncompressed_store_writes_stored_blocks_every_store_reads(tmp_path: Path) -> None:
+    data = b"the same line again and again\n" * 200
+    fast = ObjectStore(str(tmp_path), compress=False)
+    oid, written = fast.put(data)
+    assert written > len(data)  # stored as it is, in a zlib stream
+    on_disk = Path(fast.path(oid)).read_bytes()
+    assert data[:1000] in on_disk and zlib.decompress(on_disk) == data
+    assert ObjectStore(str(tmp_path)).get(oid) == data
+    # The same content put by a compressing store is already there: written once.
+    assert ObjectStore(str(tmp_path)).put(data) == (oid, 0)
+
+
+def test_a_rewinds_snapshot_is_stored_uncompressed_and_verifies(project: Path) -> None:
+    from tests.checkpoints.conftest import rewind_ok
+
+    (project / "notes.txt").write_text("at the checkpoint\n" * 50, encoding="utf-8")
+    checkpoint = str(create(project)["id"])
+    changed = "changed after the checkpoint, kept by the rewind's snapshot\n" * 50
+    (project / "notes.txt").write_text(changed, encoding="utf-8")
+    rewind_ok(project, checkpoint, "--code")
+    oid = "sha256:" + hashlib.sha256(changed.encode()).hexdigest()
+    store = ObjectStore(str(project / ".coding-os" / "checkpoints"))
+    assert store.get(oid) == changed.encode()
+    assert changed.encode()[:200] in Path(store.path(oid)).read_bytes()  # not compressed
+    report = json.loads(cos("checkpoints", "verify", "--json", cwd=project).stdout)
+    assert report["ok"] is True, report
+    assert cos("rewind", "--undo", "--json", cwd=project).returncode == 0
+    assert (project / "notes.txt").read_text(encoding="utf-8") == changed

@@ -223,7 +223,9 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
     if record.get("root") != root:
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
                            f"run cos rewind there")
-    store = ObjectStore(folder, defer_sync=True)  # flushed with the staged bytes: see restore
+    # Flushed with the staged bytes (see restore); not compressed: the user waits on a rewind,
+    # and compressing the snapshot's files and manifest was a tenth of its time.
+    store = ObjectStore(folder, defer_sync=True, compress=False)
     with restore_lock(folder, exclusive=True):
         try:
             before, changes = _rewind(tiers, root, checkpoint, record, target, store, settings,

@@ -74,11 +74,15 @@ def check_path(path: object) -> str:
     if not isinstance(path, str) or not path or "\0" in path or path.startswith("/"):
         raise InvalidInput(f"not a relative path inside the tree: {str(path)[:200]!r}")
     parts = path.split("/")
-    if any(part in ("", ".", "..") for part in parts) or parts[0] in ALWAYS_OUT:
-        raise InvalidInput(f"not a relative path inside the tree: {path[:200]!r}")
-    if any(part == ".git" for part in parts):
+    if parts[0] in ALWAYS_OUT or not _BAD_PARTS.isdisjoint(parts):  # a diff checks hundreds
+        if parts[0] in ALWAYS_OUT or not _UNCLEAN_PARTS.isdisjoint(parts):
+            raise InvalidInput(f"not a relative path inside the tree: {path[:200]!r}")
         raise InvalidInput(f"a path inside a .git directory: {path[:200]!r}")
     return path
+
+
+_UNCLEAN_PARTS = frozenset(("", ".", ".."))
+_BAD_PARTS = _UNCLEAN_PARTS | {".git"}
 
 
 def _blob_sha1(data: bytes) -> str:

@@ -48,13 +48,17 @@ def valid_oid(oid: object) -> bool:
 
 
 class ObjectStore:
-    """The objects of one state dir's checkpoints."""
+    """The objects of one state dir's checkpoints. With `defer_sync`, new objects stay in their
+    temporary files until `flush`; with `compress=False`, they are written as zlib streams of
+    stored blocks (level 0: readers see no difference), for a caller the user waits on."""
 
-    __slots__ = ("root", "defer_sync", "_pending")
+    __slots__ = ("root", "defer_sync", "level", "_pending")
 
-    def __init__(self, checkpoints_dir: str, *, defer_sync: bool = False) -> None:
+    def __init__(self, checkpoints_dir: str, *, defer_sync: bool = False,
+                 compress: bool = True) -> None:
         self.root = os.path.join(checkpoints_dir, "objects")
         self.defer_sync = defer_sync
+        self.level = _LEVEL if compress else 0
         self._pending: dict[str, str] = {}  # oid -> its temporary file, until `flush`
 
     def path(self, oid: str) -> str:
@@ -97,7 +101,7 @@ class ObjectStore:
         import zlib
 
         folder = os.path.dirname(path)
-        packed = zlib.compress(data, _LEVEL)
+        packed = zlib.compress(data, self.level)
         tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
