@@ -104,15 +104,22 @@ def sync_files(paths):
     return real(paths)
 durable.sync_files = sync_files
 """, False),
-    "during_flush_renames": ("""
+    # The snapshot's objects are one pack: killed once it is written, and once it is in place.
+    "after_pack_written": ("""
+from coding_os.state import durable
+real = durable.sync_files
+def sync_files(paths):
+    if any(os.sep + "packs" + os.sep in p for p in paths):
+        os._exit(9)
+    return real(paths)
+durable.sync_files = sync_files
+""", False),
+    "after_pack_in_place": ("""
 real = os.replace
-calls = []
 def replace(src, dst, *args, **kwargs):
     real(src, dst, *args, **kwargs)
-    if ".tmp-" in str(src) and os.sep + "objects" + os.sep in str(src):
-        calls.append(src)
-        if len(calls) == 2:
-            os._exit(9)
+    if ".pack.tmp-" in str(src):
+        os._exit(9)
 os.replace = replace
 """, False),
     "after_flush_before_record": ("""
@@ -291,23 +298,21 @@ def test_a_failing_flush_is_reported_once_and_leaves_nothing(
 
 
 REMOVE_BEHIND_ITS_BACK = """
-from coding_os.checkpoints import core
-real = core.diff
-def diff(*args, **kwargs):
-    # After the snapshot, before the flush: one of its temporary objects disappears.
-    import glob
-    left = [p for p in glob.glob(os.path.join(sys.argv[2], ".coding-os", "checkpoints",
-                                              "objects", "*", "*", "*")) if ".tmp-" in p]
-    assert left, "no temporary object to remove"
+from coding_os.state import durable
+real = durable.sync_files
+failed = []
+def sync_files(paths):
+    # The snapshot's pack, written to its temporary file, disappears before the flush.
+    left = [p for p in paths if ".pack.tmp-" in p]
+    assert left, "no temporary pack to remove"
     os.unlink(left[0])
     failed.append(left[0])
-    return real(*args, **kwargs)
-core.diff = diff
-failed = []
+    return real(paths)
+durable.sync_files = sync_files
 """
 
 
-def test_a_temporary_object_removed_before_the_flush(project: Path) -> None:
+def test_the_temporary_pack_removed_before_the_flush(project: Path) -> None:
     checkpoint, _, before = _setup(project)
     proc = _child(project, REMOVE_BEHIND_ITS_BACK, checkpoint, tail=REPORT)
     assert proc.returncode == 0, proc.stderr

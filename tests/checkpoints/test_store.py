@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.checkpoints.store import DamagedObject, ObjectStore, valid_oid
+from coding_os.checkpoints.store import DamagedObject, ObjectStore, pack_entries, valid_oid
 from coding_os.errors import InvalidInput
 from tests.checkpoints.conftest import create, raw_bytes
 from tests.conftest import cos, git
@@ -198,19 +198,155 @@ def test_an_uncompressed_store_writes_stored_blocks_every_store_reads(tmp_path: 
     assert ObjectStore(str(tmp_path)).put(data) == (oid, 0)
 
 
-def test_a_rewinds_snapshot_is_stored_uncompressed_and_verifies(project: Path) -> None:
+def test_a_rewinds_snapshot_is_one_uncompressed_pack_that_verifies_and_undoes(
+        project: Path) -> None:
     from tests.checkpoints.conftest import rewind_ok
 
     (project / "notes.txt").write_text("at the checkpoint\n" * 50, encoding="utf-8")
+    (project / "other.txt").write_text("other at the checkpoint\n", encoding="utf-8")
     checkpoint = str(create(project)["id"])
     changed = "changed after the checkpoint, kept by the rewind's snapshot\n" * 50
     (project / "notes.txt").write_text(changed, encoding="utf-8")
+    (project / "other.txt").write_text("other changed\n", encoding="utf-8")
     rewind_ok(project, checkpoint, "--code")
     oid = "sha256:" + hashlib.sha256(changed.encode()).hexdigest()
     store = ObjectStore(str(project / ".coding-os" / "checkpoints"))
-    assert store.get(oid) == changed.encode()
-    assert changed.encode()[:200] in Path(store.path(oid)).read_bytes()  # not compressed
+    assert not os.path.exists(store.path(oid))  # not loose: in the rewind's pack
+    packs = store.packs()
+    assert len(packs) == 1
+    assert changed.encode()[:200] in Path(packs[0]).read_bytes()  # not compressed
+    assert {entry[0] for entry in pack_entries(packs[0])} >= {
+        oid, "sha256:" + hashlib.sha256(b"other changed\n").hexdigest()}
+    assert store.has(oid) and store.get(oid) == changed.encode()
+    report = json.loads(cos("checkpoints", "verify", "--json", cwd=project).stdout)
+    assert report["ok"] is True, report
+    assert report["objects_checked"] >= 3  # the pack's objects are checked one by one
+    du = json.loads(cos("checkpoints", "du", "--json", cwd=project).stdout)
+    assert du["object_bytes"] >= os.lstat(packs[0]).st_blocks * 512
+    assert cos("rewind", "--undo", "--json", cwd=project).returncode == 0
+    assert (project / "notes.txt").read_text(encoding="utf-8") == changed
+
+
+def test_a_pack_store_writes_one_file_at_flush_and_nothing_when_given_up(
+        tmp_path: Path) -> None:
+    mine = ObjectStore(str(tmp_path), pack=True)
+    oids = [mine.put(f"object {n}\n".encode() * 30)[0] for n in range(5)]
+    assert mine.put(b"object 0\n" * 30) == (oids[0], 0)
+    assert all(mine.has(oid) for oid in oids)
+    assert mine.get(oids[3]) == b"object 3\n" * 30
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []  # held in memory
+    other = ObjectStore(str(tmp_path))
+    assert not other.has(oids[0])
+    extra = tmp_path / "extra"
+    extra.write_bytes(b"flushed with the pack")
+    mine.flush(also=[str(extra)])
+    files = [p for p in tmp_path.rglob("*") if p.is_file() and p != extra]
+    assert len(files) == 1 and files[0].parent.name == "packs"
+    fresh = ObjectStore(str(tmp_path))
+    assert [fresh.get(oid) for oid in oids] == [f"object {n}\n".encode() * 30 for n in range(5)]
+    given_up = ObjectStore(str(tmp_path), pack=True)
+    given_up.put(b"never flushed")
+    given_up.discard()
+    given_up.flush()  # nothing held: no pack
+    assert len(ObjectStore(str(tmp_path)).packs()) == 1
+
+
+def test_a_pack_flush_that_fails_leaves_no_pack_nor_temporary_file(tmp_path: Path) -> None:
+    from coding_os.errors import StateIOError
+
+    mine = ObjectStore(str(tmp_path), pack=True)
+    oid, _ = mine.put(b"held")
+    with pytest.raises(StateIOError):
+        mine.flush(also=[str(tmp_path / "not there")])
+    assert not ObjectStore(str(tmp_path)).has(oid) and not mine.has(oid)
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "index"])
+def test_a_damaged_pack_is_reported_by_verify_and_read_as_damaged(project: Path,
+                                                                  damage: str) -> None:
+    from tests.checkpoints.conftest import rewind_ok
+
+    (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
+    checkpoint = str(create(project)["id"])
+    changed = "after the checkpoint\n" * 40
+    (project / "notes.txt").write_text(changed, encoding="utf-8")
+    rewind_ok(project, checkpoint, "--code")
+    store = ObjectStore(str(project / ".coding-os" / "checkpoints"))
+    pack = Path(store.packs()[0])
+    data = bytearray(pack.read_bytes())
+    os.chmod(pack, 0o600)
+    oid = "sha256:" + hashlib.sha256(changed.encode()).hexdigest()
+    if damage == "flip":  # a byte of the changed file's bytes (stored as they are)
+        _, offset, length = next(e for e in pack_entries(str(pack)) if e[0] == oid)
+        data[offset + length // 2] ^= 0x01
+    elif damage == "truncate":
+        del data[-5:]
+    else:
+        data[len(b"cos-pack 1\n") + 3] = ord("!")
+    pack.write_bytes(bytes(data))
+    proc = cos("checkpoints", "verify", "--json", cwd=project)
+    assert proc.returncode == 6
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False and report["damaged"], report
+    with pytest.raises(DamagedObject):
+        ObjectStore(str(project / ".coding-os" / "checkpoints")).get(oid)
+    undo = cos("rewind", "--undo", "--json", cwd=project)
+    assert undo.returncode != 0 and len(undo.stderr.strip().splitlines()) == 1
+    assert (project / "notes.txt").read_text(encoding="utf-8") == "at the checkpoint\n"
+
+
+def test_gc_moves_a_packs_needed_objects_out_and_removes_it(project: Path) -> None:
+    from coding_os.checkpoints.core import collect
+    from coding_os.state.tiers import Tiers
+    from tests.checkpoints.conftest import rewind_ok
+
+    (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
+    checkpoint = str(create(project)["id"])
+    changed = "after the checkpoint\n" * 40
+    (project / "notes.txt").write_text(changed, encoding="utf-8")
+    rewind_ok(project, checkpoint, "--code")
+    folder = project / ".coding-os" / "checkpoints"
+    assert len(ObjectStore(str(folder)).packs()) == 1
+    tiers = Tiers(str(project / ".coding-os"))
+    assert collect(tiers, grace_s=3600)["objects_removed"] == 0  # young: left alone
+    assert len(ObjectStore(str(folder)).packs()) == 1
+    dry = collect(tiers, dry_run=True, grace_s=0)
+    assert len(ObjectStore(str(folder)).packs()) == 1 and dry["dry_run"] is True
+    collect(tiers, grace_s=0)
+    store = ObjectStore(str(folder))
+    assert store.packs() == []
+    oid = "sha256:" + hashlib.sha256(changed.encode()).hexdigest()
+    assert os.path.exists(store.path(oid))  # still needed by the before-rewind checkpoint
     report = json.loads(cos("checkpoints", "verify", "--json", cwd=project).stdout)
     assert report["ok"] is True, report
     assert cos("rewind", "--undo", "--json", cwd=project).returncode == 0
     assert (project / "notes.txt").read_text(encoding="utf-8") == changed
+    # With every checkpoint gone, nothing of it is kept.
+    again = "changed once more\n" * 40
+    (project / "notes.txt").write_text(again, encoding="utf-8")
+    rewind_ok(project, checkpoint, "--code")
+    assert len(ObjectStore(str(folder)).packs()) == 1
+    collect(tiers, older_than_s=-60, grace_s=0)
+    assert ObjectStore(str(folder)).packs() == []
+    assert not os.path.exists(store.path(oid))
+    assert not ObjectStore(str(folder)).has("sha256:" + hashlib.sha256(again.encode()).hexdigest())
+
+
+def test_the_cap_prunes_a_pack_with_the_checkpoints_that_needed_it(project: Path) -> None:
+    from coding_os.checkpoints.core import _prune
+    from tests.checkpoints.conftest import rewind_ok
+
+    (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
+    checkpoint = str(create(project)["id"])
+    (project / "notes.txt").write_text("after the checkpoint\n" * 40, encoding="utf-8")
+    rewind_ok(project, checkpoint, "--code")
+    folder = project / ".coding-os" / "checkpoints"
+    pack = ObjectStore(str(folder)).packs()[0]
+    size = os.lstat(pack).st_blocks * 512
+    before = json.loads(cos("checkpoints", "--json", cwd=project).stdout)[0]
+    assert before["trigger"] == "before-rewind"  # the checkpoint whose objects are the pack's
+    pruned: list[str] = []
+    left = _prune(str(folder), 0, checkpoint, 10**9, pruned)
+    assert pruned == [before["id"]] and not os.path.exists(pack)
+    assert left <= 10**9 - size

@@ -11,7 +11,7 @@ from coding_os import jsonwire
 from coding_os.checkpoints import points
 from coding_os.checkpoints.lock import restore_lock
 from coding_os.checkpoints.snapshot import Capture, diff
-from coding_os.checkpoints.store import DamagedObject, ObjectStore
+from coding_os.checkpoints.store import DamagedObject, ObjectStore, pack_entries
 from coding_os.checkpoints.take import (
     GRACE_S,
     LAST_REWIND,
@@ -23,7 +23,7 @@ from coding_os.checkpoints.take import (
     recover_pending,
     snapshot_now,
 )
-from coding_os.errors import InvalidInput, NotFound
+from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.state import durable
 from coding_os.state.tiers import Tiers
 
@@ -223,9 +223,9 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
     if record.get("root") != root:
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
                            f"run cos rewind there")
-    # Flushed with the staged bytes (see restore); not compressed: the user waits on a rewind,
-    # and compressing the snapshot's files and manifest was a tenth of its time.
-    store = ObjectStore(folder, defer_sync=True, compress=False)
+    # The user waits on a rewind: its snapshot's new objects go to one pack, flushed with the
+    # staged bytes (see restore), and are not compressed (a tenth of the rewind's time).
+    store = ObjectStore(folder, pack=True, compress=False)
     with restore_lock(folder, exclusive=True):
         try:
             before, changes = _rewind(tiers, root, checkpoint, record, target, store, settings,
@@ -375,6 +375,19 @@ def verify(tiers: Tiers) -> dict[str, object]:
             store.get(oid)
         except DamagedObject as exc:
             damaged.append({"object": oid, "problem": str(exc)})
+    for pack in store.packs():
+        try:
+            entries = pack_entries(pack)
+        except (OSError, ValueError) as exc:
+            checked += 1
+            damaged.append({"object": pack, "problem": f"pack cannot be read: {exc}"})
+            continue
+        for oid, offset, length in entries:
+            checked += 1
+            try:
+                store.get_packed(oid, pack, offset, length)
+            except DamagedObject as exc:
+                damaged.append({"object": oid, "problem": str(exc)})
     missing: list[dict[str, str]] = []
     records = points.all_records(folder)
     git_refs: dict[str, set[str]] = {}
@@ -430,11 +443,18 @@ def usage(tiers: Tiers, settings: Settings | None = None) -> dict[str, object]:
     settings = settings or Settings()
     folder = checkpoints_dir(tiers)
     objects = object_bytes = 0
-    for _, path in ObjectStore(folder):
+    store = ObjectStore(folder)
+    for _, path in store:
         try:
             object_bytes += os.lstat(path).st_blocks * 512
             objects += 1
         except FileNotFoundError:
+            continue
+    for pack in store.packs():
+        try:
+            object_bytes += os.lstat(pack).st_blocks * 512
+            objects += len(pack_entries(pack))
+        except (OSError, ValueError):
             continue
     record_bytes = 0
     records = 0
@@ -501,8 +521,39 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
                 store.remove(oid)
             else:
                 os.unlink(path)  # a writer killed before it flushed, over an hour ago
+    for pack in store.packs():
+        gone, pack_freed = _unpack_one(store, pack, keep, now - grace_s, dry_run)
+        removed_objects += gone
+        freed += pack_freed
     return {"checkpoints_removed": removed_points, "objects_removed": removed_objects,
             "bytes_freed": freed, "dry_run": dry_run, "problems": problems}
+
+
+def _unpack_one(store: ObjectStore, pack: str, keep: set[str], before: float,
+                dry_run: bool) -> tuple[int, int]:
+    """Move the objects of `pack` that `keep` names out to loose objects, then remove it (not
+    when it is younger than `before`, nor unreadable or damaged: `verify` reports that).
+    Returns the objects dropped and the bytes freed."""
+    try:
+        st = os.lstat(pack)
+        entries = pack_entries(pack)
+    except (OSError, ValueError):
+        return 0, 0
+    if st.st_mtime > before:
+        return 0, 0
+    loose = ObjectStore(os.path.dirname(store.root))
+    wanted = [entry for entry in entries if entry[0] in keep and not
+              os.path.exists(loose.path(entry[0]))]
+    if dry_run:
+        return len(entries) - len(wanted), st.st_blocks * 512
+    try:
+        for oid, offset, length in wanted:
+            loose.put(store.get_packed(oid, pack, offset, length))
+    except (DamagedObject, StateIOError):
+        return 0, 0
+    written = sum(os.lstat(loose.path(oid)).st_blocks * 512 for oid, _, _ in wanted)
+    os.unlink(pack)
+    return len(entries) - len(wanted), st.st_blocks * 512 - written
 
 
 def _temporary(path: str) -> bool:
@@ -540,6 +591,17 @@ def _prune(folder: str, cap: int, keep: str, total: int, pruned: list[str]) -> i
     for oids in reach.values():
         for oid in oids:
             count[oid] = count.get(oid, 0) + 1
+    # A pack goes when none of its objects is needed any more.
+    packs_of: dict[str, list[str]] = {}
+    live: dict[str, int] = {}
+    for pack in store.packs():
+        try:
+            entries = pack_entries(pack)
+        except (OSError, ValueError):
+            continue
+        for oid, _, _ in entries:
+            packs_of.setdefault(oid, []).append(pack)
+        live[pack] = sum(1 for oid, _, _ in entries if count.get(oid))
     for record in records:
         if total <= cap:
             break
@@ -552,7 +614,21 @@ def _prune(folder: str, cap: int, keep: str, total: int, pruned: list[str]) -> i
             count[oid] -= 1
             if count[oid] == 0:
                 total -= store.remove(oid)
+                for pack in packs_of.get(oid, []):
+                    live[pack] -= 1
+                    if live[pack] == 0:
+                        total -= _remove_file(pack)
     return total
+
+
+def _remove_file(path: str) -> int:
+    """Delete `path`; return the bytes freed (0 when it was not there)."""
+    try:
+        size = os.lstat(path).st_blocks * 512
+        os.unlink(path)
+    except FileNotFoundError:
+        return 0
+    return size
 
 
 USAGE_FILE = "usage.json"

@@ -14,6 +14,13 @@ flushes that wait together in one go) and only then renames them into place: a s
 files pays about one flush instead of one per file, and the record naming them is written after.
 Files of a git repository that git already holds are not copied here: a checkpoint refers to them
 as `git:<blob id>` (see snapshot.py), and `verify` checks those too.
+
+A store made with `pack` (a rewind's: the user waits on it) holds its new objects in memory and
+`flush` writes them as one file, `objects/packs/<sha256 of the file>.pack`: the line
+`cos-pack 1`, a line `<id> <length>` per object, an empty line, then the objects' zlib streams in
+that order. One file made and flushed instead of one per object; its objects are read as any
+other (a reader looks there for an object not found loose), and `gc` moves the ones still needed
+out to loose objects and removes the pack.
 """
 
 from __future__ import annotations
@@ -26,11 +33,13 @@ TYPE_CHECKING = False  # collections.abc is not imported at run time: see lock.p
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-__all__ = ["ALGORITHM", "ObjectStore", "DamagedObject", "valid_oid"]
+__all__ = ["ALGORITHM", "PACKS", "ObjectStore", "DamagedObject", "valid_oid", "pack_entries"]
 
 ALGORITHM = "sha256"
 _HEX = frozenset("0123456789abcdef")
 _LEVEL = 1  # best speed, as git compresses loose objects (core.looseCompression)
+PACKS = "packs"
+_PACK_MAGIC = b"cos-pack 1\n"
 
 
 class DamagedObject(CosError):
@@ -49,17 +58,23 @@ def valid_oid(oid: object) -> bool:
 
 class ObjectStore:
     """The objects of one state dir's checkpoints. With `defer_sync`, new objects stay in their
-    temporary files until `flush`; with `compress=False`, they are written as zlib streams of
-    stored blocks (level 0: readers see no difference), for a caller the user waits on."""
+    temporary files until `flush`; with `pack`, in memory until `flush` writes them as one pack;
+    with `compress=False`, they are written as zlib streams of stored blocks (level 0: readers
+    see no difference). The last two are for a caller the user waits on."""
 
-    __slots__ = ("root", "defer_sync", "level", "_pending")
+    __slots__ = ("root", "defer_sync", "level", "pack", "_pending", "_held", "_packed")
 
     def __init__(self, checkpoints_dir: str, *, defer_sync: bool = False,
-                 compress: bool = True) -> None:
+                 compress: bool = True, pack: bool = False) -> None:
         self.root = os.path.join(checkpoints_dir, "objects")
         self.defer_sync = defer_sync
         self.level = _LEVEL if compress else 0
+        self.pack = pack
         self._pending: dict[str, str] = {}  # oid -> its temporary file, until `flush`
+        self._held: dict[str, bytes] = {}  # oid -> its zlib stream, until `flush` (`pack`)
+        # oid -> (pack, offset, length) of the packs in place, read at the first object not
+        # found loose
+        self._packed: dict[str, tuple[str, int, int]] | None = None
 
     def path(self, oid: str) -> str:
         """Where object `oid` lives.
@@ -80,7 +95,8 @@ class ObjectStore:
         return f"{ALGORITHM}:{hashlib.sha256(data).hexdigest()}"
 
     def has(self, oid: str) -> bool:
-        return oid in self._pending or os.path.exists(self.path(oid))
+        return (oid in self._pending or oid in self._held or os.path.exists(self.path(oid))
+                or self._in_pack(oid) is not None)
 
     def put(self, data: bytes, *, sync: bool = True) -> tuple[str, int]:
         """Store `data`; return its id and the bytes written on disk (0 when it was there).
@@ -90,7 +106,7 @@ class ObjectStore:
         """
         oid = self.oid_of(data)
         path = self.path(oid)
-        if oid in self._pending:
+        if oid in self._pending or oid in self._held:
             return oid, 0
         if os.path.exists(path):
             try:
@@ -102,6 +118,9 @@ class ObjectStore:
 
         folder = os.path.dirname(path)
         packed = zlib.compress(data, self.level)
+        if self.pack:
+            self._held[oid] = packed
+            return oid, len(packed)
         tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:
@@ -155,26 +174,64 @@ class ObjectStore:
         """
         from coding_os.state import durable
 
+        pack: tuple[str, str] | None = None
         try:
-            durable.sync_files([*self._pending.values(), *(also or [])])
+            pack = self._write_pack() if self._held else None
+            durable.sync_files([*self._pending.values(), *([pack[0]] if pack else []),
+                                *(also or [])])
             for oid in list(self._pending):
                 os.replace(self._pending[oid], self.path(oid))
                 del self._pending[oid]
+            if pack is not None:
+                os.replace(*pack)
+                self._packed = None  # read again when asked
+                self._held.clear()
         except OSError as exc:
-            self.discard()
+            self._drop(pack)
             raise StateIOError(f"cannot write checkpoint objects: {exc.strerror or exc}") from None
         except StateIOError:
-            self.discard()
+            self._drop(pack)
             raise
+
+    def _write_pack(self) -> tuple[str, str]:
+        """Write the objects held as a pack's temporary file; returns it and the pack's path."""
+        import hashlib
+
+        body = b"".join([_PACK_MAGIC, *(f"{oid} {len(data)}\n".encode("ascii")
+                                        for oid, data in self._held.items()),
+                         b"\n", *self._held.values()])
+        folder = os.path.join(self.root, PACKS)
+        final = os.path.join(folder, f"{hashlib.sha256(body).hexdigest()}.pack")
+        tmp = f"{final}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
+        try:
+            fd = os.open(tmp, flags, 0o400)
+        except FileNotFoundError:  # the store's first pack
+            os.makedirs(folder, mode=0o700, exist_ok=True)
+            fd = os.open(tmp, flags, 0o400)
+        try:
+            view = memoryview(body)
+            while view:
+                view = view[os.write(fd, view):]
+        except OSError:
+            os.close(fd)
+            _unlink(tmp)
+            raise
+        os.close(fd)
+        return tmp, final
+
+    def _drop(self, pack: tuple[str, str] | None) -> None:
+        """A failed flush: nothing it held is kept."""
+        if pack is not None:
+            _unlink(pack[0])
+        self.discard()
 
     def discard(self) -> None:
         """Remove the objects put and not flushed (a snapshot given up)."""
         for tmp in self._pending.values():
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
+            _unlink(tmp)
         self._pending.clear()
+        self._held.clear()
 
     def get(self, oid: str) -> bytes:
         """The bytes of object `oid`, checked against its id.
@@ -184,21 +241,73 @@ class ObjectStore:
         """
         import zlib
 
-        path = self._pending.get(oid) or self.path(oid)
         try:
-            with open(path, "rb") as f:
-                data = zlib.decompress(f.read())
-        except FileNotFoundError:
-            raise DamagedObject(f"checkpoint object {oid} is missing") from None
+            if oid in self._held:
+                stream = self._held[oid]
+            else:
+                try:
+                    with open(self._pending.get(oid) or self.path(oid), "rb") as f:
+                        stream = f.read()
+                except FileNotFoundError:
+                    found = self._in_pack(oid)
+                    if found is None:
+                        raise DamagedObject(f"checkpoint object {oid} is missing") from None
+                    return self.get_packed(oid, *found)
+            data = zlib.decompress(stream)
         except (OSError, zlib.error) as exc:
             raise DamagedObject(f"checkpoint object {oid} cannot be read: {exc}") from None
         if self.oid_of(data) != oid:
             raise DamagedObject(f"checkpoint object {oid} is damaged (its bytes hash otherwise)")
         return data
 
+    def get_packed(self, oid: str, pack: str, offset: int, length: int) -> bytes:
+        """The bytes of object `oid` in `pack` (where `pack_entries` says it is), checked.
+
+        Raises:
+            DamagedObject: it cannot be read or is damaged.
+        """
+        import zlib
+
+        try:
+            with open(pack, "rb") as f:
+                f.seek(offset)
+                stream = f.read(length)
+            data = zlib.decompress(stream)
+        except (OSError, zlib.error) as exc:
+            raise DamagedObject(f"checkpoint object {oid} cannot be read from "
+                                f"{os.path.basename(pack)}: {exc}") from None
+        if len(stream) != length or self.oid_of(data) != oid:
+            raise DamagedObject(f"checkpoint object {oid} is damaged in "
+                                f"{os.path.basename(pack)} (its bytes hash otherwise)")
+        return data
+
+    def packs(self) -> list[str]:
+        """The packs in place."""
+        folder = os.path.join(self.root, PACKS)
+        return [os.path.join(folder, name) for name in _names(folder) if _pack_name(name)]
+
+    def _in_pack(self, oid: str) -> tuple[str, int, int] | None:
+        """Where a pack holds `oid` (the packs are read again when it is not found: one may
+        have been written since)."""
+        if self._packed is None or oid not in self._packed:
+            self._packed = {}
+            for pack in self.packs():
+                try:
+                    for entry, offset, length in pack_entries(pack):
+                        self._packed.setdefault(entry, (pack, offset, length))
+                except (OSError, ValueError):
+                    continue  # `verify` reports it
+        return self._packed.get(oid)
+
     def __iter__(self) -> Iterator[tuple[str, str]]:
-        """Every (oid, path) stored, and stray files as (``""``, path)."""
+        """Every (oid, path) stored loose, and stray files as (``""``, path) (a pack's
+        temporary file among them; the packs themselves are `packs`)."""
+        for name in _names(os.path.join(self.root, PACKS)):
+            if not _pack_name(name):
+                yield "", os.path.join(self.root, PACKS, name)
         for algo in _names(self.root):
+            if algo == PACKS:
+                continue
             top = os.path.join(self.root, algo)
             for fan in _names(top):
                 folder = os.path.join(top, fan)
@@ -215,6 +324,47 @@ class ObjectStore:
         except FileNotFoundError:
             return 0
         return size
+
+
+def pack_entries(pack: str) -> list[tuple[str, int, int]]:
+    """The objects of `pack`: (id, offset, length of its zlib stream).
+
+    Raises:
+        OSError: it cannot be read.
+        ValueError: it is not a whole pack.
+    """
+    with open(pack, "rb") as f:
+        if f.readline(len(_PACK_MAGIC)) != _PACK_MAGIC:
+            raise ValueError("not a pack")
+        rows = []
+        while True:
+            line = f.readline(100)
+            if line == b"\n":
+                break
+            oid, _, digits = line.decode("ascii").rstrip("\n").partition(" ")
+            if not line.endswith(b"\n") or not valid_oid(oid) or not digits.isdigit():
+                raise ValueError("a damaged pack index")
+            rows.append((oid, int(digits)))
+        offset = f.tell()
+        entries = []
+        for oid, length in rows:
+            entries.append((oid, offset, length))
+            offset += length
+        if offset != f.seek(0, os.SEEK_END):
+            raise ValueError("a pack of the wrong length")
+    return entries
+
+
+def _pack_name(name: str) -> bool:
+    digest = name.removesuffix(".pack")
+    return name.endswith(".pack") and len(digest) == 64 and set(digest) <= _HEX
+
+
+def _unlink(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
 
 
 def _names(folder: str) -> list[str]:
