@@ -350,3 +350,23 @@ def test_the_cap_prunes_a_pack_with_the_checkpoints_that_needed_it(project: Path
     left = _prune(str(folder), 0, checkpoint, 10**9, pruned)
     assert pruned == [before["id"]] and not os.path.exists(pack)
     assert left <= 10**9 - size
+
+
+def test_a_reader_whose_pack_gc_moved_out_meanwhile_reads_the_loose_object(
+        project: Path) -> None:
+    from coding_os.checkpoints.core import collect
+    from coding_os.state.tiers import Tiers
+    from tests.checkpoints.conftest import rewind_ok
+
+    (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
+    checkpoint = str(create(project)["id"])
+    changed = "after the checkpoint\n" * 40
+    (project / "notes.txt").write_text(changed, encoding="utf-8")
+    rewind_ok(project, checkpoint, "--code")
+    folder = str(project / ".coding-os" / "checkpoints")
+    oid = "sha256:" + hashlib.sha256(changed.encode()).hexdigest()
+    reader = ObjectStore(folder)
+    assert reader.get(oid) == changed.encode()  # from the pack: its index is now known
+    collect(Tiers(str(project / ".coding-os")), grace_s=0)
+    assert ObjectStore(folder).packs() == []
+    assert reader.get(oid) == changed.encode()  # the pack is gone: read loose

@@ -252,7 +252,11 @@ class ObjectStore:
                     found = self._in_pack(oid)
                     if found is None:
                         raise DamagedObject(f"checkpoint object {oid} is missing") from None
-                    return self.get_packed(oid, *found)
+                    if os.path.exists(found[0]):
+                        return self.get_packed(oid, *found)
+                    # `gc` moved the pack's objects out meanwhile
+                    with open(self.path(oid), "rb") as f:
+                        stream = f.read()
             data = zlib.decompress(stream)
         except (OSError, zlib.error) as exc:
             raise DamagedObject(f"checkpoint object {oid} cannot be read: {exc}") from None
