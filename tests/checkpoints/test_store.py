@@ -13,7 +13,7 @@ import pytest
 
 from coding_os.checkpoints.store import DamagedObject, ObjectStore, pack_entries, valid_oid
 from coding_os.errors import InvalidInput
-from tests.checkpoints.conftest import create, raw_bytes
+from tests.checkpoints.conftest import create, raw_bytes, rewind_ok
 from tests.conftest import cos, git
 
 
@@ -200,8 +200,6 @@ def test_an_uncompressed_store_writes_stored_blocks_every_store_reads(tmp_path: 
 
 def test_a_rewinds_snapshot_is_one_uncompressed_pack_that_verifies_and_undoes(
         project: Path) -> None:
-    from tests.checkpoints.conftest import rewind_ok
-
     (project / "notes.txt").write_text("at the checkpoint\n" * 50, encoding="utf-8")
     (project / "other.txt").write_text("other at the checkpoint\n", encoding="utf-8")
     checkpoint = str(create(project)["id"])
@@ -262,16 +260,21 @@ def test_a_pack_flush_that_fails_leaves_no_pack_nor_temporary_file(tmp_path: Pat
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == []
 
 
-@pytest.mark.parametrize("damage", ["flip", "truncate", "index"])
-def test_a_damaged_pack_is_reported_by_verify_and_read_as_damaged(project: Path,
-                                                                  damage: str) -> None:
-    from tests.checkpoints.conftest import rewind_ok
-
+def _rewound(project: Path) -> tuple[str, str]:
+    """A checkpoint, notes.txt changed after it, then a rewind to it (whose snapshot holds the
+    change in a pack); returns the checkpoint and the changed text."""
     (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
     checkpoint = str(create(project)["id"])
     changed = "after the checkpoint\n" * 40
     (project / "notes.txt").write_text(changed, encoding="utf-8")
     rewind_ok(project, checkpoint, "--code")
+    return checkpoint, changed
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "index"])
+def test_a_damaged_pack_is_reported_by_verify_and_read_as_damaged(project: Path,
+                                                                  damage: str) -> None:
+    checkpoint, changed = _rewound(project)
     store = ObjectStore(str(project / ".coding-os" / "checkpoints"))
     pack = Path(store.packs()[0])
     data = bytearray(pack.read_bytes())
@@ -299,13 +302,7 @@ def test_a_damaged_pack_is_reported_by_verify_and_read_as_damaged(project: Path,
 def test_gc_moves_a_packs_needed_objects_out_and_removes_it(project: Path) -> None:
     from coding_os.checkpoints.core import collect
     from coding_os.state.tiers import Tiers
-    from tests.checkpoints.conftest import rewind_ok
-
-    (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
-    checkpoint = str(create(project)["id"])
-    changed = "after the checkpoint\n" * 40
-    (project / "notes.txt").write_text(changed, encoding="utf-8")
-    rewind_ok(project, checkpoint, "--code")
+    checkpoint, changed = _rewound(project)
     folder = project / ".coding-os" / "checkpoints"
     assert len(ObjectStore(str(folder)).packs()) == 1
     tiers = Tiers(str(project / ".coding-os"))
@@ -335,8 +332,6 @@ def test_gc_moves_a_packs_needed_objects_out_and_removes_it(project: Path) -> No
 
 def test_the_cap_prunes_a_pack_with_the_checkpoints_that_needed_it(project: Path) -> None:
     from coding_os.checkpoints.core import _prune
-    from tests.checkpoints.conftest import rewind_ok
-
     (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
     checkpoint = str(create(project)["id"])
     (project / "notes.txt").write_text("after the checkpoint\n" * 40, encoding="utf-8")
@@ -356,13 +351,7 @@ def test_a_reader_whose_pack_gc_moved_out_meanwhile_reads_the_loose_object(
         project: Path) -> None:
     from coding_os.checkpoints.core import collect
     from coding_os.state.tiers import Tiers
-    from tests.checkpoints.conftest import rewind_ok
-
-    (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
-    checkpoint = str(create(project)["id"])
-    changed = "after the checkpoint\n" * 40
-    (project / "notes.txt").write_text(changed, encoding="utf-8")
-    rewind_ok(project, checkpoint, "--code")
+    checkpoint, changed = _rewound(project)
     folder = str(project / ".coding-os" / "checkpoints")
     oid = "sha256:" + hashlib.sha256(changed.encode()).hexdigest()
     reader = ObjectStore(folder)

@@ -552,8 +552,7 @@ def _unpack_one(store: ObjectStore, pack: str, keep: set[str], before: float,
     except (DamagedObject, StateIOError):
         return 0, 0
     written = sum(os.lstat(loose.path(oid)).st_blocks * 512 for oid, _, _ in wanted)
-    os.unlink(pack)
-    return len(entries) - len(wanted), st.st_blocks * 512 - written
+    return len(entries) - len(wanted), store.remove_pack(pack) - written
 
 
 def _temporary(path: str) -> bool:
@@ -617,18 +616,8 @@ def _prune(folder: str, cap: int, keep: str, total: int, pruned: list[str]) -> i
                 for pack in packs_of.get(oid, []):
                     live[pack] -= 1
                     if live[pack] == 0:
-                        total -= _remove_file(pack)
+                        total -= store.remove_pack(pack)
     return total
-
-
-def _remove_file(path: str) -> int:
-    """Delete `path`; return the bytes freed (0 when it was not there)."""
-    try:
-        size = os.lstat(path).st_blocks * 512
-        os.unlink(path)
-    except FileNotFoundError:
-        return 0
-    return size
 
 
 USAGE_FILE = "usage.json"

@@ -320,14 +320,14 @@ class ObjectStore:
                     yield (oid if valid_oid(oid) else ""), os.path.join(folder, name)
 
     def remove(self, oid: str) -> int:
-        """Delete object `oid`; return the bytes freed (0 when it was not there)."""
-        path = self.path(oid)
-        try:
-            size = os.lstat(path).st_blocks * 512
-            os.unlink(path)
-        except FileNotFoundError:
-            return 0
-        return size
+        """Delete object `oid` (its loose file); return the bytes freed (0 when it was not
+        there)."""
+        return _remove_file(self.path(oid))
+
+    @staticmethod
+    def remove_pack(pack: str) -> int:
+        """Delete `pack` (one of `packs`); return the bytes freed (0 when it was not there)."""
+        return _remove_file(pack)
 
 
 def pack_entries(pack: str) -> list[tuple[str, int, int]]:
@@ -362,6 +362,15 @@ def pack_entries(pack: str) -> list[tuple[str, int, int]]:
 def _pack_name(name: str) -> bool:
     digest = name.removesuffix(".pack")
     return name.endswith(".pack") and len(digest) == 64 and set(digest) <= _HEX
+
+
+def _remove_file(path: str) -> int:
+    try:
+        size = os.lstat(path).st_blocks * 512
+        os.unlink(path)
+    except FileNotFoundError:
+        return 0
+    return size
 
 
 def _unlink(path: str) -> None:
