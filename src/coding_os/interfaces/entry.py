@@ -82,9 +82,10 @@ def _exit_now(code: int) -> NoReturn:
     starts no thread it does not join."""
     for stream in (sys.stdout, sys.stderr):
         try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass  # the reader went away: what it did not read is lost either way
+            if stream is not None:  # None: the hook was started with that descriptor closed
+                stream.flush()
+        except Exception:  # noqa: BLE001 - the reader went away: nothing keeps the exit code
+            pass
     os._exit(code)
 
 

@@ -80,18 +80,25 @@ def main(argv: list[str]) -> int:
     if result.output is not None:
         from coding_os import jsonwire
 
+        # The state is written all the same when the output cannot be.
         try:
+            if sys.stdout is None:
+                raise BrokenPipeError  # started with stdout closed
             sys.stdout.write(jsonwire.dumps(result.output))
             sys.stdout.flush()
-        except BrokenPipeError:  # the agent stopped reading: the state is written all the same
+        except BrokenPipeError:
             _say("the agent closed stdout before the hook's output was written")
+            return EXIT_ERROR
+        except OSError as exc:  # a full disk behind a redirection
+            _say(f"the hook's output could not be written: {exc.strerror or exc}")
             return EXIT_ERROR
     return result.exit_code
 
 
 def _say(message: str) -> None:
     line = " ".join(message.split())
-    sys.stderr.write(f"cos hook: {line[:1000]}\n")
+    if sys.stderr is not None:  # None: started with stderr closed
+        sys.stderr.write(f"cos hook: {line[:1000]}\n")
 
 
 def _log_failure(event: str, message: str) -> None:

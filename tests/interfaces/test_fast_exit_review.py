@@ -1,0 +1,423 @@
+"""Review of `cos hook`'s fast exit (interfaces/entry.py): the hook runs with the cyclic collector
+off and ends with `os._exit` once stdout and stderr are flushed, skipping the interpreter's
+teardown. These tests run whole `cos hook <Event>` processes and check that nothing the hook does
+relied on that teardown (files, the database, threads, children, atexit handlers, output, exit
+codes). The one bug found (a standard stream started closed: flush() on None) is fixed; its
+three tests are below."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import COS, cos, fire, git
+
+PG_URL = os.environ.get("COS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+# Runs `cos hook EVENT` as the console script does, and reports, at the moment the hook calls
+# os._exit, what the skipped teardown would have had to deal with.
+PROBE = r"""
+import os, sys
+def _fds():
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return found
+start_fds = _fds()
+sys.argv = ["cos", "hook", sys.argv[1]]
+real_exit = os._exit
+def _exit(code):
+    import atexit, gc, json
+    children = []
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as f:
+                children += f.read().split()
+        except OSError:
+            pass
+    threads = None
+    if "threading" in sys.modules:
+        threads = [t.name for t in sys.modules["threading"].enumerate()]
+    fds = _fds()
+    info = {"code": code, "gc_enabled": gc.isenabled(), "garbage": gc.collect(),
+            "tasks": len(os.listdir("/proc/self/task")), "threads": threads,
+            "children": children, "atexit": atexit._ncallbacks(),
+            "new_fds": {fd: fds[fd] for fd in fds if fd not in start_fds},
+            "psycopg": "psycopg" in sys.modules}
+    sys.stderr.write("\nPROBE " + json.dumps(info) + "\n")
+    sys.stderr.flush()
+    real_exit(code)
+os._exit = _exit
+from coding_os.interfaces.entry import main
+main()
+raise SystemExit("main() returned instead of ending the process")
+"""
+
+
+def probe(event: str, payload: dict[str, object], cwd: Path,
+          env: dict[str, str] | None = None) -> dict[str, object]:
+    full = dict(os.environ, COS_AGENT="claude", **(env or {}))
+    body = {"hook_event_name": event, "cwd": str(cwd), **payload}
+    proc = subprocess.run([sys.executable, "-c", PROBE, event], cwd=cwd, input=json.dumps(body),
+                          capture_output=True, text=True, env=full, timeout=120)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE ")]
+    assert lines, (proc.returncode, proc.stderr)
+    info = json.loads(lines[-1][len("PROBE "):])
+    assert proc.returncode == info["code"]
+    return info
+
+
+def log_lines(root: Path) -> list[str]:
+    path = root / ".coding-os" / ".hooks.log"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def run_shell(command: str, cwd: Path, payload: dict[str, object], event: str,
+              agent: str = "claude") -> subprocess.CompletedProcess[str]:
+    """`cos hook EVENT` started by sh with the redirections in `command` ({cos} is replaced)."""
+    body = json.dumps({"hook_event_name": event, "cwd": str(cwd), **payload})
+    env = dict(os.environ, COS_AGENT=agent)
+    return subprocess.run(["sh", "-c", command.format(cos=COS, event=event)], cwd=cwd, env=env,
+                          input=body, capture_output=True, text=True, timeout=60)
+
+
+@pytest.fixture
+def project(repo: Path) -> Path:
+    (repo / ".coding-os").mkdir()
+    with open(repo / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
+        f.write("/.coding-os/\n")
+    return repo
+
+
+HOOK_PAYLOADS = [
+    ("SessionStart", {"session_id": "n1", "source": "startup"}),
+    ("UserPromptSubmit", {"session_id": "n1", "prompt": "change the readme"}),
+    ("PreToolUse", {"session_id": "n1", "tool_name": "Edit",
+                    "tool_input": {"file_path": "README.md", "old_string": "a", "new_string": "b"}}),
+    ("PostToolUse", {"session_id": "n1", "tool_name": "Edit",
+                     "tool_input": {"file_path": "README.md"}, "tool_response": {"success": True}}),
+    ("Stop", {"session_id": "n1", "last_assistant_message": "done"}),
+    ("SessionEnd", {"session_id": "n1", "reason": "exit"}),
+]
+
+
+# -- nothing is left to the skipped teardown -------------------------------------------------
+
+
+def test_every_event_leaves_no_open_file_thread_child_or_atexit_handler_at_os_exit(
+        project: Path) -> None:
+    (project / "src").mkdir()
+    for i in range(30):
+        (project / "src" / f"m{i}.py").write_text(f"x = {i}\n", encoding="utf-8")
+    for event, payload in HOOK_PAYLOADS:
+        if event == "PostToolUse":
+            (project / "README.md").write_text("changed\n", encoding="utf-8")
+        info = probe(event, payload, project)
+        assert info["code"] == 0, (event, info)
+        assert info["gc_enabled"] is False
+        assert info["new_fds"] == {}, (event, info)  # database, spool, log, locks all closed
+        assert info["tasks"] == 1 and info["children"] == [], (event, info)
+        assert info["threads"] in (None, ["MainThread"]), (event, info)
+        assert info["atexit"] == 0, (event, info)
+    lines = log_lines(project)
+    assert [ln.split(" event=")[1].split()[0] for ln in lines] == [e for e, _ in HOOK_PAYLOADS]
+    assert any("checkpoint=" in ln for ln in lines)
+
+
+def test_a_hook_session_in_sqlite_is_committed_and_the_database_closed_before_the_exit(
+        project: Path) -> None:
+    for event, payload in HOOK_PAYLOADS:
+        proc = fire(event, payload, cwd=project)
+        assert proc.returncode == 0, (event, proc.stderr)
+    state = project / ".coding-os"
+    # The last connection's close checkpoints the WAL and removes it: it ran before os._exit.
+    assert not (state / "coding-os.db-wal").exists()
+    with sqlite3.connect(state / "coding-os.db") as conn:
+        (status,) = conn.execute("SELECT status FROM sessions WHERE native_id = 'n1'").fetchone()
+        observations = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+        summaries = conn.execute("SELECT count(*) FROM session_summaries").fetchone()[0]
+    assert status == "ended"
+    assert summaries == 1
+    # SessionStart, UserPromptSubmit, PostToolUse, Stop, SessionEnd spool one each.
+    assert observations == 5
+    spool = state / ".observations.jsonl"
+    inode, _, offset = (state / ".observations.offset").read_text().split()
+    assert int(inode) == spool.stat().st_ino and int(offset) == spool.stat().st_size
+    assert len(log_lines(project)) == len(HOOK_PAYLOADS)
+
+
+@pytest.fixture
+def pg_url() -> Iterator[tuple[str, str]]:
+    try:
+        import psycopg
+        from psycopg import sql
+    except ImportError as exc:
+        pytest.skip(f"psycopg is not installed ({exc})")
+    try:
+        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        pytest.skip(f"PostgreSQL unreachable: {str(exc).splitlines()[0]}")
+    schema = f"cos_fastexit_{uuid.uuid4().hex[:10]}"
+    try:
+        yield f"{PG_URL}?options=-csearch_path%3D{schema}", schema
+    finally:
+        admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        admin.close()
+
+
+def test_postgres_hooks_commit_close_their_connection_and_leave_nothing_at_os_exit(
+        project: Path, pg_url: tuple[str, str]) -> None:
+    import psycopg
+
+    url, schema = pg_url
+    env = {"COS_DATABASE_URL": url}
+    for event, payload in HOOK_PAYLOADS:
+        info = probe(event, payload, project, env=env)
+        assert info["code"] == 0, (event, info)
+        assert info["new_fds"] == {}, (event, info)  # the server connection was closed
+        assert info["tasks"] == 1 and info["children"] == [], (event, info)
+        if info["psycopg"]:
+            # `logging` (imported by psycopg) registers logging.shutdown; no handler needs it.
+            assert info["atexit"] <= 1, (event, info)
+    assert not any("db_error" in ln for ln in log_lines(project))
+    with psycopg.connect(PG_URL, autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        (status,) = conn.execute("SELECT status FROM sessions WHERE native_id = 'n1'").fetchone()
+        observations = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
+        summaries = conn.execute("SELECT count(*) FROM session_summaries").fetchone()[0]
+        lingering = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'coding-os'"
+        ).fetchone()[0]
+    assert (status, observations, summaries) == ("ended", 5, 1)
+    assert lingering == 0
+
+
+# -- the cyclic collector is off: memory must not grow with the work -------------------------
+
+
+def _tree(root: Path, files: int) -> None:
+    for i in range(files):
+        folder = root / "big" / f"d{i % 40}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i}.txt").write_text(f"line {i}\n" * 3, encoding="utf-8")
+
+
+def _garbage_of_first_checkpoint(base: Path, files: int) -> tuple[int, str]:
+    root = base / f"tree{files}"
+    root.mkdir()
+    git(root, "init", "-q", "-b", "main")
+    (root / ".coding-os").mkdir()
+    _tree(root, files)
+    git(root, "add", "big")
+    git(root, "commit", "-q", "-m", "big")
+    _tree(root / "untracked", files // 2)  # untracked files are hashed and stored too
+    assert fire("SessionStart", {"session_id": "g", "source": "startup"}, cwd=root).returncode == 0
+    info = probe("UserPromptSubmit", {"session_id": "g", "prompt": "go"}, root)
+    assert info["code"] == 0
+    assert "checkpoint=" in log_lines(root)[-1]
+    return int(info["garbage"]), log_lines(root)[-1]
+
+
+def test_a_first_checkpoint_of_a_large_tree_leaves_no_more_cyclic_garbage_than_a_small_one(
+        tmp_path: Path) -> None:
+    small, _ = _garbage_of_first_checkpoint(tmp_path, 40)
+    large, line = _garbage_of_first_checkpoint(tmp_path, 1600)
+    assert large <= small + 20, (small, large, line)
+
+
+def _garbage_of_session_start_ingest(base: Path, observations: int) -> int:
+    root = base / f"spool{observations}"
+    root.mkdir()
+    (root / ".coding-os").mkdir()
+    (root / "AGENTS.md").write_text("x\n", encoding="utf-8")
+    assert fire("SessionStart", {"session_id": "i", "source": "startup"}, cwd=root).returncode == 0
+    session = (root / ".coding-os" / "claude" / "panels" / "i" / "session-id").read_text().split()[0]
+    with open(root / ".coding-os" / ".observations.jsonl", "a", encoding="ascii") as f:
+        for i in range(observations):
+            f.write(json.dumps({
+                "oid": os.urandom(8).hex(), "session": session, "agent": "claude", "panel": "i",
+                "ts": "2026-01-01T00:00:00.000Z", "event": "PostToolUse", "tool": "Edit",
+                "text": f"edit {i}", "data": {"paths": [f"/f{i}"], "ok": i % 7 != 0}}) + "\n")
+    # A new startup on the same panel ingests the spool and summarises the previous session.
+    info = probe("SessionStart", {"session_id": "i", "source": "startup"}, root)
+    assert info["code"] == 0
+    assert "recovered=" in log_lines(root)[-1]
+    with sqlite3.connect(root / ".coding-os" / "coding-os.db") as conn:
+        assert conn.execute("SELECT count(*) FROM observations").fetchone()[0] >= observations
+    return int(info["garbage"])
+
+
+def test_session_start_ingesting_a_large_spool_leaves_no_more_cyclic_garbage_than_a_small_one(
+        tmp_path: Path) -> None:
+    small = _garbage_of_session_start_ingest(tmp_path, 50)
+    large = _garbage_of_session_start_ingest(tmp_path, 8000)
+    assert large <= small + 20, (small, large)
+
+
+# -- output and exit codes through os._exit ---------------------------------------------------
+
+
+def test_documented_exit_codes_survive_the_fast_exit(project: Path, isolated_env: Path) -> None:
+    ok = fire("PostToolUse", {"session_id": "e", "tool_name": "Bash",
+                              "tool_input": {"command": "ls"}}, cwd=project)
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, "", "")
+    bad = cos("hook", "PostToolUse", cwd=project, env={"COS_AGENT": "claude"}, input="{not json")
+    assert bad.returncode == 1 and bad.stdout == ""
+    assert bad.stderr.startswith("cos hook: ") and len(bad.stderr.splitlines()) == 1
+    assert "error=" in log_lines(project)[-1]
+    (project / ".coding-os.yaml").write_text("gates:\n  protect_paths: [.env]\n", encoding="utf-8")
+    for agent in ("claude", "codex"):
+        block = fire("PreToolUse", {"session_id": "e", "tool_name": "Write", "tool_input": {
+                         "file_path": str(project / ".env"), "content": "x"}},
+                     cwd=project, agent=agent)
+        assert block.returncode == 2, (agent, block.stdout, block.stderr)
+        decision = json.loads(block.stdout)["hookSpecificOutput"]
+        assert decision["permissionDecision"] == "deny"
+        assert block.stderr.strip() == decision["permissionDecisionReason"]
+    misroute = fire("SessionStart", {"session_id": "m", "source": "startup"}, cwd=isolated_env)
+    assert misroute.returncode == 3 and "COS_STATE_MISROUTE" in misroute.stderr
+
+
+def test_a_large_output_reaches_a_pipe_whole_before_the_process_ends(project: Path) -> None:
+    big = "y" * (6 << 20)  # far more than a pipe holds: the flush must finish before os._exit
+    tool_input = {"text": big, "n": 1}
+    proc = fire("PreToolUse", {"session_id": "o", "tool_name": "mcp__cos__cos_work_log_append",
+                               "tool_input": tool_input}, cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)["hookSpecificOutput"]
+    assert out["permissionDecision"] == "allow"
+    session = out["updatedInput"].pop("agent_session")
+    assert out["updatedInput"] == tool_input and session.startswith("ses-claude-")
+
+
+def test_a_slow_reader_still_gets_the_whole_output(project: Path) -> None:
+    body = json.dumps({"hook_event_name": "PreToolUse", "cwd": str(project), "session_id": "s",
+                       "tool_name": "mcp__cos__cos_search", "tool_input": {"q": "z" * (1 << 20)}})
+    with subprocess.Popen([COS, "hook", "PreToolUse"], cwd=project, stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                          env=dict(os.environ, COS_AGENT="claude")) as proc:
+        assert proc.stdin is not None and proc.stdout is not None
+        proc.stdin.write(body.encode())
+        proc.stdin.close()
+        time.sleep(1.0)  # the hook is blocked on a full pipe now
+        data = proc.stdout.read()
+        assert proc.wait(timeout=60) == 0
+    assert json.loads(data)["hookSpecificOutput"]["updatedInput"]["q"] == "z" * (1 << 20)
+
+
+def test_a_reader_that_went_away_is_exit_1_with_one_line_and_the_state_is_written(
+        project: Path) -> None:
+    assert fire("SessionStart", {"session_id": "b", "source": "startup"}, cwd=project).returncode == 0
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        body = json.dumps({"hook_event_name": "SessionStart", "cwd": str(project),
+                           "session_id": "b", "source": "compact"})
+        proc = subprocess.run([COS, "hook", "SessionStart"], cwd=project, input=body.encode(),
+                              stdout=write_end, stderr=subprocess.PIPE, timeout=60,
+                              env=dict(os.environ, COS_AGENT="claude"))
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 1
+    assert proc.stderr.decode().splitlines() == [
+        "cos hook: the agent closed stdout before the hook's output was written"]
+    assert "source=compact" in log_lines(project)[-1]
+
+
+def test_a_write_error_of_the_output_is_one_line_and_a_non_blocking_exit_1(project: Path) -> None:
+    """A write error other than a closed pipe (a full disk behind a redirection) escaped
+    hook.main with a traceback before the review; now one line, exit 1 (never a blocking 2),
+    and the state is written."""
+    assert fire("SessionStart", {"session_id": "f", "source": "startup"}, cwd=project).returncode == 0
+    proc = run_shell("exec {cos} hook {event} >/dev/full", project,
+                     {"session_id": "f", "source": "compact"}, "SessionStart")
+    assert proc.returncode == 1
+    assert "No space left on device" in proc.stderr
+    assert "Traceback" not in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert "source=compact" in log_lines(project)[-1]
+
+
+def test_a_hook_with_output_and_stdout_closed_says_so_in_one_line(project: Path) -> None:
+    assert fire("SessionStart", {"session_id": "o", "source": "startup"}, cwd=project).returncode == 0
+    proc = run_shell("exec {cos} hook {event} >&-", project,
+                     {"session_id": "o", "source": "compact"}, "SessionStart")
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "closed stdout" in lines[0], proc.stderr
+    assert "source=compact" in log_lines(project)[-1]  # the state is written all the same
+    both = run_shell("exec {cos} hook {event} >&- 2>&-", project,
+                     {"session_id": "o", "source": "compact"}, "SessionStart")
+    assert both.returncode == 1 and both.stderr == ""
+
+
+def test_a_hook_interrupted_while_waiting_ends_and_the_next_one_works(project: Path) -> None:
+    assert fire("SessionStart", {"session_id": "k", "source": "startup"}, cwd=project).returncode == 0
+    panel = project / ".coding-os" / "claude" / "panels" / "k"
+    fd = os.open(panel, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the hook waits for the panel lock
+        body = json.dumps({"hook_event_name": "PostToolUse", "cwd": str(project),
+                           "session_id": "k", "tool_name": "Bash", "tool_input": {"command": "x"}})
+        with subprocess.Popen([COS, "hook", "PostToolUse"], cwd=project, stdin=subprocess.PIPE,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, COS_AGENT="claude")) as proc:
+            assert proc.stdin is not None
+            proc.stdin.write(body.encode())
+            proc.stdin.close()
+            time.sleep(1.0)
+            assert proc.poll() is None  # still waiting for the lock
+            proc.send_signal(signal.SIGINT)
+            code = proc.wait(timeout=30)
+    finally:
+        os.close(fd)
+    assert code not in (0, 2)
+    lines_before = len(log_lines(project))
+    after = fire("PostToolUse", {"session_id": "k", "tool_name": "Bash",
+                                 "tool_input": {"command": "y"}}, cwd=project)
+    assert after.returncode == 0, after.stderr
+    assert len(log_lines(project)) == lines_before + 1
+
+
+# -- a standard stream that is closed ------------------------------------------------------------
+
+
+# A bug the review found: _exit_now called flush() on None (fd 1 closed): exit 1, not 0.
+def test_a_hook_started_with_stdout_closed_still_exits_0(project: Path) -> None:
+    proc = run_shell("exec {cos} hook {event} >&-", project,
+                     {"session_id": "c", "tool_name": "Bash", "tool_input": {"command": "ls"}},
+                     "PostToolUse")
+    assert "event=PostToolUse" in log_lines(project)[-1]  # the work itself was done
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
+# The same with fd 2 closed.
+def test_a_hook_started_with_stderr_closed_still_exits_0(project: Path) -> None:
+    proc = run_shell("exec {cos} hook {event} 2>&-", project,
+                     {"session_id": "c", "tool_name": "Bash", "tool_input": {"command": "ls"}},
+                     "PostToolUse")
+    assert "event=PostToolUse" in log_lines(project)[-1]
+    assert (proc.returncode, proc.stdout) == (0, "")
+
+
+# And a misroute with fd 1 closed kept its documented exit 3, with no traceback.
+def test_a_misroute_with_stdout_closed_still_exits_3(isolated_env: Path) -> None:
+    proc = run_shell("exec {cos} hook {event} >&-", isolated_env,
+                     {"session_id": "m", "source": "startup"}, "SessionStart")
+    assert not (isolated_env / ".coding-os").exists()  # nothing written, as documented
+    assert "COS_STATE_MISROUTE" in proc.stderr
+    assert proc.returncode == 3
+    assert "Traceback" not in proc.stderr
