@@ -372,7 +372,7 @@ def verify(tiers: Tiers) -> dict[str, object]:
             damaged.append({"object": path, "problem": "not an object of the store"})
             continue
         try:
-            store.get(oid)
+            store.get_loose(oid)
         except DamagedObject as exc:
             damaged.append({"object": oid, "problem": str(exc)})
     for pack in store.packs():
@@ -532,8 +532,11 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
 def _unpack_one(store: ObjectStore, pack: str, keep: set[str], before: float,
                 dry_run: bool) -> tuple[int, int]:
     """Move the objects of `pack` that `keep` names out to loose objects, then remove it (not
-    when it is younger than `before`, nor unreadable or damaged: `verify` reports that).
-    Returns the objects dropped and the bytes freed."""
+    when it is younger than `before`, nor unreadable or damaged, nor when it holds the intact
+    copy of a needed object whose loose copy is damaged: `verify` reports those). Returns the
+    objects dropped and the bytes freed (a dry run counts what the loose objects would take)."""
+    import zlib
+
     try:
         st = os.lstat(pack)
         entries = pack_entries(pack)
@@ -542,16 +545,28 @@ def _unpack_one(store: ObjectStore, pack: str, keep: set[str], before: float,
     if st.st_mtime > before:
         return 0, 0
     loose = ObjectStore(os.path.dirname(store.root))
-    wanted = [entry for entry in entries if entry[0] in keep and not
-              os.path.exists(loose.path(entry[0]))]
-    if dry_run:
-        return len(entries) - len(wanted), st.st_blocks * 512
+    wanted: dict[str, bytes] = {}  # a needed object with no good loose copy, by id
     try:
-        for oid, offset, length in wanted:
-            loose.put(store.get_packed(oid, pack, offset, length))
-    except (DamagedObject, StateIOError):
+        for oid, offset, length in entries:
+            if oid not in keep or oid in wanted:
+                continue
+            if os.path.exists(loose.path(oid)):
+                loose.get_loose(oid)  # damaged: the pack's copy is kept
+                continue
+            wanted[oid] = store.get_packed(oid, pack, offset, length)
+    except DamagedObject:
         return 0, 0
-    written = sum(os.lstat(loose.path(oid)).st_blocks * 512 for oid, _, _ in wanted)
+    if dry_run:
+        block = os.statvfs(pack).f_frsize or 4096
+        written = sum(-(-len(zlib.compress(data, loose.level)) // block) * block
+                      for data in wanted.values())
+        return len(entries) - len(wanted), st.st_blocks * 512 - written
+    try:
+        for data in wanted.values():
+            loose.put(data)
+    except StateIOError:
+        return 0, 0
+    written = sum(os.lstat(loose.path(oid)).st_blocks * 512 for oid in wanted)
     return len(entries) - len(wanted), store.remove_pack(pack) - written
 
 

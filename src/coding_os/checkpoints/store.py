@@ -96,7 +96,8 @@ class ObjectStore:
 
     def has(self, oid: str) -> bool:
         return (oid in self._pending or oid in self._held or os.path.exists(self.path(oid))
-                or self._in_pack(oid) is not None)
+                or self._in_pack(oid) is not None
+                or os.path.exists(self.path(oid)))  # `gc` moved its pack out meanwhile
 
     def put(self, data: bytes, *, sync: bool = True) -> tuple[str, int]:
         """Store `data`; return its id and the bytes written on disk (0 when it was there).
@@ -234,31 +235,58 @@ class ObjectStore:
         self._held.clear()
 
     def get(self, oid: str) -> bytes:
-        """The bytes of object `oid`, checked against its id.
+        """The bytes of object `oid`, checked against its id: loose, or else in a pack (a pack's
+        copy also stands in for a damaged loose one).
 
         Raises:
             DamagedObject: it is missing, unreadable, or damaged.
         """
+        if oid in self._held:
+            return self._checked(oid, self._held[oid])
+        path = self._pending.get(oid) or self.path(oid)
+        try:
+            return self._checked(oid, _read(path, oid))
+        except FileNotFoundError:
+            damage = None
+        except DamagedObject as exc:
+            damage = exc
+        found = self._in_pack(oid)
+        if found is not None:
+            try:
+                return self.get_packed(oid, *found)
+            except DamagedObject:
+                if damage is not None or os.path.exists(found[0]):
+                    raise
+        if damage is not None:
+            raise damage
+        try:  # `gc` moved the pack's objects out to loose ones meanwhile
+            return self._checked(oid, _read(path, oid))
+        except FileNotFoundError:
+            raise DamagedObject(f"checkpoint object {oid} is missing") from None
+
+    def get_loose(self, oid: str) -> bytes:
+        """The bytes of the loose object `oid`, checked, whatever a pack holds (what `verify`
+        and `gc` check a loose copy with).
+
+        Raises:
+            DamagedObject: it is missing, unreadable, or damaged.
+        """
+        try:
+            return self._checked(oid, _read(self.path(oid), oid))
+        except FileNotFoundError:
+            raise DamagedObject(f"checkpoint object {oid} is missing") from None
+
+    def _checked(self, oid: str, stream: bytes) -> bytes:
+        """The bytes of the zlib `stream` of object `oid`, checked against its id.
+
+        Raises:
+            DamagedObject: they are not.
+        """
         import zlib
 
         try:
-            if oid in self._held:
-                stream = self._held[oid]
-            else:
-                try:
-                    with open(self._pending.get(oid) or self.path(oid), "rb") as f:
-                        stream = f.read()
-                except FileNotFoundError:
-                    found = self._in_pack(oid)
-                    if found is None:
-                        raise DamagedObject(f"checkpoint object {oid} is missing") from None
-                    if os.path.exists(found[0]):
-                        return self.get_packed(oid, *found)
-                    # `gc` moved the pack's objects out meanwhile
-                    with open(self.path(oid), "rb") as f:
-                        stream = f.read()
             data = zlib.decompress(stream)
-        except (OSError, zlib.error) as exc:
+        except zlib.error as exc:
             raise DamagedObject(f"checkpoint object {oid} cannot be read: {exc}") from None
         if self.oid_of(data) != oid:
             raise DamagedObject(f"checkpoint object {oid} is damaged (its bytes hash otherwise)")
@@ -270,20 +298,17 @@ class ObjectStore:
         Raises:
             DamagedObject: it cannot be read or is damaged.
         """
-        import zlib
-
         try:
             with open(pack, "rb") as f:
                 f.seek(offset)
                 stream = f.read(length)
-            data = zlib.decompress(stream)
-        except (OSError, zlib.error) as exc:
+        except OSError as exc:
             raise DamagedObject(f"checkpoint object {oid} cannot be read from "
                                 f"{os.path.basename(pack)}: {exc}") from None
-        if len(stream) != length or self.oid_of(data) != oid:
-            raise DamagedObject(f"checkpoint object {oid} is damaged in "
-                                f"{os.path.basename(pack)} (its bytes hash otherwise)")
-        return data
+        if len(stream) != length:
+            raise DamagedObject(f"checkpoint object {oid} is cut short in "
+                                f"{os.path.basename(pack)}")
+        return self._checked(oid, stream)
 
     def packs(self) -> list[str]:
         """The packs in place."""
@@ -362,6 +387,22 @@ def pack_entries(pack: str) -> list[tuple[str, int, int]]:
 def _pack_name(name: str) -> bool:
     digest = name.removesuffix(".pack")
     return name.endswith(".pack") and len(digest) == 64 and set(digest) <= _HEX
+
+
+def _read(path: str, oid: str) -> bytes:
+    """The bytes of the file at `path`, object `oid`'s.
+
+    Raises:
+        FileNotFoundError: there is none.
+        DamagedObject: it cannot be read.
+    """
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise DamagedObject(f"checkpoint object {oid} cannot be read: {exc}") from None
 
 
 def _remove_file(path: str) -> int:
