@@ -24,6 +24,7 @@ from coding_os.checkpoints.core import collect, usage
 from coding_os.checkpoints.store import DamagedObject, ObjectStore, pack_entries
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import create, rewind_ok, tree
+from tests.checkpoints.test_staging_review import KILLS
 from tests.conftest import cos
 
 CHANGED = "after the checkpoint, kept in the rewind's pack\n" * 40
@@ -208,13 +209,7 @@ def test_a_rewind_killed_once_its_pack_is_in_place_leaves_an_orphan_gc_removes(
     checkpoint = str(create(project)["id"])
     (project / "notes.txt").write_text(CHANGED, encoding="utf-8")
     before = tree(project)
-    killed = _child(project, """
-real = os.replace
-def replace(src, dst, *args, **kwargs):
-    real(src, dst, *args, **kwargs)
-    if ".pack.tmp-" in str(src):
-        os._exit(9)
-os.replace = replace
+    killed = _child(project, KILLS["after_pack_in_place"][0] + """
 from coding_os import api
 api.rewind(sys.argv[1], 'code', cwd=sys.argv[2])
 """, checkpoint, str(project))
