@@ -1,8 +1,9 @@
 """The `cos` console script. Two forms skip the click CLI, whose import alone costs more than
 the work they do: `cos hook …` (run on every tool call of every agent) goes to the fast hook
-entry, and ends its process without the interpreter's teardown; the scripted resume `cos resume (ID | -c | --continue) --json` (what tools and editors
-run to restore a session) calls `coding_os.api` directly. Everything else, including any other
-option or `--help`, loads the click CLI, which owns the documented interface."""
+entry, and ends its process without the interpreter's teardown; the scripted resume
+`cos resume (ID | -c | --continue) --json` (what tools and editors run to restore a session)
+calls `coding_os.api` directly. Everything else, including any other option or `--help`, loads
+the click CLI, which owns the documented interface."""
 
 from __future__ import annotations
 
