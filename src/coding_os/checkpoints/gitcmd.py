@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from coding_os.errors import CosError
+from coding_os.state import durable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -96,9 +97,7 @@ def _feed(fd: int, data: bytes) -> _Writer:
 
     def write() -> None:
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            durable.write_all(fd, data)
         except OSError:
             pass  # git exited early; its status says why
         finally:

@@ -305,9 +305,7 @@ def _copy_into(staged: str, parent: int, name: str, temp: str) -> None:
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
                      0o600, dir_fd=parent)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            durable.write_all(fd, data)
             os.fchmod(fd, stat.S_IMODE(st.st_mode))
             os.fsync(fd)
         finally:
@@ -334,9 +332,7 @@ def _stage(journal: dict[str, object], ops: list[dict[str, object]],
             continue
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            view = memoryview(content)
-            while view:
-                view = view[os.write(fd, view):]
+            durable.write_all(fd, content)
             os.fchmod(fd, _permissions(op, umask))
         finally:
             os.close(fd)

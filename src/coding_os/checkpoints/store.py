@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 
 from coding_os.errors import CosError, InvalidInput, StateIOError
+from coding_os.state import durable
 
 TYPE_CHECKING = False  # collections.abc is not imported at run time: see lock.py
 if TYPE_CHECKING:
@@ -131,9 +132,7 @@ class ObjectStore:
                 self._make_folders(folder)
                 fd = os.open(tmp, flags, 0o400)
             try:
-                view = memoryview(packed)
-                while view:
-                    view = view[os.write(fd, view):]
+                durable.write_all(fd, packed)
                 if sync and not self.defer_sync:
                     os.fsync(fd)
             finally:
@@ -173,8 +172,6 @@ class ObjectStore:
         Raises:
             StateIOError: a flush or rename failed (the objects not in place are discarded).
         """
-        from coding_os.state import durable
-
         pack: tuple[str, str] | None = None
         try:
             pack = self._write_pack() if self._held else None
@@ -211,12 +208,10 @@ class ObjectStore:
             os.makedirs(folder, mode=0o700, exist_ok=True)
             fd = os.open(tmp, flags, 0o400)
         try:
-            view = memoryview(body)
-            while view:
-                view = view[os.write(fd, view):]
+            durable.write_all(fd, body)
         except OSError:
             os.close(fd)
-            _unlink(tmp)
+            durable.unlink_quietly(tmp)
             raise
         os.close(fd)
         return tmp, final
@@ -224,13 +219,13 @@ class ObjectStore:
     def _drop(self, pack: tuple[str, str] | None) -> None:
         """A failed flush: nothing it held is kept."""
         if pack is not None:
-            _unlink(pack[0])
+            durable.unlink_quietly(pack[0])
         self.discard()
 
     def discard(self) -> None:
         """Remove the objects put and not flushed (a snapshot given up)."""
         for tmp in self._pending.values():
-            _unlink(tmp)
+            durable.unlink_quietly(tmp)
         self._pending.clear()
         self._held.clear()
 
@@ -412,13 +407,6 @@ def _remove_file(path: str) -> int:
     except FileNotFoundError:
         return 0
     return size
-
-
-def _unlink(path: str) -> None:
-    try:
-        os.unlink(path)
-    except OSError:
-        pass
 
 
 def _names(folder: str) -> list[str]:

@@ -450,12 +450,6 @@ def _entry(seq: int, ts: str, entry_type: str, fields: Mapping[str, object]) -> 
     return {"v": FORMAT_VERSION, "seq": seq, "ts": ts, "type": entry_type, **fields}
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
 def create(tiers: Tiers, agent: str, *, session: str | None = None,
            native_id: str | None = None, project: str | None = None,
            worktree: str | None = None, branch: str | None = None, title: str | None = None,
@@ -530,7 +524,7 @@ def _publish(path: str, lines: Iterable[bytes], sync: bool) -> None:
     try:
         try:
             for line in lines:
-                _write_all(fd, line)
+                durable.write_all(fd, line)
             if sync:
                 os.fsync(fd)
         finally:
@@ -669,7 +663,7 @@ def _append(path: str, entry_type: str, fields: dict[str, object], tail: str,
         try:
             if torn is not None:
                 os.ftruncate(fd, whole_size)
-            _write_all(fd, record)
+            durable.write_all(fd, record)
             if sync:
                 os.fsync(fd)
         except OSError as exc:
@@ -756,7 +750,7 @@ def _set_aside(path: str, torn: bytes) -> None:
                     os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
                     durable.FILE_MODE)
     try:
-        _write_all(aside, torn + b"\n")
+        durable.write_all(aside, torn + b"\n")
         os.fsync(aside)
     finally:
         os.close(aside)

@@ -17,7 +17,7 @@ from coding_os.errors import StateIOError
 
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
-    "sync_files", "overwrite", "signatures", "unlink_quietly",
+    "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
 ]
 
 DIR_MODE = 0o700
@@ -76,7 +76,7 @@ def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
         raise io_error(path, exc) from None
     try:
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
             if sync:
                 os.fsync(fd)
         finally:
@@ -121,7 +121,7 @@ def overwrite(path: str, data: bytes) -> None:
     except OSError as exc:
         raise io_error(path, exc) from None
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
     except OSError as exc:
         raise io_error(path, exc) from None
     finally:
@@ -193,7 +193,7 @@ def locked_append(path: str, record: bytes) -> None:
         except OSError as exc:
             raise io_error(path, exc) from None
         try:
-            _write_all(fd, record)
+            write_all(fd, record)
         except OSError as exc:
             # Never leave half a record behind: cut the file back to where this append began.
             try:
@@ -205,7 +205,8 @@ def locked_append(path: str, record: bytes) -> None:
         os.close(fd)  # closing releases the lock
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
+    """Write all of `data` to `fd` (a write may take less than it is given)."""
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view):]
@@ -227,7 +228,7 @@ def _set_aside_torn_tail(fd: int, path: str, size: int) -> int:
     aside = os.open(path + ".torn", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
                     FILE_MODE)
     try:
-        _write_all(aside, torn + b"\n")
+        write_all(aside, torn + b"\n")
         os.fsync(aside)
     finally:
         os.close(aside)
