@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
+from coding_os.state import hookslog
 from coding_os.config import horizon_for, load_config
 from coding_os.errors import InvalidInput, NotFound, NotTrusted
-from coding_os.state import hookslog
 from coding_os.state.caller import Caller
 from coding_os.state.root import Resolution, resolve
 from coding_os.state.statefile import StateCheck, check_state, validate_name, write_state
@@ -704,7 +704,7 @@ def remove_session(session: str, env: Mapping[str, str] | None = None,
         NotFound: no such session.
         Misroute, StorageError, StateIOError: as `import_sessions`.
     """
-    from coding_os.state import durable
+    from coding_os import durable
 
     _validate_lookup(session)
     caller = Caller(env, cwd)

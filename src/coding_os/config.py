@@ -119,7 +119,7 @@ def load_config_cached(project_root: str, state_dir: str) -> dict[str, Any]:
         InvalidInput: the file is not valid YAML or not a mapping.
     """
     from coding_os import jsonwire
-    from coding_os.state import durable
+    from coding_os import durable
 
     path = os.path.join(project_root, CONFIG_FILE)
     try:

@@ -462,7 +462,7 @@ def _index(ctx: _Context) -> Check:
     """The last import saw the logs as they are now (a stat walk; nothing is imported)."""
     from coding_os.sessions import freshness
     from coding_os.sessions.database import native_dirs
-    from coding_os.state import durable
+    from coding_os import durable
 
     assert ctx.tiers is not None
     if not ctx.initialised:

@@ -25,7 +25,7 @@ from typing import Any
 
 from coding_os.adapters.mcp import MCP_FILES, MCP_SERVER_NAME
 from coding_os.errors import InvalidInput, NotFound, StateIOError
-from coding_os.state import durable
+from coding_os import durable
 from coding_os.state.caller import Caller
 from coding_os.state.lifecycle import KNOWN_EVENTS
 from coding_os.state.root import checkout_root, linked_worktree_main

@@ -76,7 +76,7 @@ def _verify_ok(project: Path) -> None:
 KILLS = {
     # Uncommitted: the tree stays as before.
     "after_tmp_journal": ("""
-from coding_os.state import durable
+from coding_os import durable
 real = durable.overwrite
 def overwrite(path, data):
     real(path, data)
@@ -96,7 +96,7 @@ def staged(journal, number):
 rewind._staged = staged
 """, False),
     "during_flush_sync": ("""
-from coding_os.state import durable
+from coding_os import durable
 real = durable.sync_files
 def sync_files(paths):
     if any(p.endswith("journal.json.tmp") for p in paths):
@@ -106,7 +106,7 @@ durable.sync_files = sync_files
 """, False),
     # The snapshot's objects are one pack: killed once it is written, and once it is in place.
     "after_pack_written": ("""
-from coding_os.state import durable
+from coding_os import durable
 real = durable.sync_files
 def sync_files(paths):
     if any(os.sep + "packs" + os.sep in p for p in paths):
@@ -298,7 +298,7 @@ def test_a_failing_flush_is_reported_once_and_leaves_nothing(
 
 
 REMOVE_BEHIND_ITS_BACK = """
-from coding_os.state import durable
+from coding_os import durable
 real = durable.sync_files
 failed = []
 def sync_files(paths):
@@ -438,7 +438,7 @@ def test_a_flush_error_raises_once_from_flush_then_store_is_clean(tmp_path: Path
 # -- two processes ----------------------------------------------------------------------------------
 
 SLOW_STAGING = """
-from coding_os.state import durable
+from coding_os import durable
 real = durable.overwrite
 def overwrite(path, data):
     real(path, data)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from coding_os import clock
 from coding_os.state import hookslog
 from coding_os.state.statefile import MAX_VALUE, parse_state, write_state
 
@@ -36,10 +37,11 @@ while True:
 
 LOG_WRITER = r'''
 import sys
-from coding_os.state import durable, hookslog
+from coding_os import clock, durable
+from coding_os.state import hookslog
 
 path, wid, FIELDS = sys.argv[1], sys.argv[2], int(sys.argv[3])
-fields = {"ts": hookslog.utc_now(), "agent": "claude", "panel": "p" + wid,
+fields = {"ts": clock.utc_now(), "agent": "claude", "panel": "p" + wid,
           "session": "ses-claude-20261129-100000-abcd", "task": "T-" + wid, "event": "PostToolUse"}
 for k in range(FIELDS):  # a line of about 130 KB: one write long enough to be cut into
     fields[f"f{k}"] = chr(ord("a") + k % 26) * (hookslog.MAX_VALUE - 2) + " é"
@@ -112,7 +114,7 @@ def killed_appenders(tmp_path_factory: pytest.TempPathFactory) -> list[KillRound
     rounds = []
     for kill in range(KILLS):
         start_and_kill(LOG_WRITER, [str(log), str(kill), str(FIELDS)], rng, 0.006)
-        hookslog.append(str(log), {"ts": hookslog.utc_now(), "agent": "codex", "panel": "marker",
+        hookslog.append(str(log), {"ts": clock.utc_now(), "agent": "codex", "panel": "marker",
                                    "session": SID, "task": f"after-kill-{kill}", "event": "Stop"})
         rounds.append(KillRound(kill, log.read_bytes().decode("utf-8", "replace").split("\n")))
         log.write_bytes(b"")  # the next round starts from an empty log

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coding_os.errors import StateIOError
-from coding_os.state import durable
+from coding_os import durable
 
 
 def test_a_torn_last_line_is_set_aside_before_the_next_record(tmp_path: Path) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from coding_os.state import hookslog
 from coding_os import api
-from coding_os.state import gates, hookslog, lifecycle
+from coding_os.state import gates, lifecycle
 
 # Secrets of the shapes the gate knows, built at run time so this file holds none verbatim.
 AWS_KEY = "AKIA" + "Q3EXAMPLE7KEY2ID"

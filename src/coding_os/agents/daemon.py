@@ -28,7 +28,7 @@ from collections.abc import Mapping
 
 from coding_os.agents.client import GIT_ENV, SOCKET, DaemonError, is_config_pair, request
 from coding_os.errors import CosError, StateIOError
-from coding_os.state.durable import signatures
+from coding_os.durable import signatures
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ def _ensure_private(folder: str) -> None:
         os.makedirs(folder, mode=0o700, exist_ok=True)
         os.chmod(folder, 0o700)
     except OSError as exc:
-        from coding_os.state.durable import io_error
+        from coding_os.durable import io_error
 
         raise io_error(folder, exc) from None
 
@@ -415,7 +415,7 @@ def _global_file(root: str, env: dict[str, str | None], setting: str, name: str)
 
 
 def _iso(when: float) -> str:
-    from coding_os.state.hookslog import utc_now
+    from coding_os.clock import utc_now
 
     return utc_now(when)
 
@@ -450,7 +450,7 @@ def serve(folder: str) -> int:
     listener.listen(64)
     server = _Server(folder)
     info = {"pid": os.getpid(), "started": _iso(server.started), "version": server.version}
-    from coding_os.state.durable import atomic_write
+    from coding_os.durable import atomic_write
 
     atomic_write(os.path.join(folder, INFO), json.dumps(info).encode())
     signal.signal(signal.SIGTERM, lambda *_: setattr(server, "running", False))

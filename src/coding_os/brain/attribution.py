@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from coding_os.state import durable
+from coding_os import durable
 from coding_os.state.caller import Caller, read_panel_session
 from coding_os.state.identity import is_session_id
 from coding_os.state.statefile import parse_state

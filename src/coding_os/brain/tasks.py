@@ -15,8 +15,8 @@ from dataclasses import asdict
 
 from coding_os.brain.attribution import Attribution
 from coding_os.errors import Conflict, InvalidInput, NotFound, StateIOError
-from coding_os.state import durable
-from coding_os.state.hookslog import utc_now
+from coding_os import durable
+from coding_os.clock import utc_now
 from coding_os.state.identity import is_session_id
 from coding_os.state.statefile import parse_state, write_state
 from coding_os.state.tiers import Tiers

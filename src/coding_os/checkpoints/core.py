@@ -24,7 +24,7 @@ from coding_os.checkpoints.take import (
     snapshot_now,
 )
 from coding_os.errors import InvalidInput, NotFound, StateIOError
-from coding_os.state import durable
+from coding_os import durable
 from coding_os.state.tiers import Tiers
 
 TYPE_CHECKING = False

@@ -20,7 +20,7 @@ import os
 import stat
 
 from coding_os import jsonwire
-from coding_os.state import durable
+from coding_os import durable
 
 __all__ = ["LIMIT", "take", "unchanged", "load", "save", "drop"]
 

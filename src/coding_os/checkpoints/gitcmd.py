@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from coding_os.errors import CosError
-from coding_os.state import durable
+from coding_os import durable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -330,7 +330,7 @@ _CACHE: dict[str, tuple[tuple[object, ...], Objects | None]] = {}
 
 
 def _stamp(paths: list[str]) -> tuple[object, ...]:
-    from coding_os.state.durable import signatures
+    from coding_os.durable import signatures
 
     return tuple(signatures(paths))
 

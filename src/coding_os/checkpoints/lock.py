@@ -9,7 +9,7 @@ from __future__ import annotations
 import fcntl
 import os
 
-from coding_os.state import durable
+from coding_os import durable
 
 __all__ = ["JOURNAL", "JOURNAL_TMP", "STAGING", "restore_lock", "pending"]
 

@@ -19,7 +19,7 @@ import time
 
 from coding_os import jsonwire
 from coding_os.errors import InvalidInput, NotFound, StateIOError
-from coding_os.state import durable
+from coding_os import durable
 
 __all__ = [
     "TRIGGERS",

@@ -39,7 +39,7 @@ from coding_os.checkpoints.lock import JOURNAL, JOURNAL_TMP, STAGING, pending, r
 from coding_os.checkpoints.snapshot import _blob_sha1, check_path
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.errors import CosError, StateIOError
-from coding_os.state import durable
+from coding_os import durable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

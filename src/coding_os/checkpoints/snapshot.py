@@ -146,7 +146,7 @@ class StatCache:
         if not self.dirty or self.read_only:
             return
         from coding_os import jsonwire
-        from coding_os.state import durable
+        from coding_os import durable
 
         if root is not None:
             inside = root.rstrip("/") + "/"

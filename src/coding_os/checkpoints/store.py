@@ -28,7 +28,7 @@ from __future__ import annotations
 import os
 
 from coding_os.errors import CosError, InvalidInput, StateIOError
-from coding_os.state import durable
+from coding_os import durable
 
 TYPE_CHECKING = False  # collections.abc is not imported at run time: see lock.py
 if TYPE_CHECKING:

@@ -342,7 +342,7 @@ def _inside(root: str, path: str) -> str:
 
 
 def _iso(now: float) -> str:
-    from coding_os.state.hookslog import utc_now
+    from coding_os.clock import utc_now
 
     return utc_now(now)
 

@@ -22,7 +22,7 @@ import hashlib
 import os
 
 from coding_os import jsonwire
-from coding_os.state import durable
+from coding_os import durable
 
 __all__ = ["Look", "look", "remember"]
 

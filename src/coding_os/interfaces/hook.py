@@ -103,6 +103,7 @@ def _say(message: str) -> None:
 
 def _log_failure(event: str, message: str) -> None:
     """Best effort: record the failed fire in the hooks log; a second failure is only stderr."""
+    from coding_os import clock
     from coding_os.errors import CosError
     from coding_os.state import hookslog
     from coding_os.state.root import resolve
@@ -114,7 +115,7 @@ def _log_failure(event: str, message: str) -> None:
             return  # never create a state dir just to complain in it
         safe_event = event if event.isascii() and event.isalnum() and len(event) <= 64 else None
         hookslog.append(tiers.hooks_log, {
-            "ts": hookslog.utc_now(), "agent": os.environ.get("COS_AGENT"),
+            "ts": clock.utc_now(), "agent": os.environ.get("COS_AGENT"),
             "event": safe_event, "error": message,
         })
     except (CosError, OSError):

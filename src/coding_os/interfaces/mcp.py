@@ -25,11 +25,12 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
+from coding_os import clock
+from coding_os.state import hookslog
 from coding_os import api
 from coding_os.adapters.mcp import MCP_SERVER_NAME as SERVER_NAME
 from coding_os.adapters.mcp import MCP_TOOLS as TOOL_NAMES
 from coding_os.errors import CosError
-from coding_os.state import hookslog
 from coding_os.state.caller import Caller
 
 __all__ = ["build_server", "serve", "TOOL_NAMES", "SERVER_NAME"]
@@ -68,7 +69,7 @@ def build_server(env: Mapping[str, str] | None = None, cwd: str | None = None) -
         from coding_os.brain.attribution import attribute
 
         started = time.monotonic()
-        log: dict[str, object] = {"ts": hookslog.utc_now(), "event": "mcp", "tool": tool}
+        log: dict[str, object] = {"ts": clock.utc_now(), "event": "mcp", "tool": tool}
         caller = None
         try:
             caller = Caller(environ, here)

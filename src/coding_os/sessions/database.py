@@ -39,7 +39,7 @@ def _corrupt(exc: Exception, env: Mapping[str, str]) -> bool:
 
 def _set_aside_database(path: str) -> None:
     """Move a corrupt SQLite database (and its WAL files) aside, so a fresh one is made."""
-    from coding_os.state.hookslog import utc_now
+    from coding_os.clock import utc_now
 
     suffix = ".corrupt-" + utc_now().replace(":", "")
     for extra in ("", "-wal", "-shm"):

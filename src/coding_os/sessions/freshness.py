@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import zlib
 
-from coding_os.state import durable
+from coding_os import durable
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 
 __all__ = ["FINGERPRINT_FILE", "fingerprint", "unchanged", "save", "forget"]

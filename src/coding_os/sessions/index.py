@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from coding_os.sessions.native import ImportState, NativeSession, ScanReport, clip
-from coding_os.state import durable
+from coding_os import durable
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.storage.base import IndexRow, Storage, storable_text

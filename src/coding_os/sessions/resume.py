@@ -421,7 +421,7 @@ def _count_types(path: str, types: Sequence[str], block: int = 1 << 20) -> dict[
     replaced is counted again from the start.
     """
     from coding_os import jsonwire
-    from coding_os.state import durable
+    from coding_os import durable
 
     needles = {t: f'Z","type":"{t}"'.encode("ascii") for t in types}
     counts = dict.fromkeys(types, 0)

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from coding_os.errors import InvalidInput
-from coding_os.state import durable
+from coding_os import durable
 from coding_os.state.tiers import Tiers
 
 __all__ = ["DEFAULT_PERIOD_DAYS", "TRASH_DAYS", "RetentionReport", "cleanup_period_days",

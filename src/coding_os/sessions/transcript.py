@@ -30,8 +30,8 @@ import stat
 
 from coding_os import jsonwire
 from coding_os.errors import InvalidInput, NotFound, StateIOError
-from coding_os.state import durable
-from coding_os.state.hookslog import utc_now
+from coding_os import durable
+from coding_os.clock import utc_now
 from coding_os.state.identity import (
     is_path_like,
     is_session_id,
@@ -657,7 +657,8 @@ def _append(path: str, entry_type: str, fields: dict[str, object], tail: str,
         record = _line(seq, ts, entry_type, tail)
         if torn is not None:
             try:
-                _set_aside(path, torn)  # kept whole in the transcript until it is safe aside
+                # Kept whole in the transcript until it is safe aside.
+                durable.set_aside_torn(path, torn)
             except OSError as exc:
                 raise durable.io_error(path + ".torn", exc) from None
         try:
@@ -690,13 +691,14 @@ def _continue_from(fd: int, size: int) -> tuple[int | None, int, bytes | None]:
     torn = None
     end = size
     if size and os.pread(fd, 1, size - 1) != b"\n":
-        start = _line_start(fd, size)
+        start = durable.last_line_start(fd, size)
         torn = os.pread(fd, size - start, start)
         end = start
     whole_size = end
     skipped = 0
     while end > 0:
-        start = _line_start(fd, end - 1)  # the line is [start, end - 1), its newline at end - 1
+        # The line is [start, end - 1), its newline at end - 1.
+        start = durable.last_line_start(fd, end - 1)
         seq = _line_seq(fd, start, end - 1)
         if isinstance(seq, int):
             return seq + 1 + skipped, whole_size, torn
@@ -704,18 +706,6 @@ def _continue_from(fd: int, size: int) -> tuple[int | None, int, bytes | None]:
             skipped += 1
         end = start
     return None, whole_size, torn
-
-
-def _line_start(fd: int, end: int) -> int:
-    """The offset just after the last newline before `end` (0 when there is none)."""
-    pos = end
-    while pos > 0:
-        begin = max(0, pos - _CHUNK)
-        newline = os.pread(fd, pos - begin, begin).rfind(b"\n")
-        if newline >= 0:
-            return begin + newline + 1
-        pos = begin
-    return 0
 
 
 def _line_seq(fd: int, start: int, end: int) -> int | str:
@@ -742,18 +732,6 @@ def _line_seq(fd: int, start: int, end: int) -> int | str:
     assert isinstance(entry, dict)
     seq: int = entry["seq"]
     return seq
-
-
-def _set_aside(path: str, torn: bytes) -> None:
-    """Append a torn line (and a newline) to `<path>.torn`, durably, before it is cut off."""
-    aside = os.open(path + ".torn",
-                    os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
-                    durable.FILE_MODE)
-    try:
-        durable.write_all(aside, torn + b"\n")
-        os.fsync(aside)
-    finally:
-        os.close(aside)
 
 
 # ---------------------------------------------------------------------------------------------

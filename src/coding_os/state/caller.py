@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from coding_os.state import durable
+from coding_os import durable
 from coding_os.state.identity import detect_agent, panel_identity
 from coding_os.state.root import resolve
 from coding_os.state.statefile import parse_state

@@ -9,25 +9,18 @@ under an exclusive lock (durable.locked_append), so they never interleave whatev
 from __future__ import annotations
 
 import os
-import time
 
-from coding_os.state import durable
+from coding_os import durable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
 
-__all__ = ["format_line", "parse_line", "append", "read", "utc_now", "HEAD_KEYS", "MAX_VALUE"]
+__all__ = ["format_line", "parse_line", "append", "read", "HEAD_KEYS", "MAX_VALUE"]
 
 HEAD_KEYS = ("ts", "agent", "panel", "session", "task", "event")
 MAX_VALUE = 8192  # longer values are cut, and end with "…"
 _BARE = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:/@+,-")
-
-
-def utc_now(now: float | None = None) -> str:
-    """An ISO-8601 UTC timestamp with milliseconds, e.g. 2026-11-29T16:20:00.123Z."""
-    now = time.time() if now is None else now
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1000):03d}Z"
 
 
 def _quote(value: str) -> str:

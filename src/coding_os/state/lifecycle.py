@@ -18,9 +18,12 @@ import fcntl
 import os
 import time
 
+from coding_os import clock
+from coding_os.state import hookslog
 from coding_os.adapters import FILE_TOOLS, PATCH_FILE_PREFIXES, PATCH_TOOLS, adapter
 from coding_os.errors import CosError, InvalidInput
-from coding_os.state import durable, hookslog, presence
+from coding_os import durable
+from coding_os.state import presence
 from coding_os.state.caller import Caller, read_panel_session
 from coding_os.state.identity import mint_session_id
 from coding_os.state.statefile import check_state
@@ -118,7 +121,7 @@ class _Context:
         self.event = event
         self.payload = payload
         self.now = time.time() if now is None else now
-        self.ts = hookslog.utc_now(self.now)
+        self.ts = clock.utc_now(self.now)
         self.log: dict[str, object] = {}
         self.storage: Storage | None = None
         self.storage_failed = False

@@ -20,7 +20,7 @@ import fcntl
 import os
 
 from coding_os import jsonwire
-from coding_os.state import durable
+from coding_os import durable
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -13,8 +13,8 @@ import os
 import time
 
 from coding_os import jsonwire
-from coding_os.state import durable
-from coding_os.state.hookslog import utc_now
+from coding_os import durable
+from coding_os.clock import utc_now
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

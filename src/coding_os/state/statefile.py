@@ -12,7 +12,7 @@ import os
 import time
 
 from coding_os.errors import InvalidInput
-from coding_os.state import durable
+from coding_os import durable
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import PANEL_ID_MAX
 

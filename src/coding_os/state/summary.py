@@ -6,7 +6,7 @@ panel starts a new session and its previous one never ended, or when `cos gc` re
 
 from __future__ import annotations
 
-from coding_os.state.hookslog import utc_now
+from coding_os.clock import utc_now
 from coding_os.storage.base import SessionSummary, Storage
 
 __all__ = ["summarise"]

@@ -19,7 +19,7 @@ import psycopg
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from coding_os.state.hookslog import utc_now
+from coding_os.clock import utc_now
 from coding_os.storage.base import (
     INDEX_COLUMNS,
     IndexRow,

@@ -11,8 +11,8 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
 from coding_os.errors import StateIOError
-from coding_os.state import durable
-from coding_os.state.hookslog import utc_now
+from coding_os import durable
+from coding_os.clock import utc_now
 from coding_os.storage.base import (
     INDEX_COLUMNS,
     IndexRow,

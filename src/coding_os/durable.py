@@ -1,4 +1,4 @@
-"""Durable file primitives for state: atomic replace, locked append, private directories.
+"""Durable file primitives every layer uses: atomic replace, locked append, private directories.
 
 Every state write goes through here, so the guarantees are stated once: a replaced file holds the
 old or the new bytes, never a mix (temp file in the same directory, fsync, rename); an appended
@@ -18,6 +18,7 @@ from coding_os.errors import StateIOError
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
     "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
+    "last_line_start", "set_aside_torn",
 ]
 
 DIR_MODE = 0o700
@@ -212,26 +213,34 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _set_aside_torn_tail(fd: int, path: str, size: int) -> int:
-    """Move the bytes after the last newline to `<path>.torn`; return the new size."""
-    start = 0
-    end = size
-    while end > 0:
-        begin = max(0, end - (1 << 16))
-        chunk = os.pread(fd, end - begin, begin)
-        newline = chunk.rfind(b"\n")
+def last_line_start(fd: int, end: int) -> int:
+    """The offset just after the last newline before `end` in `fd` (0 when there is none)."""
+    pos = end
+    while pos > 0:
+        begin = max(0, pos - (1 << 16))
+        newline = os.pread(fd, pos - begin, begin).rfind(b"\n")
         if newline >= 0:
-            start = begin + newline + 1
-            break
-        end = begin
-    torn = os.pread(fd, size - start, start)
-    aside = os.open(path + ".torn", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
-                    FILE_MODE)
+            return begin + newline + 1
+        pos = begin
+    return 0
+
+
+def set_aside_torn(path: str, torn: bytes) -> None:
+    """Append a torn last line (and a newline) to `<path>.torn`, durably, before the caller
+    cuts it off `path`: nothing a crash left is ever silently dropped."""
+    aside = os.open(path + ".torn", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW
+                    | _O_CLOEXEC, FILE_MODE)
     try:
         write_all(aside, torn + b"\n")
         os.fsync(aside)
     finally:
         os.close(aside)
+
+
+def _set_aside_torn_tail(fd: int, path: str, size: int) -> int:
+    """Move the bytes after the last newline to `<path>.torn`; return the new size."""
+    start = last_line_start(fd, size)
+    set_aside_torn(path, os.pread(fd, size - start, start))
     os.ftruncate(fd, start)
     return start
 
