@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from coding_os.state import hookslog
 from coding_os.config import horizon_for, load_config
 from coding_os.errors import InvalidInput, NotFound, NotTrusted
+from coding_os.git.repo import branch as git_branch
 from coding_os.state.caller import Caller
 from coding_os.state.root import Resolution, resolve
 from coding_os.state.statefile import StateCheck, check_state, validate_name, write_state
@@ -327,7 +328,7 @@ def create_session(agent: str | None = None, *, native_id: str | None = None,
     return transcript.create(
         caller.tiers, agent or caller.agent, native_id=native_id,
         project=caller.resolution.project_root, worktree=worktree,
-        branch=branch if branch is not None else _git_branch(worktree), title=title,
+        branch=branch if branch is not None else git_branch(worktree), title=title,
         parent=parent, seed_ref=seed_ref, durability=durability)
 
 
@@ -410,24 +411,6 @@ def close_session(session: str, *, durability: str = "turn",
 
     transcript.session_agent(session)
     return transcript.close(Caller(env, cwd).tiers, session, durability=durability)
-
-
-def _git_branch(worktree: str) -> str | None:
-    """The branch checked out in `worktree` (from its HEAD, without starting git), or None."""
-    git = os.path.join(worktree, ".git")
-    try:
-        if os.path.isfile(git):
-            with open(git, encoding="utf-8") as f:
-                pointer = f.read(4096).strip()
-            if not pointer.startswith("gitdir:"):
-                return None
-            git = os.path.join(worktree, pointer[len("gitdir:"):].strip())
-        with open(os.path.join(git, "HEAD"), encoding="utf-8") as f:
-            head = f.read(4096).strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-    prefix = "ref: refs/heads/"
-    return head[len(prefix):] if head.startswith(prefix) else None
 
 
 # The session index (DESIGN.md §4.2): one list of cos-native, Claude Code and Codex sessions.
@@ -588,7 +571,7 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
     dirs = _scope_dirs(caller, scope, environ)
     branch = None
     if this_branch:
-        branch = _git_branch(_checkout_dir(caller, environ))
+        branch = git_branch(_checkout_dir(caller, environ))
         if branch is None:
             raise InvalidInput("--branch: this checkout is not on a branch")
 
@@ -895,7 +878,7 @@ def resumable_sessions(scope: str = "worktree", search: str | None = None,
     environ = os.environ if env is None else env
     dirs = _scope_dirs(caller, scope, environ)
     mine = _resume_scope(caller, environ).current
-    branch = _git_branch(_checkout_dir(caller, environ)) if this_branch else None
+    branch = git_branch(_checkout_dir(caller, environ)) if this_branch else None
 
     def keep(row: IndexRow) -> bool:
         return (row.parent is None and row.id not in mine and (row.native_id or "") not in mine
@@ -1133,7 +1116,7 @@ def _checkpoint_context(env: Mapping[str, str] | None, cwd: str | None
     """The caller, the tree its checkpoints cover (the top of its git working tree, else its
     checkout) and the `checkpoints:` settings; an interrupted restore is completed first."""
     from coding_os.checkpoints import Settings, recover_pending
-    from coding_os.state.root import checkout_root
+    from coding_os.git.repo import checkout_root
 
     environ = os.environ if env is None else env
     caller = Caller(env, cwd)

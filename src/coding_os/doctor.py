@@ -133,7 +133,7 @@ def _one_line(exc: BaseException) -> str:
 
 def _checkout(ctx: _Context) -> str:
     """The checkout an agent runs in: where its settings files and `.mcp.json` live."""
-    from coding_os.state.root import checkout_root
+    from coding_os.git.repo import checkout_root
 
     assert ctx.resolution is not None
     if ctx.resolution.worktree:

@@ -28,7 +28,8 @@ from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os import durable
 from coding_os.state.caller import Caller
 from coding_os.state.lifecycle import KNOWN_EVENTS
-from coding_os.state.root import checkout_root, linked_worktree_main
+from coding_os.git.repo import checkout_root
+from coding_os.state.root import linked_worktree_main
 
 __all__ = [
     "AGENT_HOOK_FILES",

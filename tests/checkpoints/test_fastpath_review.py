@@ -284,7 +284,7 @@ def test_a_root_below_the_repository_top_reads_its_own_paths(
 
 # -- gitobjects ------------------------------------------------------------------------------------
 
-from coding_os.checkpoints.gitobjects import Objects, Unreadable, objects_of  # noqa: E402
+from coding_os.git.objects import Objects, Unreadable, objects_of  # noqa: E402
 
 
 def _git_out(cwd: Path, *args: str) -> bytes:

@@ -1,4 +1,4 @@
-"""checkpoints/gitobjects.py against git itself: every object of real repositories — loose,
+"""git/objects.py against git itself: every object of real repositories — loose,
 packed with deep delta chains, in several packs, reached through alternates, from a linked
 worktree — reads as `git cat-file` gives it, and `tree_entry` as `git ls-tree` does; what it
 cannot read (a SHA-256 repository, an object it does not have, a damaged one) it says so."""
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.checkpoints import gitobjects
-from coding_os.checkpoints.gitobjects import Objects, Unreadable, objects_of
+from coding_os.git import repo
+from coding_os.git.objects import Objects, Unreadable, objects_of
 from tests.conftest import git
 
 
@@ -185,4 +185,4 @@ def test_what_it_cannot_read_it_says_so(tmp_path: Path, project: Path) -> None:
     assert objects_of(str(other)) is None
     # Not a repository.
     assert objects_of(str(tmp_path)) is None
-    assert gitobjects.git_dirs(str(tmp_path)) is None
+    assert repo.git_dirs(str(tmp_path)) is None

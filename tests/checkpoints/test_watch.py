@@ -402,14 +402,14 @@ def test_head_read_from_the_git_dir_is_what_git_says(repo: Path, tmp_path: Path)
     """A checkpoint of an unchanged tree reads HEAD from the git dir's files instead of
     starting git: it must agree with `git rev-parse` in every layout it reads, and leave the
     others to git."""
-    from coding_os.checkpoints.snapshot import _head, _head_from_files
+    from coding_os.git.repo import head, head_from_files
 
     def agree(root: Path, readable: bool = True) -> None:
         expected = subprocess.run(["git", "-C", str(root), "rev-parse", "-q", "--verify",
                                    "HEAD^{commit}"], capture_output=True,
                                   text=True).stdout.strip() or None
-        assert _head(str(root)) == expected
-        assert _head_from_files(str(root)) == (expected if readable else None)
+        assert head(str(root)) == expected
+        assert head_from_files(str(root)) == (expected if readable else None)
 
     agree(repo)  # a loose branch ref
     (repo / "sub").mkdir()

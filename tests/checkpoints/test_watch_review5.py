@@ -1,5 +1,5 @@
 """The fifth review of the daemon's file watcher: HEAD read from the git dir's files
-(`_head_from_files`) against `git rev-parse` in the layouts git has, hard links reaching
+(`head_from_files`) against `git rev-parse` in the layouts git has, hard links reaching
 outside the watch, the configuration files git includes, and paths through symlinked
 directories. Its bugs are proven closed here; the two strict xfails are a known limit (a
 hard link whose other name is outside the watch, docs/daemon.md); the rest held."""
@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from coding_os.checkpoints import take
-from coding_os.checkpoints.snapshot import _head, _head_from_files, _in_nested, _linked, \
-    beyond_link
+from coding_os.git.repo import head, head_from_files
+from coding_os.checkpoints.snapshot import _in_nested, _linked, beyond_link
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import commit_all
 from tests.checkpoints.test_watch import running, same, stored, whole  # noqa: F401
@@ -30,8 +30,8 @@ def _git_head(root: Path) -> str | None:
 def _agree(root: Path) -> None:
     """What HEAD is read as is what git says, or left to git (None)."""
     expected = _git_head(root)
-    assert _head(str(root)) == expected
-    assert _head_from_files(str(root)) in (expected, None)
+    assert head(str(root)) == expected
+    assert head_from_files(str(root)) in (expected, None)
 
 
 def _create(tiers: Tiers, root: str) -> dict[str, object]:
@@ -77,7 +77,7 @@ def test_head_agrees_with_git_in_the_layouts_it_reads(repo: Path, tmp_path: Path
     second = git(repo, "rev-parse", "HEAD")
     git(repo, "pack-refs", "--all")  # packed: second
     (repo / ".git" / "refs" / "heads" / "main").write_text(first + "\n")  # loose: first
-    assert _head(str(repo)) == first == _git_head(repo)
+    assert head(str(repo)) == first == _git_head(repo)
     (repo / ".git" / "refs" / "heads" / "main").write_text(second + "  \n\n")
     _agree(repo)
     (repo / ".git" / "refs" / "heads" / "main").write_text(second + " junk\n")
@@ -94,7 +94,7 @@ def test_head_agrees_with_git_in_the_layouts_it_reads(repo: Path, tmp_path: Path
     git(tmp_path, "init", "-q", "-b", "main", str(other))
     os.environ["GIT_DIR"] = str(other / ".git")
     try:
-        assert _head(str(repo)) == second
+        assert head(str(repo)) == second
     finally:
         del os.environ["GIT_DIR"]
     # a separate git dir: `.git` is a file with a relative gitdir
@@ -104,13 +104,13 @@ def test_head_agrees_with_git_in_the_layouts_it_reads(repo: Path, tmp_path: Path
     (sep / ".git").write_text("gitdir: ../sep.git\n")
     git(sep, "commit", "-q", "--allow-empty", "-m", "s")
     _agree(sep.resolve())
-    assert _head_from_files(str(sep.resolve())) == _git_head(sep)
+    assert head_from_files(str(sep.resolve())) == _git_head(sep)
     # a submodule
     git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(sep), "mod")
     mod = repo / "mod"
     assert (mod / ".git").is_file()
     _agree(mod)
-    assert _head_from_files(str(mod)) == _git_head(mod)
+    assert head_from_files(str(mod)) == _git_head(mod)
     git(mod, "commit", "-q", "--allow-empty", "-m", "in the submodule")
     _agree(mod)
     # a rebase stopped halfway: HEAD detached
@@ -122,7 +122,7 @@ def test_head_agrees_with_git_in_the_layouts_it_reads(repo: Path, tmp_path: Path
     subprocess.run(["git", "-C", str(repo), "rebase", "-q", "main"], capture_output=True)
     assert (repo / ".git" / "rebase-merge").is_dir()
     _agree(repo)
-    assert _head_from_files(str(repo)) == _git_head(repo)
+    assert head_from_files(str(repo)) == _git_head(repo)
     git(repo, "rebase", "--abort")
     # a linked worktree's own per-worktree ref
     wt = tmp_path / "wt"
@@ -247,7 +247,7 @@ def test_a_reftable_like_layout_is_left_to_git(tmp_path: Path) -> None:
     (top / ".git" / "refs").mkdir(parents=True)
     (top / ".git" / "HEAD").write_text("ref: refs/heads/.invalid\n")
     (top / ".git" / "refs" / "heads").write_text("this repository uses the reftable format\n")
-    assert _head_from_files(str(top)) is None
+    assert head_from_files(str(top)) is None
 
 
 def test_config_files_follows_home_nested_and_conditional_includes(repo: Path) -> None:

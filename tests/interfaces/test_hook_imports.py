@@ -14,21 +14,23 @@ from tests.conftest import cos, fire
 # Everything `cos hook PostToolUse` may import beyond what a bare interpreter already has.
 ALLOWED = {
     "__future__", "_json", "errno", "fcntl", "gc",  # gc is built in: nothing is loaded
-    "coding_os", "coding_os.adapters", "coding_os.clock", "coding_os.config", "coding_os.errors", "coding_os.interfaces",
-    "coding_os.interfaces.entry", "coding_os.interfaces.hook", "coding_os.jsonwire",
-    "coding_os.state", "coding_os.state.caller", "coding_os.durable",
-    "coding_os.state.hookslog", "coding_os.state.identity", "coding_os.state.lifecycle",
-    "coding_os.state.observations", "coding_os.state.presence", "coding_os.state.root",
-    "coding_os.state.statefile", "coding_os.state.tiers",
+    "coding_os", "coding_os.adapters", "coding_os.clock", "coding_os.config",
+    "coding_os.durable", "coding_os.errors", "coding_os.jsonwire",
+    "coding_os.git", "coding_os.git.command", "coding_os.git.repo",
+    "coding_os.interfaces", "coding_os.interfaces.entry", "coding_os.interfaces.hook",
+    "coding_os.state", "coding_os.state.caller", "coding_os.state.hookslog",
+    "coding_os.state.identity", "coding_os.state.lifecycle", "coding_os.state.observations",
+    "coding_os.state.presence", "coding_os.state.root", "coding_os.state.statefile",
+    "coding_os.state.tiers",
 }
 # What a hook that takes a checkpoint (UserPromptSubmit, PreToolUse of a writing tool) may add:
 # the checkpoint modules, and hashlib when a file changed (or changed less than a second before
 # the last checkpoint, so its cached hash is not trusted) must be hashed.
 CHECKPOINT_ALLOWED = {
     "coding_os.checkpoints", "coding_os.checkpoints.take", "coding_os.checkpoints.fingerprint",
-    "coding_os.checkpoints.gitcmd", "coding_os.checkpoints.lock",
-    "coding_os.checkpoints.points", "coding_os.checkpoints.snapshot",
-    "coding_os.checkpoints.store", "hashlib", "_hashlib", "_blake2",
+    "coding_os.checkpoints.lock", "coding_os.checkpoints.points",
+    "coding_os.checkpoints.snapshot", "coding_os.checkpoints.store",
+    "hashlib", "_hashlib", "_blake2",
 }
 # `cos hook` ends its process with os._exit (no teardown): the probe reports just before.
 PROBE = """

@@ -13,29 +13,9 @@ import os
 from coding_os import jsonwire
 from coding_os.errors import CosError
 
-__all__ = ["SOCKET", "GIT_ENV", "DaemonError", "request", "git_config_env", "is_config_pair"]
+__all__ = ["SOCKET", "DaemonError", "request"]
 
 SOCKET = "daemon.sock"
-# What decides git's configuration, so what it ignores: the daemon runs git with the asker's
-# (each name, None when the asker has it unset, and the GIT_CONFIG_KEY_<n>/VALUE_<n> pairs).
-GIT_ENV = ("HOME", "XDG_CONFIG_HOME", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_SYSTEM",
-           "GIT_CONFIG_NOSYSTEM", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")
-
-
-def git_config_env(environ: dict[str, str] | None = None) -> dict[str, str | None]:
-    """The asker's variables that decide git's configuration (see GIT_ENV)."""
-    source = os.environ if environ is None else environ
-    found: dict[str, str | None] = {name: source.get(name) for name in GIT_ENV}
-    # The names alone are looked at (a copy of the environment decodes every value too).
-    found.update((name, source[name]) for name in list(source)
-                 if name.startswith("GIT_CONFIG_") and is_config_pair(name))
-    return found
-
-
-def is_config_pair(name: str) -> bool:
-    """Whether `name` is one of git's GIT_CONFIG_KEY_<n> / GIT_CONFIG_VALUE_<n>."""
-    head, _, number = name.rpartition("_")
-    return head in ("GIT_CONFIG_KEY", "GIT_CONFIG_VALUE") and number.isdigit()
 
 
 class DaemonError(CosError):

@@ -26,7 +26,8 @@ import sys
 import time
 from collections.abc import Mapping
 
-from coding_os.agents.client import GIT_ENV, SOCKET, DaemonError, is_config_pair, request
+from coding_os.git.command import GIT_ENV, is_config_pair
+from coding_os.agents.client import SOCKET, DaemonError, request
 from coding_os.errors import CosError, StateIOError
 from coding_os.durable import signatures
 
@@ -298,7 +299,7 @@ def _rules_changed(tree: TreeWatch, changed: object, env: dict[str, str | None])
 def _tracked_in_skipped(tree: TreeWatch, env: dict[str, str | None]) -> bool:
     """Whether the index now tracks a file in a directory left unwatched as ignored (`git add
     -f`): then it must be watched."""
-    from coding_os.checkpoints.gitcmd import GitError, git
+    from coding_os.git.command import GitError, git
 
     ignored = sorted(tree.skip & tree.ignored)
     if not ignored:
@@ -312,8 +313,8 @@ def _tracked_in_skipped(tree: TreeWatch, env: dict[str, str | None]) -> bool:
 def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> Rules:
     """The rules of the watch of `root` (see Rules) for git run with `env`; outside git, only
     the state dir."""
-    from coding_os.checkpoints.gitcmd import GitError, git
-    from coding_os.checkpoints.snapshot import _inside_prefix, _relative
+    from coding_os.git.command import GitError, git
+    from coding_os.git.repo import inside_prefix, relative
 
     skip: set[str] = set()
     if state_dir:
@@ -332,11 +333,11 @@ def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> 
                     "--absolute-git-dir", "--show-toplevel", "--git-common-dir", env=env)
     except GitError:
         return Rules(skip, None, None, [])
-    within = _inside_prefix(root)
+    within = inside_prefix(root)
     ignored = set()
     for raw in out.split(b"\0"):
         if raw.startswith(b"! ") and raw.endswith(b"/"):
-            inside = _relative(raw[2:].decode("utf-8", "surrogateescape"), within)
+            inside = relative(raw[2:].decode("utf-8", "surrogateescape"), within)
             if inside:
                 ignored.add(inside.rstrip("/"))
     skip |= ignored
@@ -369,7 +370,7 @@ def _config_files(top: str, git_dir: str, env: dict[str, str | None],
     `[include]` and `[includeIf]` pull in (any may set `core.excludesFile`), and the git dir's
     `HEAD` when an `includeIf "onbranch:..."` makes the configuration follow the branch. Run at
     the repository's `top`, where git's relative origins start."""
-    from coding_os.checkpoints.gitcmd import GitError, git
+    from coding_os.git.command import GitError, git
 
     found: list[str] = []
 
@@ -403,7 +404,7 @@ def _config_files(top: str, git_dir: str, env: dict[str, str | None],
 def _global_file(root: str, env: dict[str, str | None], setting: str, name: str) -> str:
     """Where git reads its global excludes (`core.excludesFile`, `ignore`) or attributes
     (`core.attributesFile`, `attributes`) file for the asker."""
-    from coding_os.checkpoints.gitcmd import GitError, git
+    from coding_os.git.command import GitError, git
 
     try:
         return git(root, "config", "--path", "--get", setting, env=env).decode(

@@ -358,7 +358,7 @@ def _referenced(folder: str, store: ObjectStore, leave_out: set[str] | None = No
 def verify(tiers: Tiers) -> dict[str, object]:
     """Re-hash every object and check every record's references (git blobs included); report
     damage without touching anything."""
-    from coding_os.checkpoints.gitcmd import GitError
+    from coding_os.git.command import GitError
 
     folder = checkpoints_dir(tiers)
     store = ObjectStore(folder)
@@ -426,7 +426,7 @@ def verify(tiers: Tiers) -> dict[str, object]:
 
 def _batch_check(repo: str, shas: list[str]) -> set[str]:
     """Which of `shas` the repository at `repo` has."""
-    from coding_os.checkpoints.gitcmd import git
+    from coding_os.git.command import git
 
     out = git(repo, "cat-file", "--batch-check",
               stdin="".join(f"{s}\n" for s in shas).encode("ascii"))

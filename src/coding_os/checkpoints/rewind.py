@@ -36,7 +36,8 @@ from collections.abc import Callable
 from typing import NoReturn
 
 from coding_os.checkpoints.lock import JOURNAL, JOURNAL_TMP, STAGING, pending, restore_lock
-from coding_os.checkpoints.snapshot import _blob_sha1, check_path
+from coding_os.git.objects import blob_sha1
+from coding_os.checkpoints.snapshot import check_path
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.errors import CosError, StateIOError
 from coding_os import durable
@@ -100,7 +101,7 @@ def fetch(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict[i
                                    "(pruned from the repository); nothing was changed")
             found[number] = blobs[sha]
     for number, data in found.items():
-        if _blob_sha1(data) != ops[number]["sha1"]:
+        if blob_sha1(data) != ops[number]["sha1"]:
             raise RestoreError(f"the stored bytes of {ops[number]['path']} do not match the "
                                "checkpoint; nothing was changed (run cos checkpoints verify)")
     return found
@@ -109,8 +110,8 @@ def fetch(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict[i
 def _git_blobs(repo: str, shas: list[str]) -> dict[str, bytes]:
     """The blobs `shas` of the repository at `repo` (those it no longer has are left out): read
     from its object files, and from `git cat-file` those this process cannot read."""
-    from coding_os.checkpoints.gitobjects import Unreadable, objects_of
-    from coding_os.state.root import checkout_root
+    from coding_os.git.objects import Unreadable, objects_of
+    from coding_os.git.repo import checkout_root
 
     blobs: dict[str, bytes] = {}
     top = checkout_root(repo)
@@ -122,12 +123,12 @@ def _git_blobs(repo: str, shas: list[str]) -> dict[str, bytes]:
                 kind, data = objects.read(sha)
             except Unreadable:
                 continue
-            if kind == "blob" and _blob_sha1(data) == sha:
+            if kind == "blob" and blob_sha1(data) == sha:
                 blobs[sha] = data
         unique = [sha for sha in unique if sha not in blobs]
     if not unique:
         return blobs
-    from coding_os.checkpoints.gitcmd import git
+    from coding_os.git.command import git
 
     out = git(repo, "cat-file", "--batch",
               stdin="".join(f"{sha}\n" for sha in unique).encode("ascii"))

@@ -28,11 +28,23 @@ import os
 import stat
 import time
 
-from coding_os.checkpoints.gitcmd import git
+from coding_os.git.command import git
+from coding_os.git.objects import blob_sha1
+from coding_os.git.repo import (
+    changed_between,
+    checkout_root,
+    commit_files,
+    commit_paths,
+    compares_raw,
+    git_dirs,
+    head as head_commit,
+    inside_prefix,
+    plain_attributes,
+    relative,
+)
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.checkpoints.take import DEFAULT_MAX_FILE_BYTES
 from coding_os.errors import InvalidInput
-from coding_os.state.root import checkout_root
 
 __all__ = [
     "MODES",
@@ -85,10 +97,6 @@ _UNCLEAN_PARTS = frozenset(("", ".", ".."))
 _BAD_PARTS = _UNCLEAN_PARTS | {".git"}
 
 
-def _blob_sha1(data: bytes) -> str:
-    import hashlib
-
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
 class StatCache:
@@ -213,7 +221,7 @@ class Capture:
             return None
         if stat.S_ISLNK(st.st_mode):
             data = os.fsencode(os.readlink(path))
-            sha1 = _blob_sha1(data)
+            sha1 = blob_sha1(data)
             return ["l", sha1, MODE_LINK, self.put(data)]
         if not stat.S_ISREG(st.st_mode):
             return None
@@ -237,7 +245,7 @@ class Capture:
             self.skipped.append([rel, "larger than the limit", len(data)])
             return list(SKIPPED)
         self.files_hashed += 1
-        sha1 = _blob_sha1(data)
+        sha1 = blob_sha1(data)
         oid = self.put(data)
         if not self.incremental:
             self.cache.remember(path, st, sha1, oid, hashed)
@@ -294,7 +302,7 @@ def _git_layers(cap: Capture, prefix: str,
     in_head: dict[str, Entry | None] = {}
     staged: set[str] = set()
     nested: list[str] = []
-    within = _inside_prefix(top)
+    within = inside_prefix(top)
     for record in out.split(b"\0"):
         if not record:
             continue
@@ -312,7 +320,7 @@ def _git_layers(cap: Capture, prefix: str,
             fields = line.split(" ", 8)
             xy, sub, m_index, m_work, h_index = (fields[1], fields[2], fields[4], fields[5],
                                                  fields[7])
-            path = _relative(fields[8], within)
+            path = relative(fields[8], within)
             if path is None:
                 continue
             m_head = int(fields[3], 8)
@@ -331,16 +339,16 @@ def _git_layers(cap: Capture, prefix: str,
             else:
                 overlay[path] = cap.entry(_join(prefix, path))
         elif kind == "u":
-            path = _relative(line.split(" ", 10)[10], within)
+            path = relative(line.split(" ", 10)[10], within)
             if path is not None:
                 staged.add(path)
                 overlay[path] = cap.entry(_join(prefix, path))
         elif kind == "!":
-            path = _relative(line[2:], within)
+            path = relative(line[2:], within)
             if path is not None:
                 cap.ignored.add(_join(prefix, path))
         elif kind == "?":
-            path = _relative(line[2:], within)
+            path = relative(line[2:], within)
             if path is None:
                 continue
             if path.endswith("/"):
@@ -398,13 +406,13 @@ def capture_changed(cap: Capture, previous: dict[str, object], changed: list[str
         # A submodule or a repository made inside the tree; or a file with another name,
         # which inotify did not report written.
         return None
-    from coding_os.checkpoints.gitcmd import GitError
+    from coding_os.git.command import GitError
 
     known = set(staged) if staged is not None else None
     try:
         if not paths:  # nothing changed, unless HEAD moved (`git reset --soft` writes no file)
             cap.staged = known
-            return previous if _head(cap.root) == top.get("commit") else None
+            return previous if head_commit(cap.root) == top.get("commit") else None
         read = _changed_files(cap, top, paths, known)
         if read is not None:
             overlay = dict(_overlay(top))
@@ -466,7 +474,7 @@ def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
     path (its index entry decides), another commit checked out, objects only git can read, or
     settings under which git does not compare a file's bytes and mode as they are (`_raw`):
     git tells."""
-    from coding_os.checkpoints.gitobjects import Unreadable, git_dirs, objects_of
+    from coding_os.git.objects import Unreadable, objects_of
 
     commit = top.get("commit")
     if not isinstance(commit, str) or len(commit) != 40:
@@ -474,10 +482,10 @@ def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
     repo_top = checkout_root(cap.root)
     dirs = git_dirs(repo_top) if repo_top is not None else None
     objects = objects_of(repo_top) if repo_top is not None else None
-    if objects is None or dirs is None or _head(cap.root) != commit \
-            or not _raw(repo_top, *dirs):  # type: ignore[arg-type]
+    if objects is None or dirs is None or head_commit(cap.root) != commit \
+            or not compares_raw(repo_top, *dirs):  # type: ignore[arg-type]
         return None
-    within = "" if repo_top == cap.root else _inside_prefix(cap.root)
+    within = "" if repo_top == cap.root else inside_prefix(cap.root)
     overlay = _overlay(top)
     names = sorted(overlay)
     attributes: dict[str, bool] = {}
@@ -489,7 +497,7 @@ def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
         at = bisect.bisect_left(names, path + "/")
         if at < len(names) and names[at].startswith(path + "/"):
             return None  # it held files under this path: a directory moved or replaced
-        if not _plain_attributes(repo_top, within + path, attributes):  # type: ignore[arg-type]
+        if not plain_attributes(repo_top, within + path, attributes):  # type: ignore[arg-type]
             return None
         try:
             st = os.lstat(os.path.join(cap.root, path))
@@ -529,150 +537,20 @@ def _under_one(path: str, paths: set[str]) -> bool:
     return path in paths or any(other.startswith(path + "/") for other in paths)
 
 
-# Settings under which `git status` does not compare a file's bytes and exec bit as they are
-# (conversions, the exec bit ignored, sparse checkouts, case folding), by their value: where one
-# is set so, or a configuration file brings in others (includes), git tells.
-_FALSE, _TRUE = ("false", "no", "off", "0"), ("true", "yes", "on", "1", "")
-_NOT_RAW: dict[str, object] = {
-    "core.filemode": _FALSE, "core.symlinks": _FALSE, "core.autocrlf": ("true", "input", ""),
-    "core.ignorecase": _TRUE, "core.precomposeunicode": _TRUE, "core.sparsecheckout": _TRUE,
-    "core.eol": None, "core.attributesfile": None}  # None: any value
-_CONVERTING = (b"text", b"eol", b"crlf", b"filter", b"ident", b"encoding")
 
 
-def _raw(top: str, git_dir: str, common: str) -> bool:
-    """Whether git compares the files of the checkout at `top` as they are: none of `_NOT_RAW`
-    set so in the configuration files git reads, no include, no configuration given in the
-    environment, no converting attributes in `info/attributes`, and an index of version 2
-    (git writes 3 or 4 for skip-worktree entries, as a sparse checkout makes, or when told
-    to)."""
-    if any(name in os.environ for name in ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")):
-        return False
-    home = os.environ.get("HOME", "")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    files = [os.path.join(common, "config"), os.path.join(git_dir, "config.worktree"),
-             os.path.join(xdg, "git", "config")]
-    files.append(os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"))
-    if not os.environ.get("GIT_CONFIG_NOSYSTEM"):
-        files.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
-    for path in files:
-        try:
-            with open(path, "rb") as f:
-                text = f.read().decode("utf-8", "replace")
-        except (FileNotFoundError, NotADirectoryError):
-            continue
-        except OSError:
-            return False
-        if not _config_raw(text):
-            return False
-    if not _attributes_plain(os.path.join(common, "info", "attributes")):
-        return False
-    try:
-        with open(os.path.join(git_dir, "index"), "rb") as f:
-            header = f.read(8)
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    return header[:4] == b"DIRC" and header[4:8] == b"\0\0\0\2"
 
 
-def _config_raw(text: str) -> bool:
-    """Whether a git configuration file's text sets none of `_NOT_RAW` so, and includes
-    nothing (a line it cannot read makes it not so: git tells)."""
-    section = ""
-    for raw in text.splitlines():
-        line = raw.strip()
-        if not line or line[0] in "#;":
-            continue
-        if line.startswith("["):
-            name = line[1:line.find("]")] if "]" in line else line[1:]
-            section = name.split('"')[0].split(".")[0].strip().lower()
-            if section in ("include", "includeif"):
-                return False
-            line = line[line.find("]") + 1:].strip() if "]" in line else ""
-            if not line:
-                continue
-        key, _, value = line.partition("=")
-        value = value.split("#")[0].split(";")[0].strip().strip('"').lower()
-        wanted = _NOT_RAW.get(f"{section}.{key.strip().lower()}", ())
-        if wanted is None or value in wanted:  # type: ignore[operator]
-            return False
-    return True
 
 
-def _attributes_plain(path: str) -> bool:
-    """Whether the attributes file at `path` (absent, or) converts nothing."""
-    try:
-        with open(path, "rb") as f:
-            text = f.read().lower()
-    except (FileNotFoundError, NotADirectoryError):
-        return True
-    except OSError:
-        return False
-    return not any(word in text for word in _CONVERTING)
 
 
-def _plain_attributes(top: str, path: str, seen: dict[str, bool]) -> bool:
-    """Whether no `.gitattributes` on the way from the checkout's top to `path` (from the
-    top) converts anything (`seen` keeps each directory's answer)."""
-    parts = path.split("/")[:-1]
-    for depth in range(len(parts) + 1):
-        folder = "/".join(parts[:depth])
-        if folder not in seen:
-            seen[folder] = _attributes_plain(os.path.join(top, folder, ".gitattributes"))
-        if not seen[folder]:
-            return False
-    return True
 
 
-def _head(root: str) -> str | None:
-    """The commit checked out in the repository holding `root`; None before the first. Read
-    from the git dir's files when they are plain (`HEAD`, a loose or packed ref): no process
-    for a checkpoint of an unchanged tree; else `git rev-parse`."""
-    found = _head_from_files(root)
-    if found is not None:
-        return found
-    out = git(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
-    return out.decode("ascii", "replace").strip() or None
 
 
-def _head_from_files(root: str) -> str | None:
-    from coding_os.checkpoints.gitobjects import git_dirs
-
-    top = checkout_root(root)
-    dirs = git_dirs(top) if top is not None else None
-    if dirs is None:
-        return None
-    git_dir, common = dirs  # shared refs live in the common dir, loose or packed
-    try:
-        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as f:
-            head = f.read().strip()
-        if _is_sha(head):
-            return head  # detached
-        if not head.startswith("ref: refs/"):
-            return None
-        ref = head[len("ref: "):]
-        if ref.startswith(("refs/worktree/", "refs/bisect/", "refs/rewritten/")):
-            return None  # a worktree's own refs: git knows where they live
-        try:
-            with open(os.path.join(common, ref), encoding="utf-8") as f:
-                value = f.read().strip()
-            return value if _is_sha(value) else None
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            pass
-        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as f:
-            for line in f:
-                sha, _, name = line.strip().partition(" ")
-                if name == ref and _is_sha(sha):
-                    return sha
-    except (OSError, UnicodeDecodeError):
-        return None
-    return None  # an unborn branch, or refs kept another way: ask git
 
 
-def _is_sha(text: str) -> bool:
-    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
 
 
 def _linked(root: str, path: str) -> bool:
@@ -723,7 +601,7 @@ def _always_out(line: str, cap: Capture, prefix: str, within: str) -> bool:
     if line.startswith("#"):
         return False
     path = line[2:] if line[0] == "?" else line.split(" ", 10 if line[0] == "u" else 8)[-1]
-    rel = _relative(path, within)
+    rel = relative(path, within)
     return rel is None or cap.excluded(_join(prefix, rel.rstrip("/")))
 
 
@@ -733,39 +611,16 @@ def _hide_under_replaced(top: str, commit: str, overlay: dict[str, Entry | None]
     links = [path for path, entry in overlay.items() if entry is not None and entry[0] == "l"]
     if not links:
         return
-    for path in _commit_names(top, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit,
+    for path in commit_paths(top, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit,
                               paths=[f"{path}/" for path in links]):
         if path not in overlay:
             overlay[path] = None
 
 
-def _commit_names(repo: str, *args: str, paths: list[str] | None = None) -> list[str]:
-    """The paths a `git ls-tree --full-tree` / `diff-tree` listing of the repository names,
-    relative to `repo` (which may lie below the repository's top, where git's paths start),
-    limited to `paths` (relative to `repo` too) or to what lies under `repo`."""
-    within = _inside_prefix(repo)
-    out = git(repo, *args, "--", *([within + p for p in paths] if paths is not None
-                                   else [within] if within else []))
-    names = []
-    for raw in out.split(b"\0"):
-        name = raw.decode("utf-8", "surrogateescape")
-        if name and name.startswith(within):
-            names.append(name[len(within):])
-    return names
 
 
-def _inside_prefix(top: str) -> str:
-    """The path of `top` inside its repository's working tree ("" at the top), with a slash."""
-    found = checkout_root(top)
-    if found is None or os.path.samefile(found, top):
-        return ""
-    return os.path.relpath(top, found).replace(os.sep, "/") + "/"
 
 
-def _relative(path: str, within: str) -> str | None:
-    if not within:
-        return path
-    return path[len(within):] if path.startswith(within) else None
 
 
 def _join(prefix: str, path: str) -> str:
@@ -866,7 +721,7 @@ def _commit_entries(repo: str, commit: str, paths: list[str]) -> dict[str, Entry
     """The entries `commit` has for `paths` (each relative to `repo`, which may lie below the
     repository's top: git's tree paths start at the top): read from the object files, or
     from `git ls-tree` when they cannot be."""
-    within = _inside_prefix(repo)
+    within = inside_prefix(repo)
     found = _commit_entries_read(repo, within, commit, paths)
     if found is not None:
         return found
@@ -890,7 +745,7 @@ def _commit_entries_read(repo: str, within: str, commit: str,
                         paths: list[str]) -> dict[str, Entry] | None:
     """`_commit_entries` from the object files; None when one cannot be read there, or a path
     is a directory of the commit (`ls-tree -r` lists what is under it)."""
-    from coding_os.checkpoints.gitobjects import Unreadable, objects_of
+    from coding_os.git.objects import Unreadable, objects_of
 
     top = checkout_root(repo)
     objects = objects_of(top) if top is not None and len(commit) == 40 else None
@@ -910,14 +765,8 @@ def _commit_entries_read(repo: str, within: str, commit: str,
     return found
 
 
-def _commit_changes(repo: str, old: str, new: str) -> list[str]:
-    """The paths (relative to `repo`) that differ between two commits, under `repo`."""
-    return _commit_names(repo, "diff-tree", "-z", "-r", "--no-renames", "--name-only", old, new)
 
 
-def _all_commit_files(repo: str, commit: str) -> list[str]:
-    """Every file of `commit` under `repo`, relative to it."""
-    return _commit_names(repo, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit)
 
 
 def resolve(root: str, manifest: dict[str, object], paths: set[str],
@@ -974,16 +823,16 @@ def candidates(root: str, old: dict[str, object], new: dict[str, object]) -> set
         commits = [layer.get("commit") for layer in (a, b) if layer is not None]
         if a is not None and b is not None:
             if a.get("commit") and b.get("commit") and a["commit"] != b["commit"]:
-                found.update(_join(prefix, p) for p in _commit_changes(
+                found.update(_join(prefix, p) for p in changed_between(
                     repo, str(a["commit"]), str(b["commit"])))
             elif bool(a.get("commit")) != bool(b.get("commit")):
                 for commit in commits:
                     if commit:
-                        found.update(_join(prefix, p) for p in _all_commit_files(repo, str(commit)))
+                        found.update(_join(prefix, p) for p in commit_files(repo, str(commit)))
         else:
             for commit in commits:
                 if commit:
-                    found.update(_join(prefix, p) for p in _all_commit_files(repo, str(commit)))
+                    found.update(_join(prefix, p) for p in commit_files(repo, str(commit)))
     return found
 
 

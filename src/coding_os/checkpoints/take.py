@@ -167,11 +167,11 @@ def _changed(previous: dict[str, object] | None, manifest: dict[str, object],
                 changed.add(f"{prefix}/{path}" if prefix else path)
         if before and before.get("commit") != layer.get("commit") and layer.get("commit") \
                 and before.get("commit"):
-            from coding_os.checkpoints.snapshot import _commit_changes
+            from coding_os.git.repo import changed_between
 
             repo = os.path.join(root, prefix) if prefix else root
             changed.update(f"{prefix}/{p}" if prefix else p
-                           for p in _commit_changes(repo, str(before["commit"]),
+                           for p in changed_between(repo, str(before["commit"]),
                                                     str(layer["commit"])))
     for prefix in old:
         changed.add(prefix + "/")

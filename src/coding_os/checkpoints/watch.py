@@ -43,7 +43,7 @@ class Look:
 
 def _base_path(checkpoints_dir: str, root: str) -> str:
     """One base per tree and git configuration, as the daemon keeps one watch per both."""
-    from coding_os.agents.client import git_config_env
+    from coding_os.git.command import git_config_env
 
     key = hashlib.sha256(os.fsencode(root) + b"\0" + jsonwire.dumps(
         sorted(git_config_env().items())).encode("ascii")).hexdigest()[:20]
@@ -66,7 +66,8 @@ def look(checkpoints_dir: str, state_dir: str, root: str,
          scope: list[object]) -> Look | None:
     """What the daemon saw change in `root` since the base; None when no daemon can say.
     A base taken under another `scope` (the snapshot's settings) is not used."""
-    from coding_os.agents.client import DaemonError, git_config_env, request
+    from coding_os.agents.client import DaemonError, request
+    from coding_os.git.command import git_config_env
     from coding_os.state.root import hub_dir
 
     base = _base(checkpoints_dir, root)

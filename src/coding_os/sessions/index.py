@@ -360,7 +360,8 @@ def _checkout(cwd: str | None, cache: Mapping[str, tuple[str | None, str | None]
         return None, None
     if cache is not None and cwd in cache:
         return cache[cwd]
-    from coding_os.state.root import checkout_root, linked_worktree_main
+    from coding_os.git.repo import checkout_root
+    from coding_os.state.root import linked_worktree_main
 
     worktree = checkout_root(cwd) if os.path.isabs(cwd) else None
     if worktree is None:

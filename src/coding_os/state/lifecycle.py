@@ -350,7 +350,7 @@ def _after_session_start(ctx: _Context, start: _Start) -> str:
 def _mcp_note(ctx: _Context) -> str | None:
     """One line for the card when cos's MCP server is registered but cannot be reached."""
     from coding_os.adapters.mcp import registered_server, unreachable_reason
-    from coding_os.state.root import checkout_root
+    from coding_os.git.repo import checkout_root
 
     checkout = checkout_root(ctx.caller.cwd) or ctx.root
     entry = registered_server(ctx.agent, checkout)
@@ -808,7 +808,7 @@ def _checkpoint(ctx: _Context, session: str, log: dict[str, object]) -> None:
         if isinstance(section, dict) and section.get("auto") is False:
             return
         from coding_os.checkpoints.take import Settings, create
-        from coding_os.state.root import checkout_root
+        from coding_os.git.repo import checkout_root
         from coding_os.state.root import checkout_dir
 
         settings = Settings(config)

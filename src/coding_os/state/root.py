@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 from coding_os.errors import Misroute
+from coding_os.git.repo import checkout_root, git_dirs
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ __all__ = [
     "checkout_dir",
     "hub_dir",
     "linked_worktree_main",
-    "checkout_root",
 ]
 
 STATE_DIR_NAME = ".coding-os"
@@ -156,17 +156,6 @@ def _walk(cwd: str, env: Mapping[str, str]) -> tuple[str, str]:
     return "default", cwd
 
 
-def checkout_root(start: str) -> str | None:
-    """The top of the git checkout holding `start` (the nearest ancestor with `.git`), or None."""
-    here = os.path.realpath(start)
-    while not os.path.lexists(os.path.join(here, ".git")):
-        parent = os.path.dirname(here)
-        if parent == here:
-            return None
-        here = parent
-    return here
-
-
 def checkout_dir(resolution: Resolution, cwd: str, home: str) -> str:
     """The checkout (or linked worktree) a caller at `cwd` works in: the default scope of a
     session listing, and the tree its checkpoints cover. A repository at `home` or `/` (a
@@ -204,23 +193,12 @@ def linked_worktree_main(
         top = checkout_root(start)
         if top is None:
             return None
-    dot_git = os.path.join(top, ".git")
-    if not os.path.isfile(dot_git):
+    if not os.path.isfile(os.path.join(top, ".git")):
         return None
-    try:
-        with open(dot_git, encoding="utf-8") as f:
-            first_line = f.readline().strip()
-    except OSError:
+    dirs = git_dirs(top)
+    if dirs is None or dirs[0] == dirs[1]:  # no `commondir`: a submodule, not a worktree
         return None
-    if not first_line.startswith("gitdir:"):
-        return None
-    git_dir = os.path.join(top, first_line[len("gitdir:"):].strip())
-    try:
-        with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
-            common = f.readline().strip()
-    except OSError:
-        return None
-    common_dir = os.path.realpath(os.path.join(git_dir, common))
+    common_dir = os.path.realpath(dirs[1])
     if os.path.basename(common_dir) == ".git":
         main_root = os.path.dirname(common_dir)
     else:  # worktree of a bare repository: the bare repository is the project

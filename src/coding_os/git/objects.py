@@ -8,7 +8,7 @@ object it does not find, a pack it does not understand) raises `Unreadable`, and
 git, which also knows what this module does not (a promisor remote, a replace ref). Callers
 check what they read against its id where it matters (a blob's bytes against the entry's sha1).
 
-Like `gitcmd`, it reads the repository holding the tree, whatever `GIT_DIR`-style variables say.
+Like `git.command`, it reads the repository holding the tree, whatever `GIT_DIR`-style variables say.
 A repository whose objects git would read otherwise than their ids say — replace refs
 (`refs/replace/`), grafts — is left to git entirely.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import zlib
 
-__all__ = ["Unreadable", "Objects", "git_dirs", "objects_of"]
+__all__ = ["Unreadable", "Objects", "objects_of", "blob_sha1"]
 
 _TYPES = {1: "commit", 2: "tree", 3: "blob", 4: "tag"}
 _OFS_DELTA, _REF_DELTA = 6, 7
@@ -26,31 +26,15 @@ _MAX_DEPTH = 200  # git's own packs keep deltas 50 deep (pack.depth); more means
 _TREE = 0o40000
 
 
+def blob_sha1(data: bytes) -> str:
+    """The id git gives a blob of `data`."""
+    import hashlib
+
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
 class Unreadable(Exception):
     """This object cannot be read here (ask git)."""
-
-
-def git_dirs(top: str) -> tuple[str, str] | None:
-    """The git dir and the common dir of the checkout whose top is `top` (the same for a main
-    checkout; a linked worktree has its own git dir and shares the main one's), or None when
-    `.git` is neither a directory nor a plain `gitdir:` file."""
-    git_dir = os.path.join(top, ".git")
-    try:
-        if not os.path.isdir(git_dir):
-            with open(git_dir, encoding="utf-8") as f:
-                line = f.read().strip()
-            if not line.startswith("gitdir: "):
-                return None
-            git_dir = os.path.join(top, line[len("gitdir: "):])
-        common = git_dir
-        try:
-            with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
-                common = os.path.join(git_dir, f.read().strip())
-        except FileNotFoundError:
-            pass
-    except (OSError, UnicodeDecodeError):
-        return None
-    return git_dir, common
 
 
 class _Pack:
@@ -340,6 +324,8 @@ def objects_of(top: str) -> Objects | None:
     is SHA-256 (this module reads SHA-1 repositories only), or has replace refs or grafts.
     Kept for the process while what decides that, and the pack directories (its own and its
     alternates'), are unchanged: a repack makes it anew."""
+    from coding_os.git.repo import git_dirs
+
     dirs = git_dirs(top)
     if dirs is None:
         return None

@@ -1,0 +1,252 @@
+"""A git checkout as its files show it: its top, its git dirs, the commit and branch checked out,
+whether git compares its files as they are, and the paths of its commits. Read without starting
+git wherever the files are plain; git is asked for the rest (`git.command`).
+
+Every reader here takes the repository holding the tree, whatever `GIT_DIR`-style variables say
+(as `git.command` runs git).
+"""
+
+from __future__ import annotations
+
+import os
+
+from coding_os.git.command import git
+
+__all__ = ["checkout_root", "git_dirs", "head", "head_from_files", "is_sha", "branch", "compares_raw",
+           "config_raw", "plain_attributes", "inside_prefix", "relative", "commit_paths",
+           "changed_between", "commit_files"]
+
+
+def checkout_root(start: str) -> str | None:
+    """The top of the git checkout holding `start` (the nearest ancestor with `.git`), or None."""
+    here = os.path.realpath(start)
+    while not os.path.lexists(os.path.join(here, ".git")):
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+    return here
+
+
+def git_dirs(top: str) -> tuple[str, str] | None:
+    """The git dir and the common dir of the checkout whose top is `top` (the same for a main
+    checkout; a linked worktree has its own git dir and shares the main one's), or None when
+    `.git` is neither a directory nor a plain `gitdir:` file."""
+    git_dir = os.path.join(top, ".git")
+    try:
+        if not os.path.isdir(git_dir):
+            with open(git_dir, encoding="utf-8") as f:
+                line = f.read().strip()
+            if not line.startswith("gitdir:"):
+                return None
+            git_dir = os.path.join(top, line[len("gitdir:"):].strip())
+        common = git_dir
+        try:
+            with open(os.path.join(git_dir, "commondir"), encoding="utf-8") as f:
+                common = os.path.join(git_dir, f.read().strip())
+        except FileNotFoundError:
+            pass
+    except (OSError, UnicodeDecodeError):
+        return None
+    return git_dir, common
+
+
+def head(root: str) -> str | None:
+    """The commit checked out in the repository holding `root`; None before the first. Read
+    from the git dir's files when they are plain (`HEAD`, a loose or packed ref): no process
+    for a checkpoint of an unchanged tree; else `git rev-parse`."""
+    found = head_from_files(root)
+    if found is not None:
+        return found
+    out = git(root, "rev-parse", "-q", "--verify", "HEAD^{commit}", check=False)
+    return out.decode("ascii", "replace").strip() or None
+
+
+def head_from_files(root: str) -> str | None:
+    """`head` from the git dir's files alone; None when they do not tell (ask git then)."""
+    top = checkout_root(root)
+    dirs = git_dirs(top) if top is not None else None
+    if dirs is None:
+        return None
+    git_dir, common = dirs  # shared refs live in the common dir, loose or packed
+    try:
+        with open(os.path.join(git_dir, "HEAD"), encoding="utf-8") as f:
+            pointer = f.read().strip()
+        if is_sha(pointer):
+            return pointer  # detached
+        if not pointer.startswith("ref: refs/"):
+            return None
+        ref = pointer[len("ref: "):]
+        if ref.startswith(("refs/worktree/", "refs/bisect/", "refs/rewritten/")):
+            return None  # a worktree's own refs: git knows where they live
+        try:
+            with open(os.path.join(common, ref), encoding="utf-8") as f:
+                value = f.read().strip()
+            return value if is_sha(value) else None
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            pass
+        with open(os.path.join(common, "packed-refs"), encoding="utf-8") as f:
+            for line in f:
+                sha, _, name = line.strip().partition(" ")
+                if name == ref and is_sha(sha):
+                    return sha
+    except (OSError, UnicodeDecodeError):
+        return None
+    return None  # an unborn branch, or refs kept another way: ask git
+
+
+def is_sha(text: str) -> bool:
+    """Whether `text` is a full object id (SHA-1 or SHA-256, lower case)."""
+    return len(text) in (40, 64) and all(c in "0123456789abcdef" for c in text)
+
+
+def branch(worktree: str) -> str | None:
+    """The branch checked out in `worktree` (from its HEAD, without starting git), or None."""
+    dirs = git_dirs(worktree)
+    if dirs is None:
+        return None
+    try:
+        with open(os.path.join(dirs[0], "HEAD"), encoding="utf-8") as f:
+            found = f.read(4096).strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    prefix = "ref: refs/heads/"
+    return found[len(prefix):] if found.startswith(prefix) else None
+
+
+# Settings under which `git status` does not compare a file's bytes and exec bit as they are
+# (conversions, the exec bit ignored, sparse checkouts, case folding), by their value: where one
+# is set so, or a configuration file brings in others (includes), git tells.
+_FALSE, _TRUE = ("false", "no", "off", "0"), ("true", "yes", "on", "1", "")
+_NOT_RAW: dict[str, object] = {
+    "core.filemode": _FALSE, "core.symlinks": _FALSE, "core.autocrlf": ("true", "input", ""),
+    "core.ignorecase": _TRUE, "core.precomposeunicode": _TRUE, "core.sparsecheckout": _TRUE,
+    "core.eol": None, "core.attributesfile": None}  # None: any value
+_CONVERTING = (b"text", b"eol", b"crlf", b"filter", b"ident", b"encoding")
+
+
+def compares_raw(top: str, git_dir: str, common: str) -> bool:
+    """Whether git compares the files of the checkout at `top` as they are: none of `_NOT_RAW`
+    set so in the configuration files git reads, no include, no configuration given in the
+    environment, no converting attributes in `info/attributes`, and an index of version 2
+    (git writes 3 or 4 for skip-worktree entries, as a sparse checkout makes, or when told
+    to)."""
+    if any(name in os.environ for name in ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")):
+        return False
+    home = os.environ.get("HOME", "")
+    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = [os.path.join(common, "config"), os.path.join(git_dir, "config.worktree"),
+             os.path.join(xdg, "git", "config")]
+    files.append(os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"))
+    if not os.environ.get("GIT_CONFIG_NOSYSTEM"):
+        files.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
+    for path in files:
+        try:
+            with open(path, "rb") as f:
+                text = f.read().decode("utf-8", "replace")
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        except OSError:
+            return False
+        if not config_raw(text):
+            return False
+    if not _attributes_plain(os.path.join(common, "info", "attributes")):
+        return False
+    try:
+        with open(os.path.join(git_dir, "index"), "rb") as f:
+            header = f.read(8)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    return header[:4] == b"DIRC" and header[4:8] == b"\0\0\0\2"
+
+
+def config_raw(text: str) -> bool:
+    """Whether a git configuration file's text sets none of `_NOT_RAW` so, and includes
+    nothing (a line it cannot read makes it not so: git tells)."""
+    section = ""
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        if line.startswith("["):
+            name = line[1:line.find("]")] if "]" in line else line[1:]
+            section = name.split('"')[0].split(".")[0].strip().lower()
+            if section in ("include", "includeif"):
+                return False
+            line = line[line.find("]") + 1:].strip() if "]" in line else ""
+            if not line:
+                continue
+        key, _, value = line.partition("=")
+        value = value.split("#")[0].split(";")[0].strip().strip('"').lower()
+        wanted = _NOT_RAW.get(f"{section}.{key.strip().lower()}", ())
+        if wanted is None or value in wanted:  # type: ignore[operator]
+            return False
+    return True
+
+
+def _attributes_plain(path: str) -> bool:
+    """Whether the attributes file at `path` (absent, or) converts nothing."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read().lower()
+    except (FileNotFoundError, NotADirectoryError):
+        return True
+    except OSError:
+        return False
+    return not any(word in text for word in _CONVERTING)
+
+
+def plain_attributes(top: str, path: str, seen: dict[str, bool]) -> bool:
+    """Whether no `.gitattributes` on the way from the checkout's top to `path` (from the
+    top) converts anything (`seen` keeps each directory's answer)."""
+    parts = path.split("/")[:-1]
+    for depth in range(len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        if folder not in seen:
+            seen[folder] = _attributes_plain(os.path.join(top, folder, ".gitattributes"))
+        if not seen[folder]:
+            return False
+    return True
+
+
+def commit_paths(repo: str, *args: str, paths: list[str] | None = None) -> list[str]:
+    """The paths a `git ls-tree --full-tree` / `diff-tree` listing of the repository names,
+    relative to `repo` (which may lie below the repository's top, where git's paths start),
+    limited to `paths` (relative to `repo` too) or to what lies under `repo`."""
+    within = inside_prefix(repo)
+    out = git(repo, *args, "--", *([within + p for p in paths] if paths is not None
+                                   else [within] if within else []))
+    names = []
+    for raw in out.split(b"\0"):
+        name = raw.decode("utf-8", "surrogateescape")
+        if name and name.startswith(within):
+            names.append(name[len(within):])
+    return names
+
+
+def inside_prefix(top: str) -> str:
+    """The path of `top` inside its repository's working tree ("" at the top), with a slash."""
+    found = checkout_root(top)
+    if found is None or os.path.samefile(found, top):
+        return ""
+    return os.path.relpath(top, found).replace(os.sep, "/") + "/"
+
+
+def relative(path: str, within: str) -> str | None:
+    """A path from the repository's top (as git prints it) relative to the directory whose
+    `inside_prefix` is `within`; None when it lies outside that directory."""
+    if not within:
+        return path
+    return path[len(within):] if path.startswith(within) else None
+
+
+def changed_between(repo: str, old: str, new: str) -> list[str]:
+    """The paths (relative to `repo`) that differ between two commits, under `repo`."""
+    return commit_paths(repo, "diff-tree", "-z", "-r", "--no-renames", "--name-only", old, new)
+
+
+def commit_files(repo: str, commit: str) -> list[str]:
+    """Every file of `commit` under `repo`, relative to it."""
+    return commit_paths(repo, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit)
