@@ -10,7 +10,7 @@ import pytest
 
 from coding_os.install import hook_command, install, uninstall
 from coding_os.state.caller import Caller
-from coding_os.state.lifecycle import KNOWN_EVENTS
+from coding_os.adapters import HOOK_EVENTS
 from tests.conftest import COS, cos, cos_json
 
 USER_SETTINGS = {
@@ -34,7 +34,7 @@ def test_init_claude_adds_every_event_with_the_absolute_cos_and_agent(repo: Path
     assert proc.returncode == 0, proc.stderr
     settings = json.loads((repo / ".claude" / "settings.json").read_text(encoding="utf-8"))
     found = commands(settings)
-    for event in KNOWN_EVENTS:
+    for event in HOOK_EVENTS:
         assert found[event] == [f"COS_AGENT=claude {COS} hook {event}"]
     assert os.path.isabs(COS)
     assert settings["hooks"]["PreToolUse"][0]["matcher"] == "*"
@@ -154,7 +154,7 @@ def test_init_json_reports_file_and_events(repo: Path, agent: str) -> None:
     report = cos_json("init", "--agent", agent, cwd=repo)
     assert isinstance(report, dict)
     assert report["agent"] == agent and report["changed"] is True
-    assert report["events"] == list(KNOWN_EVENTS)
+    assert report["events"] == list(HOOK_EVENTS)
 
 
 def test_init_with_an_explicit_state_dir_still_writes_settings_in_the_checkout(

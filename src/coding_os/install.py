@@ -23,11 +23,11 @@ import sys
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from coding_os.adapters import HOOK_EVENTS
 from coding_os.adapters.mcp import MCP_FILES, MCP_SERVER_NAME
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os import durable
 from coding_os.state.caller import Caller
-from coding_os.state.lifecycle import KNOWN_EVENTS
 from coding_os.git.repo import checkout_root
 from coding_os.state.root import linked_worktree_main
 
@@ -227,7 +227,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     previous_groups = {e["event"]: e["group"] for e in (record or {}).get("entries", [])}
     entries = []
     created_events = set((record or {}).get("created_events", []))
-    for event in KNOWN_EVENTS:
+    for event in HOOK_EVENTS:
         group = _group(agent, cos_path, event)
         groups = hooks.get(event)
         if groups is None:
@@ -292,7 +292,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     if mcp_bytes is not None:
         _write_json(mcp_file, mcp_bytes)
     report = InstallReport(agent=agent, file=path, changed=changed or mcp_bytes is not None,
-                           events=list(KNOWN_EVENTS),
+                           events=list(HOOK_EVENTS),
                            command=hook_command(agent, cos_path, "<Event>"), state_dir=state_dir,
                            mcp_file=None if mcp_foreign else mcp_file)
     if mcp_foreign:

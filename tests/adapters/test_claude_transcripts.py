@@ -26,8 +26,8 @@ from coding_os.adapters.claude.transcripts import (
     project_key,
     scan_claude,
 )
-from coding_os.sessions import native
-from coding_os.sessions.native import ImportState, NativeSession
+from coding_os.adapters import native
+from coding_os.adapters.native import ImportState, NativeSession
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude"
 MAIN_1053 = "89488521-e2e7-4d97-bc02-38197efdddc8"

@@ -18,8 +18,8 @@ import pytest
 
 from coding_os.adapters.claude.transcripts import scan_claude
 from coding_os.adapters.codex.rollouts import default_codex_dir, prompt_text, scan_codex
-from coding_os.sessions import native
-from coding_os.sessions.native import ImportState, NativeSession
+from coding_os.adapters import native
+from coding_os.adapters.native import ImportState, NativeSession
 
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "codex"
 COMPACTED = "019c8a59-e9dd-71f0-9ae3-4079fe9726a9"

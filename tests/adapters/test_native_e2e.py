@@ -21,8 +21,8 @@ import pytest
 
 from coding_os.adapters.claude.transcripts import scan_claude
 from coding_os.adapters.codex.rollouts import scan_codex
-from coding_os.sessions import native
-from coding_os.sessions.native import ImportState, NativeSession
+from coding_os.adapters import native
+from coding_os.adapters.native import ImportState, NativeSession
 from tests.e2e.harness import (
     CLIENTS_DIR,
     claude_transcript,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coding_os.sessions import index, transcript
-from coding_os.sessions.native import NativeSession, NativeSubagent, TokenTotals
+from coding_os.adapters.native import NativeSession, NativeSubagent, TokenTotals
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import SessionRecord
 from coding_os.storage.sqlite import SQLiteStorage
@@ -122,7 +122,7 @@ def test_a_cos_row_keeps_the_first_prompt_and_the_last_one_still_visible(tiers: 
 
 
 def test_prompts_in_a_row_are_cut_to_their_preview_length_and_storable(tiers: Tiers) -> None:
-    from coding_os.sessions.native import PROMPT_PREVIEW_CHARS
+    from coding_os.adapters.native import PROMPT_PREVIEW_CHARS
 
     sid = transcript.create(tiers, "claude")
     transcript.append(tiers, sid, "user", {"turn": 1, "text": "x" * (PROMPT_PREVIEW_CHARS + 50)})

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "AdapterSpec", "ADAPTERS", "ADAPTER_NAMES", "PANEL_ENV_VARS", "FILE_TOOLS", "PATCH_TOOLS",
-    "SHELL_TOOLS", "WRITE_TOOLS",
-    "PATCH_FILE_PREFIXES", "adapter",
+    "SHELL_TOOLS", "WRITE_TOOLS", "PATCH_FILE_PREFIXES", "HOOK_EVENTS", "adapter", "patch_files",
 ]
 
 
@@ -56,6 +55,11 @@ PATCH_FILE_PREFIXES = ("*** Add File: ", "*** Update File: ", "*** Delete File: 
 SHELL_TOOLS = ("Bash", "shell", "exec_command", "local_shell", "unified_exec")
 # Tools that may write to the working tree: a checkpoint is taken before each call.
 WRITE_TOOLS = (*FILE_TOOLS, *PATCH_TOOLS, *SHELL_TOOLS)
+# The hook events of Claude Code and Codex that cos installs and handles (DESIGN.md §9).
+HOOK_EVENTS = (
+    "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
+    "SubagentStart", "SubagentStop", "PreCompact", "SessionEnd",
+)
 ADAPTER_NAMES = tuple(spec.name for spec in ADAPTERS)
 PANEL_ENV_VARS = tuple(var for spec in ADAPTERS for var in spec.session_env)
 
@@ -66,3 +70,15 @@ def adapter(name: str) -> AdapterSpec | None:
         if spec.name == name:
             return spec
     return None
+
+
+def patch_files(patch: str) -> list[str]:
+    """The files a patch tool's input adds, updates, deletes or moves to, each once, in order."""
+    paths: list[str] = []
+    for line in patch.splitlines():
+        for prefix in PATCH_FILE_PREFIXES:
+            if line.startswith(prefix):
+                path = line[len(prefix):].strip()
+                if path and path not in paths:
+                    paths.append(path)
+    return paths

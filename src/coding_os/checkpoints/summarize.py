@@ -16,7 +16,7 @@ import shlex
 import subprocess
 from collections.abc import Sequence
 
-from coding_os.adapters import FILE_TOOLS, PATCH_FILE_PREFIXES, SHELL_TOOLS
+from coding_os.adapters import FILE_TOOLS, SHELL_TOOLS, patch_files
 from coding_os.errors import CosError, InvalidInput
 from coding_os.sessions.export import Turn
 
@@ -47,10 +47,7 @@ def _files(turn: Turn) -> list[str]:
             found.append(value)
         data = data.get("input") or data.get("patch") or data.get("command") or ""
     if isinstance(data, str):
-        for line in data.splitlines():
-            for prefix in PATCH_FILE_PREFIXES:
-                if line.startswith(prefix):
-                    found.append(line[len(prefix):].strip())
+        found.extend(patch_files(data))
     return found
 
 

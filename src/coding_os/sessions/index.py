@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from coding_os.sessions.native import ImportState, NativeSession, ScanReport, clip
+from coding_os.adapters.native import ImportState, NativeSession, ScanReport, clip
 from coding_os import durable
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers

@@ -329,7 +329,7 @@ def _pr_sessions(storage: Storage, tiers: Tiers, claude_dir: str | None,
     """
     from coding_os.adapters.claude.transcripts import scan_claude
     from coding_os.sessions.index import STATE_FILE
-    from coding_os.sessions.native import ImportState
+    from coding_os.adapters.native import ImportState
 
     try:
         with open(os.path.join(tiers.state_dir, STATE_FILE), "rb") as f:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 
-from coding_os.adapters import FILE_TOOLS, PATCH_FILE_PREFIXES, PATCH_TOOLS, SHELL_TOOLS
+from coding_os.adapters import FILE_TOOLS, PATCH_TOOLS, SHELL_TOOLS, patch_files
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -404,7 +404,7 @@ def _candidates(root: str, cwd: str, target: str) -> list[str]:
 
 def _edit_targets(tool: str, tool_input: object) -> list[str]:
     if tool in PATCH_TOOLS:
-        return _patch_files(_patch_text(tool_input))
+        return patch_files(_patch_text(tool_input))
     if isinstance(tool_input, dict):
         path = tool_input.get(FILE_TOOLS.get(tool, ""))
         if isinstance(path, str) and path:
@@ -429,17 +429,6 @@ def _patch_text(tool_input: object) -> str:
             if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
                 return "\n".join(value)
     raise GateBroken("apply_patch input holds no patch text")
-
-
-def _patch_files(patch: str) -> list[str]:
-    files = []
-    for line in patch.splitlines():
-        for prefix in PATCH_FILE_PREFIXES:
-            if line.startswith(prefix):
-                path = line[len(prefix):].strip()
-                if path:
-                    files.append(path)
-    return files
 
 
 def _shell_command(tool_input: object) -> str | None:

@@ -20,7 +20,7 @@ import time
 
 from coding_os import clock
 from coding_os.state import hookslog
-from coding_os.adapters import FILE_TOOLS, PATCH_FILE_PREFIXES, PATCH_TOOLS, adapter
+from coding_os.adapters import FILE_TOOLS, HOOK_EVENTS, PATCH_TOOLS, adapter, patch_files
 from coding_os.errors import CosError, InvalidInput
 from coding_os import durable
 from coding_os.state import presence
@@ -36,12 +36,8 @@ if TYPE_CHECKING:
 
     from coding_os.storage.base import Storage
 
-__all__ = ["HookResult", "handle", "KNOWN_EVENTS", "SESSION_SOURCES", "validate_payload"]
+__all__ = ["HookResult", "handle", "SESSION_SOURCES", "validate_payload"]
 
-KNOWN_EVENTS = (
-    "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
-    "SubagentStart", "SubagentStop", "PreCompact", "SessionEnd",
-)
 SESSION_SOURCES = ("startup", "resume", "clear", "compact", "fork")
 # Payload fields read as strings. Only `session_id` (identity) must be one; another type in
 # the others is logged (`bad_fields`) and the field ignored: clients drift, hooks must not fail.
@@ -713,7 +709,7 @@ def _observe(ctx: _Context, log: dict[str, object]) -> dict[str, object] | None:
         return {"data": {"source": log.get("source") or ctx.log.get("source")}}
     if event == "SessionEnd":
         return {"data": {"reason": _string(payload.get("reason"))}}
-    if event not in KNOWN_EVENTS:
+    if event not in HOOK_EVENTS:
         log["unknown_event"] = "1"
     return None
 
@@ -864,17 +860,8 @@ def _tool_input_summary(tool: str | None, tool_input: object) -> tuple[str | Non
 
 
 def _patch_paths(tool: str | None, patch: str) -> list[str]:
-    """The files a patch tool's input adds, updates, deletes or moves to."""
-    if tool not in PATCH_TOOLS:
-        return []
-    paths: list[str] = []
-    for line in patch.splitlines():
-        for prefix in PATCH_FILE_PREFIXES:
-            if line.startswith(prefix):
-                path = line[len(prefix):].strip()
-                if path and path not in paths:
-                    paths.append(path)
-    return paths
+    """The files a patch tool's input writes (none for another tool)."""
+    return patch_files(patch) if tool in PATCH_TOOLS else []
 
 
 def _tool_ok(response: object) -> bool:

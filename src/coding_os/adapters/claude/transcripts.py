@@ -25,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coding_os.sessions.native import (
+from coding_os.adapters.native import (
     FileRecord,
     ImportState,
     LineCounts,

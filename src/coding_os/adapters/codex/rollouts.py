@@ -21,7 +21,7 @@ import stat
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from coding_os.sessions.native import (
+from coding_os.adapters.native import (
     FileRecord,
     ImportState,
     LineCounts,
