@@ -242,7 +242,7 @@ def incremental(tree: Path, shadow: Path, env: dict[str, str], rng: random.Rando
                 ) -> tuple[float, float, float]:
     """Figure 1: with the daemon's watcher (the figure judged), without it, and in a warm
     process with it (both shown)."""
-    from coding_os.checkpoints import create
+    from coding_os.checkpoints.take import create
     from coding_os.state.tiers import Tiers
 
     print(f"1. checkpoint after {EDITED} files changed")
@@ -331,7 +331,7 @@ def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random
             ) -> tuple[float, float, float]:
     """Figure 3: `cos rewind` with the daemon (whole process), the same without it, and
     `rewind_code()` in a warm process with it (the figure judged: see the module's docstring)."""
-    from coding_os.checkpoints import rewind_code
+    from coding_os.checkpoints.rewind import rewind_code
     from coding_os.state.tiers import Tiers
 
     print(f"3. restore of {EDITED} files changed since the checkpoint")
@@ -408,7 +408,7 @@ def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random
 
 def disk(tree: Path, scratch: Path, env: dict[str, str], rng: random.Random) -> float:
     """Figure 4."""
-    from coding_os.checkpoints import create
+    from coding_os.checkpoints.take import create
     from coding_os.state.tiers import Tiers
 
     print(f"4. disk after {CHECKPOINTS} checkpoints of {EDITED}-file edits (a fresh clone)")

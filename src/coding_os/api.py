@@ -1094,7 +1094,7 @@ def _cursor(cursor: object) -> int | None:
 # Checkpoints and rewind (DESIGN.md §5): coding_os.checkpoints, imported when first used.
 
 if TYPE_CHECKING:
-    from coding_os.checkpoints import Settings as CheckpointSettings
+    from coding_os.checkpoints.settings import Settings as CheckpointSettings
 
 __all__ += [
     "checkpoint_create",
@@ -1115,7 +1115,8 @@ def _checkpoint_context(env: Mapping[str, str] | None, cwd: str | None
                         ) -> tuple[Caller, str, CheckpointSettings]:
     """The caller, the tree its checkpoints cover (the top of its git working tree, else its
     checkout) and the `checkpoints:` settings; an interrupted restore is completed first."""
-    from coding_os.checkpoints import Settings, recover_pending
+    from coding_os.checkpoints.settings import Settings
+    from coding_os.checkpoints.restore import recover_pending
     from coding_os.git.repo import checkout_root
 
     environ = os.environ if env is None else env
@@ -1151,7 +1152,7 @@ def checkpoint_create(session: str | None = None, mode: str | None = None,
         InvalidInput: a bad mode, a path outside the tree, tracked without paths.
         GitError, StateIOError: the snapshot cannot be taken or stored.
     """
-    from coding_os.checkpoints import create
+    from coding_os.checkpoints.take import create
 
     caller, root, settings = _checkpoint_context(env, cwd)
     sid = _caller_session(caller, session)
@@ -1174,11 +1175,11 @@ def recover_interrupted_restore(env: Mapping[str, str] | None = None,
                                 cwd: str | None = None) -> dict[str, Any] | None:
     """Complete a restore that was interrupted (its journal) before anything else runs; None
     when there was none. Cheap when there is none: two stats."""
-    from coding_os.checkpoints import checkpoints_dir, recover_pending
+    from coding_os.checkpoints.restore import recover_pending
     from coding_os.checkpoints.lock import pending
 
     caller = Caller(env, cwd)
-    if not pending(checkpoints_dir(caller.tiers)):
+    if not pending(caller.tiers.checkpoints_dir):
         return None
     return recover_pending(caller.tiers)
 
@@ -1197,7 +1198,7 @@ def checkpoint_list(session: str | None = None, env: Mapping[str, str] | None = 
                     cwd: str | None = None) -> list[dict[str, Any]]:
     """Checkpoints of this state dir, newest first (of one session, when given; a session
     started by /clear gets the cleared session's latest checkpoint first)."""
-    from coding_os.checkpoints import listing
+    from coding_os.checkpoints.rewind import listing
 
     caller, _, _ = _checkpoint_context(env, cwd)
     sid = _caller_session(caller, session) if session is not None else None
@@ -1207,7 +1208,7 @@ def checkpoint_list(session: str | None = None, env: Mapping[str, str] | None = 
 def checkpoint_verify(env: Mapping[str, str] | None = None,
                       cwd: str | None = None) -> dict[str, Any]:
     """Re-hash every checkpoint object and check every reference; touches nothing."""
-    from coding_os.checkpoints import verify
+    from coding_os.checkpoints.upkeep import verify
 
     caller = Caller(env, cwd)
     return verify(caller.tiers)
@@ -1216,7 +1217,8 @@ def checkpoint_verify(env: Mapping[str, str] | None = None,
 def checkpoint_usage(env: Mapping[str, str] | None = None,
                      cwd: str | None = None) -> dict[str, Any]:
     """Disk used by checkpoints, and the cap."""
-    from coding_os.checkpoints import Settings, usage
+    from coding_os.checkpoints.settings import Settings
+    from coding_os.checkpoints.upkeep import usage
 
     caller = Caller(env, cwd)
     return usage(caller.tiers, Settings(load_config(caller.resolution.project_root)))
@@ -1226,7 +1228,7 @@ def checkpoint_collect(dry_run: bool = False, env: Mapping[str, str] | None = No
                        cwd: str | None = None) -> dict[str, Any]:
     """`cos gc` for checkpoints: those older than cleanup_period_days, then unreferenced
     objects."""
-    from coding_os.checkpoints import collect
+    from coding_os.checkpoints.upkeep import collect
     from coding_os.sessions.retention import cleanup_period_days
 
     environ = os.environ if env is None else env
@@ -1249,15 +1251,15 @@ def rewind(checkpoint: str, part: str = "code", dry_run: bool = False,
         RestoreError: the restore is not safe (nothing changed).
         DamagedObject, GitError, StateIOError: nothing changed.
     """
-    from coding_os.checkpoints import points, preview, rewind_code
-    from coding_os.checkpoints import checkpoints_dir
+    from coding_os.checkpoints import points
+    from coding_os.checkpoints.rewind import preview, rewind_code
 
     if part not in REWIND_PARTS:
         raise InvalidInput(f"rewind --code, --conversation or --both, not {part!r}")
     if not points.valid_id(checkpoint):
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
     caller, root, settings = _checkpoint_context(env, cwd)
-    record = points.load(checkpoints_dir(caller.tiers), checkpoint)
+    record = points.load(caller.tiers.checkpoints_dir, checkpoint)
     report: dict[str, object] = {"checkpoint": checkpoint, "part": part, "dry_run": dry_run}
     if part in ("code", "both"):
         if dry_run:
@@ -1312,7 +1314,7 @@ def rewind_undo(env: Mapping[str, str] | None = None,
     Raises:
         NotFound: no rewind to undo; as `rewind`.
     """
-    from coding_os.checkpoints import undo
+    from coding_os.checkpoints.rewind import undo
 
     caller, root, settings = _checkpoint_context(env, cwd)
     sid = _caller_session(caller, None)
@@ -1332,7 +1334,7 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
         InvalidInput, NotFound: a bad direction or checkpoint; a checkpoint of no session.
         SummaryError: the configured summariser failed.
     """
-    from coding_os.checkpoints import checkpoints_dir, points
+    from coding_os.checkpoints import points
     from coding_os.checkpoints.summarize import summarize
     from coding_os.sessions import transcript
     from coding_os.sessions.export import read_turns
@@ -1342,7 +1344,7 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
     if not points.valid_id(checkpoint):
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
     caller = Caller(env, cwd)
-    record = points.load(checkpoints_dir(caller.tiers), checkpoint)
+    record = points.load(caller.tiers.checkpoints_dir, checkpoint)
     session = record.get("session")
     if not isinstance(session, str):
         raise InvalidInput(f"checkpoint {checkpoint} belongs to no session: nothing to summarise")

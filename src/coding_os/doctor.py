@@ -519,14 +519,14 @@ def _panels(ctx: _Context) -> Check:
 
 def _checkpoints(ctx: _Context) -> Check:
     """Every checkpoint object re-hashes to its id and every reference resolves."""
-    from coding_os.checkpoints import checkpoints_dir, verify
+    from coding_os.checkpoints.upkeep import verify
 
     assert ctx.tiers is not None
-    if not os.path.isdir(checkpoints_dir(ctx.tiers)):
+    if not os.path.isdir(ctx.tiers.checkpoints_dir):
         return Check("checkpoints", "skip", "no checkpoints yet")
     from coding_os.checkpoints.lock import pending
 
-    if pending(checkpoints_dir(ctx.tiers)):
+    if pending(ctx.tiers.checkpoints_dir):
         return Check("checkpoints", "fail", "a rewind was interrupted: its journal is waiting",
                      "run any other cos command (e.g. `cos checkpoints`): it completes the "
                      "rewind, or rolls it back")

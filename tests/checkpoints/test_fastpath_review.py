@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.checkpoints import create, rewind_code
+from coding_os.checkpoints.take import create
+from coding_os.checkpoints.rewind import rewind_code
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import commit_all, tree
 from tests.checkpoints.test_watch import running, same, stored, whole  # noqa: F401

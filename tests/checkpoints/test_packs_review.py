@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.checkpoints import core
-from coding_os.checkpoints.core import collect, usage
+from coding_os.checkpoints import rewind
+from coding_os.checkpoints.upkeep import collect, usage
 from coding_os.checkpoints.store import DamagedObject, ObjectStore, pack_entries
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import create, rewind_ok, tree
@@ -107,7 +107,7 @@ def test_an_undo_reading_its_packed_manifest_while_gc_moves_the_pack_out_succeed
 
     monkeypatch.setattr(ObjectStore, step, racing)
     try:
-        core.undo(tiers, str(project))
+        rewind.undo(tiers, str(project))
     finally:
         monkeypatch.undo()
     assert raced[0] and ObjectStore(str(_folder(project))).packs() == []  # gc did move it out
@@ -239,7 +239,7 @@ def test_a_gc_killed_while_moving_a_pack_out_leaves_a_store_that_verifies(
     folder = _folder(project)
     killed = _child(project, """
 from coding_os.checkpoints.store import ObjectStore
-from coding_os.checkpoints.core import collect
+from coding_os.checkpoints.upkeep import collect
 from coding_os.state.tiers import Tiers
 real = ObjectStore.put
 def put(self, data, **kwargs):
@@ -382,7 +382,7 @@ def test_gc_waits_for_a_rewind_holding_the_lock(project: Path) -> None:
     _age(pack)
     with restore_lock(str(folder), exclusive=True):
         proc = subprocess.Popen([sys.executable, "-c", (
-            "import sys\nfrom coding_os.checkpoints.core import collect\n"
+            "import sys\nfrom coding_os.checkpoints.upkeep import collect\n"
             "from coding_os.state.tiers import Tiers\n"
             "print(collect(Tiers(sys.argv[1]), grace_s=0)['objects_removed'])\n"),
             str(project / ".coding-os")], stdout=subprocess.PIPE, text=True)

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from coding_os.checkpoints import create, rewind_code
+from coding_os.checkpoints.take import create
+from coding_os.checkpoints.rewind import rewind_code
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import tree
 
@@ -178,8 +179,8 @@ def test_rewinding_a_plain_directory_to_any_checkpoint_reproduces_its_tree(
 
 # The full edit set of the issue: a file replaced by a directory and back, empty directories.
 # The explicit examples are the shrunk failures hypothesis found (bugs in rewind.py).
-SHAPE_BUGS = ("BUG: rewind._check_writable takes a file the restore deletes first for a "
-              "read-only parent dir; rewind._apply cannot rmdir a directory holding only empty "
+SHAPE_BUGS = ("BUG: restore._check_writable takes a file the restore deletes first for a "
+              "read-only parent dir; restore._apply cannot rmdir a directory holding only empty "
               "directories (fails after the journal is committed)")
 
 

@@ -78,8 +78,8 @@ print(json.dumps(report))
 # fails with ENOSPC.
 FULL_DISK_IN_APPLY = """
 import errno, os, sys
-from coding_os.checkpoints import rewind
-real_stage, real_write = rewind._stage, os.write
+from coding_os.checkpoints import restore
+real_stage, real_write = restore._stage, os.write
 calls = []
 def full(fd, data):
     calls.append(1)
@@ -92,7 +92,7 @@ def stage(*args, **kwargs):
         return real_stage(*args, **kwargs)
     finally:
         os.write = real_write
-rewind._stage = stage
+restore._stage = stage
 from coding_os import api
 try:
     api.rewind(sys.argv[1], "code", cwd=sys.argv[2])

@@ -85,15 +85,15 @@ def overwrite(path, data):
 durable.overwrite = overwrite
 """, False),
     "during_staging": ("""
-from coding_os.checkpoints import rewind
-real = rewind._staged
+from coding_os.checkpoints import restore
+real = restore._staged
 calls = []
 def staged(journal, number):
     calls.append(number)
     if len(calls) == 3:
         os._exit(9)
     return real(journal, number)
-rewind._staged = staged
+restore._staged = staged
 """, False),
     "during_flush_sync": ("""
 from coding_os import durable
@@ -157,20 +157,20 @@ def rename(*args, **kwargs):
 os.rename = rename
 """, True),
     "after_apply": ("""
-from coding_os.checkpoints import core
+from coding_os.checkpoints import rewind
 def remember(*args, **kwargs):
     os._exit(9)
-core._remember_rewind = remember
+rewind.remember_rewind = remember
 """, True),
     "during_unstage": ("""
-from coding_os.checkpoints import rewind
-real = rewind._remove_quietly
+from coding_os.checkpoints import restore
+real = restore._remove_quietly
 def remove(path):
     real(path)
     # the first removal once the restore is committed (a staged file left, then the tmp)
     if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(path)), "journal.json")):
         os._exit(9)
-rewind._remove_quietly = remove
+restore._remove_quietly = remove
 """, True),
     "after_unstage_before_unlink": ("""
 real = os.unlink

@@ -300,7 +300,7 @@ def test_a_damaged_pack_is_reported_by_verify_and_read_as_damaged(project: Path,
 
 
 def test_gc_moves_a_packs_needed_objects_out_and_removes_it(project: Path) -> None:
-    from coding_os.checkpoints.core import collect
+    from coding_os.checkpoints.upkeep import collect
     from coding_os.state.tiers import Tiers
     checkpoint, changed = _rewound(project)
     folder = project / ".coding-os" / "checkpoints"
@@ -331,7 +331,7 @@ def test_gc_moves_a_packs_needed_objects_out_and_removes_it(project: Path) -> No
 
 
 def test_the_cap_prunes_a_pack_with_the_checkpoints_that_needed_it(project: Path) -> None:
-    from coding_os.checkpoints.core import _prune
+    from coding_os.checkpoints.upkeep import _prune
     (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
     checkpoint = str(create(project)["id"])
     (project / "notes.txt").write_text("after the checkpoint\n" * 40, encoding="utf-8")
@@ -349,7 +349,7 @@ def test_the_cap_prunes_a_pack_with_the_checkpoints_that_needed_it(project: Path
 
 def test_a_reader_whose_pack_gc_moved_out_meanwhile_reads_the_loose_object(
         project: Path) -> None:
-    from coding_os.checkpoints.core import collect
+    from coding_os.checkpoints.upkeep import collect
     from coding_os.state.tiers import Tiers
     checkpoint, changed = _rewound(project)
     folder = str(project / ".coding-os" / "checkpoints")

@@ -19,11 +19,14 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from coding_os.agents import daemon
-from coding_os.checkpoints import create, rewind_code
-from coding_os.checkpoints.rewind import RestoreError
-from coding_os.checkpoints.snapshot import capture, diff
+from coding_os.checkpoints.take import create
+from coding_os.checkpoints.rewind import rewind_code
+from coding_os.checkpoints.restore import RestoreError
+from coding_os.checkpoints.snapshot import capture
+from coding_os.checkpoints.manifest import diff
 from coding_os.checkpoints.store import ObjectStore
-from coding_os.checkpoints.take import Settings, _capture_of, checkpoints_dir
+from coding_os.checkpoints.settings import Settings
+from coding_os.checkpoints.snapshot import capture_of
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import create as cos_create
 from tests.checkpoints.conftest import tree
@@ -62,12 +65,12 @@ def start_daemon_ignoring(daemon_env: dict[str, str], home: Path, pattern: str) 
 
 def whole(tiers: Tiers, root: str) -> dict[str, object]:
     """The snapshot a whole `git status` takes of the tree now."""
-    cap = _capture_of(tiers, root, ObjectStore(checkpoints_dir(tiers)), Settings())
+    cap = capture_of(tiers, root, ObjectStore(tiers.checkpoints_dir), Settings())
     return capture(cap, "worktree")
 
 
 def stored(tiers: Tiers, record: dict[str, object]) -> dict[str, object]:
-    data = ObjectStore(checkpoints_dir(tiers)).get(str(record["manifest"]))
+    data = ObjectStore(tiers.checkpoints_dir).get(str(record["manifest"]))
     return json.loads(data)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.checkpoints.snapshot import diff
+from coding_os.checkpoints.manifest import diff
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import commit_all, create, rewind_ok, tree
 from tests.checkpoints.test_watch import running, stored, whole  # noqa: F401 - fixture

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from coding_os.agents import daemon
-from coding_os.checkpoints import create, rewind_code
-from coding_os.checkpoints.rewind import RestoreError
-from coding_os.checkpoints.take import Settings
+from coding_os.checkpoints.take import create
+from coding_os.checkpoints.rewind import rewind_code
+from coding_os.checkpoints.restore import RestoreError
+from coding_os.checkpoints.settings import Settings
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.test_watch import (  # noqa: F401
     _wait_gone,

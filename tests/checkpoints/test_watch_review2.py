@@ -12,10 +12,12 @@ from pathlib import Path
 import pytest
 
 from coding_os.agents import daemon
-from coding_os.checkpoints import create, rewind_code
-from coding_os.checkpoints.snapshot import resolve
+from coding_os.checkpoints.take import create
+from coding_os.checkpoints.rewind import rewind_code
+from coding_os.checkpoints.manifest import resolve
 from coding_os.checkpoints.store import ObjectStore
-from coding_os.checkpoints.take import Settings, _capture_of, checkpoints_dir
+from coding_os.checkpoints.settings import Settings
+from coding_os.checkpoints.snapshot import capture_of
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import commit_all
 from tests.checkpoints.test_watch import (  # noqa: F401
@@ -287,7 +289,7 @@ def test_commit_entries_from_git_status_match_ls_tree(project: Path, tmp_path: P
     (project / "sub" / "mod" / "u.txt").write_text("dirty\n")
     for top in (project, project / "sub"):
         tiers = Tiers(str(tmp_path / f"state-{top.name}"))
-        cap = _capture_of(tiers, str(top), ObjectStore(checkpoints_dir(tiers)), Settings())
+        cap = capture_of(tiers, str(top), ObjectStore(tiers.checkpoints_dir), Settings())
         from coding_os.checkpoints.snapshot import capture
 
         manifest = capture(cap, "worktree")

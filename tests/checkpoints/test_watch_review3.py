@@ -11,6 +11,7 @@ import pytest
 
 from coding_os.agents import daemon
 from coding_os.checkpoints import take
+from coding_os.checkpoints.settings import Settings
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import commit_all
 from tests.checkpoints.test_watch import (  # noqa: F401
@@ -79,7 +80,7 @@ def test_a_force_added_file_is_watched_after_a_checkpoint_under_other_settings(
     root = str(project)
     _create(tiers, root)  # the watch leaves build/ unwatched
     git(project, "add", "-f", "build/keep.txt")
-    other = take.Settings({"checkpoints": {"max_file_bytes": "1MiB"}})
+    other = Settings({"checkpoints": {"max_file_bytes": "1MiB"}})
     assert _create(tiers, root, settings=other)["scan"] == "full"  # the base is not used
     (project / "build" / "keep.txt").write_text("two\n")
     record = _create(tiers, root, settings=other)
@@ -96,7 +97,7 @@ def test_a_directory_no_longer_ignored_is_watched_after_a_checkpoint_under_other
     root = str(project)
     _create(tiers, root)  # the watch leaves build/ unwatched
     (project / ".gitignore").write_text("")
-    other = take.Settings({"checkpoints": {"max_file_bytes": "1MiB"}})
+    other = Settings({"checkpoints": {"max_file_bytes": "1MiB"}})
     assert _create(tiers, root, settings=other)["scan"] == "full"
     (project / "build" / "out.txt").write_text("two\n")
     record = _create(tiers, root, settings=other)

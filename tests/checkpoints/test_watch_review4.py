@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 from coding_os.agents import daemon
-from coding_os.checkpoints import points, rewind_code, take, watch
-from coding_os.checkpoints.core import undo
+from coding_os.checkpoints import points, settings, snapshot, take, watch
+from coding_os.checkpoints.rewind import rewind_code
+from coding_os.checkpoints.rewind import undo
 from coding_os.checkpoints.store import ObjectStore
-from coding_os.checkpoints.take import checkpoints_dir
 from coding_os.state.tiers import Tiers
 from tests.checkpoints.conftest import commit_all, rewind_ok, tree
 from tests.checkpoints.test_watch import running, same, stored, whole  # noqa: F401
@@ -37,7 +37,7 @@ def _create(tiers: Tiers, root: str, **kwargs: object) -> dict[str, object]:
 
 
 def _base(tiers: Tiers, root: str) -> dict[str, object] | None:
-    return watch._base(checkpoints_dir(tiers), root)
+    return watch._base(tiers.checkpoints_dir, root)
 
 
 def _last_log(project: Path) -> dict[str, str]:
@@ -68,7 +68,7 @@ def test_hooks_of_two_panels_with_a_rewind_and_its_undo_between_stay_true(
     commit_all(project, "base")
     for panel in PANELS:
         _hook(project, panel, "SessionStart", source="startup")
-    folder = checkpoints_dir(tiers)
+    folder = tiers.checkpoints_dir
     taken: list[str] = []
     kept: list[bool] = []
 
@@ -151,17 +151,17 @@ def test_an_older_base_remembered_after_a_newer_one_stays_true(
     """A looks and snapshots, B checkpoints whole, A keeps its (older) base last."""
     tiers = Tiers(str(project / ".coding-os"))
     root = str(project)
-    store = ObjectStore(checkpoints_dir(tiers))
+    store = ObjectStore(tiers.checkpoints_dir)
     _create(tiers, root)
     (project / "a.txt").write_text("one\n")
-    cap, manifest, looked = take.snapshot_now(tiers, root, store, take.Settings())
+    cap, manifest, looked = snapshot.snapshot_now(tiers, root, store, settings.Settings())
     assert looked is not None
     oid, _ = store.put(json.dumps(manifest, separators=(",", ":")).encode("ascii"))
     (project / "a.txt").write_text("two, after A looked\n")
     (project / "b.txt").write_text("b\n")
     newer = _create(tiers, root)  # B
     same(stored(tiers, newer), whole(tiers, root))
-    watch.remember(checkpoints_dir(tiers), root, oid, looked.token, take._scope(cap))  # A, late
+    watch.remember(tiers.checkpoints_dir, root, oid, looked.token, snapshot.scope(cap))  # A, late
     (project / "c.txt").write_text("c\n")
     record = _create(tiers, root)
     assert record["scan"] == "watcher"
@@ -172,15 +172,15 @@ def test_a_daemon_restarted_between_the_look_and_the_remember_makes_the_next_one
         project: Path, running: dict[str, object]) -> None:
     tiers = Tiers(str(project / ".coding-os"))
     root = str(project)
-    store = ObjectStore(checkpoints_dir(tiers))
+    store = ObjectStore(tiers.checkpoints_dir)
     _create(tiers, root)
-    cap, manifest, looked = take.snapshot_now(tiers, root, store, take.Settings())
+    cap, manifest, looked = snapshot.snapshot_now(tiers, root, store, settings.Settings())
     assert looked is not None
     oid, _ = store.put(json.dumps(manifest, separators=(",", ":")).encode("ascii"))
     daemon.stop()
     (project / "unseen.txt").write_text("nobody watched\n")
     daemon.start()
-    watch.remember(checkpoints_dir(tiers), root, oid, looked.token, take._scope(cap))
+    watch.remember(tiers.checkpoints_dir, root, oid, looked.token, snapshot.scope(cap))
     record = _create(tiers, root)
     assert record["scan"] == "full"
     same(stored(tiers, record), whole(tiers, root))
@@ -235,7 +235,7 @@ def test_undo_of_a_rewind_over_a_symlink_that_replaced_a_directory(project: Path
     (project / "d").symlink_to("e")
     before = tree(project)
     report = rewind_code(tiers, root, str(first["id"]))
-    held = stored(tiers, points.load(checkpoints_dir(tiers), str(report["before"])))
+    held = stored(tiers, points.load(tiers.checkpoints_dir, str(report["before"])))
     assert "d/x.txt" not in held["layers"][0]["overlay"]  # type: ignore[index]
     undo(tiers, root)
     assert tree(project) == before

@@ -240,8 +240,8 @@ def test_a_damaged_checkpoint_object_fails(project: Path) -> None:
 # A `cos rewind` that dies the moment its journal is written (as a SIGKILL there would).
 _DIE_AFTER_JOURNAL = """
 import os, sys
-from coding_os.checkpoints import rewind
-rewind._apply = lambda root, journal: os._exit(9)
+from coding_os.checkpoints import restore
+restore._apply = lambda root, journal: os._exit(9)
 from coding_os.interfaces.entry import main
 sys.argv = ["cos", "rewind", sys.argv[1], "--code"]
 sys.exit(main())

@@ -28,7 +28,7 @@ ALLOWED = {
 # the last checkpoint, so its cached hash is not trusted) must be hashed.
 CHECKPOINT_ALLOWED = {
     "coding_os.checkpoints", "coding_os.checkpoints.take", "coding_os.checkpoints.fingerprint",
-    "coding_os.checkpoints.lock", "coding_os.checkpoints.points",
+    "coding_os.checkpoints.lock", "coding_os.checkpoints.points", "coding_os.checkpoints.settings",
     "coding_os.checkpoints.snapshot", "coding_os.checkpoints.store",
     "hashlib", "_hashlib", "_blake2",
 }

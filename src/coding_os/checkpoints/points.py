@@ -18,6 +18,7 @@ import os
 import time
 
 from coding_os import jsonwire
+from coding_os.clock import utc_now
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os import durable
 
@@ -42,6 +43,18 @@ def new_id(now: float | None = None) -> str:
     now = time.time() if now is None else now
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now))
     return f"cp-{stamp}-{int(now % 1 * 1000):03d}-{os.urandom(2).hex()}"
+
+
+def new_record(*, session: str | None, agent: str | None, turn: int | None, prompt: str | None,
+               trigger: str, mode: object, root: str, manifest: str, previous: str | None,
+               seq: int | None, changed: list[str], changed_count: int | None, skipped: object,
+               now: float | None = None) -> dict[str, object]:
+    """A new checkpoint record (not yet written), with its id and time taken from `now`."""
+    now = time.time() if now is None else now
+    return {"v": 1, "id": new_id(now), "ts": utc_now(now), "session": session, "agent": agent,
+            "turn": turn, "prompt": prompt, "trigger": trigger, "mode": mode, "root": root,
+            "manifest": manifest, "previous": previous, "seq": seq, "changed": changed,
+            "changed_count": changed_count, "skipped": skipped}
 
 
 def valid_id(value: object) -> bool:

@@ -1,591 +1,315 @@
-"""Restoring a tree to a snapshot, atomically from the user's view (DESIGN.md §5).
-
-A restore runs in three phases under an exclusive lock (`checkpoints/restore.lock`; taking a
-checkpoint waits on it, so no snapshot sees a tree half restored):
-
-1. **Check and stage.** Every change is checked before anything is touched: no path outside the
-   tree or through a symlink (a symlink in the way is never followed), every directory to write
-   in writable, every byte to write read and verified against its blob id. The journal is
-   written as `checkpoints/journal.json.tmp`, then the new bytes (and symlinks) as
-   `checkpoints/staging/<id>.<n>`; then all of them, and the objects of the snapshot of the
-   tree as it is (the caller's, for the undo), are flushed to disk at once. A failure here — a
-   full disk, a damaged object — removes the staging and leaves the tree untouched: every byte
-   the restore writes has its room before the tree is touched.
-2. **Journal.** The journal, listing the operations (deletes deepest first, then renames of
-   staged files into place, shallowest first) and the `before` checkpoint's record, is renamed
-   to `checkpoints/journal.json`. From here the restore is committed.
-3. **Apply**, then remove the journal and the staging. Every operation is idempotent: a delete of
-   what is gone and a rename whose staged file is gone are done. A file is replaced by a rename,
-   never written over: a program running from it, or with it mapped in memory, keeps the old
-   one, and a hard link to it elsewhere is left alone.
-
-A process killed in phase 1 leaves no journal: the tree is as before, and the next call removes
-the temporary journal and what is staged. Killed in phase 3, it leaves the journal, and the next
-`cos` call (`recover`) applies it again to the end: the tree is exactly at the snapshot, never
-between.
+"""Listing checkpoints and rewinding the code to one (DESIGN.md §5): `listing`, `preview`,
+`rewind_code` and `undo`. A rewind first takes a checkpoint of the tree as it is (`before`),
+then restores the target through the journaled restore (restore.py), so it is itself undone by
+`undo`. Taking checkpoints is take.py; keeping them, upkeep.py.
 """
 
 from __future__ import annotations
 
-import errno
-import json
 import os
-import shutil
 import stat
-from collections.abc import Callable
-from typing import NoReturn
 
-from coding_os.checkpoints.lock import JOURNAL, JOURNAL_TMP, STAGING, pending, restore_lock
-from coding_os.git.objects import blob_sha1
-from coding_os.checkpoints.snapshot import check_path
+from coding_os import jsonwire
+from coding_os.clock import utc_now
+from coding_os.checkpoints import points
+from coding_os.checkpoints.lock import restore_lock
+from coding_os.checkpoints.manifest import diff, manifest_paths, put_entry, read_manifest
+from coding_os.checkpoints.restore import last_rewind, recover_pending, remember_rewind
+from coding_os.checkpoints.settings import Settings
+from coding_os.checkpoints.snapshot import Capture, beyond_link, scope, snapshot_now
 from coding_os.checkpoints.store import ObjectStore
-from coding_os.errors import CosError, StateIOError
-from coding_os import durable
+from coding_os.errors import InvalidInput, NotFound
+from coding_os.state.tiers import Tiers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from coding_os.checkpoints.snapshot import Entry
+    from coding_os.checkpoints.watch import Look
 
-__all__ = ["RestoreError", "plan_ops", "fetch", "prepare", "restore", "recover"]
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+__all__ = ["listing", "row", "preview", "rewind_code", "undo"]
 
 
-class RestoreError(CosError):
-    """A restore cannot be done safely; nothing was changed."""
-
-    exit_code = 1
+def _manifest_oid(store: ObjectStore, manifest: dict[str, object]) -> tuple[str, int]:
+    return store.put(jsonwire.dumps(manifest).encode("ascii"))
 
 
-def plan_ops(changes: list[tuple[str, Entry | None, Entry | None, str]]
-             ) -> list[dict[str, object]]:
-    """The operations that turn the current tree into the target: deletes (deepest first), then
-    writes (shallowest first)."""
-    deletes, writes = [], []
-    for path, target, current, prefix in changes:
-        check_path(path)
-        if target is None:
-            deletes.append({"op": "delete", "path": path})
-        else:
-            writes.append({"op": "write", "path": path, "kind": target[0], "sha1": target[1],
-                           "mode": target[2], "oid": target[3], "layer": prefix,
-                           "replaces": current is not None})
-    deletes.sort(key=lambda op: (-str(op["path"]).count("/"), str(op["path"])))
-    writes.sort(key=lambda op: (str(op["path"]).count("/"), str(op["path"])))
-    return deletes + writes
+def listing(tiers: Tiers, session: str | None = None) -> list[dict[str, object]]:
+    """Checkpoints, newest first, optionally of one session. A session started by `/clear` gets
+    the cleared session's latest checkpoint as its first entry (`from_cleared_session`)."""
+    records = points.all_records(tiers.checkpoints_dir)
+    if session is None:
+        return [row(r) for r in reversed(records)]
+    mine = [row(r) for r in reversed(records) if r.get("session") == session]
+    cleared = _cleared_from(tiers, session)
+    if cleared:
+        theirs = [r for r in records if r.get("session") == cleared]
+        if theirs:
+            mine.insert(0, {**row(theirs[-1]), "from_cleared_session": cleared})
+    return mine
 
 
-def fetch(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict[int, bytes]:
-    """The bytes each write operation puts in place, by index in `ops`, checked against the
-    entry's blob id.
+def _cleared_from(tiers: Tiers, session: str) -> str | None:
+    from coding_os.state.identity import is_session_id
+    from coding_os.state.presence import read_presence
 
-    Raises:
-        DamagedObject: a store object is missing or damaged.
-        RestoreError: git no longer has a blob the snapshot refers to.
-    """
-    found: dict[int, bytes] = {}
-    from_git: dict[str, list[tuple[int, str]]] = {}
-    for number, op in enumerate(ops):
-        if op["op"] != "write":
+    if not is_session_id(session):
+        return None
+    agent = session.split("-")[1]
+    record = read_presence(tiers, agent, session) or {}
+    value = record.get("cleared_from")
+    return value if isinstance(value, str) and is_session_id(value) else None
+
+
+_ROW_FIELDS = ("id", "session", "agent", "turn", "prompt", "ts", "mode", "trigger", "root",
+               "changed_count", "changed", "skipped", "seq")
+
+
+def row(record: dict[str, object]) -> dict[str, object]:
+    """The fields of a checkpoint record a listing shows."""
+    return {key: record.get(key) for key in _ROW_FIELDS}
+
+
+def _diffstat(root: str, store: ObjectStore, change: tuple, data: bytes | None) -> dict:  # type: ignore[type-arg]
+    path, target, current, _ = change
+    now = (read_current(root, path) if current is not None else None) or b""
+    then = data if data is not None else b""
+    if b"\0" in now[:8000] or b"\0" in then[:8000] or len(now) + len(then) > 4 << 20:
+        return {"binary": True, "added": None, "removed": None}
+    import difflib
+
+    added = removed = 0
+    for line in difflib.unified_diff((now or b"").decode("utf-8", "replace").splitlines(),
+                                     then.decode("utf-8", "replace").splitlines(), n=0,
+                                     lineterm=""):
+        if line.startswith("+") and not line.startswith("+++"):
+            added += 1
+        elif line.startswith("-") and not line.startswith("---"):
+            removed += 1
+    return {"binary": False, "added": added, "removed": removed}
+
+
+def read_current(root: str, path: str) -> bytes | None:
+    """The bytes at `path` in the tree now (a symlink's target), None when absent."""
+    full = os.path.join(root, path)
+    try:
+        st = os.lstat(full)
+        if stat.S_ISLNK(st.st_mode):
+            return os.fsencode(os.readlink(full))
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        with open(full, "rb") as f:
+            return f.read()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _target(tiers: Tiers, checkpoint: str) -> tuple[dict[str, object], dict[str, object]]:
+    folder = tiers.checkpoints_dir
+    record = points.load(folder, checkpoint)
+    return record, read_manifest(ObjectStore(folder), str(record["manifest"]))
+
+
+def _current(tiers: Tiers, root: str, target: dict[str, object], store: ObjectStore,
+             settings: Settings) -> tuple[Capture, dict[str, object], Look | None]:
+    mode = str(target.get("mode"))
+    paths = sorted(manifest_paths(target)) if mode == "tracked" else None
+    return snapshot_now(tiers, root, store, settings, mode, paths,
+                        read_only=isinstance(store, _DryStore))
+
+
+def _outside(tiers: Tiers, root: str, record: dict[str, object], current: dict[str, object],
+             store: ObjectStore) -> set[str]:
+    """Paths changed outside the session since `record`: what changed between a turn's end and
+    the session's next checkpoint (the agent was idle), and since its last turn end."""
+    session = record.get("session")
+    if not session:
+        return set()
+    later = [r for r in points.all_records(tiers.checkpoints_dir)
+             if r.get("session") == session and str(r["id"]) >= str(record["id"])
+             and r.get("root") == root and r.get("mode") == record.get("mode")]
+    found: set[str] = set()
+    for number, item in enumerate(later):
+        if item.get("trigger") != "turn-end":
             continue
-        if op["oid"]:
-            found[number] = store.get(str(op["oid"]))
-        else:
-            from_git.setdefault(str(op["layer"]), []).append((number, str(op["sha1"])))
-    for prefix, wanted in from_git.items():
-        blobs = _git_blobs(os.path.join(root, prefix) if prefix else root,
-                           [sha for _, sha in wanted])
-        for number, sha in wanted:
-            if sha not in blobs:
-                raise RestoreError(f"git no longer has blob {sha} of {ops[number]['path']} "
-                                   "(pruned from the repository); nothing was changed")
-            found[number] = blobs[sha]
-    for number, data in found.items():
-        if blob_sha1(data) != ops[number]["sha1"]:
-            raise RestoreError(f"the stored bytes of {ops[number]['path']} do not match the "
-                               "checkpoint; nothing was changed (run cos checkpoints verify)")
+        start = read_manifest(store, str(item["manifest"]))
+        end = (read_manifest(store, str(later[number + 1]["manifest"]))
+               if number + 1 < len(later) else current)
+        found.update(path for path, *_ in diff(root, end, start))
     return found
 
 
-def _git_blobs(repo: str, shas: list[str]) -> dict[str, bytes]:
-    """The blobs `shas` of the repository at `repo` (those it no longer has are left out): read
-    from its object files, and from `git cat-file` those this process cannot read."""
-    from coding_os.git.objects import Unreadable, objects_of
-    from coding_os.git.repo import checkout_root
+def preview(tiers: Tiers, root: str, checkpoint: str,
+            settings: Settings | None = None) -> dict[str, object]:
+    """What `rewind_code` would do, changing nothing: files to restore, create and delete, each
+    with its diffstat and whether it changed outside the session since the checkpoint.
 
-    blobs: dict[str, bytes] = {}
-    top = checkout_root(repo)
-    objects = objects_of(top) if top is not None else None
-    unique = sorted(set(shas))
-    if objects is not None:
-        for sha in unique:
-            try:
-                kind, data = objects.read(sha)
-            except Unreadable:
-                continue
-            if kind == "blob" and blob_sha1(data) == sha:
-                blobs[sha] = data
-        unique = [sha for sha in unique if sha not in blobs]
-    if not unique:
-        return blobs
-    from coding_os.git.command import git
-
-    out = git(repo, "cat-file", "--batch",
-              stdin="".join(f"{sha}\n" for sha in unique).encode("ascii"))
-    pos = 0
-    while pos < len(out):
-        end = out.index(b"\n", pos)
-        header = out[pos:end].decode("ascii", "replace").split(" ")
-        pos = end + 1
-        if len(header) == 3:
-            size = int(header[2])
-            blobs[header[0]] = out[pos:pos + size]
-            pos += size + 1
-    return blobs
-
-
-def _check_tree(root: str, ops: list[dict[str, object]]) -> None:
-    """Refuse before anything changes: a path through a symlink or a file, a directory in the
-    way, a directory that cannot be written."""
-    deleted = {str(op["path"]) for op in ops if op["op"] == "delete"}
-    for op in ops:
-        path = str(op["path"])
-        parts = path.split("/")
-        for depth in range(1, len(parts)):
-            above = "/".join(parts[:depth])
-            try:
-                st = os.lstat(os.path.join(root, above))
-            except FileNotFoundError:
-                break
-            if stat.S_ISDIR(st.st_mode):
-                continue
-            if above in deleted:
-                break  # a file or symlink in the way that the restore removes first
-            what = "a symlink" if stat.S_ISLNK(st.st_mode) else "a file"
-            raise RestoreError(f"{above} is {what} where the checkpoint has a directory "
-                               f"(for {path}); it is not followed; nothing was changed")
-        full = os.path.join(root, path)
-        if op["op"] == "write":
-            try:
-                is_dir = stat.S_ISDIR(os.lstat(full).st_mode)
-            except (FileNotFoundError, NotADirectoryError):
-                is_dir = False
-            if is_dir and _has_other_files(root, path, deleted):
-                raise RestoreError(f"{path} is a directory holding files the checkpoint "
-                                   "does not know; nothing was changed")
-        _check_writable(root, path, deleted)
-
-
-def _has_other_files(root: str, path: str, deleted: set[str]) -> bool:
-    """Whether the directory `path` holds anything the restore does not delete first."""
-    for folder, dirs, files in os.walk(os.path.join(root, path)):
-        for name in files:
-            rel = os.path.relpath(os.path.join(folder, name), root).replace(os.sep, "/")
-            if rel not in deleted:
-                return True
-        if any(os.path.islink(os.path.join(folder, name)) for name in dirs):
-            return True
-    return False
-
-
-def _check_writable(root: str, path: str, deleted: set[str]) -> None:
-    """The nearest directory above `path` that will still be there must be writable (a file or
-    symlink the restore deletes first does not count)."""
-    folder = os.path.dirname(path)
-    while folder:
-        full = os.path.join(root, folder)
-        if folder not in deleted and os.path.isdir(full) and not os.path.islink(full):
-            break
-        folder = os.path.dirname(folder)
-    full = os.path.join(root, folder) if folder else root
-    if not os.access(full, os.W_OK | os.X_OK):
-        raise RestoreError(f"directory {folder or '.'} is read-only; nothing was changed")
-
-
-def _permissions(op: dict[str, object], umask: int) -> int:
-    """The permission bits a restored file gets: those recorded when cos stored its bytes; for a
-    file of the commit, git's 0o644 or 0o755 under the umask, as a checkout would."""
-    mode = int(str(op["mode"]))
-    if op["oid"]:
-        return mode & 0o7777
-    return (0o755 if mode & 0o111 else 0o644) & ~umask
-
-
-def _open_parent(root_fd: int, path: str, create: bool) -> int | None:
-    """A descriptor of `path`'s directory, walked without following symlinks (created when
-    `create`); None when it does not exist and `create` is false."""
-    fd = os.dup(root_fd)
-    for part in path.split("/")[:-1]:
-        try:
-            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-        except FileNotFoundError:
-            if not create:
-                os.close(fd)
-                return None
-            os.mkdir(part, 0o755, dir_fd=fd)
-            nfd = os.open(part, _DIR_FLAGS, dir_fd=fd)
-        except OSError as exc:
-            os.close(fd)
-            if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-                raise RestoreError(f"a symlink or file is in the way of {path}; "
-                                   "not followed") from None
-            raise
-        os.close(fd)
-        fd = nfd
-    return fd
-
-
-def _staged(journal: dict[str, object], number: int) -> str:
-    """Where write `number` of `journal` is staged: `staging/<id>.<n>` (`staging/<id>/<n>` in
-    the journals of the first layout)."""
-    if journal.get("layout") == 2:
-        return os.path.join(str(journal["staging"]), f"{journal['id']}.{number}")
-    return os.path.join(str(journal["staging"]), str(number))
-
-
-def _apply(root: str, journal: dict[str, object]) -> None:
-    ops = journal["ops"]
-    assert isinstance(ops, list)
-    root_fd = os.open(root, _DIR_FLAGS)
-    try:
-        for number, op in enumerate(ops):
-            path = str(op["path"])
-            name = path.rsplit("/", 1)[-1]
-            if op["op"] == "delete":
-                try:
-                    parent = _open_parent(root_fd, path, create=False)
-                except RestoreError:
-                    continue  # a file or symlink now stands where its directory was: gone
-                if parent is None:
-                    continue
-                try:
-                    _remove(parent, name)
-                finally:
-                    os.close(parent)
-                _prune(root_fd, path)
-                continue
-            staged = _staged(journal, number)
-            if not os.path.lexists(staged):
-                continue  # renamed into place before an interruption
-            parent = _open_parent(root_fd, path, create=True)
-            assert parent is not None
-            try:
-                try:
-                    st = os.lstat(name, dir_fd=parent)
-                except FileNotFoundError:
-                    st = None
-                if st is not None and stat.S_ISDIR(st.st_mode):
-                    _remove_empty_tree(parent, name)
-                try:
-                    os.rename(staged, name, dst_dir_fd=parent)
-                except OSError as exc:
-                    if exc.errno != errno.EXDEV:
-                        raise
-                    # The state dir is on another filesystem than the tree (a linked worktree
-                    # elsewhere): copy through a temporary file beside the target instead. The
-                    # staged file stays, so doing it again after an interruption is the same.
-                    _copy_into(staged, parent, name, f".cos-restore-{journal['id']}-{number}")
-            finally:
-                os.close(parent)
-    finally:
-        os.close(root_fd)
-
-
-def _copy_into(staged: str, parent: int, name: str, temp: str) -> None:
-    """Put a copy of the staged file or symlink at `name` in `parent`, atomically."""
-    st = os.lstat(staged)
-    try:
-        os.unlink(temp, dir_fd=parent)
-    except FileNotFoundError:
-        pass
-    if stat.S_ISLNK(st.st_mode):
-        os.symlink(os.readlink(staged), temp, dir_fd=parent)
-    else:
-        with open(staged, "rb") as f:
-            data = f.read()
-        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW,
-                     0o600, dir_fd=parent)
-        try:
-            durable.write_all(fd, data)
-            os.fchmod(fd, stat.S_IMODE(st.st_mode))
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    os.rename(temp, name, src_dir_fd=parent, dst_dir_fd=parent)
-
-
-def _stage(journal: dict[str, object], ops: list[dict[str, object]],
-           data: dict[int, bytes]) -> list[str]:
-    """Write each write operation's bytes (or symlink) where `journal` stages it; return what
-    must be flushed before the journal commits: the files, and the staging directory (which
-    holds the symlinks)."""
-    folder = durable.ensure_dir(str(journal["staging"]))
-    umask = os.umask(0)
-    os.umask(umask)
+    Raises:
+        InvalidInput, NotFound: a bad or unknown checkpoint id.
+        DamagedObject: the checkpoint's objects are missing or damaged.
+    """
+    settings = settings or Settings()
+    record, target = _target(tiers, checkpoint)
+    if record.get("root") != root:
+        raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
+                           f"run cos rewind there")
+    store = _DryStore(ObjectStore(tiers.checkpoints_dir))
+    cap, current, _ = _current(tiers, root, target, store, settings)
+    changes = _protect_uncaptured(root, cap, current,
+                                  diff(root, target, current, cap.commit_entries))
+    outside = _outside(tiers, root, record, current, store)
+    data = _fetch_quietly(root, store, changes)
     files = []
-    for number, op in enumerate(ops):
-        if op["op"] != "write":
-            continue
-        path = _staged(journal, number)
-        content = data[number]
-        if op["kind"] == "l":
-            os.symlink(os.fsdecode(content), path)
-            continue
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    for number, change in enumerate(changes):
+        path, wanted, present, _ = change
+        action = "delete" if wanted is None else ("create" if present is None else "restore")
+        files.append({"path": path, "action": action,
+                      "changed_outside": path in outside,
+                      **_diffstat(root, store, change, data.get(number))})
+    skipped_now = {str(item[0]) for item in current["skipped"]}  # type: ignore[attr-defined]
+    blocked = sorted(skipped_now & {str(f["path"]) for f in files})
+    return {"checkpoint": row(record), "mode": record.get("mode"), "root": root,
+            "files": files,
+            "summary": {kind: sum(1 for f in files if f["action"] == kind)
+                        for kind in ("restore", "create", "delete")},
+            "unprotected": blocked}
+
+
+def _fetch_quietly(root: str, store: ObjectStore, changes: list) -> dict[int, bytes]:  # type: ignore[type-arg]
+    from coding_os.checkpoints.restore import fetch
+
+    ops: list[dict[str, object]] = [
+        {"op": "write", "path": p, "kind": t[0], "sha1": t[1], "mode": t[2], "oid": t[3],
+         "layer": prefix} if t is not None else {"op": "delete", "path": p}
+        for p, t, _, prefix in changes]
+    return fetch(root, store, ops)
+
+
+class _DryStore(ObjectStore):
+    """A store that hashes without writing: a preview changes nothing on disk."""
+
+    def __init__(self, real: ObjectStore) -> None:
+        super().__init__(os.path.dirname(real.root))
+
+    def put(self, data: bytes, *, sync: bool = True) -> tuple[str, int]:
+        oid = self.oid_of(data)
+        self._made = getattr(self, "_made", {})
+        self._made[oid] = data
+        return oid, 0
+
+    def get(self, oid: str) -> bytes:
+        made = getattr(self, "_made", {})
+        return made[oid] if oid in made else super().get(oid)
+
+    def has(self, oid: str) -> bool:
+        return oid in getattr(self, "_made", {}) or super().has(oid)
+
+
+def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None = None,
+                agent: str | None = None, settings: Settings | None = None,
+                kind: str = "rewind") -> dict[str, object]:
+    """Restore the tree at `root` to `checkpoint`, after taking a checkpoint of it as it is
+    (`before`), so `undo` brings it back. Returns the report: each file and its action (the
+    diffstat and the outside marks are the preview's), and `before`.
+
+    Raises:
+        InvalidInput, NotFound: a bad or unknown checkpoint id; another tree's checkpoint.
+        RestoreError: a file that would be overwritten is not protected (too large to store),
+            a symlink or read-only directory is in the way; nothing was changed.
+        DamagedObject, StateIOError: nothing was changed.
+    """
+    settings = settings or Settings()
+    folder = tiers.checkpoints_dir
+    recover_pending(tiers)
+    record, target = _target(tiers, checkpoint)
+    if record.get("root") != root:
+        raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
+                           f"run cos rewind there")
+    # The user waits on a rewind: its snapshot's new objects go to one pack, flushed with the
+    # staged bytes (see restore), and are not compressed (a tenth of the rewind's time).
+    store = ObjectStore(folder, pack=True, compress=False)
+    with restore_lock(folder, exclusive=True):
         try:
-            durable.write_all(fd, content)
-            os.fchmod(fd, _permissions(op, umask))
+            before, changes = _rewind(tiers, root, checkpoint, record, target, store, settings,
+                                      session, agent, kind)
         finally:
-            os.close(fd)
-        files.append(path)
-    return [*files, folder]
+            store.discard()  # the snapshot of a rewind refused before it was flushed
+    files = [{"path": path, "action": "delete" if wanted is None
+              else ("create" if present is None else "restore")}
+             for path, wanted, present, _ in changes]
+    return {"checkpoint": row(record), "mode": record.get("mode"), "root": root,
+            "files": files,
+            "summary": {kind_: sum(1 for f in files if f["action"] == kind_)
+                        for kind_ in ("restore", "create", "delete")},
+            "unprotected": [], "before": before, "applied": True}
 
 
-def _remove_empty_tree(parent: int, name: str) -> None:
-    """Remove the directory `name` (in `parent`) and the empty directories in it, bottom-up,
-    without following symlinks; a file found inside stops it (checked before the journal)."""
-    fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-    try:
-        for entry in os.listdir(fd):
-            st = os.lstat(entry, dir_fd=fd)
-            if not stat.S_ISDIR(st.st_mode):
-                raise RestoreError(f"{name}/{entry} is in the way of the restore")
-            _remove_empty_tree(fd, entry)
-    finally:
-        os.close(fd)
-    os.rmdir(name, dir_fd=parent)
+def _rewind(tiers: Tiers, root: str, checkpoint: str, record: dict[str, object],
+            target: dict[str, object], store: ObjectStore, settings: Settings,
+            session: str | None, agent: str | None, kind: str) -> tuple[str, list]:  # type: ignore[type-arg]
+    """`rewind_code`'s work under the lock: returns the `before` checkpoint and the changes."""
+    from coding_os.checkpoints.restore import RestoreError, plan_ops, prepare, restore
+
+    folder = tiers.checkpoints_dir
+    cap, current, looked = _current(tiers, root, target, store, settings)
+    found = diff(root, target, current, cap.commit_entries)
+    changes = _protect_uncaptured(root, cap, current, found)
+    # Whether an ignored file joined the snapshot (no capture holds those).
+    as_captured = all(a[2] is b[2] for a, b in zip(found, changes))
+    # The snapshot's list (a watcher-fed one looked at the changed paths only).
+    unprotected = sorted({str(item[0]) for item in current["skipped"]}  # type: ignore[attr-defined]
+                         & {path for path, *_ in changes})
+    if unprotected:
+        raise RestoreError(f"{', '.join(unprotected[:5])} would be overwritten but is "
+                           "larger than checkpoints.max_file_bytes, so the rewind could not "
+                           "be undone; nothing was changed")
+    ops = plan_ops(changes)
+    data = prepare(root, store, ops)  # refused here, no checkpoint is left behind
+    oid, _ = _manifest_oid(store, current)
+    before = points.new_record(
+        session=session, agent=agent, turn=None, prompt=f"before {kind} to {checkpoint}",
+        trigger="before-rewind", mode=record.get("mode"), root=root, manifest=oid,
+        previous=None, seq=None, changed=[], changed_count=None, skipped=current["skipped"])
+    marker = {"id": points.new_id(), "kind": kind, "target": checkpoint,
+              "before": before["id"], "ts": utc_now()}
+    restore(root, folder, store, ops, marker,
+            after=lambda: remember_rewind(folder, {**marker, "root": root}), data=data,
+            before_journal=lambda: points.write(folder, before), before_record=before)
+    if looked is not None and as_captured:
+        # The tree as it was is the watcher's base (the restore's own writes are events
+        # after its token); not when a file git ignores joined it (no capture holds those).
+        from coding_os.checkpoints import watch
+
+        watch.remember(folder, root, oid, looked.token, scope(cap), cap.staged)
+    return str(before["id"]), changes
 
 
-def _remove(parent: int, name: str) -> None:
-    try:
-        st = os.lstat(name, dir_fd=parent)
-    except FileNotFoundError:
-        return
-    if stat.S_ISDIR(st.st_mode):
-        try:
-            os.rmdir(name, dir_fd=parent)
-        except OSError:
-            pass  # holds what the checkpoint does not know: kept
-        return
-    os.unlink(name, dir_fd=parent)
+def _protect_uncaptured(root: str, cap: Capture, current: dict[str, object],
+                        changes: list) -> list:  # type: ignore[type-arg]
+    """A path the snapshot holds as absent but where a file stands (ignored by git, or written
+    since) would be overwritten by a restore that creates it: its bytes join the snapshot of
+    the tree as it is, so the undo brings them back, and the preview calls it a restore."""
+    kept = []
+    for path, wanted, present, prefix in changes:
+        if present is None and wanted is not None and os.path.lexists(os.path.join(root, path)) \
+                and not os.path.isdir(os.path.join(root, path)) and not beyond_link(root, path):
+            present = cap.entry(path)
+            if present is not None:
+                put_entry(current, path, present)
+        kept.append((path, wanted, present, prefix))
+    return kept
 
 
-def _prune(root_fd: int, path: str) -> None:
-    """Remove the directories a delete left empty, up to the root."""
-    parts = path.split("/")[:-1]
-    while parts:
-        parent = _open_parent(root_fd, "/".join(parts), create=False)
-        if parent is None:
-            parts.pop()
-            continue
-        try:
-            os.rmdir(parts[-1], dir_fd=parent)
-        except OSError:
-            return
-        finally:
-            os.close(parent)
-        parts.pop()
-
-
-def prepare(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict[int, bytes]:
-    """Everything `restore` checks before it touches anything: the bytes of each write
-    (verified), and the tree (no symlink or file in the way, writable directories).
-
-    Raises:
-        RestoreError, DamagedObject: the restore cannot be done safely.
-    """
-    data = fetch(root, store, ops)
-    _check_tree(root, ops)
-    return data
-
-
-def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[str, object]],
-            record: dict[str, object], after: Callable[[], None] | None = None,
-            data: dict[int, bytes] | None = None,
-            before_journal: Callable[[], None] | None = None,
-            before_record: dict[str, object] | None = None) -> None:
-    """Apply `ops` to the tree at `root` with the journal; the caller holds the exclusive lock.
-    `record` goes into the journal (what is being restored, and the checkpoint taken before,
-    whose record is `before_record`); the objects `store` holds unflushed (that checkpoint's)
-    are flushed with the staged bytes and the journal; `before_journal` runs once they are,
-    just before the journal commits the restore (nothing it leaves behind when that fails);
-    `after` runs once the tree is restored, before the journal is removed; `data` is what
-    `prepare` returned, when the caller checked first.
+def undo(tiers: Tiers, root: str, *, session: str | None = None, agent: str | None = None,
+         settings: Settings | None = None) -> dict[str, object]:
+    """Undo the last rewind of this tree: restore the checkpoint taken just before it (itself
+    a rewind, so undoing again redoes it).
 
     Raises:
-        RestoreError, DamagedObject, StateIOError: nothing was changed.
+        NotFound: no rewind to undo here.
+        as `rewind_code`.
     """
-    from coding_os import jsonwire
-
-    data = prepare(root, store, ops) if data is None else data
-    journal = {**record, "root": root, "layout": 2,
-               "staging": os.path.join(checkpoints_dir, STAGING), "ops": ops,
-               "before_record": before_record}
-    path = os.path.join(checkpoints_dir, JOURNAL)
-    tmp = os.path.join(checkpoints_dir, JOURNAL_TMP)
-    try:
-        _unstage(checkpoints_dir, None)  # what an abandoned or older restore left
-        # Written first: while it exists, what is staged is known to be there (see `pending`).
-        # ASCII: names that are not UTF-8 survive escaped.
-        durable.overwrite(tmp, jsonwire.dumps(journal).encode("ascii"))
-        staged = _stage(journal, ops, data)
-        store.flush(also=[*staged, tmp])
-        if before_journal is not None:
-            before_journal()
-        os.replace(tmp, path)
-    except (OSError, ValueError, StateIOError) as exc:
-        _unstage(checkpoints_dir, journal)
-        if isinstance(exc, StateIOError):
-            raise StateIOError(f"{exc}; nothing was changed") from None
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise StateIOError(f"cannot stage the restore in {os.path.dirname(tmp)}: {reason}; "
-                           "nothing was changed") from None
-    _finish(checkpoints_dir, journal, after)
-
-
-def _unstage(checkpoints_dir: str, journal: dict[str, object] | None) -> None:
-    """Remove what a restore staged (all that is staged when `journal` is None: the restore
-    lock is held, so no other restore is staging), then its temporary journal. The staging
-    directory stays for the next restore (making a directory costs as much as a file)."""
-    folder = os.path.join(checkpoints_dir, STAGING)
-    if journal is None:
-        if os.path.islink(folder) or os.path.lexists(folder) and not os.path.isdir(folder):
-            _remove_quietly(folder)  # not ours to follow: made anew by the next restore
-        for name in os.listdir(folder) if os.path.isdir(folder) else []:
-            _remove_tree(os.path.join(folder, name))  # a directory: the first layout's
-    elif journal.get("layout") == 2:
-        for number in range(len(journal["ops"])):  # type: ignore[arg-type]
-            _remove_quietly(_staged(journal, number))
-    else:
-        shutil.rmtree(str(journal.get("staging")), ignore_errors=True)
-    _remove_tree(os.path.join(checkpoints_dir, JOURNAL_TMP))
-
-
-def _remove_tree(path: str) -> None:
-    """Remove the file, symlink or directory at `path` (never what a symlink points to)."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path, ignore_errors=True)
-    else:
-        _remove_quietly(path)
-
-
-_remove_quietly = durable.unlink_quietly
-
-
-def _finish(checkpoints_dir: str, journal: dict[str, object],
-            after: Callable[[], None] | None) -> None:
-    try:
-        _apply(str(journal["root"]), journal)
-    except (OSError, RestoreError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        _abandon(checkpoints_dir, journal, f"{reason} (at {getattr(exc, 'filename', '')})"
-                 if isinstance(exc, OSError) else reason)
-    if after is not None:
-        after()
-    _unstage(checkpoints_dir, journal)  # while the journal says the restore is not done
-    os.unlink(os.path.join(checkpoints_dir, JOURNAL))
-
-
-def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | None = None
-            ) -> dict[str, object] | None:
-    """Complete an interrupted restore (its journal), or remove the temporary journal and the
-    staging of one that never committed. Returns the completed journal, or None. Takes the
-    exclusive lock.
-
-    A journal that cannot be completed (damaged, naming paths outside its tree, or an operation
-    that fails) is moved aside to `journal.failed-<time>.json`, so it never blocks later calls.
-
-    Raises:
-        RestoreError: the journal could not be completed (the message says how to get the tree
-            back to where it was before that rewind).
-    """
-    if not pending(checkpoints_dir):
-        return None
-    with restore_lock(checkpoints_dir, exclusive=True):
-        path = os.path.join(checkpoints_dir, JOURNAL)
-        try:
-            with open(path, "rb") as f:
-                journal = json.loads(f.read())
-        except FileNotFoundError:
-            journal = None
-        except (OSError, ValueError) as exc:
-            _abandon(checkpoints_dir, None, f"its journal cannot be read ({exc})")
-        if journal is None:
-            _unstage(checkpoints_dir, None)
-            return None
-        problem = _journal_problem(checkpoints_dir, journal)
-        if problem:
-            _abandon(checkpoints_dir, journal if isinstance(journal, dict) else None, problem)
-        done: dict[str, object] = journal
-        _keep_before(checkpoints_dir, done)
-        _finish(checkpoints_dir, done, (lambda: after(done)) if after is not None else None)
-        return done
-
-
-def _keep_before(checkpoints_dir: str, journal: dict[str, object]) -> None:
-    """Write the `before` checkpoint's record again from the journal if it was lost (it is not
-    flushed to disk on its own): the undo of the completed restore needs it."""
-    from coding_os.checkpoints import points
-    from coding_os.errors import CosError as Error
-
-    kept = journal.get("before_record")
-    if not isinstance(kept, dict) or kept.get("id") != journal.get("before") \
-            or not points.valid_id(kept.get("id")):
-        return
-    try:
-        points.load(checkpoints_dir, str(kept["id"]))
-    except Error:
-        points.write(checkpoints_dir, kept)
-
-
-def _journal_problem(checkpoints_dir: str, journal: object) -> str | None:
-    """Why `journal` cannot be trusted, or None: its paths stay inside its tree, its staging
-    is this store's, and its tree is the one its `before` checkpoint was taken of."""
-    from coding_os.checkpoints import points
-    from coding_os.errors import CosError as Error
-
-    if not isinstance(journal, dict) or not isinstance(journal.get("ops"), list):
-        return "its journal is damaged"
-    staging = os.path.join(checkpoints_dir, STAGING)
-    if journal.get("layout") is None:  # the first layout: a directory per restore
-        staging = os.path.join(staging, str(journal.get("id")))
-    if journal.get("staging") != staging or not points.valid_id(journal.get("id")) \
-            or journal.get("layout") not in (None, 2):
-        return "its journal names a staging area outside the checkpoint store"
-    try:
-        for op in journal["ops"]:
-            check_path(op.get("path") if isinstance(op, dict) else None)
-        kept = journal.get("before_record")
-        try:
-            before = points.load(checkpoints_dir, str(journal.get("before")))
-        except Error:
-            if not isinstance(kept, dict) or kept.get("id") != journal.get("before") \
-                    or not points.valid_id(kept.get("id")):
-                raise
-            before = kept  # lost to a power cut: the journal holds it
-    except Error as exc:
-        return f"its journal is not usable ({exc})"
-    if before.get("root") != journal.get("root"):
-        return "its journal names another tree than its checkpoint"
-    return None
-
-
-def _abandon(checkpoints_dir: str, journal: dict[str, object] | None, reason: str) -> NoReturn:
-    """Move a journal that cannot be completed aside, and say how to get the tree back."""
-    import time
-
-    path = os.path.join(checkpoints_dir, JOURNAL)
-    stamp = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.urandom(3).hex()}"
-    aside = os.path.join(checkpoints_dir, f"journal.failed-{stamp}.json")
-    try:
-        os.replace(path, aside)
-    except OSError:
-        aside = path
-    # What it staged is of no use now (the before checkpoint brings the tree back); the journal
-    # is not trusted to say where that is: all that is staged goes (the lock is held).
-    _unstage(checkpoints_dir, None)
-    before = journal.get("before") if journal else None
-    hint = (f"; cos rewind {before} --code brings back the tree as it was before it"
-            if before else "")
-    raise RestoreError(f"an interrupted rewind could not be completed: {reason}; its journal "
-                       f"is kept at {aside}{hint}")
+    recover_pending(tiers)
+    last = last_rewind(tiers)
+    if not last or last.get("root") != root or not last.get("before"):
+        raise NotFound(f"no rewind to undo in {root}")
+    return rewind_code(tiers, root, str(last["before"]), session=session, agent=agent,
+                       settings=settings, kind="undo")

@@ -1,24 +1,18 @@
 """Snapshots of a working tree (DESIGN.md §5), costing what changed rather than the tree's size.
 
-A snapshot (its manifest, itself an object of the store) is a list of layers, one per repository
-in the tree: the tree's own git repository, each nested repository git does not descend into (a
-clone inside the tree; nothing of the user's is renamed to see it), or the plain directory when
-there is no git. A git layer is the commit checked out (`HEAD`) and an overlay: every path whose
-working-tree state differs from that commit — modified, deleted, staged, untracked but not
+A snapshot is a manifest (manifest.py): for a git tree, the commit checked out and an overlay of
+every path whose working-tree state differs from it — modified, deleted, staged, untracked but not
 ignored — as `git status` reports it. Every other file is the commit's, and its bytes are already
 in the repository's object database, so a first checkpoint of a clean repository stores nothing
-but its manifest. A plain layer's overlay lists every file (`.cosignore` excludes, gitignore-style).
+but its manifest. A repository nested in the tree that git does not descend into (a clone inside
+the tree; nothing of the user's is renamed to see it) is a layer of its own; a directory without
+git is one layer listing every file (`.cosignore` excludes, gitignore-style). `.git` and
+`.coding-os` are never part of a snapshot; files over the size limit are listed in `skipped`,
+never silently left out; so are submodules, whose content belongs to their own repository.
 
-An entry is `[kind, sha1, mode, oid]`: kind `f` (file) or `l` (symlink, whose target is its
-content), the git blob id of the content (computed for files cos stores too, so entries compare
-across layers and snapshots without reading anything), the mode (git's 0o100644, 0o100755 or
-0o120000 for a file of the commit; the file's own permission bits when cos stores its bytes), and
-the store object holding the bytes, or None when the repository's object database holds them. An absent path is None. `.git` and `.coding-os` are never part of a snapshot; files
-over the size limit are listed in `skipped`, never silently left out; so are submodules, whose
-content belongs to their own repository.
-
-Coverage `tracked` snapshots only the paths given (those the agent's edit tools named), every
-entry in the store.
+While the daemon watches the tree, a snapshot is the previous one with the changed paths looked
+at again (`capture_changed`, fed by watch.py). Coverage `tracked` snapshots only the paths given
+(those the agent's edit tools named), every entry in the store.
 """
 
 from __future__ import annotations
@@ -31,9 +25,7 @@ import time
 from coding_os.git.command import git
 from coding_os.git.objects import blob_sha1
 from coding_os.git.repo import (
-    changed_between,
     checkout_root,
-    commit_files,
     commit_paths,
     compares_raw,
     git_dirs,
@@ -43,58 +35,38 @@ from coding_os.git.repo import (
     relative,
 )
 from coding_os.checkpoints.store import ObjectStore
-from coding_os.checkpoints.take import DEFAULT_MAX_FILE_BYTES
-from coding_os.errors import InvalidInput
+from coding_os.checkpoints.manifest import (
+    ALWAYS_OUT,
+    GIT_KINDS,
+    MODE_GITLINK,
+    MODE_LINK,
+    SKIPPED,
+    check_path,
+    join_path,
+    layer_list,
+    overlay_of,
+    read_manifest,
+    same_entry,
+)
+from coding_os.checkpoints.settings import DEFAULT_MAX_FILE_BYTES
+from coding_os.errors import CosError, InvalidInput
 
 __all__ = [
-    "MODES",
-    "DEFAULT_MAX_FILE_BYTES",
-    "SKIPPED",
-    "IGNORE_FILE",
-    "Capture",
-    "StatCache",
-    "capture",
-    "capture_changed",
-    "check_path",
-    "resolve",
-    "diff",
-    "read_current",
-    "manifest_paths",
-    "put_entry",
+    "IGNORE_FILE", "Capture", "StatCache", "capture", "capture_changed", "capture_of",
+    "snapshot_now", "scope", "beyond_link",
 ]
 
-MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
-MODES = (MODE_FILE, MODE_EXEC, MODE_LINK)
-# The entry of a file a snapshot could not store: its path is left alone by a rewind.
-SKIPPED = ("s", "", 0, None)
 IGNORE_FILE = ".cosignore"
-ALWAYS_OUT = (".git", ".coding-os")
 TYPE_CHECKING = False  # typing is not imported at run time: this runs on the hook path
 if TYPE_CHECKING:
-    from typing import Any, TypeAlias
-
-    Entry: TypeAlias = list[Any]  # [kind, sha1, mode, oid | None]
-
-
-def check_path(path: object) -> str:
-    """`path` if it is a clean relative path inside a tree: no `..`, no absolute, no NUL, no
-    empty or `.` component, not inside `.git` or `.coding-os`.
-
-    Raises:
-        InvalidInput: it is not.
-    """
-    if not isinstance(path, str) or not path or "\0" in path or path.startswith("/"):
-        raise InvalidInput(f"not a relative path inside the tree: {str(path)[:200]!r}")
-    parts = path.split("/")
-    if parts[0] in ALWAYS_OUT or not _BAD_PARTS.isdisjoint(parts):  # a diff checks hundreds
-        if parts[0] in ALWAYS_OUT or not _UNCLEAN_PARTS.isdisjoint(parts):
-            raise InvalidInput(f"not a relative path inside the tree: {path[:200]!r}")
-        raise InvalidInput(f"a path inside a .git directory: {path[:200]!r}")
-    return path
+    from coding_os.checkpoints.manifest import Entry
+    from coding_os.checkpoints.settings import Settings
+    from coding_os.checkpoints.watch import Look
+    from coding_os.state.tiers import Tiers
 
 
-_UNCLEAN_PARTS = frozenset(("", ".", ".."))
-_BAD_PARTS = _UNCLEAN_PARTS | {".git"}
+
+
 
 
 
@@ -329,7 +301,7 @@ def _git_layers(cap: Capture, prefix: str,
             in_head[path] = (None if m_head == 0 else
                              ["l" if m_head == MODE_LINK else "f", fields[6], m_head, None])
             if sub.startswith("S"):
-                cap.skipped.append([_join(prefix, path), "submodule", 0])
+                cap.skipped.append([join_path(prefix, path), "submodule", 0])
                 continue
             if m_work == "000000" or xy[1] == "D":
                 overlay[path] = None
@@ -337,24 +309,24 @@ def _git_layers(cap: Capture, prefix: str,
                 mode = int(m_index, 8)
                 overlay[path] = ["l" if mode == MODE_LINK else "f", h_index, mode, None]
             else:
-                overlay[path] = cap.entry(_join(prefix, path))
+                overlay[path] = cap.entry(join_path(prefix, path))
         elif kind == "u":
             path = relative(line.split(" ", 10)[10], within)
             if path is not None:
                 staged.add(path)
-                overlay[path] = cap.entry(_join(prefix, path))
+                overlay[path] = cap.entry(join_path(prefix, path))
         elif kind == "!":
             path = relative(line[2:], within)
             if path is not None:
-                cap.ignored.add(_join(prefix, path))
+                cap.ignored.add(join_path(prefix, path))
         elif kind == "?":
             path = relative(line[2:], within)
             if path is None:
                 continue
             if path.endswith("/"):
-                nested.append(_join(prefix, path.rstrip("/")))
+                nested.append(join_path(prefix, path.rstrip("/")))
             else:
-                overlay[path] = cap.entry(_join(prefix, path))
+                overlay[path] = cap.entry(join_path(prefix, path))
     if commit:
         _hide_under_replaced(top, commit, overlay)
         cap.commit_entries.setdefault((prefix, commit), {}).update(
@@ -387,7 +359,7 @@ def capture_changed(cap: Capture, previous: dict[str, object], changed: list[str
     if previous.get("mode") != "worktree" or len(changed) > MAX_CHANGED_PATHS \
             or sum(map(len, changed)) > MAX_CHANGED_BYTES:
         return None
-    layers = _layer_list(previous)
+    layers = layer_list(previous)
     if len(layers) != 1 or layers[0].get("dir") != "":
         return None  # nested repositories: their index and ignore rules are not watched
     if not os.path.lexists(os.path.join(cap.root, ".git")) and checkout_root(cap.root) is None:
@@ -415,7 +387,7 @@ def capture_changed(cap: Capture, previous: dict[str, object], changed: list[str
             return previous if head_commit(cap.root) == top.get("commit") else None
         read = _changed_files(cap, top, paths, known)
         if read is not None:
-            overlay = dict(_overlay(top))
+            overlay = dict(overlay_of(top))
             for path, entry in read.items():
                 if isinstance(entry, str):  # "commit": the commit's file again
                     overlay.pop(path, None)
@@ -432,7 +404,7 @@ def capture_changed(cap: Capture, previous: dict[str, object], changed: list[str
         cap.staged |= {path for path in known if not _under_any(path, paths)}
     else:
         cap.staged = None
-    overlay = dict(_overlay(top))
+    overlay = dict(overlay_of(top))
     names = sorted(overlay)
     for path in paths:  # what was there at a changed path, or under it, is looked at anew
         overlay.pop(path, None)
@@ -440,7 +412,7 @@ def capture_changed(cap: Capture, previous: dict[str, object], changed: list[str
         while at < len(names) and names[at].startswith(path + "/"):
             overlay.pop(names[at], None)
             at += 1
-    overlay.update(_overlay(fresh[0]))
+    overlay.update(overlay_of(fresh[0]))
     return _merged(previous, top, overlay, paths, cap.skipped)
 
 
@@ -457,7 +429,6 @@ def _merged(previous: dict[str, object], top: dict[str, object],
             "skipped": sorted(kept, key=lambda item: str(item[0]))}
 
 
-_GIT_KINDS = {MODE_FILE: "f", MODE_EXEC: "f", MODE_LINK: "l"}
 
 
 def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
@@ -486,7 +457,7 @@ def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
             or not compares_raw(repo_top, *dirs):  # type: ignore[arg-type]
         return None
     within = "" if repo_top == cap.root else inside_prefix(cap.root)
-    overlay = _overlay(top)
+    overlay = overlay_of(top)
     names = sorted(overlay)
     attributes: dict[str, bool] = {}
     found: dict[str, Entry | str | None] = {}
@@ -511,19 +482,19 @@ def _changed_files(cap: Capture, top: dict[str, object], paths: set[str],
             in_commit = objects.tree_entry(commit, within + path)
         except Unreadable:
             return None
-        if in_commit is not None and in_commit[0] not in _GIT_KINDS:
+        if in_commit is not None and in_commit[0] not in GIT_KINDS:
             return None  # a directory or a submodule in the commit
         before = overlay.get(path, "none")
         if st is not None and in_commit is None and (before == "none" or before is None):
             return None  # new to the commit and to the snapshot: git knows if it is ignored
         head = (None if in_commit is None else
-                [_GIT_KINDS[in_commit[0]], in_commit[1], in_commit[0], None])
+                [GIT_KINDS[in_commit[0]], in_commit[1], in_commit[0], None])
         heads[path] = head
         if st is None:
             found[path] = None if head is not None else "commit"
             continue
         entry = cap.entry(path)
-        if entry is None and head is None or head is not None and _same(entry, head):
+        if entry is None and head is None or head is not None and same_entry(entry, head):
             found[path] = "commit"
         else:
             found[path] = entry
@@ -602,7 +573,7 @@ def _always_out(line: str, cap: Capture, prefix: str, within: str) -> bool:
         return False
     path = line[2:] if line[0] == "?" else line.split(" ", 10 if line[0] == "u" else 8)[-1]
     rel = relative(path, within)
-    return rel is None or cap.excluded(_join(prefix, rel.rstrip("/")))
+    return rel is None or cap.excluded(join_path(prefix, rel.rstrip("/")))
 
 
 def _hide_under_replaced(top: str, commit: str, overlay: dict[str, Entry | None]) -> None:
@@ -623,8 +594,6 @@ def _hide_under_replaced(top: str, commit: str, overlay: dict[str, Entry | None]
 
 
 
-def _join(prefix: str, path: str) -> str:
-    return f"{prefix}/{path}" if prefix else path
 
 
 def _ignore_rules(root: str) -> list[tuple[str, bool, bool, bool]]:
@@ -677,7 +646,7 @@ def _plain_overlay(cap: Capture, prefix: str) -> dict[str, Entry | None]:
             continue
         for item in entries:
             rel = f"{folder}/{item.name}" if folder else item.name
-            if item.name == ".git" or cap.excluded(_join(prefix, rel)):
+            if item.name == ".git" or cap.excluded(join_path(prefix, rel)):
                 continue
             is_dir = item.is_dir(follow_symlinks=False)
             if rules and _ignored(rules, rel, is_dir):
@@ -685,210 +654,55 @@ def _plain_overlay(cap: Capture, prefix: str) -> dict[str, Entry | None]:
             if is_dir:
                 pending.append(rel)
                 continue
-            entry = cap.entry(_join(prefix, rel))
+            entry = cap.entry(join_path(prefix, rel))
             if entry is not None:
                 overlay[rel] = entry
     return dict(sorted(overlay.items()))
 
 
-# -- reading snapshots back -----------------------------------------------------------------------
+def capture_of(tiers: Tiers, root: str, store: ObjectStore, settings: Settings,
+                read_only: bool = False) -> Capture:
+    """A capture of the tree at `root` that leaves the state dir out wherever it lives."""
+    state = os.path.realpath(tiers.state_dir)
+    rel = os.path.relpath(state, root).replace(os.sep, "/")
+    exclude = () if rel == ".." or rel.startswith("../") else (rel,)
+    cache = StatCache(os.path.join(tiers.checkpoints_dir, "stat-cache.json"), read_only)
+    return Capture(root, store, cache, settings.max_file_bytes, exclude)
 
 
-def manifest_paths(manifest: dict[str, object]) -> set[str]:
-    """The paths a manifest's overlays name (for a tracked one, every path it covers)."""
-    found: set[str] = set()
-    for layer in _layer_list(manifest):
-        prefix = str(layer["dir"])
-        found.update(_join(prefix, path) for path in _overlay(layer))
-    return found
+def snapshot_now(tiers: Tiers, root: str, store: ObjectStore, settings: Settings,
+                 mode: str = "worktree", paths: list[str] | None = None,
+                 read_only: bool = False) -> tuple[Capture, dict[str, object], Look | None]:
+    """A capture of the tree at `root` now, and the daemon's answer when it watches the tree
+    (then only the paths changed since its base are looked at; see watch.py). The caller keeps
+    the new base (`watch.remember`) once the manifest is stored."""
+    from coding_os.checkpoints import watch
+
+    cap = capture_of(tiers, root, store, settings, read_only)
+    looked = (watch.look(tiers.checkpoints_dir, tiers.state_dir, root,
+                         scope(cap)) if mode == "worktree" else None)
+    manifest = None
+    if looked is not None and looked.changed is not None and looked.manifest is not None:
+        previous = _stored_manifest(store, looked.manifest)
+        if previous is not None:
+            cap.incremental = True
+            manifest = capture_changed(cap, previous, looked.changed, looked.staged)
+            if manifest is None:  # what the limited look found is not to be mixed in
+                cap = capture_of(tiers, root, store, settings, read_only)
+    if manifest is None:
+        manifest = capture(cap, mode, paths)
+    return cap, manifest, looked
 
 
-def _layer_list(manifest: dict[str, object]) -> list[dict[str, object]]:
-    layers = manifest.get("layers")
-    if not isinstance(layers, list):
-        raise InvalidInput("a checkpoint manifest without layers")
-    return layers
+def scope(cap: Capture) -> list[object]:
+    """What decides a snapshot's content besides the tree: a base taken under other settings
+    (a size limit, the state dir's place) is not built upon."""
+    return [cap.max_file_bytes, list(cap.exclude)]
 
 
-def _overlay(layer: dict[str, object]) -> dict[str, Entry | None]:
-    overlay = layer.get("overlay")
-    if not isinstance(overlay, dict):
-        raise InvalidInput("a checkpoint layer without an overlay")
-    return overlay
-
-
-def _commit_entries(repo: str, commit: str, paths: list[str]) -> dict[str, Entry]:
-    """The entries `commit` has for `paths` (each relative to `repo`, which may lie below the
-    repository's top: git's tree paths start at the top): read from the object files, or
-    from `git ls-tree` when they cannot be."""
-    within = inside_prefix(repo)
-    found = _commit_entries_read(repo, within, commit, paths)
-    if found is not None:
-        return found
-    found = {}
-    for start in range(0, len(paths), 500):
-        chunk = [within + p for p in paths[start:start + 500]]
-        out = git(repo, "ls-tree", "-z", "-r", "--full-tree", commit, "--", *chunk)
-        for record in out.split(b"\0"):
-            if not record:
-                continue
-            head, _, path = record.decode("utf-8", "surrogateescape").partition("\t")
-            mode, kind, sha1 = head.split(" ")
-            if kind != "blob" or not path.startswith(within):
-                continue
-            number = int(mode, 8)
-            found[path[len(within):]] = ["l" if number == MODE_LINK else "f", sha1, number, None]
-    return found
-
-
-def _commit_entries_read(repo: str, within: str, commit: str,
-                        paths: list[str]) -> dict[str, Entry] | None:
-    """`_commit_entries` from the object files; None when one cannot be read there, or a path
-    is a directory of the commit (`ls-tree -r` lists what is under it)."""
-    from coding_os.git.objects import Unreadable, objects_of
-
-    top = checkout_root(repo)
-    objects = objects_of(top) if top is not None and len(commit) == 40 else None
-    if objects is None:
-        return None
-    found: dict[str, Entry] = {}
+def _stored_manifest(store: ObjectStore, oid: str) -> dict[str, object] | None:
+    """The manifest object `oid`, or None when it is gone or damaged (a base is a cache)."""
     try:
-        for path in paths:
-            entry = objects.tree_entry(commit, within + path)
-            if entry is None or entry[0] == MODE_GITLINK:
-                continue
-            if entry[0] not in _GIT_KINDS:
-                return None
-            found[path] = [_GIT_KINDS[entry[0]], entry[1], entry[0], None]
-    except Unreadable:
-        return None
-    return found
-
-
-
-
-
-
-def resolve(root: str, manifest: dict[str, object], paths: set[str],
-            known: dict[tuple[str, str], dict[str, Entry | None]] | None = None
-            ) -> dict[str, tuple[Entry | None, str, str | None]]:
-    """What `manifest` holds at each of `paths`: (entry or None, layer dir, layer commit).
-    `known` holds commits' entries already at hand (`Capture.commit_entries`), by (layer dir,
-    commit) and path relative to the layer: git is asked only for the others.
-
-    Raises:
-        InvalidInput: a path is not a clean relative path inside the tree (a damaged or
-            crafted manifest).
-    """
-    for path in paths:
-        check_path(path)
-    layers = sorted(_layer_list(manifest), key=lambda layer: len(str(layer["dir"])),
-                    reverse=True)
-    result: dict[str, tuple[Entry | None, str, str | None]] = {}
-    by_layer: dict[int, list[str]] = {}
-    for path in paths:
-        for number, layer in enumerate(layers):
-            prefix = str(layer["dir"])
-            if not prefix or path.startswith(prefix + "/"):
-                by_layer.setdefault(number, []).append(path)
-                break
-        else:
-            result[path] = (None, "", None)
-    for number, members in by_layer.items():
-        layer = layers[number]
-        prefix = str(layer["dir"])
-        commit = layer.get("commit")
-        overlay = _overlay(layer)
-        inner = {path: path[len(prefix) + 1:] if prefix else path for path in members}
-        at_hand = (known or {}).get((prefix, str(commit)), {}) if commit else {}
-        missing = [rel for rel in inner.values() if rel not in overlay and rel not in at_hand]
-        base = (_commit_entries(os.path.join(root, prefix) if prefix else root, str(commit),
-                                missing) if commit and missing else {})
-        for path, rel in inner.items():
-            entry = (overlay[rel] if rel in overlay
-                     else at_hand[rel] if rel in at_hand else base.get(rel))
-            result[path] = (entry, prefix, str(commit) if commit else None)
-    return result
-
-
-def candidates(root: str, old: dict[str, object], new: dict[str, object]) -> set[str]:
-    """Every path where two manifests of one tree may differ: their overlays, what changed
-    between their commits, and the files of a layer only one of them has."""
-    found = manifest_paths(old) | manifest_paths(new)
-    old_layers = {str(layer["dir"]): layer for layer in _layer_list(old)}
-    new_layers = {str(layer["dir"]): layer for layer in _layer_list(new)}
-    for prefix in set(old_layers) | set(new_layers):
-        repo = os.path.join(root, prefix) if prefix else root
-        a, b = old_layers.get(prefix), new_layers.get(prefix)
-        commits = [layer.get("commit") for layer in (a, b) if layer is not None]
-        if a is not None and b is not None:
-            if a.get("commit") and b.get("commit") and a["commit"] != b["commit"]:
-                found.update(_join(prefix, p) for p in changed_between(
-                    repo, str(a["commit"]), str(b["commit"])))
-            elif bool(a.get("commit")) != bool(b.get("commit")):
-                for commit in commits:
-                    if commit:
-                        found.update(_join(prefix, p) for p in commit_files(repo, str(commit)))
-        else:
-            for commit in commits:
-                if commit:
-                    found.update(_join(prefix, p) for p in commit_files(repo, str(commit)))
-    return found
-
-
-def diff(root: str, target: dict[str, object], current: dict[str, object],
-         known: dict[tuple[str, str], dict[str, Entry | None]] | None = None
-         ) -> list[tuple[str, Entry | None, Entry | None, str]]:
-    """The paths whose entry differs between `target` and `current`, as (path, target entry,
-    current entry, layer dir of the target entry), sorted by path (`known`: see `resolve`)."""
-    if target.get("mode") == "tracked":
-        paths = manifest_paths(target)
-    else:
-        paths = candidates(root, target, current)
-    wanted = resolve(root, target, paths, known)
-    now = resolve(root, current, paths, known)
-    changes = []
-    for path in sorted(paths):
-        entry, prefix, _ = wanted[path]
-        present = now[path][0]
-        if _same(entry, present) or (entry is not None and entry[0] == "s"):
-            continue  # the same, or a file the snapshot could not store: left alone
-        changes.append((path, entry, present, prefix))
-    return changes
-
-
-def put_entry(manifest: dict[str, object], path: str, entry: Entry) -> None:
-    """Record `entry` at `path` in the overlay of the layer holding it."""
-    layers = sorted(_layer_list(manifest), key=lambda layer: len(str(layer["dir"])),
-                    reverse=True)
-    for layer in layers:
-        prefix = str(layer["dir"])
-        if not prefix or path.startswith(prefix + "/"):
-            _overlay(layer)[path[len(prefix) + 1:] if prefix else path] = entry
-            return
-
-
-def _same(a: Entry | None, b: Entry | None) -> bool:
-    """Same kind, bytes and mode; modes compare as git does for files: the owner's executable
-    bit (a file's other permission bits are restored when cos holds its bytes, not
-    compared)."""
-    if a is None or b is None:
-        return a is b
-    if a[0] != b[0] or a[1] != b[1]:
-        return False
-    return a[0] == "l" or bool(int(a[2]) & 0o100) == bool(int(b[2]) & 0o100)
-
-
-def read_current(root: str, path: str) -> bytes | None:
-    """The bytes at `path` in the tree now (a symlink's target), None when absent."""
-    full = os.path.join(root, path)
-    try:
-        st = os.lstat(full)
-        if stat.S_ISLNK(st.st_mode):
-            return os.fsencode(os.readlink(full))
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        with open(full, "rb") as f:
-            return f.read()
-    except (FileNotFoundError, NotADirectoryError):
+        return read_manifest(store, oid)
+    except (CosError, OSError):
         return None

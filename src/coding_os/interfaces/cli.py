@@ -724,7 +724,7 @@ def _print_code(code: dict[str, Any], verb: str) -> None:
 
 def _recover_restore() -> None:
     """Complete a restore a killed `cos rewind` left half done, before any command runs."""
-    from coding_os.checkpoints.rewind import RestoreError
+    from coding_os.checkpoints.restore import RestoreError
 
     try:
         done = api.recover_interrupted_restore()

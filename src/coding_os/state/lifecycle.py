@@ -27,7 +27,7 @@ from coding_os.state import presence
 from coding_os.state.caller import Caller, read_panel_session
 from coding_os.state.identity import mint_session_id
 from coding_os.state.statefile import check_state
-from coding_os.state.tiers import Tiers, spec_for
+from coding_os.state.tiers import spec_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -803,7 +803,8 @@ def _checkpoint(ctx: _Context, session: str, log: dict[str, object]) -> None:
         section = config.get("checkpoints")
         if isinstance(section, dict) and section.get("auto") is False:
             return
-        from coding_os.checkpoints.take import Settings, create
+        from coding_os.checkpoints.settings import Settings
+        from coding_os.checkpoints.take import create
         from coding_os.git.repo import checkout_root
         from coding_os.state.root import checkout_dir
 

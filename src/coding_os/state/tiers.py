@@ -81,6 +81,11 @@ class Tiers:
         return os.path.join(self.state_dir, "installed-manifest.json")
 
     @property
+    def checkpoints_dir(self) -> str:
+        """The checkpoint store: objects, records, the restore's journal (DESIGN.md §5)."""
+        return os.path.join(self.state_dir, "checkpoints")
+
+    @property
     def agent_marker(self) -> str:
         return os.path.join(self.state_dir, ".agent")
 
