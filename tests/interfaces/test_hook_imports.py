@@ -29,7 +29,7 @@ ALLOWED = {
 CHECKPOINT_ALLOWED = {
     "coding_os.checkpoints", "coding_os.checkpoints.take", "coding_os.checkpoints.fingerprint",
     "coding_os.checkpoints.lock", "coding_os.checkpoints.points", "coding_os.checkpoints.settings",
-    "coding_os.checkpoints.snapshot", "coding_os.checkpoints.store",
+    "coding_os.checkpoints.manifest", "coding_os.checkpoints.snapshot", "coding_os.checkpoints.store",
     "hashlib", "_hashlib", "_blake2",
 }
 # `cos hook` ends its process with os._exit (no teardown): the probe reports just before.
