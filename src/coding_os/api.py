@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from coding_os.brain.attribution import Attribution
     from coding_os.install import InstallReport
     from coding_os.state.gc import PanelGcReport
-    from coding_os.state.lifecycle import HookResult
+    from coding_os.hooks.context import HookResult
 
 __all__ = [
     "where",
@@ -160,9 +160,9 @@ def hook(event: str, payload: dict[str, object], env: Mapping[str, str] | None =
     """Carry out one hook event for the caller (what `cos hook` does, without stdin/stdout).
 
     Raises:
-        InvalidInput, Misroute, StateIOError: as `state.lifecycle.handle`.
+        InvalidInput, Misroute, StateIOError: as `hooks.events.handle`.
     """
-    from coding_os.state.lifecycle import handle
+    from coding_os.hooks.events import handle
 
     return handle(event, payload, env, cwd)
 

@@ -16,10 +16,12 @@ ALLOWED = {
     "__future__", "_json", "errno", "fcntl", "gc",  # gc is built in: nothing is loaded
     "coding_os", "coding_os.adapters", "coding_os.clock", "coding_os.config",
     "coding_os.durable", "coding_os.errors", "coding_os.jsonwire",
-    "coding_os.git", "coding_os.git.command", "coding_os.git.repo",
+    "coding_os.git", "coding_os.git.command", "coding_os.git.repo", "coding_os.hooks",
+    "coding_os.hooks.checkpoint", "coding_os.hooks.context", "coding_os.hooks.events",
+    "coding_os.hooks.sessions",
     "coding_os.interfaces", "coding_os.interfaces.entry", "coding_os.interfaces.hook",
     "coding_os.state", "coding_os.state.caller", "coding_os.state.hookslog",
-    "coding_os.state.identity", "coding_os.state.lifecycle", "coding_os.state.observations",
+    "coding_os.state.identity", "coding_os.state.observations",
     "coding_os.state.presence", "coding_os.state.root", "coding_os.state.statefile",
     "coding_os.state.tiers",
 }

@@ -12,7 +12,7 @@ import pytest
 
 from coding_os.state import hookslog
 from coding_os import api
-from coding_os.state import gates, lifecycle
+from coding_os.hooks import gates, context, events
 
 # Secrets of the shapes the gate knows, built at run time so this file holds none verbatim.
 AWS_KEY = "AKIA" + "Q3EXAMPLE7KEY2ID"
@@ -33,15 +33,15 @@ def configure(repo: Path, yaml: str) -> None:
 
 
 def start(repo: Path, home: Path, native: str = "n1") -> None:
-    lifecycle.handle("SessionStart", {"session_id": native, "source": "startup"},
+    events.handle("SessionStart", {"session_id": native, "source": "startup"},
                      env=hook_env(home), cwd=str(repo))
 
 
 def pre(repo: Path, home: Path, tool: str, tool_input: object,
-        native: str = "n1") -> lifecycle.HookResult:
+        native: str = "n1") -> context.HookResult:
     payload = {"session_id": native, "hook_event_name": "PreToolUse", "cwd": str(repo),
                "tool_name": tool, "tool_input": tool_input}
-    return lifecycle.handle("PreToolUse", payload, env=hook_env(home), cwd=str(repo))
+    return events.handle("PreToolUse", payload, env=hook_env(home), cwd=str(repo))
 
 
 def last_log(repo: Path) -> dict[str, str | None]:
@@ -51,7 +51,7 @@ def last_log(repo: Path) -> dict[str, str | None]:
     return line
 
 
-def reason(result: lifecycle.HookResult) -> str:
+def reason(result: context.HookResult) -> str:
     assert result.output is not None
     specific = result.output["hookSpecificOutput"]
     assert isinstance(specific, dict) and specific["permissionDecision"] == "deny"
@@ -61,11 +61,11 @@ def reason(result: lifecycle.HookResult) -> str:
     return text
 
 
-def allowed(result: lifecycle.HookResult) -> bool:
+def allowed(result: context.HookResult) -> bool:
     return result.exit_code == 0 and "permissionDecision" not in str(result.output)
 
 
-def warning(result: lifecycle.HookResult) -> str:
+def warning(result: context.HookResult) -> str:
     assert result.exit_code == 0 and result.output is not None
     specific = result.output["hookSpecificOutput"]
     assert isinstance(specific, dict)

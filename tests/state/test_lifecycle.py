@@ -183,11 +183,11 @@ def test_patch_tools_record_the_files_they_write(repo: Path, isolated_env: Path)
 
 def test_two_panels_minting_the_same_id_in_the_same_second_get_different_sessions(
         repo: Path, isolated_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from coding_os.state import lifecycle
+    from coding_os.hooks import sessions
 
     ids = iter(["ses-claude-20261129-100000-aaaa", "ses-claude-20261129-100000-aaaa",
                 "ses-claude-20261129-100000-bbbb"])
-    monkeypatch.setattr(lifecycle, "mint_session_id", lambda agent, now=None: next(ids))
+    monkeypatch.setattr(sessions, "mint_session_id", lambda agent, now=None: next(ids))
     fire(repo, isolated_env, "SessionStart", "one", source="startup")
     fire(repo, isolated_env, "SessionStart", "two", source="startup")
     assert (sid(repo, "one"), sid(repo, "two")) == ("ses-claude-20261129-100000-aaaa",

@@ -2,7 +2,7 @@
 
 One MCP server can serve several panels of one agent at once, so its own environment cannot say
 which panel called. The PreToolUse hook knows: it adds the calling panel's session to the tool's
-input as `agent_session` (state.lifecycle._attribute_mcp_call). The server takes, in order:
+input as `agent_session` (the PreToolUse hook, hooks/events.py). The server takes, in order:
 
 1. `injected`: that `agent_session`, when it is a well-formed session id of the server's agent;
 2. `panel`: the session file of the panel its environment names (COS_PANEL_ID, or the agent's

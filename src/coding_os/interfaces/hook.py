@@ -1,8 +1,8 @@
 """`cos hook <EventName>`: the fast entry every agent hook runs.
 
-Reads the hook payload (JSON) on stdin, hands it to `state.lifecycle.handle`, and obeys the hook
+Reads the hook payload (JSON) on stdin, hands it to `hooks.events.handle`, and obeys the hook
 output contract: exit 0 with JSON on stdout or nothing; exit 2 only for a deliberate block (a
-policy gate, state/gates.py: the deny decision as JSON on stdout for Claude Code, the reason on
+policy gate, hooks/gates.py: the deny decision as JSON on stdout for Claude Code, the reason on
 stderr for Codex). When its own plumbing fails it never blocks the agent: one line on
 stderr, a hooks-log line when it can, and exit 1, which both Claude Code and Codex treat as a
 non-blocking error. A misroute exits 3 and writes nothing.
@@ -32,7 +32,7 @@ def read_payload(stream: object) -> dict[str, object]:
     """
     from coding_os import jsonwire
     from coding_os.errors import InvalidInput
-    from coding_os.state.lifecycle import validate_payload
+    from coding_os.hooks.context import validate_payload
 
     data = stream.read(MAX_PAYLOAD_BYTES + 1)  # type: ignore[attr-defined]
     if len(data) > MAX_PAYLOAD_BYTES:
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
 
             raise InvalidInput("usage: cos hook <EventName> < payload.json")
         payload = read_payload(sys.stdin.buffer)
-        from coding_os.state.lifecycle import handle
+        from coding_os.hooks.events import handle
 
         result = handle(event, payload)
     except Misroute as exc:

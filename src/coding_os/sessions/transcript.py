@@ -497,7 +497,7 @@ def _publish_new(tiers: Tiers, agent: str, lines: Callable[[str], Iterable[bytes
     for _ in range(1000):
         session = mint_session_id(agent)
         if os.path.lexists(tiers.presence_path(agent, session)):
-            continue  # reserved by a panel (state.lifecycle mints through presence files)
+            continue  # reserved by a panel (hooks.sessions mints through presence files)
         try:
             _publish(transcript_path(tiers, session), lines(session), sync)
         except FileExistsError:

@@ -9,11 +9,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import time
 
-from coding_os import jsonwire
-from coding_os import durable
+from coding_os import durable, jsonwire
 from coding_os.clock import utc_now
 
 TYPE_CHECKING = False
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from coding_os.state.tiers import Tiers
 
 __all__ = [
+    "PanelLock",
     "write_presence",
     "read_presence",
     "beat",
@@ -112,3 +113,39 @@ def panel_ttl(env: Mapping[str, str]) -> float:
 
     raw = env.get("COS_PANEL_GC_TTL")
     return parse_duration(raw, "COS_PANEL_GC_TTL") if raw else DEFAULT_PANEL_TTL_S
+
+
+class PanelLock:
+    """An exclusive flock on the panel directory for the panel's read-modify-write steps.
+
+    `cos gc --panels` takes the same lock before reaping, so a panel is never removed while a
+    hook is writing into it; if it was reaped just before, the hook recreates it.
+    """
+
+    def __init__(self, panel_dir: str) -> None:
+        self.panel_dir = panel_dir
+        self.fd = -1
+
+    def __enter__(self) -> PanelLock:
+        for _ in range(5):
+            try:
+                fd = os.open(self.panel_dir, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                durable.ensure_dir(self.panel_dir)
+                continue
+            except OSError as exc:
+                raise durable.io_error(self.panel_dir, exc) from None
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            try:
+                same = os.stat(self.panel_dir).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                self.fd = fd
+                return self
+            os.close(fd)  # reaped while we waited: take the new directory's lock
+            durable.ensure_dir(self.panel_dir)
+        raise durable.io_error(self.panel_dir, OSError(0, "panel directory keeps disappearing"))
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)

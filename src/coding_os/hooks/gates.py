@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 
 from coding_os.adapters import FILE_TOOLS, PATCH_TOOLS, SHELL_TOOLS, patch_files
+from coding_os.hooks.context import HookResult, excerpt
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any
 
-    from coding_os.state.lifecycle import HookResult, _Context
+    from coding_os.hooks.context import HookContext
 
 __all__ = ["GATES", "SECRET_PATTERNS", "Verdict", "check", "blocked_result"]
 
@@ -102,7 +103,7 @@ class _Gate:
         self.error = error  # the configuration is broken: the gate cannot check
 
 
-def check(ctx: _Context, session: str, section: object, config: dict[str, Any],
+def check(ctx: HookContext, session: str, section: object, config: dict[str, Any],
           log: dict[str, object]) -> Verdict:
     """The configured gates' verdict on the PreToolUse call in `ctx`; decisions go into `log`.
 
@@ -167,8 +168,6 @@ def blocked_result(reason: str, session: str) -> HookResult:
 
     Claude Code reads the JSON decision (even with exit 2); Codex reads stderr of an exit 2.
     """
-    from coding_os.state.lifecycle import HookResult
-
     output: dict[str, object] = {"hookSpecificOutput": {
         "hookEventName": "PreToolUse", "permissionDecision": "deny",
         "permissionDecisionReason": reason}}
@@ -251,7 +250,7 @@ def _paths_gate(name: str, raw: object, strict: bool) -> _Gate:
 # -- require_task_for_edits ----------------------------------------------------------------------
 
 
-def _require_task(ctx: _Context, session: str, gate: _Gate, config: dict[str, Any], tool: str,
+def _require_task(ctx: HookContext, session: str, gate: _Gate, config: dict[str, Any], tool: str,
                   tool_input: object, log: dict[str, object]) -> str | None:
     """Edit tools only while this session owns a current task (`.task-current`).
 
@@ -287,7 +286,7 @@ def _require_task(ctx: _Context, session: str, gate: _Gate, config: dict[str, An
 # -- protect_paths -------------------------------------------------------------------------------
 
 
-def _protect_paths(ctx: _Context, session: str, gate: _Gate, config: dict[str, Any], tool: str,
+def _protect_paths(ctx: HookContext, session: str, gate: _Gate, config: dict[str, Any], tool: str,
                    tool_input: object, log: dict[str, object]) -> str | None:
     """No tool writes a path matching one of the globs.
 
@@ -311,7 +310,7 @@ def _protect_paths(ctx: _Context, session: str, gate: _Gate, config: dict[str, A
             if any(matches(candidate) for candidate in _candidates(ctx.root, cwd, target)):
                 log["protected"] = glob
                 return (f"Blocked by coding-os gate protect_paths: {how} targets "
-                        f"{_excerpt(target, 200)}, which matches the protected glob {glob!r}; "
+                        f"{excerpt(target, 200)}, which matches the protected glob {glob!r}; "
                         f"leave it unchanged or ask the user to change it")
     return None
 
@@ -376,7 +375,7 @@ def _glob_matcher(glob: str) -> Callable[[str], bool]:
     return regex.fullmatch  # type: ignore[return-value]
 
 
-def _call_cwd(ctx: _Context) -> str:
+def _call_cwd(ctx: HookContext) -> str:
     cwd = ctx.payload.get("cwd")
     return cwd if isinstance(cwd, str) and os.path.isabs(cwd) else ctx.caller.cwd
 
@@ -494,7 +493,7 @@ def _segment_targets(words: list[str]) -> list[str]:
 # -- block_secrets -------------------------------------------------------------------------------
 
 
-def _block_secrets(ctx: _Context, session: str, gate: _Gate, config: dict[str, Any], tool: str,
+def _block_secrets(ctx: HookContext, session: str, gate: _Gate, config: dict[str, Any], tool: str,
                    tool_input: object, log: dict[str, object]) -> str | None:
     """No write whose content holds a secret of a known shape; the secret is never repeated.
 
@@ -559,10 +558,6 @@ def _secret_kind(texts: list[str]) -> str | None:
         if match is not None:
             return match.lastgroup or "secret"
     return None
-
-
-def _excerpt(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 _CHECKS: dict[str, Callable[..., str | None]] = {

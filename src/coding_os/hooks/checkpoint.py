@@ -1,0 +1,64 @@
+"""The automatic checkpoints of DESIGN.md §5: before a prompt's edits, before a tool call that
+may write, and at a turn's end (what changes after it, until the next checkpoint of the session,
+changed outside the session). A checkpoint that fails is logged and never fails the hook.
+"""
+
+from __future__ import annotations
+
+import os
+
+from coding_os.adapters import FILE_TOOLS, PATCH_TOOLS
+from coding_os.errors import CosError
+from coding_os.hooks.context import HookContext, string, tool_input_summary
+
+__all__ = ["CHECKPOINT_EVENTS", "take_checkpoint"]
+
+# The events that take one, and the trigger each records.
+CHECKPOINT_EVENTS = {"UserPromptSubmit": "prompt", "PreToolUse": "tool", "Stop": "turn-end"}
+
+
+def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> None:
+    """Take the event's automatic checkpoint; a failure is logged, never fatal (fail open)."""
+    from coding_os.adapters import WRITE_TOOLS
+
+    payload = ctx.payload
+    tool = string(payload.get("tool_name"))
+    if ctx.event == "PreToolUse" and tool not in WRITE_TOOLS:
+        return
+    try:
+        config = ctx.config()
+        section = config.get("checkpoints")
+        if isinstance(section, dict) and section.get("auto") is False:
+            return
+        from coding_os.checkpoints.settings import Settings
+        from coding_os.checkpoints.take import create
+        from coding_os.git.repo import checkout_root
+        from coding_os.state.root import checkout_dir
+
+        settings = Settings(config)
+        cwd = ctx.caller.cwd
+        checkout = checkout_dir(ctx.caller.resolution, cwd,
+                                ctx.env.get("HOME") or os.path.expanduser("~"))
+        root = checkout_root(checkout) or os.path.realpath(checkout)
+        paths = None
+        if settings.mode == "tracked":
+            if ctx.event != "PreToolUse" or tool not in (*FILE_TOOLS, *PATCH_TOOLS):
+                return  # tracked covers what the edit tools name, before they write
+            _, named = tool_input_summary(tool, payload.get("tool_input"))
+            inside = root.rstrip(os.sep) + os.sep
+            paths = [p for p in (os.path.realpath(os.path.join(cwd, n)) for n in named)
+                     if p.startswith(inside)]
+            if not paths:
+                return
+        trigger = CHECKPOINT_EVENTS[ctx.event]
+        record = create(ctx.tiers, root, session=session, agent=ctx.agent, mode=settings.mode,
+                        paths=paths, trigger=f"tool:{tool}" if trigger == "tool" else trigger,
+                        prompt=string(payload.get("prompt")), settings=settings)
+    except (CosError, OSError, ValueError) as exc:
+        log["checkpoint_error"] = " ".join(str(exc).split())[:300]
+        return
+    log["checkpoint"] = record["id"]
+    if record.get("reused"):
+        log["checkpoint_reused"] = "1"  # nothing changed since this session's latest one
+    if record.get("pruned"):
+        log["checkpoints_pruned"] = str(len(record["pruned"]))  # type: ignore[arg-type]
