@@ -1152,6 +1152,7 @@ def checkpoint_create(session: str | None = None, mode: str | None = None,
         InvalidInput: a bad mode, a path outside the tree, tracked without paths.
         GitError, StateIOError: the snapshot cannot be taken or stored.
     """
+    from coding_os.daemon.client import ask_watcher
     from coding_os.checkpoints.take import create
 
     caller, root, settings = _checkpoint_context(env, cwd)
@@ -1159,7 +1160,7 @@ def checkpoint_create(session: str | None = None, mode: str | None = None,
     seq = _transcript_seq(caller, sid)
     record = create(caller.tiers, root, session=sid, agent=caller.agent if sid else None,
                     mode=mode or settings.mode, paths=paths, trigger="manual", seq=seq,
-                    settings=settings)
+                    settings=settings, watcher=ask_watcher)
     if seq is not None and sid is not None:
         # A cos-native session's transcript records where the checkpoint was taken.
         from coding_os.sessions import transcript
@@ -1251,6 +1252,7 @@ def rewind(checkpoint: str, part: str = "code", dry_run: bool = False,
         RestoreError: the restore is not safe (nothing changed).
         DamagedObject, GitError, StateIOError: nothing changed.
     """
+    from coding_os.daemon.client import ask_watcher
     from coding_os.checkpoints import points
     from coding_os.checkpoints.rewind import preview, rewind_code
 
@@ -1263,11 +1265,13 @@ def rewind(checkpoint: str, part: str = "code", dry_run: bool = False,
     report: dict[str, object] = {"checkpoint": checkpoint, "part": part, "dry_run": dry_run}
     if part in ("code", "both"):
         if dry_run:
-            report["code"] = preview(caller.tiers, root, checkpoint, settings)
+            report["code"] = preview(caller.tiers, root, checkpoint, settings,
+                                     watcher=ask_watcher)
         else:
             sid = _caller_session(caller, None)
             report["code"] = rewind_code(caller.tiers, root, checkpoint, session=sid,
-                                         agent=caller.agent, settings=settings)
+                                         agent=caller.agent, settings=settings,
+                                         watcher=ask_watcher)
     if part in ("conversation", "both"):
         report["conversation"] = _rewind_conversation(caller, record, dry_run)
     return report
@@ -1314,12 +1318,13 @@ def rewind_undo(env: Mapping[str, str] | None = None,
     Raises:
         NotFound: no rewind to undo; as `rewind`.
     """
+    from coding_os.daemon.client import ask_watcher
     from coding_os.checkpoints.rewind import undo
 
     caller, root, settings = _checkpoint_context(env, cwd)
     sid = _caller_session(caller, None)
     return {"undo": undo(caller.tiers, root, session=sid, agent=caller.agent,
-                         settings=settings)}
+                         settings=settings, watcher=ask_watcher)}
 
 
 def rewind_summarize(checkpoint: str, direction: str, instructions: str | None = None,
@@ -1404,7 +1409,7 @@ def doctor(env: Mapping[str, str] | None = None, cwd: str | None = None) -> Doct
                       cwd if cwd is not None else os.getcwd())
 
 
-# The daemon: the on-demand supervisor and its file watcher (coding_os.agents.daemon).
+# The daemon: the on-demand supervisor and its file watcher (coding_os.daemon.server).
 
 __all__ += ["daemon_start", "daemon_stop", "daemon_status"]
 
@@ -1416,20 +1421,20 @@ def daemon_start(env: Mapping[str, str] | None = None) -> dict[str, object]:
         DaemonError: it exited or did not answer in time.
         StateIOError: its directory cannot be made.
     """
-    from coding_os.agents.daemon import start
+    from coding_os.daemon.server import start
 
     return start(env)
 
 
 def daemon_stop(env: Mapping[str, str] | None = None) -> dict[str, object]:
     """Stop the daemon when it runs (`stopped` says whether one did)."""
-    from coding_os.agents.daemon import stop
+    from coding_os.daemon.server import stop
 
     return stop(env)
 
 
 def daemon_status(env: Mapping[str, str] | None = None) -> dict[str, object]:
     """Whether the daemon runs, its pid and version, and every tree it watches."""
-    from coding_os.agents.daemon import status
+    from coding_os.daemon.server import status
 
     return status(env)

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from coding_os.agents import daemon
+from coding_os.daemon import server
 from coding_os.checkpoints.take import create
 from coding_os.checkpoints.rewind import rewind_code
 from coding_os.checkpoints.restore import RestoreError
@@ -37,11 +37,11 @@ from tests.conftest import COS, cos, git
 @pytest.fixture
 def running(isolated_env: Path) -> Iterator[dict[str, object]]:
     """`cos daemon` for this test's HOME, stopped afterwards."""
-    report = daemon.start()
+    report = server.start()
     try:
         yield report
     finally:
-        daemon.stop()
+        server.stop()
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def daemon_env(isolated_env: Path) -> Iterator[dict[str, str]]:
     """An environment for a daemon started differently from the checkpoints' own."""
     env = dict(os.environ)
     yield env
-    daemon.stop(env)
+    server.stop(env)
 
 
 def start_daemon_ignoring(daemon_env: dict[str, str], home: Path, pattern: str) -> None:
@@ -60,7 +60,7 @@ def start_daemon_ignoring(daemon_env: dict[str, str], home: Path, pattern: str) 
     config = home / "daemon-gitconfig"
     config.write_text(f"[core]\n\texcludesFile = {ignore}\n")
     daemon_env["GIT_CONFIG_GLOBAL"] = str(config)
-    daemon.start(daemon_env)
+    server.start(daemon_env)
 
 
 def whole(tiers: Tiers, root: str) -> dict[str, object]:
@@ -115,7 +115,7 @@ def test_with_the_daemon_a_checkpoint_looks_only_at_what_changed(
     again = cos_create(project)
     assert again["scan"] == "watcher" and again["manifest"] == record["manifest"]
     assert again["objects_written"] == 0
-    status = daemon.status()
+    status = server.status()
     assert status["running"] is True
     assert [t["root"] for t in status["trees"]] == [str(project)]  # type: ignore[union-attr]
 
@@ -157,9 +157,9 @@ def test_a_changed_gitignore_makes_the_checkpoint_scan_and_the_watch_start_again
 def test_a_restarted_daemon_makes_the_next_checkpoint_scan(
         project: Path, running: dict[str, object]) -> None:
     cos_create(project)
-    daemon.stop()
+    server.stop()
     (project / "while-stopped.txt").write_text("x\n")  # no daemon saw this
-    daemon.start()
+    server.start()
     tiers = Tiers(str(project / ".coding-os"))
     record = cos_create(project)
     assert record["scan"] == "full"
@@ -172,11 +172,11 @@ def test_a_killed_daemon_leaves_checkpoints_working_and_can_be_started_again(
     os.kill(int(str(running["pid"])), signal.SIGKILL)
     _wait_gone(int(str(running["pid"])))
     (project / "after.txt").write_text("x\n")
-    assert os.path.exists(Path(str(running["dir"])) / "daemon.sock")  # left behind
+    assert os.path.exists(Path(str(running["dir"])) / "server.sock")  # left behind
     assert cos_create(project)["scan"] == "full"
     proc = cos("daemon", "status", "--json", cwd=project)
     assert proc.returncode == 0 and json.loads(proc.stdout)["running"] is False
-    started = daemon.start()
+    started = server.start()
     assert started["already_running"] is False and started["pid"] != running["pid"]
 
 
@@ -244,15 +244,15 @@ def test_concurrent_starts_leave_one_daemon(isolated_env: Path, tmp_path: Path) 
         pids = {json.loads(out)["pid"] for out, _ in outs}
         assert len(pids) == 1
     finally:
-        daemon.stop()
-    assert daemon.status()["running"] is False
+        server.stop()
+    assert server.status()["running"] is False
 
 
 def raw_request(running: dict[str, object], data: bytes, timeout: float = 10) -> bytes:
     """Send `data` to the daemon's socket as any program could; its whole answer."""
     import socket
 
-    path = os.path.join(str(running["dir"]), "daemon.sock")
+    path = os.path.join(str(running["dir"]), "server.sock")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(timeout)
         sock.connect(path)
@@ -292,7 +292,7 @@ def test_daemon_commands_report_in_json_and_text(isolated_env: Path, tmp_path: P
     finally:
         stopped = json.loads(cos("daemon", "stop", "--json", cwd=tmp_path).stdout)
     assert stopped["stopped"] is True
-    assert not os.path.exists(os.path.join(first["dir"], "daemon.sock"))
+    assert not os.path.exists(os.path.join(first["dir"], "server.sock"))
 
 
 def _wait_gone(pid: int) -> None:

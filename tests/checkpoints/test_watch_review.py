@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.agents import daemon
+from coding_os.daemon import server
 from coding_os.checkpoints.take import create
 from coding_os.checkpoints.rewind import rewind_code
 from coding_os.checkpoints.restore import RestoreError
@@ -53,7 +53,7 @@ def test_a_deeply_nested_request_does_not_kill_the_daemon(running: dict[str, obj
     except OSError:
         pass
     time.sleep(0.2)
-    assert daemon.status()["running"] is True
+    assert server.status()["running"] is True
 
 
 def test_odd_requests_are_answered_and_the_daemon_keeps_running(
@@ -69,14 +69,14 @@ def test_odd_requests_are_answered_and_the_daemon_keeps_running(
         assert isinstance(answer.get("ok"), bool), (data[:40], answer)
     # A client that connects and says nothing holds the daemon at most its 2 s read timeout.
     idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    idle.connect(os.path.join(str(running["dir"]), "daemon.sock"))
+    idle.connect(os.path.join(str(running["dir"]), "server.sock"))
     try:
         started = time.monotonic()
         assert json.loads(raw_request(running, b'{"op": "ping"}\n'))["ok"] is True
         assert time.monotonic() - started < 4
     finally:
         idle.close()
-    assert daemon.status()["running"] is True
+    assert server.status()["running"] is True
 
 
 def test_a_stopped_daemon_delays_a_checkpoint_only_by_the_client_timeout(
@@ -137,7 +137,7 @@ def test_watches_of_deleted_and_moved_directories_are_let_go(
         for number in range(20, 40):
             os.rename(project / f"d{number}", project.parent / f"out{round_}-{number}")
         create(tiers, str(project), session=None)
-    row = [t for t in daemon.status()["trees"]  # type: ignore[union-attr]
+    row = [t for t in server.status()["trees"]  # type: ignore[union-attr]
            if t["root"] == str(project)][0]
     dirs = sum(1 for top, subdirs, _ in os.walk(project)
                if not (Path(top).relative_to(project).parts[:1] in (("",), (".git",),

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.agents import daemon
+from coding_os.daemon import server
 from coding_os.checkpoints.take import create
 from coding_os.checkpoints.rewind import rewind_code
 from coding_os.checkpoints.manifest import resolve
@@ -192,7 +192,7 @@ def test_the_xdg_git_config_is_followed(
         daemon_env: dict[str, str]) -> None:
     monkeypatch.delenv("GIT_CONFIG_GLOBAL")  # git then reads ~/.gitconfig and the XDG one
     monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
-    daemon.start()
+    server.start()
     (project / "build").mkdir()
     (project / "build" / "out.txt").write_text("one\n")
     tiers = Tiers(str(project / ".coding-os"))

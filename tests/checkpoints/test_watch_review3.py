@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.agents import daemon
+from coding_os.daemon import server
 from coding_os.checkpoints import take
 from coding_os.checkpoints.settings import Settings
 from coding_os.state.tiers import Tiers

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.agents import daemon
+from coding_os.daemon import server
 from coding_os.checkpoints import points, settings, snapshot, take, watch
 from coding_os.checkpoints.rewind import rewind_code
 from coding_os.checkpoints.rewind import undo
@@ -177,9 +177,9 @@ def test_a_daemon_restarted_between_the_look_and_the_remember_makes_the_next_one
     cap, manifest, looked = snapshot.snapshot_now(tiers, root, store, settings.Settings())
     assert looked is not None
     oid, _ = store.put(json.dumps(manifest, separators=(",", ":")).encode("ascii"))
-    daemon.stop()
+    server.stop()
     (project / "unseen.txt").write_text("nobody watched\n")
-    daemon.start()
+    server.start()
     watch.remember(tiers.checkpoints_dir, root, oid, looked.token, snapshot.scope(cap))
     record = _create(tiers, root)
     assert record["scan"] == "full"
@@ -340,7 +340,7 @@ def test_the_state_dir_inside_a_renamed_directory_stays_out(
 def test_forgotten_idle_trees_and_removed_trees_make_the_next_checkpoint_scan(
         tmp_path: Path, isolated_env: Path) -> None:
     """In process: the server's idle sweep, a tree removed and made again, many trees."""
-    from coding_os.agents.daemon import IDLE_FORGET_S, _Server
+    from coding_os.daemon.server import IDLE_FORGET_S, _Server
 
     server = _Server(str(tmp_path / "d"))
     try:
@@ -385,7 +385,7 @@ def test_forgotten_idle_trees_and_removed_trees_make_the_next_checkpoint_scan(
 
 def test_an_answer_that_came_too_late_once_does_not_keep_the_tree_scanning(
         project: Path, running: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
-    from coding_os.agents import client
+    from coding_os.daemon import client
 
     for number in range(2000):  # a tree whose watch takes longer than the (shortened) timeout
         (project / f"d{number}" / "e").mkdir(parents=True)

@@ -251,7 +251,7 @@ def test_a_reftable_like_layout_is_left_to_git(tmp_path: Path) -> None:
 
 
 def test_config_files_follows_home_nested_and_conditional_includes(repo: Path) -> None:
-    from coding_os.agents.daemon import _config_files
+    from coding_os.daemon.server import _config_files
 
     home = Path(os.environ["HOME"])
     git(repo, "config", "include.path", "~/home.cfg")

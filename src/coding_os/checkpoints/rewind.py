@@ -23,7 +23,7 @@ from coding_os.state.tiers import Tiers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from coding_os.checkpoints.watch import Look
+    from coding_os.checkpoints.watch import Ask, Look
 
 __all__ = ["listing", "row", "preview", "rewind_code", "undo"]
 
@@ -109,11 +109,12 @@ def _target(tiers: Tiers, checkpoint: str) -> tuple[dict[str, object], dict[str,
 
 
 def _current(tiers: Tiers, root: str, target: dict[str, object], store: ObjectStore,
-             settings: Settings) -> tuple[Capture, dict[str, object], Look | None]:
+             settings: Settings, watcher: Ask | None
+             ) -> tuple[Capture, dict[str, object], Look | None]:
     mode = str(target.get("mode"))
     paths = sorted(manifest_paths(target)) if mode == "tracked" else None
     return snapshot_now(tiers, root, store, settings, mode, paths,
-                        read_only=isinstance(store, _DryStore))
+                        read_only=isinstance(store, _DryStore), watcher=watcher)
 
 
 def _outside(tiers: Tiers, root: str, record: dict[str, object], current: dict[str, object],
@@ -137,10 +138,11 @@ def _outside(tiers: Tiers, root: str, record: dict[str, object], current: dict[s
     return found
 
 
-def preview(tiers: Tiers, root: str, checkpoint: str,
-            settings: Settings | None = None) -> dict[str, object]:
+def preview(tiers: Tiers, root: str, checkpoint: str, settings: Settings | None = None,
+            watcher: Ask | None = None) -> dict[str, object]:
     """What `rewind_code` would do, changing nothing: files to restore, create and delete, each
-    with its diffstat and whether it changed outside the session since the checkpoint.
+    with its diffstat and whether it changed outside the session since the checkpoint
+    (`watcher`: as `take.create`'s).
 
     Raises:
         InvalidInput, NotFound: a bad or unknown checkpoint id.
@@ -152,7 +154,7 @@ def preview(tiers: Tiers, root: str, checkpoint: str,
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
                            f"run cos rewind there")
     store = _DryStore(ObjectStore(tiers.checkpoints_dir))
-    cap, current, _ = _current(tiers, root, target, store, settings)
+    cap, current, _ = _current(tiers, root, target, store, settings, watcher)
     changes = _protect_uncaptured(root, cap, current,
                                   diff(root, target, current, cap.commit_entries))
     outside = _outside(tiers, root, record, current, store)
@@ -205,10 +207,11 @@ class _DryStore(ObjectStore):
 
 def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None = None,
                 agent: str | None = None, settings: Settings | None = None,
-                kind: str = "rewind") -> dict[str, object]:
+                kind: str = "rewind", watcher: Ask | None = None) -> dict[str, object]:
     """Restore the tree at `root` to `checkpoint`, after taking a checkpoint of it as it is
     (`before`), so `undo` brings it back. Returns the report: each file and its action (the
-    diffstat and the outside marks are the preview's), and `before`.
+    diffstat and the outside marks are the preview's), and `before`. `watcher`: as
+    `take.create`'s.
 
     Raises:
         InvalidInput, NotFound: a bad or unknown checkpoint id; another tree's checkpoint.
@@ -229,7 +232,7 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
     with restore_lock(folder, exclusive=True):
         try:
             before, changes = _rewind(tiers, root, checkpoint, record, target, store, settings,
-                                      session, agent, kind)
+                                      session, agent, kind, watcher)
         finally:
             store.discard()  # the snapshot of a rewind refused before it was flushed
     files = [{"path": path, "action": "delete" if wanted is None
@@ -244,12 +247,13 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
 
 def _rewind(tiers: Tiers, root: str, checkpoint: str, record: dict[str, object],
             target: dict[str, object], store: ObjectStore, settings: Settings,
-            session: str | None, agent: str | None, kind: str) -> tuple[str, list]:  # type: ignore[type-arg]
+            session: str | None, agent: str | None, kind: str,
+            watcher: Ask | None) -> tuple[str, list]:  # type: ignore[type-arg]
     """`rewind_code`'s work under the lock: returns the `before` checkpoint and the changes."""
     from coding_os.checkpoints.restore import RestoreError, plan_ops, prepare, restore
 
     folder = tiers.checkpoints_dir
-    cap, current, looked = _current(tiers, root, target, store, settings)
+    cap, current, looked = _current(tiers, root, target, store, settings, watcher)
     found = diff(root, target, current, cap.commit_entries)
     changes = _protect_uncaptured(root, cap, current, found)
     # Whether an ignored file joined the snapshot (no capture holds those).
@@ -299,7 +303,7 @@ def _protect_uncaptured(root: str, cap: Capture, current: dict[str, object],
 
 
 def undo(tiers: Tiers, root: str, *, session: str | None = None, agent: str | None = None,
-         settings: Settings | None = None) -> dict[str, object]:
+         settings: Settings | None = None, watcher: Ask | None = None) -> dict[str, object]:
     """Undo the last rewind of this tree: restore the checkpoint taken just before it (itself
     a rewind, so undoing again redoes it).
 
@@ -312,4 +316,4 @@ def undo(tiers: Tiers, root: str, *, session: str | None = None, agent: str | No
     if not last or last.get("root") != root or not last.get("before"):
         raise NotFound(f"no rewind to undo in {root}")
     return rewind_code(tiers, root, str(last["before"]), session=session, agent=agent,
-                       settings=settings, kind="undo")
+                       settings=settings, kind="undo", watcher=watcher)

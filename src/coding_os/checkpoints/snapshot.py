@@ -61,7 +61,7 @@ TYPE_CHECKING = False  # typing is not imported at run time: this runs on the ho
 if TYPE_CHECKING:
     from coding_os.checkpoints.manifest import Entry
     from coding_os.checkpoints.settings import Settings
-    from coding_os.checkpoints.watch import Look
+    from coding_os.checkpoints.watch import Ask, Look
     from coding_os.state.tiers import Tiers
 
 
@@ -672,15 +672,17 @@ def capture_of(tiers: Tiers, root: str, store: ObjectStore, settings: Settings,
 
 def snapshot_now(tiers: Tiers, root: str, store: ObjectStore, settings: Settings,
                  mode: str = "worktree", paths: list[str] | None = None,
-                 read_only: bool = False) -> tuple[Capture, dict[str, object], Look | None]:
-    """A capture of the tree at `root` now, and the daemon's answer when it watches the tree
-    (then only the paths changed since its base are looked at; see watch.py). The caller keeps
-    the new base (`watch.remember`) once the manifest is stored."""
+                 read_only: bool = False, watcher: Ask | None = None
+                 ) -> tuple[Capture, dict[str, object], Look | None]:
+    """A capture of the tree at `root` now, and the answer of the file watcher (`watcher`
+    asks it) when it watches the tree: then only the paths changed since its base are looked
+    at (see watch.py). The caller keeps the new base (`watch.remember`) once the manifest is
+    stored."""
     from coding_os.checkpoints import watch
 
     cap = capture_of(tiers, root, store, settings, read_only)
-    looked = (watch.look(tiers.checkpoints_dir, tiers.state_dir, root,
-                         scope(cap)) if mode == "worktree" else None)
+    looked = (watch.look(tiers.checkpoints_dir, tiers.state_dir, root, scope(cap), watcher)
+              if mode == "worktree" and watcher is not None else None)
     manifest = None
     if looked is not None and looked.changed is not None and looked.manifest is not None:
         previous = _stored_manifest(store, looked.manifest)

@@ -18,6 +18,7 @@ from coding_os.state.tiers import Tiers
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from coding_os.checkpoints.store import ObjectStore
+    from coding_os.checkpoints.watch import Ask
 
 __all__ = ["create", "PROMPT_EXCERPT"]
 
@@ -28,9 +29,11 @@ PROMPT_EXCERPT = 200
 def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | None = None,
            mode: str = "worktree", paths: list[str] | None = None, trigger: str = "manual",
            prompt: str | None = None, turn: int | None = None, seq: int | None = None,
-           settings: Settings | None = None) -> dict[str, object]:
+           settings: Settings | None = None, watcher: Ask | None = None) -> dict[str, object]:
     """Take a checkpoint of the tree at `root` now and return its record (with `objects_written`
     and `bytes_written`: 0 when the tree did not change since a snapshot already stored).
+    `watcher` asks the daemon's file watcher what changed (daemon.client.ask_watcher): without
+    it the tree is scanned.
 
     Raises:
         InvalidInput: a bad mode or path.
@@ -62,7 +65,7 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
 
                 store = ObjectStore(folder, defer_sync=True)
                 cap, manifest, looked = snapshot_now(tiers, root, store, settings, mode,
-                                                     rel_paths)
+                                                     rel_paths, watcher=watcher)
                 objects, written = cap.objects_written, cap.bytes_written
             record = _record(folder, store, root, manifest, objects, written, head,
                              session=session, agent=agent, mode=mode, trigger=trigger,

@@ -1,6 +1,6 @@
 """Checkpoints fed by the daemon's file watcher: look only at what changed.
 
-While `cos daemon` runs (agents/daemon.py), a checkpoint of a git tree asks it which paths
+While `cos daemon` runs (daemon/server.py), a checkpoint of a git tree asks it which paths
 changed since the last snapshot it knows the watcher's token for — the *base*, kept per tree
 and git configuration in `checkpoints/watch/<key>.json` as `{root, manifest, token, scope,
 staged}` (`staged`: the paths whose index entry differed from the commit, None when not known)
@@ -23,6 +23,13 @@ import os
 
 from coding_os import jsonwire
 from coding_os import durable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    # Sends one question to the watcher, returns its answer (None: no watcher could answer).
+    Ask = Callable[[dict[str, object]], dict[str, object] | None]
 
 __all__ = ["Look", "look", "remember"]
 
@@ -62,24 +69,17 @@ def _base(checkpoints_dir: str, root: str) -> dict[str, object] | None:
     return base
 
 
-def look(checkpoints_dir: str, state_dir: str, root: str,
-         scope: list[object]) -> Look | None:
-    """What the daemon saw change in `root` since the base; None when no daemon can say.
-    A base taken under another `scope` (the snapshot's settings) is not used."""
-    from coding_os.agents.client import DaemonError, request
+def look(checkpoints_dir: str, state_dir: str, root: str, scope: list[object],
+         ask: Ask) -> Look | None:
+    """What the watcher (asked through `ask`) saw change in `root` since the base; None when
+    it cannot say. A base taken under another `scope` (the snapshot's settings) is not used."""
     from coding_os.git.command import git_config_env
-    from coding_os.state.root import hub_dir
 
     base = _base(checkpoints_dir, root)
     if base is not None and base.get("scope") != scope:
         base = None
-    try:
-        answer = request(os.path.join(hub_dir(), "daemon"),
-                         {"op": "changes", "root": root, "state_dir": state_dir,
-                          "since": base["token"] if base else None,
-                          "env": git_config_env()}, timeout=2.0)
-    except DaemonError:
-        return None
+    answer = ask({"op": "changes", "root": root, "state_dir": state_dir,
+                  "since": base["token"] if base else None, "env": git_config_env()})
     if answer is None or answer.get("ok") is not True or not isinstance(answer.get("token"), str):
         return None
     changed = answer.get("changed")

@@ -32,6 +32,7 @@ def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> N
             return
         from coding_os.checkpoints.settings import Settings
         from coding_os.checkpoints.take import create
+        from coding_os.daemon.client import ask_watcher
         from coding_os.git.repo import checkout_root
         from coding_os.state.root import checkout_dir
 
@@ -53,7 +54,8 @@ def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> N
         trigger = CHECKPOINT_EVENTS[ctx.event]
         record = create(ctx.tiers, root, session=session, agent=ctx.agent, mode=settings.mode,
                         paths=paths, trigger=f"tool:{tool}" if trigger == "tool" else trigger,
-                        prompt=string(payload.get("prompt")), settings=settings)
+                        prompt=string(payload.get("prompt")), settings=settings,
+                        watcher=ask_watcher)
     except (CosError, OSError, ValueError) as exc:
         log["checkpoint_error"] = " ".join(str(exc).split())[:300]
         return

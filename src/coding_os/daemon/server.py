@@ -1,7 +1,6 @@
 """`cos daemon`: the on-demand supervisor (DESIGN.md §6), one per user, in `~/.coding-os/daemon/`.
 
-For now it serves the file watcher checkpoints ask (agents/watcher.py, checkpoints/watch.py); the
-background jobs of DESIGN.md §6 will run under it too.
+It serves the file watcher that checkpoints ask (daemon/watcher.py, checkpoints/watch.py).
 
 - `daemon.lock`: held (flock) by the running daemon for its whole life: the proof it runs. A
   second daemon started meanwhile finds it held and exits.
@@ -27,13 +26,14 @@ import time
 from collections.abc import Mapping
 
 from coding_os.git.command import GIT_ENV, is_config_pair
-from coding_os.agents.client import SOCKET, DaemonError, request
+from coding_os.daemon.client import SOCKET, DaemonError, daemon_dir, request
+from coding_os.clock import utc_now
 from coding_os.errors import CosError, StateIOError
 from coding_os.durable import signatures
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from coding_os.agents.watcher import TreeWatch
+    from coding_os.daemon.watcher import TreeWatch
 
 __all__ = ["DaemonError", "daemon_dir", "request", "start", "stop", "status", "serve"]
 
@@ -42,12 +42,6 @@ START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
 IDLE_FORGET_S = 6 * 3600  # a tree nobody asked about for this long is no longer watched
 MAX_REQUEST = 1 << 16
-
-
-def daemon_dir(env: Mapping[str, str] | None = None) -> str:
-    from coding_os.state.root import hub_dir
-
-    return os.path.join(hub_dir(env), "daemon")
 
 
 def status(env: Mapping[str, str] | None = None) -> dict[str, object]:
@@ -83,7 +77,7 @@ def start(env: Mapping[str, str] | None = None) -> dict[str, object]:
     try:
         # It forks away from this process (and its session) at once: not our child to reap.
         code = subprocess.run(
-            [sys.executable, "-m", "coding_os.agents.daemon", "--detach", folder],
+            [sys.executable, "-m", "coding_os.daemon.server", "--detach", folder],
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             cwd="/", env=dict(os.environ if env is None else env), check=False).returncode
     finally:
@@ -155,7 +149,7 @@ def _last_log_line(folder: str) -> str:
 class _Server:
     def __init__(self, folder: str) -> None:
         from coding_os import __version__
-        from coding_os.agents.watcher import Watches
+        from coding_os.daemon.watcher import Watches
 
         self.folder = folder
         self.version = __version__
@@ -175,7 +169,7 @@ class _Server:
         if op == "status":
             self.watches.drain()
             return {"ok": True, "pid": os.getpid(), "version": self.version,
-                    "started": _iso(self.started), "trees": [
+                    "started": utc_now(self.started), "trees": [
                         _tree_row(tree) for tree in self.watches.trees.values()]}
         if op == "changes":
             return self.changes(message)
@@ -253,8 +247,8 @@ class _Server:
 def _tree_row(tree: TreeWatch) -> dict[str, object]:
     return {"root": tree.root, "state_dir": tree.state_dir, "watched_dirs": len(tree.dirs),
             "changed_paths": len(tree.changed),
-            "token": tree.token, "broken": tree.broken, "since": _iso(tree.started),
-            "last_asked": _iso(tree.asked)}
+            "token": tree.token, "broken": tree.broken, "since": utc_now(tree.started),
+            "last_asked": utc_now(tree.asked)}
 
 
 class Rules:
@@ -415,14 +409,8 @@ def _global_file(root: str, env: dict[str, str | None], setting: str, name: str)
         return os.path.join(base, "git", name)
 
 
-def _iso(when: float) -> str:
-    from coding_os.clock import utc_now
-
-    return utc_now(when)
-
-
 def _log(text: str) -> None:
-    print(f"{_iso(time.time())} {text}", flush=True)
+    print(f"{utc_now(time.time())} {text}", flush=True)
 
 
 def serve(folder: str) -> int:
@@ -450,7 +438,7 @@ def serve(folder: str) -> int:
     bound = os.stat(path).st_ino  # removed at the end only if still ours
     listener.listen(64)
     server = _Server(folder)
-    info = {"pid": os.getpid(), "started": _iso(server.started), "version": server.version}
+    info = {"pid": os.getpid(), "started": utc_now(server.started), "version": server.version}
     from coding_os.durable import atomic_write
 
     atomic_write(os.path.join(folder, INFO), json.dumps(info).encode())
@@ -525,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
     detach = args[:1] == ["--detach"]
     args = args[1:] if detach else args
     if len(args) != 1:
-        print("usage: python -m coding_os.agents.daemon [--detach] DAEMON_DIR", file=sys.stderr)
+        print("usage: python -m coding_os.daemon.server [--detach] DAEMON_DIR", file=sys.stderr)
         return 2
     if detach and os.fork() != 0:
         os._exit(0)  # the parent: whoever started us waits only for this

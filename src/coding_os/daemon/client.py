@@ -1,4 +1,4 @@
-"""Talking to `cos daemon` (agents/daemon.py): one JSON line in, one JSON line out.
+"""Talking to `cos daemon` (daemon/server.py): one JSON line in, one JSON line out.
 
 A checkpoint asks the daemon from the hook path, so this module is light: the C socket module
 (the `socket` module pulls in `enum` and `selectors`), the hook's JSON, and nothing when no
@@ -10,12 +10,23 @@ from __future__ import annotations
 import _socket
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 from coding_os import jsonwire
 from coding_os.errors import CosError
 
-__all__ = ["SOCKET", "DaemonError", "request"]
+__all__ = ["SOCKET", "DaemonError", "daemon_dir", "request", "ask_watcher"]
 
 SOCKET = "daemon.sock"
+
+
+def daemon_dir(env: Mapping[str, str] | None = None) -> str:
+    """The daemon's folder in the user's hub: its socket, lock, log and pid file."""
+    from coding_os.state.root import hub_dir
+
+    return os.path.join(hub_dir(env), "daemon")
 
 
 class DaemonError(CosError):
@@ -62,3 +73,12 @@ def request(folder: str, message: dict[str, object], timeout: float = 5.0
     if not isinstance(answer, dict):
         raise DaemonError("the daemon's answer was not a JSON object")
     return answer
+
+
+def ask_watcher(message: dict[str, object]) -> dict[str, object] | None:
+    """The file watcher's answer to `message` (checkpoints/watch.py's questions); None when no
+    daemon listens or it could not answer: the checkpoint then scans."""
+    try:
+        return request(daemon_dir(), message, timeout=2.0)
+    except DaemonError:
+        return None
