@@ -1,18 +1,19 @@
-"""Shared fixtures: every test gets its own HOME, a scrubbed environment and helpers to run
-`cos` as a subprocess the way an agent's hook or a user's shell does."""
+"""Shared fixtures: every test gets its own HOME and a scrubbed environment; a git repository,
+and the same with its state dir kept out of git; the daemon; PostgreSQL schemas. The helpers to
+run `cos` as an agent's hook or a user's shell does are in tests/helpers.py."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from collections.abc import Iterator, Mapping
+import secrets
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-COS = str(Path(sys.executable).with_name("cos"))
+from tests.helpers import PG_URL, git, pg_unreachable, with_schema
+
+
 # Variables from the developer's shell that would change who `cos` thinks it is.
 _SCRUB_PREFIXES = ("COS_", "CLAUDE", "CODEX_", "ANTHROPIC_", "OPENAI_")
 
@@ -34,12 +35,6 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
     yield home
 
 
-def git(cwd: Path | str, *args: str) -> str:
-    """Run git in `cwd` and return its stdout."""
-    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
-                          text=True).stdout.strip()
-
-
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A git repository with one commit, outside HOME (like /tmp checkouts)."""
@@ -52,49 +47,55 @@ def repo(tmp_path: Path) -> Path:
     return path.resolve()
 
 
-def cos(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None,
-        input: str | bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    """Run the installed `cos` script as a subprocess."""
-    full_env = dict(os.environ)
-    if env:
-        full_env.update(env)
-    if isinstance(input, bytes):
-        proc = subprocess.run([COS, *args], cwd=cwd, env=full_env, input=input,
-                              capture_output=True, timeout=timeout)
-        return subprocess.CompletedProcess(proc.args, proc.returncode,
-                                           proc.stdout.decode("utf-8", "replace"),
-                                           proc.stderr.decode("utf-8", "replace"))
-    return subprocess.run([COS, *args], cwd=cwd, env=full_env, input=input, text=True,
-                          capture_output=True, timeout=timeout)
+@pytest.fixture
+def project(repo: Path) -> Path:
+    """The `repo` fixture with the state dir kept out of git, as `cos install` does it."""
+    with open(repo / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
+        f.write("/.coding-os/\n")
+    return repo
 
 
-def fire(event: str, payload: Mapping[str, object], *, cwd: Path | str, agent: str = "claude",
-         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Fire one hook the way an installed hook entry does: `COS_AGENT=<agent> cos hook <Event>`."""
-    full = {"COS_AGENT": agent}
-    if env:
-        full.update(env)
-    body = {"hook_event_name": event, "cwd": str(cwd), **payload}
-    return cos("hook", event, cwd=cwd, env=full, input=json.dumps(body))
+@pytest.fixture
+def running(isolated_env: Path) -> Iterator[dict[str, object]]:
+    """`cos daemon` for this test's HOME, stopped afterwards."""
+    from coding_os.daemon import server
+
+    report = server.start()
+    try:
+        yield report
+    finally:
+        server.stop()
 
 
-def cos_json(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None) -> object:
-    """Run `cos … --json` and parse its output; fails the test on a non-zero exit."""
-    proc = cos(*args, "--json", cwd=cwd, env=env)
-    assert proc.returncode == 0, proc.stderr
-    return json.loads(proc.stdout)
+@pytest.fixture
+def pg_schemas() -> Iterator[Callable[[bool], str]]:
+    """Make URLs of fresh `cos_test_<random>` schemas (created, or left for the backend to
+    create); every one is dropped afterwards."""
+    try:
+        import psycopg
+        from psycopg import sql
+    except ImportError as exc:
+        pg_unreachable(f"psycopg is not installed ({exc})")
+    try:
+        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=5)
+    except psycopg.Error as exc:
+        pg_unreachable(str(exc).splitlines()[0])
+    names: list[str] = []
+
+    def fresh(create: bool = True) -> str:
+        name = f"cos_test_{secrets.token_hex(6)}"
+        names.append(name)
+        if create:
+            admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        return with_schema(PG_URL, name)
+
+    yield fresh
+    with admin:
+        for name in names:
+            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
-def _namespaces_work() -> bool:
-    """Whether `unshare -rm` may mount here (read-only bind mounts, small tmpfs for full disks)."""
-    import shutil
-
-    if shutil.which("unshare") is None:
-        return False
-    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
-                           capture_output=True)
-    return probe.returncode == 0
-
-
-needs_namespaces = pytest.mark.skipif(not _namespaces_work(),
-                                      reason="needs unshare -rm with mount rights")
+@pytest.fixture
+def pg_url(pg_schemas: Callable[[bool], str]) -> str:
+    """A fresh, empty schema of the test database, as a URL selecting it."""
+    return pg_schemas(True)

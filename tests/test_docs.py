@@ -8,7 +8,8 @@ import click
 import pytest
 
 from coding_os.interfaces.cli import cli
-from tests.conftest import cos
+from tests.helpers import cos
+
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = (ROOT / "README.md").read_text(encoding="utf-8") + "".join(

@@ -11,7 +11,8 @@ import pytest
 from coding_os.install import hook_command, install, uninstall
 from coding_os.state.caller import Caller
 from coding_os.adapters import HOOK_EVENTS
-from tests.conftest import COS, cos, cos_json
+from tests.helpers import COS, cos, cos_json
+
 
 USER_SETTINGS = {
     "model": "opus",
@@ -176,7 +177,7 @@ def test_a_private_settings_file_stays_private(repo: Path) -> None:
     assert path.stat().st_mode & 0o777 == 0o600
 
 
-# The MCP server registration (issue 5): `.mcp.json` and the project settings' approval for
+# The MCP server registration: `.mcp.json` and the project settings' approval for
 # Claude Code, `[mcp_servers.cos]` in `.codex/config.toml` for Codex.
 
 USER_MCP = '{\n  "mcpServers": {\n    "other": {"command": "other-server", "args": []}\n  }\n}\n'

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from coding_os import jsonwire
 
+
 # Text that JSON carries faithfully both ways: no lone surrogates.
 TEXT = st.text(st.characters(exclude_categories=("Cs",)))
 JSON = st.recursive(
@@ -151,3 +152,42 @@ def test_loads_raises_value_error_for_malformed_json_in_a_process_that_never_imp
                           text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["ValueError"] * len(docs)
+
+
+# -- the C encoder: what cos writes, and keys that are not strings -----------------------------
+
+
+def test_dumps_keeps_what_the_python_encoder_wrote() -> None:
+    """For everything cos writes (string keys), the C encoder gives the Python encoder's bytes:
+    bool and IntEnum values, float reprs, lone surrogates, tuples, str subclasses."""
+    import enum
+
+    from coding_os import jsonwire
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    class Name(str):
+        pass
+
+    value = {"b": [True, False, None], "e": Level.HIGH, "f": [0.1, 1e22, -0.0, 1.5e-7],
+             "s": "\ud800x\u00e9\n", "t": ("a", 1), Name("k"): Name("v"), "big": 2 ** 70}
+    assert jsonwire.dumps(value) == (
+        '{"b":[true,false,null],"e":3,"f":[0.1,1e+22,-0.0,1.5e-07],'
+        '"s":"\\ud800x\\u00e9\\n","t":["a",1],"k":"v","big":1180591620717411303424}')
+    with pytest.raises(ValueError):
+        jsonwire.dumps({"x": float("nan")})
+    with pytest.raises(TypeError):
+        jsonwire.dumps({"x": b"bytes"})
+
+
+def test_dumps_never_writes_a_duplicate_key() -> None:
+    import json
+
+    from coding_os import jsonwire
+
+    try:
+        text = jsonwire.dumps({"1": "string key", 1: "number key"})
+    except TypeError:
+        return
+    assert len(json.loads(text)) == 2

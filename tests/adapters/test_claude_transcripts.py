@@ -28,85 +28,27 @@ from coding_os.adapters.claude.transcripts import (
 )
 from coding_os.adapters import native
 from coding_os.adapters.native import ImportState, NativeSession
+from tests.helpers import (
+    CLAUDE_FIXTURES,
+    LOG_PROJECT,
+    MAIN_1053,
+    SMALL,
+    VIEWER,
+    assistant,
+    conversation,
+    copy_claude_fixtures,
+    require_claude_fixtures,
+    ts,
+    user,
+    write_jsonl,
+)
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude"
-MAIN_1053 = "89488521-e2e7-4d97-bc02-38197efdddc8"
-VIEWER = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
-SMALL = "ses_stage0_small"
+
 WARMUP_PARENT = "58edcfae-5291-436c-91e4-54fbb188a0ca"
-LOG_PROJECT = "-Users-dain-workspace-claude-code-log"
-
-
-def require_fixtures() -> None:
-    if FIXTURES.is_dir():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"fixtures missing: {FIXTURES}")
-    pytest.skip(f"fixtures missing: {FIXTURES}")
-
-
-def copy_fixtures(claude_dir: Path) -> Path:
-    """The four fixture files laid out as Claude Code keeps them under `projects/`."""
-    require_fixtures()
-    projects = claude_dir / "projects"
-    layout = {
-        f"claude-code-log__{MAIN_1053}.jsonl": f"{LOG_PROJECT}/{MAIN_1053}.jsonl",
-        "claude-code-log__agent-3be551df.jsonl": f"{LOG_PROJECT}/agent-3be551df.jsonl",
-        f"claude-code-viewer__{VIEWER}.jsonl": f"-path-to-Demo/{VIEWER}.jsonl",
-        "agent-sessions__small.jsonl": f"-tmp/{SMALL}.jsonl",
-    }
-    for source, target in layout.items():
-        destination = projects / target
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(FIXTURES / source, destination)
-    return claude_dir
 
 
 def by_id(sessions: list[NativeSession]) -> dict[str, NativeSession]:
     return {s.native_id: s for s in sessions}
-
-
-def write_jsonl(path: Path, entries: list[dict[str, Any]], mode: str = "w") -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open(mode, encoding="utf-8") as handle:
-        for item in entries:
-            handle.write(json.dumps(item) + "\n")
-
-
-def ts(second: int) -> str:
-    return f"2026-03-01T10:{second // 60:02d}:{second % 60:02d}.000Z"
-
-
-def user(uuid: str, parent: str | None, content: Any, second: int, session: str,
-         **extra: Any) -> dict[str, Any]:
-    return {"type": "user", "uuid": uuid, "parentUuid": parent, "isSidechain": False,
-            "sessionId": session, "cwd": "/work/app", "gitBranch": "main", "version": "2.1.300",
-            "timestamp": ts(second), "message": {"role": "user", "content": content}, **extra}
-
-
-def assistant(uuid: str, parent: str | None, message_id: str, request: str, second: int,
-              session: str, output: int = 5, **extra: Any) -> dict[str, Any]:
-    usage = {"input_tokens": 10, "cache_creation_input_tokens": 100,
-             "cache_read_input_tokens": 1000, "output_tokens": output}
-    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "isSidechain": False,
-            "sessionId": session, "cwd": "/work/app", "gitBranch": "main",
-            "version": "2.1.300", "timestamp": ts(second), "requestId": request,
-            "message": {"id": message_id, "role": "assistant", "model": "claude-test",
-                        "content": [{"type": "text", "text": "ok"}], "usage": usage}, **extra}
-
-
-def conversation(session: str, turns: int, start: int = 0, prefix: str = "") -> list[dict[str, Any]]:
-    """`turns` prompt/answer pairs, chained by parentUuid from a root."""
-    entries: list[dict[str, Any]] = []
-    parent: str | None = None
-    for turn in range(turns):
-        # uuids are unique per session, as Claude Code's are; copies keep them.
-        u, a = f"{session}:{prefix}u{turn}", f"{session}:{prefix}a{turn}"
-        entries.append(user(u, parent, f"prompt {prefix}{turn}", start + 2 * turn, session))
-        entries.append(assistant(a, u, f"msg_{prefix}{turn}", f"req_{prefix}{turn}",
-                                 start + 2 * turn + 1, session))
-        parent = a
-    return entries
 
 
 @pytest.fixture
@@ -120,7 +62,7 @@ def claude_dir(tmp_path: Path) -> Path:
 def test_every_claude_fixture_imports_and_the_subagent_file_is_never_a_session(
     claude_dir: Path,
 ) -> None:
-    sessions, state = scan_claude(copy_fixtures(claude_dir))
+    sessions, state = scan_claude(copy_claude_fixtures(claude_dir))
     assert sorted(by_id(sessions)) == sorted([MAIN_1053, VIEWER, SMALL])
     assert state.report is not None
     assert state.report.files_seen == 4 and state.report.unreadable == []
@@ -129,7 +71,7 @@ def test_every_claude_fixture_imports_and_the_subagent_file_is_never_a_session(
 
 
 def test_claude_1_0_53_session_matches_its_sources(claude_dir: Path) -> None:
-    session = by_id(scan_claude(copy_fixtures(claude_dir))[0])[MAIN_1053]
+    session = by_id(scan_claude(copy_claude_fixtures(claude_dir))[0])[MAIN_1053]
     counts = session.entry_counts
     assert sum(v for k, v in counts.items() if "/" not in k) == 38
     assert (counts["summary"], counts["user"], counts["assistant"], counts["system"]) == (
@@ -160,7 +102,7 @@ def test_claude_1_0_53_session_matches_its_sources(claude_dir: Path) -> None:
 def test_claude_1_0_108_inline_sidechains_are_two_subagents_of_their_session(
     claude_dir: Path,
 ) -> None:
-    session = by_id(scan_claude(copy_fixtures(claude_dir))[0])[VIEWER]
+    session = by_id(scan_claude(copy_claude_fixtures(claude_dir))[0])[VIEWER]
     counts = session.entry_counts
     assert (counts["user"], counts["assistant"]) == (25, 28)
     assert sum(v for k, v in counts.items() if "/" not in k) == 53
@@ -192,7 +134,7 @@ def test_claude_1_0_108_inline_sidechains_are_two_subagents_of_their_session(
 
 
 def test_claude_2_1_schema_fixture_matches_its_sources(claude_dir: Path) -> None:
-    session = by_id(scan_claude(copy_fixtures(claude_dir))[0])[SMALL]
+    session = by_id(scan_claude(copy_claude_fixtures(claude_dir))[0])[SMALL]
     counts = session.entry_counts
     assert sum(v for k, v in counts.items() if "/" not in k) == 89
     assert (counts["user"], counts["assistant"], counts["summary"]) == (10, 10, 1)
@@ -230,7 +172,7 @@ def test_claude_2_1_schema_fixture_matches_its_sources(claude_dir: Path) -> None
 def test_a_2_0_sibling_subagent_links_to_its_parent_session_when_the_parent_is_there(
     claude_dir: Path,
 ) -> None:
-    copy_fixtures(claude_dir)
+    copy_claude_fixtures(claude_dir)
     parent = claude_dir / "projects" / LOG_PROJECT / f"{WARMUP_PARENT}.jsonl"
     write_jsonl(parent, conversation(WARMUP_PARENT, 1))
     sessions, state = scan_claude(claude_dir)
@@ -249,12 +191,12 @@ def test_a_2_0_sibling_subagent_links_to_its_parent_session_when_the_parent_is_t
 def test_a_2_1_nested_subagent_links_to_its_parent_with_the_type_from_its_meta_file(
     claude_dir: Path,
 ) -> None:
-    require_fixtures()
+    require_claude_fixtures()
     folder = claude_dir / "projects" / LOG_PROJECT
     write_jsonl(folder / f"{WARMUP_PARENT}.jsonl", conversation(WARMUP_PARENT, 2))
     nested = folder / WARMUP_PARENT / "subagents" / "agent-3be551df.jsonl"
     nested.parent.mkdir(parents=True)
-    shutil.copyfile(FIXTURES / "claude-code-log__agent-3be551df.jsonl", nested)
+    shutil.copyfile(CLAUDE_FIXTURES / "claude-code-log__agent-3be551df.jsonl", nested)
     (nested.parent / "agent-3be551df.meta.json").write_text(
         '{"agentType":"general-purpose","spawnDepth":1}', encoding="utf-8")
     sessions, _ = scan_claude(claude_dir)
@@ -449,7 +391,7 @@ class OpenCounter:
 def test_an_unchanged_directory_is_imported_again_without_opening_a_file(
     claude_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    copy_fixtures(claude_dir)
+    copy_claude_fixtures(claude_dir)
     first, state = scan_claude(claude_dir)
     opens = OpenCounter(monkeypatch)
     # Through JSON, as the index keeps it between runs.
@@ -480,7 +422,7 @@ def test_the_state_survives_a_store_that_reorders_json_keys(
 def test_an_appended_transcript_is_read_from_its_last_offset_only(
     claude_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    copy_fixtures(claude_dir)
+    copy_claude_fixtures(claude_dir)
     path = claude_dir / "projects" / LOG_PROJECT / f"{MAIN_1053}.jsonl"
     _, state = scan_claude(claude_dir)
     before = path.stat().st_size
@@ -599,7 +541,7 @@ def test_a_prompt_preview_is_cut_to_its_length(claude_dir: Path) -> None:
 
 def project_tree(claude_dir: Path) -> None:
     """A project with every layout at once: copies, inline, sibling and nested subagents."""
-    copy_fixtures(claude_dir)
+    copy_claude_fixtures(claude_dir)
     folder = claude_dir / "projects" / LOG_PROJECT
     write_jsonl(folder / f"{WARMUP_PARENT}.jsonl", conversation(WARMUP_PARENT, 2))
     base = conversation("orig", 2)
@@ -610,7 +552,7 @@ def project_tree(claude_dir: Path) -> None:
                 + conversation("fork2", 1, start=90, prefix="g"))
     nested = folder / "orig" / "subagents"
     nested.mkdir(parents=True)
-    shutil.copyfile(FIXTURES / "claude-code-log__agent-3be551df.jsonl",
+    shutil.copyfile(CLAUDE_FIXTURES / "claude-code-log__agent-3be551df.jsonl",
                     nested / "agent-n1.jsonl")
     (nested / "agent-n1.meta.json").write_text('{"agentType": "Explore"}', encoding="utf-8")
     (folder / "memory").mkdir()
@@ -650,8 +592,8 @@ def test_import_is_the_same_whatever_order_the_files_are_discovered_in(
 def test_importing_a_growing_transcript_piece_by_piece_equals_one_import(
     tmp_path_factory: pytest.TempPathFactory, cuts: list[int]
 ) -> None:
-    require_fixtures()
-    data = (FIXTURES / f"claude-code-viewer__{VIEWER}.jsonl").read_bytes()
+    require_claude_fixtures()
+    data = (CLAUDE_FIXTURES / f"claude-code-viewer__{VIEWER}.jsonl").read_bytes()
     claude_dir = tmp_path_factory.mktemp("pieces") / "claude"
     path = claude_dir / "projects" / "-path-to-Demo" / f"{VIEWER}.jsonl"
     path.parent.mkdir(parents=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import builtins
 import json
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -20,37 +19,16 @@ from coding_os.adapters.claude.transcripts import scan_claude
 from coding_os.adapters.codex.rollouts import default_codex_dir, prompt_text, scan_codex
 from coding_os.adapters import native
 from coding_os.adapters.native import ImportState, NativeSession
-
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "codex"
-COMPACTED = "019c8a59-e9dd-71f0-9ae3-4079fe9726a9"
-TRUNCATED = "019c8a70-dda7-7f33-98ea-f30553347322"
-TOOLS = "019e1625-789d-76c0-80ab-3724b5ddb799"
-OLD_EXEC = "019b7f94-51b4-7593-922e-ba12b5b73b52"
-ROLLOUTS = {
-    COMPACTED: ("madshn__localpush__", "2026-02-23T12-54-34"),
-    TRUNCATED: ("madshn__localpush__", "2026-02-23T13-19-38"),
-    TOOLS: ("codemie-ai__codemie-code__", "2026-05-11T11-26-55"),
-    OLD_EXEC: ("codemie-ai__codemie-code__", "2026-01-02T18-39-45"),
-}
-
-
-def require_fixtures() -> None:
-    if FIXTURES.is_dir():
-        return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"fixtures missing: {FIXTURES}")
-    pytest.skip(f"fixtures missing: {FIXTURES}")
-
-
-def copy_fixtures(codex_home: Path) -> Path:
-    """The four rollouts laid out as Codex keeps them: sessions/YYYY/MM/DD/rollout-<ts>-<id>."""
-    require_fixtures()
-    for thread, (prefix, stamp) in ROLLOUTS.items():
-        name = f"rollout-{stamp}-{thread}.jsonl"
-        day = codex_home / "sessions" / stamp[:4] / stamp[5:7] / stamp[8:10]
-        day.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(FIXTURES / f"{prefix}{name}", day / name)
-    return codex_home
+from tests.helpers import (
+    CODEX_FIXTURES,
+    COMPACTED,
+    OLD_EXEC,
+    ROLLOUTS,
+    TOOLS,
+    TRUNCATED,
+    copy_codex_fixtures,
+    require_codex_fixtures,
+)
 
 
 def by_id(sessions: list[NativeSession]) -> dict[str, NativeSession]:
@@ -107,7 +85,7 @@ def codex_home(tmp_path: Path) -> Path:
 
 
 def test_every_codex_rollout_fixture_imports(codex_home: Path) -> None:
-    sessions, state = scan_codex(copy_fixtures(codex_home))
+    sessions, state = scan_codex(copy_codex_fixtures(codex_home))
     assert sorted(by_id(sessions)) == sorted(ROLLOUTS)
     assert state.report is not None
     assert (state.report.files_seen, state.report.malformed_lines) == (4, 0)
@@ -118,7 +96,7 @@ def test_every_codex_rollout_fixture_imports(codex_home: Path) -> None:
 
 
 def test_the_compacted_desktop_rollout_matches_its_sources(codex_home: Path) -> None:
-    session = by_id(scan_codex(copy_fixtures(codex_home))[0])[COMPACTED]
+    session = by_id(scan_codex(copy_codex_fixtures(codex_home))[0])[COMPACTED]
     counts = session.entry_counts
     assert sum(counts[k] for k in counts if "/" not in k) == 2722
     assert {k: counts[k] for k in counts if "/" not in k} == {
@@ -151,7 +129,7 @@ def test_the_compacted_desktop_rollout_matches_its_sources(codex_home: Path) -> 
 
 
 def test_the_truncated_mid_turn_rollout_matches_its_sources(codex_home: Path) -> None:
-    session = by_id(scan_codex(copy_fixtures(codex_home))[0])[TRUNCATED]
+    session = by_id(scan_codex(copy_codex_fixtures(codex_home))[0])[TRUNCATED]
     counts = session.entry_counts
     assert {k: counts[k] for k in counts if "/" not in k} == {
         "session_meta": 1, "response_item": 11, "event_msg": 6, "turn_context": 1}
@@ -165,7 +143,7 @@ def test_the_truncated_mid_turn_rollout_matches_its_sources(codex_home: Path) ->
 
 
 def test_the_unredacted_tui_rollout_matches_its_sources(codex_home: Path) -> None:
-    session = by_id(scan_codex(copy_fixtures(codex_home))[0])[TOOLS]
+    session = by_id(scan_codex(copy_codex_fixtures(codex_home))[0])[TOOLS]
     counts = session.entry_counts
     assert {k: counts[k] for k in counts if "/" not in k} == {
         "session_meta": 1, "response_item": 249, "event_msg": 134, "turn_context": 2}
@@ -184,7 +162,7 @@ def test_the_unredacted_tui_rollout_matches_its_sources(codex_home: Path) -> Non
 
 
 def test_the_old_0_77_exec_rollout_matches_its_sources(codex_home: Path) -> None:
-    session = by_id(scan_codex(copy_fixtures(codex_home))[0])[OLD_EXEC]
+    session = by_id(scan_codex(copy_codex_fixtures(codex_home))[0])[OLD_EXEC]
     counts = session.entry_counts
     assert {k: counts[k] for k in counts if "/" not in k} == {
         "session_meta": 1, "response_item": 13, "event_msg": 8, "turn_context": 4}
@@ -206,8 +184,8 @@ def test_the_old_0_77_exec_rollout_matches_its_sources(codex_home: Path) -> None
 def test_an_image_payload_fixture_imports_as_the_text_typed_beside_the_image(
     codex_home: Path, fixture: str, typed: str
 ) -> None:
-    require_fixtures()
-    payload = json.loads((FIXTURES / fixture).read_text(encoding="utf-8"))
+    require_codex_fixtures()
+    payload = json.loads((CODEX_FIXTURES / fixture).read_text(encoding="utf-8"))
     assert [p["type"] for p in payload["content"]].count("input_image") == 1
     assert prompt_text(payload["content"]) == typed
     # Wrapped in its rollout envelope, in a rollout without prompt events (as before 0.1x).
@@ -328,7 +306,7 @@ def count_opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def test_unchanged_rollouts_cost_a_stat_and_an_appended_one_is_read_from_its_offset(
     codex_home: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    copy_fixtures(codex_home)
+    copy_codex_fixtures(codex_home)
     first, state = scan_codex(codex_home)
     opened = count_opens(monkeypatch)
     again, state = scan_codex(codex_home, ImportState.loads(state.dumps()))

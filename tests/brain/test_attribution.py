@@ -12,7 +12,7 @@ from coding_os.state.caller import Caller
 from coding_os.state.identity import mint_session_id
 from coding_os.state.statefile import write_state
 from coding_os.state.tiers import Tiers
-from tests.brain.conftest import start_panel
+from tests.helpers import start_panel
 
 
 def caller(project: Path, **env: str) -> tuple[Caller, dict[str, str]]:

@@ -23,6 +23,7 @@ from coding_os.errors import InvalidInput
 from coding_os.state.tiers import Tiers
 from coding_os.storage.sqlite import SQLiteStorage
 
+
 SESSION = "ses-claude-20261129-100000-aaaa"
 
 
@@ -255,12 +256,10 @@ FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
 def test_the_real_fixture_transcripts_are_indexed_and_searchable(
         storage: SQLiteStorage, tiers: Tiers, tmp_path: Path) -> None:
     from coding_os.sessions import index
-    from tests.adapters.test_claude_transcripts import MAIN_1053
-    from tests.adapters.test_claude_transcripts import copy_fixtures as copy_claude
-    from tests.adapters.test_codex_rollouts import copy_fixtures as copy_codex
+    from tests.helpers import MAIN_1053, copy_claude_fixtures, copy_codex_fixtures
 
-    claude = copy_claude(tmp_path / "claude")
-    codex = copy_codex(tmp_path / "codex")
+    claude = copy_claude_fixtures(tmp_path / "claude")
+    codex = copy_codex_fixtures(tmp_path / "codex")
     index.refresh(storage, tiers, str(claude), str(codex))
     assert sync_transcripts(storage, tiers) > 10
     claude_hits = storage.search(["regenerating", "tui"], kinds=["transcript"])
@@ -276,7 +275,7 @@ def test_the_real_fixture_transcripts_are_indexed_and_searchable(
 
 def test_searchers_syncing_the_same_transcripts_at_once_never_duplicate_a_message(
         project: Path, storage: SQLiteStorage, tiers: Tiers) -> None:
-    from tests.conftest import COS
+    from tests.helpers import COS
 
     for n in range(4):
         append(transcript(tiers, f"ses-claude-20261129-10000{n}-aaaa"),
@@ -323,14 +322,14 @@ def test_a_native_transcripts_hits_are_shown_and_filtered_under_the_linked_cos_s
         storage: SQLiteStorage, tiers: Tiers, tmp_path: Path) -> None:
     from coding_os.sessions import index
     from coding_os.storage.base import SessionRecord
-    from tests.adapters.test_claude_transcripts import MAIN_1053
-    from tests.adapters.test_claude_transcripts import copy_fixtures as copy_claude
+    from tests.helpers import MAIN_1053, copy_claude_fixtures
 
     cos_id = "ses-claude-20261129-100000-beef"
     storage.upsert_session(SessionRecord(id=cos_id, agent="claude", panel="p1",
                                          native_id=MAIN_1053, started="2026-11-29T10:00:00.000Z",
                                          last_active="2026-11-29T10:00:00.000Z"))
-    index.refresh(storage, tiers, str(copy_claude(tmp_path / "claude")), str(tmp_path / "none"))
+    index.refresh(storage, tiers, str(copy_claude_fixtures(tmp_path / "claude")),
+                  str(tmp_path / "none"))
     sync_transcripts(storage, tiers)
     page = search_page(storage, "regenerating tui", kinds=["transcript"])
     assert page.hits and {hit["session"] for hit in page.hits} == {cos_id}

@@ -22,8 +22,7 @@ from coding_os.errors import Conflict, InvalidInput, NotFound
 from coding_os.state.statefile import parse_state
 from coding_os.state.tiers import Tiers
 from coding_os.storage.sqlite import SQLiteStorage
-from tests.brain.conftest import start_panel
-from tests.conftest import COS
+from tests.helpers import COS, start_panel
 
 
 @pytest.fixture

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoints.conftest import create, one_line_failure, raw_bytes, rewind, tree
-from tests.conftest import cos
+from tests.helpers import cos, create, one_line_failure, raw_bytes, rewind, tree
 
 
 def test_an_unknown_checkpoint_id_exits_1_with_one_line(project: Path) -> None:

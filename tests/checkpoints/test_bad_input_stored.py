@@ -1,4 +1,4 @@
-"""Bad input that comes from stored data rather than the command line (issue 4 "Bad input"):
+"""Bad input that comes from stored data rather than the command line:
 a manifest or a restore journal naming `../` or absolute paths, a read-only directory in the
 way, and a full disk during a rewind. Each: one clear line, the documented exit code, nothing
 written outside the tree, and the tree untouched."""
@@ -19,8 +19,16 @@ import pytest
 from coding_os import jsonwire
 from coding_os.checkpoints import points
 from coding_os.checkpoints.store import ObjectStore
-from tests.checkpoints.conftest import create, nothing_staged, one_line_failure, rewind, tree
-from tests.conftest import COS, cos, needs_namespaces
+from tests.helpers import (
+    COS,
+    cos,
+    create,
+    needs_namespaces,
+    nothing_staged,
+    one_line_failure,
+    rewind,
+    tree,
+)
 
 
 def folder(project: Path) -> Path:
@@ -137,7 +145,7 @@ def test_a_journal_naming_a_path_outside_the_tree_is_not_applied_and_is_reported
 
 def test_a_hook_meeting_a_journal_naming_a_path_outside_the_tree_logs_it_and_writes_nothing(
         project: Path) -> None:
-    from tests.conftest import fire
+    from tests.helpers import fire
 
     before = create(project)
     crafted_journal(project, str(before["id"]), [write_op("../evil")])
@@ -151,7 +159,6 @@ def test_a_hook_meeting_a_journal_naming_a_path_outside_the_tree_logs_it_and_wri
 
 # A read-only directory and a full disk, in a private mount namespace (as root, chmod does not
 # stop anything: a read-only bind mount does).
-
 
 
 @needs_namespaces

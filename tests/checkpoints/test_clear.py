@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 from coding_os.state.caller import read_panel_session
-from tests.checkpoints.conftest import rewind_ok
-from tests.conftest import cos, cos_json, fire
+from tests.helpers import cos, cos_json, fire, rewind_ok
+
 
 PID = {"CLAUDE_PID": "4242"}
 BEFORE = "0f3c9a7e-1b2d-4c5e-8f90-0000000000b1"

@@ -1,4 +1,4 @@
-"""Checkpoints taken from several panels at once (DESIGN.md §5, issue 4 "Concurrency"): hook
+"""Checkpoints taken from several panels at once (DESIGN.md §5): hook
 fires of two agents' panels taking checkpoints at the same time while another process keeps
 changing the tree leave no corrupt object and lose no checkpoint; a rewind running meanwhile is
 seen by every checkpoint whole or not at all (the restore lock)."""
@@ -6,7 +6,6 @@ seen by every checkpoint whole or not at all (the restore lock)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -16,8 +15,8 @@ from typing import Any
 from coding_os import jsonwire
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.state.hookslog import parse_line
-from tests.checkpoints.conftest import create
-from tests.conftest import COS, cos, cos_json
+from tests.helpers import COS, cos, cos_json, create
+
 
 PANELS = (("claude", "0f3c9a7e-1b2d-4c5e-8f90-0000000000d1"),
           ("codex", "0f3c9a7e-1b2d-4c5e-8f90-0000000000d2"))

@@ -11,11 +11,8 @@ import shutil
 import stat
 from pathlib import Path
 
-import pytest
-
 from coding_os.checkpoints.store import ObjectStore
-from tests.checkpoints.conftest import (commit_all, create, raw_bytes, rewind, rewind_ok, tree)
-from tests.conftest import cos, git
+from tests.helpers import commit_all, cos, create, git, raw_bytes, rewind, rewind_ok, tree
 
 
 def manifest(root: Path, record: dict[str, object]) -> dict[str, object]:
@@ -320,3 +317,25 @@ def test_rewind_undo_brings_back_the_tree_as_it_was_before_the_rewind(project: P
     assert cos("rewind", "--undo", cwd=project).returncode == 0
     assert (project / "a.txt").read_text(encoding="utf-8") == "checkpointed\n"
     assert stat.S_ISREG(os.lstat(project / "a.txt").st_mode)
+
+
+def test_a_state_dir_below_the_top_of_the_repository_is_never_captured_nor_rewound(
+        repo: Path) -> None:
+    (repo / "top.txt").write_text("top\n")
+    commit_all(repo, "top")
+    package = repo / "pkg"
+    (package / ".coding-os").mkdir(parents=True)
+    (package / "code.py").write_text("v1\n")
+    first = create(package)
+    second = create(package)
+    assert second["objects_written"] == 0  # the store did not snapshot itself
+    (package / "code.py").write_text("v2\n")
+    state_before = {p.relative_to(package) for p in (package / ".coding-os").rglob("*")
+                    if "checkpoints" in p.parts and "objects" in p.parts}
+    rewind_ok(package, str(first["id"]), "--code")
+    assert (package / "code.py").read_text() == "v1\n"
+    state_after = {p.relative_to(package) for p in (package / ".coding-os").rglob("*")
+                   if "checkpoints" in p.parts and "objects" in p.parts}
+    assert state_before <= state_after
+    assert cos("rewind", "--undo", cwd=package).returncode == 0
+    assert (package / "code.py").read_text() == "v2\n"

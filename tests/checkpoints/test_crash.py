@@ -13,8 +13,8 @@ import threading
 import time
 from pathlib import Path
 
-from tests.checkpoints.conftest import commit_all, create, nothing_staged, tree
-from tests.conftest import cos, git
+from tests.helpers import commit_all, cos, create, git, nothing_staged, tree
+
 
 FILES = 300
 KILLS = 200

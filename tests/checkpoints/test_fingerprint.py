@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.checkpoints.conftest import commit_all
-from tests.conftest import fire
+from tests.helpers import commit_all, fire
+
 
 SESSION = "6b1d2c3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e"
 

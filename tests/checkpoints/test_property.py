@@ -9,23 +9,15 @@ import shutil
 import subprocess
 import tempfile
 
-import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from coding_os.daemon.client import ask_watcher
 from coding_os.checkpoints.take import create
 from coding_os.checkpoints.rewind import rewind_code
 from coding_os.state.tiers import Tiers
-from tests.checkpoints.conftest import tree
+from tests.helpers import apply, content_st, path_st, target_st, tree
 
-NAMES = ("a", "b", "c")
-path_st = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
-content_st = st.one_of(st.just(b""), st.binary(max_size=64),
-                       st.sampled_from([b"text\n", b"\0\1\2\xff", b"x" * 3000]))
-# Targets that cannot loop back into the tree: git status does not report the files under a
-# directory replaced by a looping symlink (see test_bad_input.py for that case).
-target_st = st.sampled_from(["../outside", "/etc/hostname", "nowhere", "zz/y", ""]).map(
-    lambda t: t or "../../elsewhere")
 
 write_st = st.tuples(st.just("write"), path_st, content_st, st.booleans())
 op_st = st.one_of(
@@ -36,88 +28,6 @@ op_st = st.one_of(
     st.tuples(st.just("symlink"), path_st, target_st),
     st.tuples(st.just("mkdir"), path_st),
 )
-
-
-def _clear(full: str) -> None:
-    """Remove whatever is at `full` (file, symlink or directory)."""
-    if os.path.islink(full) or os.path.isfile(full):
-        os.unlink(full)
-    elif os.path.isdir(full):
-        shutil.rmtree(full)
-
-
-class ShapeChange(Exception):
-    """The edit would replace a file by a directory or back (skipped in the `same_shape` runs)."""
-
-
-def _parents(root: str, rel: str, same_shape: bool = False) -> None:
-    """Make `rel`'s parent directories, replacing a file or symlink in the way by a directory."""
-    parts = rel.split("/")[:-1]
-    for depth in range(1, len(parts) + 1):
-        full = os.path.join(root, *parts[:depth])
-        if os.path.islink(full) or os.path.isfile(full):
-            if same_shape:
-                raise ShapeChange(full)
-            os.unlink(full)
-        if not os.path.isdir(full):
-            os.mkdir(full)
-
-
-def apply(root: str, op: tuple, same_shape: bool = False) -> None:  # type: ignore[type-arg]
-    """Apply one edit; with `same_shape`, an edit that would turn a file into a directory or back
-    (or leave an empty directory) is skipped."""
-    try:
-        _apply(root, op, same_shape)
-    except ShapeChange:
-        pass
-
-
-def _apply(root: str, op: tuple, same_shape: bool) -> None:  # type: ignore[type-arg]
-    kind, rel = op[0], op[1]
-    full = os.path.join(root, rel)
-    if same_shape and kind in ("write", "symlink") and os.path.isdir(full) \
-            and not os.path.islink(full):
-        raise ShapeChange(full)
-    if same_shape and kind == "rename" and os.path.isdir(os.path.join(root, op[2])):
-        raise ShapeChange(full)
-    if same_shape and kind == "mkdir":
-        raise ShapeChange(full)
-    if same_shape and kind == "delete" and os.path.isdir(full) and not os.path.islink(full):
-        raise ShapeChange(full)
-    if kind == "write":
-        _parents(root, rel, same_shape)
-        if os.path.isdir(full) and not os.path.islink(full):
-            shutil.rmtree(full)  # a directory replaced by a file
-        if os.path.islink(full):
-            os.unlink(full)
-        with open(full, "wb") as f:
-            f.write(op[2])
-        os.chmod(full, 0o755 if op[3] else 0o644)
-    elif kind == "delete":
-        if os.path.lexists(full):
-            _clear(full)
-    elif kind == "rename":
-        dest = os.path.join(root, op[2])
-        if (not os.path.lexists(full) or op[2] == rel or op[2].startswith(rel + "/")
-                or rel.startswith(op[2] + "/")):
-            return
-        if same_shape and os.path.isdir(full) and not os.path.islink(full):
-            raise ShapeChange(full)
-        _parents(root, op[2], same_shape)
-        if os.path.lexists(full):  # a parent made above may have replaced it
-            if os.path.lexists(dest):
-                _clear(dest)
-            os.rename(full, dest)
-    elif kind == "chmod":
-        if os.path.isfile(full) and not os.path.islink(full):
-            os.chmod(full, os.stat(full).st_mode ^ 0o111)
-    elif kind == "symlink":
-        _parents(root, rel, same_shape)
-        if os.path.lexists(full):
-            _clear(full)
-        os.symlink(op[2], full)
-    elif kind == "mkdir":
-        _parents(root, rel + "/x")
 
 
 def _git(root: str, *args: str) -> None:
@@ -140,11 +50,11 @@ def run_scenario(initial: list[tuple], edits: list[tuple], use_git: bool,  # typ
         expected: list[tuple[str, dict]] = []  # type: ignore[type-arg]
         for op in [("chmod", "a")] + edits:  # a first checkpoint of the tree as it starts
             apply(root, op, same_shape)
-            record = create(tiers, root, session=None)
+            record = create(tiers, root, session=None, watcher=ask_watcher)
             expected.append((str(record["id"]), tree(root)))
         for number in order:
             checkpoint, wanted = expected[number % len(expected)]
-            rewind_code(tiers, root, checkpoint)
+            rewind_code(tiers, root, checkpoint, watcher=ask_watcher)
             assert tree(root) == wanted, (checkpoint, number)
         assert not os.path.exists(os.path.join(tiers.state_dir, "checkpoints", "journal.json"))
     finally:
@@ -177,11 +87,8 @@ def test_rewinding_a_plain_directory_to_any_checkpoint_reproduces_its_tree(
     run_scenario(initial, edits, False, order, same_shape=True)
 
 
-# The full edit set of the issue: a file replaced by a directory and back, empty directories.
-# The explicit examples are the shrunk failures hypothesis found (bugs in rewind.py).
-SHAPE_BUGS = ("BUG: restore._check_writable takes a file the restore deletes first for a "
-              "read-only parent dir; restore._apply cannot rmdir a directory holding only empty "
-              "directories (fails after the journal is committed)")
+# The full edit set: a file replaced by a directory and back, empty directories. The explicit
+# examples are the smallest cases of those shapes.
 
 
 @QUICK

@@ -10,13 +10,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from coding_os.checkpoints import points
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.state.hookslog import parse_line
-from tests.checkpoints.conftest import create
-from tests.conftest import cos, cos_json, fire
+from tests.helpers import commit_all, cos, cos_json, create, fire, killed_create, temporaries
+
 
 HOUR = 3600
 DAY = 86400
@@ -214,3 +212,43 @@ def test_taking_checkpoints_of_changing_content_keeps_du_near_the_cap(project: P
     # Each checkpoint here holds about three 4 KiB blocks (its file, manifest and record), so
     # a 20,000-byte cap keeps the newest one and prunes every older one.
     assert du["checkpoints"] >= 1, du
+
+
+# -- the temporary objects of a checkpoint being taken or killed -------------------------------
+
+
+def test_a_checkpoint_killed_before_its_flush_does_not_make_verify_report_damage(
+        project: Path) -> None:
+    killed_create(project)
+    # Nothing refers to them: no checkpoint was recorded. The store is not damaged.
+    report = json.loads(cos("checkpoints", "verify", "--json", cwd=project).stdout)
+    assert report["damaged"] == [], report["damaged"]
+
+
+def test_verify_during_a_checkpoint_being_taken_reports_no_damage(project: Path) -> None:
+    from coding_os.checkpoints.store import ObjectStore
+
+    (project / "base.txt").write_text("base\n")
+    commit_all(project, "base")
+    create(project)
+    # What `take.create` holds while it snapshots a large tree: objects not yet flushed.
+    store = ObjectStore(str(folder(project)), defer_sync=True)
+    for number in range(3):
+        store.put(f"being checkpointed {number}\n".encode())
+    try:
+        proc = cos("checkpoints", "verify", "--json", cwd=project)
+        report = json.loads(proc.stdout)
+        assert report["damaged"] == [], report["damaged"]
+        assert report["ok"] is True
+    finally:
+        store.discard()
+
+
+def test_gc_removes_the_temporary_objects_of_a_killed_checkpoint(project: Path) -> None:
+    left = killed_create(project)
+    old = time.time() - 3 * 3600  # well past gc's grace of an hour
+    for path in left:
+        os.utime(path, (old, old))
+    proc = cos("gc", "--json", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert temporaries(project) == []

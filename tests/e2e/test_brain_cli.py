@@ -11,16 +11,11 @@ import pytest
 
 from coding_os.state.identity import mint_session_id
 from coding_os.state.statefile import write_state
-from tests.conftest import cos
+from tests.helpers import cos
+
 
 PANEL_A = {"COS_AGENT": "claude", "COS_PANEL_ID": "panel-a"}
 PANEL_B = {"COS_AGENT": "claude", "COS_PANEL_ID": "panel-b"}
-
-
-@pytest.fixture
-def project(repo: Path) -> Path:
-    (repo / ".coding-os").mkdir()
-    return repo
 
 
 def start_panel(project: Path, panel: str) -> str:
@@ -182,7 +177,7 @@ def test_plain_output_is_one_line_per_item(project: Path) -> None:
 
 def test_a_claude_code_session_started_since_the_last_import_is_searchable_at_once(
         project: Path, isolated_env: Path) -> None:
-    from tests.adapters.test_claude_transcripts import conversation, write_jsonl
+    from tests.helpers import conversation, write_jsonl
 
     native = "cccccccc-0000-0000-0000-000000000042"
     entries = conversation(native, 1, prefix="quokka ")

@@ -26,16 +26,9 @@ from typing import Any
 import pytest
 
 from tests.e2e.harness import run_claude, run_codex
-from tests.e2e.model_server import (
-    ModelServer,
-    Step,
-    Text,
-    ToolCall,
-    codex_patch,
-    when_prompted,
-)
-from tests.e2e.test_harness import require_clients
-from tests.e2e.test_real_clients import CosProject, succeeded
+from tests.e2e.model_server import ModelServer, Step, Text, ToolCall, codex_patch, when_prompted
+from tests.helpers import CosProject, add_file_patch, require_clients, succeeded
+
 
 pytestmark = pytest.mark.e2e
 
@@ -144,12 +137,6 @@ def codex_script(project: Path) -> list[Step]:
                       Text("All done.")),
         Text("Notes added."),
     ]
-
-
-def add_file_patch(path: Path, text: str) -> str:
-    """A Codex ``apply_patch`` body creating ``path`` with ``text``."""
-    body = "".join(f"+{line}\n" for line in text.splitlines())
-    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
 
 
 @dataclass

@@ -17,11 +17,19 @@ import pytest
 
 from coding_os.doctor import CHECKS, MCP_TOOLS, STATUSES
 from coding_os.storage.migrations.sqlite import MIGRATIONS
-from tests.adapters.test_claude_transcripts import conversation, write_jsonl
-from tests.conftest import COS, cos, fire, git
-from tests.storage.test_conformance import pg_schemas, pg_url
+from tests.helpers import (
+    COS,
+    RESTORE_KILLS,
+    changed_after_checkpoint,
+    conversation,
+    cos,
+    fire,
+    git,
+    rewind_in_child,
+    tree,
+    write_jsonl,
+)
 
-__all__ = ["pg_schemas", "pg_url"]  # fixtures, imported for pytest
 
 NATIVE = "bbbbbbbb-0000-0000-0000-000000000001"
 
@@ -60,7 +68,7 @@ def ok(proc_args: tuple[str, ...], cwd: Path, env: dict[str, str] | None = None)
 
 
 @pytest.fixture
-def project(repo: Path) -> Path:
+def healthy_project(repo: Path) -> Path:
     """A checkout with the Claude Code hooks installed, one panel that fired SessionStart, a
     built session index and one checkpoint: everything doctor looks at, healthy."""
     ok(("init", "--agent", "claude"), repo)
@@ -72,8 +80,8 @@ def project(repo: Path) -> Path:
     return repo
 
 
-def test_a_healthy_project_passes_every_check_and_exits_0(project: Path) -> None:
-    code, report = doctor(project)
+def test_a_healthy_project_passes_every_check_and_exits_0(healthy_project: Path) -> None:
+    code, report = doctor(healthy_project)
     assert code == 0, report
     assert statuses(report) == {name: "ok" for name in CHECKS}, report
     assert report["ok"] is True
@@ -81,11 +89,11 @@ def test_a_healthy_project_passes_every_check_and_exits_0(project: Path) -> None
 
 
 def test_the_json_report_has_every_check_in_order_with_status_detail_and_fix(
-        project: Path) -> None:
-    _, report = doctor(project)
+        healthy_project: Path) -> None:
+    _, report = doctor(healthy_project)
     assert set(report) == {"ok", "state_dir", "project_root", "counts", "checks"}
-    assert report["state_dir"] == str(project / ".coding-os")
-    assert report["project_root"] == str(project)
+    assert report["state_dir"] == str(healthy_project / ".coding-os")
+    assert report["project_root"] == str(healthy_project)
     assert [check["name"] for check in report["checks"]] == list(CHECKS)
     for check in report["checks"]:
         assert set(check) == {"name", "status", "detail", "fix", "data"}
@@ -93,9 +101,9 @@ def test_the_json_report_has_every_check_in_order_with_status_detail_and_fix(
     assert sum(report["counts"].values()) == len(CHECKS)
 
 
-def test_the_readable_report_shows_one_line_per_check_and_the_fixes(project: Path) -> None:
-    (project / ".coding-os" / "coding-os.db").write_bytes(b"this is not a database" * 100)
-    proc = cos("doctor", cwd=project, timeout=120)
+def test_the_readable_report_shows_one_line_per_check_and_the_fixes(healthy_project: Path) -> None:
+    (healthy_project / ".coding-os" / "coding-os.db").write_bytes(b"this is not a database" * 100)
+    proc = cos("doctor", cwd=healthy_project, timeout=120)
     assert proc.returncode == 6
     lines = proc.stdout.splitlines()
     assert any(line.startswith("FAIL  database") for line in lines), proc.stdout
@@ -104,10 +112,10 @@ def test_the_readable_report_shows_one_line_per_check_and_the_fixes(project: Pat
     assert "1 fail" in lines[-1]
 
 
-def test_doctor_changes_nothing_in_a_healthy_project(project: Path) -> None:
-    state = project / ".coding-os"
+def test_doctor_changes_nothing_in_a_healthy_project(healthy_project: Path) -> None:
+    state = healthy_project / ".coding-os"
     before = snapshot(state)
-    doctor(project)
+    doctor(healthy_project)
     after = snapshot(state)
     # The MCP server may log its start in the hooks log; doctor itself writes nothing.
     before.pop(".hooks.log", None)
@@ -123,49 +131,49 @@ def install_hooks_running(repo: Path, cos_path: Path) -> None:
     install("claude", caller=Caller(cwd=str(repo)), cos_path=str(cos_path))
 
 
-def test_hooks_running_a_deleted_cos_fail_with_the_init_fix(project: Path,
-                                                             tmp_path: Path) -> None:
+def test_hooks_running_a_deleted_cos_fail_with_the_init_fix(healthy_project: Path,
+                                                            tmp_path: Path) -> None:
     gone = tmp_path / "old-venv" / "bin" / "cos"
-    install_hooks_running(project, gone)
-    code, report = doctor(project)
+    install_hooks_running(healthy_project, gone)
+    code, report = doctor(healthy_project)
     hooks = by_name(report)["hooks"]
     assert code == 6 and hooks["status"] == "fail"
     assert str(gone) in hooks["detail"] and "does not exist" in hooks["detail"]
     assert "cos init --agent claude" in hooks["fix"]
 
-    ok(("init", "--agent", "claude"), project)  # the fix it names
-    assert by_name(doctor(project)[1])["hooks"]["status"] == "ok"
+    ok(("init", "--agent", "claude"), healthy_project)  # the fix it names
+    assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
 
 
-def test_hooks_running_a_shim_fail_with_the_init_fix(project: Path, tmp_path: Path) -> None:
+def test_hooks_running_a_shim_fail_with_the_init_fix(healthy_project: Path, tmp_path: Path) -> None:
     shim = tmp_path / "shims" / "cos"
     shim.parent.mkdir()
     shim.write_text(f'#!/bin/sh\nexec "{COS}" "$@"\n', encoding="utf-8")
     shim.chmod(0o755)
-    install_hooks_running(project, shim)
-    code, report = doctor(project)
+    install_hooks_running(healthy_project, shim)
+    code, report = doctor(healthy_project)
     hooks = by_name(report)["hooks"]
     assert code == 6 and hooks["status"] == "fail"
     assert str(shim) in hooks["detail"] and "shim" in hooks["detail"]
     assert "cos init --agent claude" in hooks["fix"]
 
 
-def test_hooks_removed_from_the_settings_file_fail(project: Path) -> None:
-    settings = project / ".claude" / "settings.json"
+def test_hooks_removed_from_the_settings_file_fail(healthy_project: Path) -> None:
+    settings = healthy_project / ".claude" / "settings.json"
     data = json.loads(settings.read_text(encoding="utf-8"))
     del data["hooks"]["PreToolUse"]
     settings.write_text(json.dumps(data), encoding="utf-8")
-    hooks = by_name(doctor(project)[1])["hooks"]
+    hooks = by_name(doctor(healthy_project)[1])["hooks"]
     assert hooks["status"] == "fail" and "PreToolUse" in hooks["detail"]
 
 
-def test_a_corrupt_sqlite_file_fails_and_is_left_byte_for_byte(project: Path) -> None:
-    database = project / ".coding-os" / "coding-os.db"
+def test_a_corrupt_sqlite_file_fails_and_is_left_byte_for_byte(healthy_project: Path) -> None:
+    database = healthy_project / ".coding-os" / "coding-os.db"
     for extra in ("-wal", "-shm"):
         database.with_name(database.name + extra).unlink(missing_ok=True)
     database.write_bytes(b"this is not a database" * 100)
     listing = sorted(os.listdir(database.parent))
-    code, report = doctor(project)
+    code, report = doctor(healthy_project)
     check = by_name(report)["database"]
     assert code == 6 and check["status"] == "fail"
     assert "cos index rebuild" in check["fix"]
@@ -173,15 +181,15 @@ def test_a_corrupt_sqlite_file_fails_and_is_left_byte_for_byte(project: Path) ->
     assert sorted(os.listdir(database.parent)) == listing  # nothing set aside, no -wal/-shm
 
 
-def test_a_database_at_an_older_migration_is_reported_not_migrated(project: Path) -> None:
-    database = project / ".coding-os" / "coding-os.db"
+def test_a_database_at_an_older_migration_is_reported_not_migrated(healthy_project: Path) -> None:
+    database = healthy_project / ".coding-os" / "coding-os.db"
     database.unlink()
     conn = sqlite3.connect(database)
     conn.executescript(MIGRATIONS[0][1])
     conn.execute("PRAGMA user_version = 1")
     conn.commit()
     conn.close()
-    code, report = doctor(project)
+    code, report = doctor(healthy_project)
     check = by_name(report)["database"]
     assert check["status"] == "warn" and code == 0
     assert f"schema version 1 of {len(MIGRATIONS)}" in check["detail"]
@@ -190,32 +198,32 @@ def test_a_database_at_an_older_migration_is_reported_not_migrated(project: Path
     assert conn.execute("PRAGMA user_version").fetchone()[0] == 1  # not migrated
     conn.close()
 
-    ok(("sessions",), project)  # any command that uses it migrates it
-    assert by_name(doctor(project)[1])["database"]["status"] == "ok"
+    ok(("sessions",), healthy_project)  # any command that uses it migrates it
+    assert by_name(doctor(healthy_project)[1])["database"]["status"] == "ok"
 
 
 def test_a_new_transcript_makes_the_index_stale_until_a_lookup_imports_it(
-        project: Path, isolated_env: Path) -> None:
+        healthy_project: Path, isolated_env: Path) -> None:
     entries = conversation(NATIVE, 1)
     for entry in entries:
-        entry["cwd"] = str(project)
-    key = "".join(c if c.isalnum() else "-" for c in str(project))
+        entry["cwd"] = str(healthy_project)
+    key = "".join(c if c.isalnum() else "-" for c in str(healthy_project))
     write_jsonl(isolated_env / ".claude" / "projects" / key / f"{NATIVE}.jsonl", entries)
-    check = by_name(doctor(project)[1])["index"]
+    check = by_name(doctor(healthy_project)[1])["index"]
     assert check["status"] == "warn" and "stale" in check["detail"]
     assert "cos import" in check["fix"]
-    assert by_name(doctor(project)[1])["index"]["status"] == "warn"  # doctor did not import
+    assert by_name(doctor(healthy_project)[1])["index"]["status"] == "warn"  # doctor did not import
 
-    ok(("sessions",), project)
-    assert by_name(doctor(project)[1])["index"]["status"] == "ok"
+    ok(("sessions",), healthy_project)
+    assert by_name(doctor(healthy_project)[1])["index"]["status"] == "ok"
 
 
-def test_an_orphaned_panel_is_reported_with_the_gc_fix_and_kept(project: Path) -> None:
-    panels = project / ".coding-os" / "claude" / "panels"
+def test_an_orphaned_panel_is_reported_with_the_gc_fix_and_kept(healthy_project: Path) -> None:
+    panels = healthy_project / ".coding-os" / "claude" / "panels"
     [panel] = os.listdir(panels)
     two_days_ago = time.time() - 2 * 86400
     os.utime(panels / panel / "heartbeat", (two_days_ago, two_days_ago))
-    code, report = doctor(project)
+    code, report = doctor(healthy_project)
     check = by_name(report)["panels"]
     assert code == 0 and check["status"] == "warn"
     assert f"claude/{panel}" in check["detail"]
@@ -224,14 +232,14 @@ def test_an_orphaned_panel_is_reported_with_the_gc_fix_and_kept(project: Path) -
     assert (panels / panel / "heartbeat").exists()
 
 
-def test_a_damaged_checkpoint_object_fails(project: Path) -> None:
-    objects = project / ".coding-os" / "checkpoints" / "objects"
+def test_a_damaged_checkpoint_object_fails(healthy_project: Path) -> None:
+    objects = healthy_project / ".coding-os" / "checkpoints" / "objects"
     victim = next(Path(top) / name for top, _, files in os.walk(objects) for name in files)
     victim.chmod(0o600)
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
-    code, report = doctor(project)
+    code, report = doctor(healthy_project)
     check = by_name(report)["checkpoints"]
     assert code == 6 and check["status"] == "fail"
     assert "1 damaged" in check["detail"] and "cos checkpoints verify" in check["fix"]
@@ -249,32 +257,33 @@ sys.exit(main())
 
 
 def test_an_interrupted_rewind_fails_the_check_and_doctor_leaves_its_journal(
-        project: Path) -> None:
+        healthy_project: Path) -> None:
     import subprocess
     import sys
 
-    points = json.loads(cos("checkpoints", "--json", cwd=project).stdout)
-    (project / "notes.txt").write_text("changed since the checkpoint\n", encoding="utf-8")
+    points = json.loads(cos("checkpoints", "--json", cwd=healthy_project).stdout)
+    (healthy_project / "notes.txt").write_text("changed since the checkpoint\n", encoding="utf-8")
     died = subprocess.run([sys.executable, "-c", _DIE_AFTER_JOURNAL, points[0]["id"]],
-                          cwd=project, capture_output=True, text=True, timeout=120)
+                          cwd=healthy_project, capture_output=True, text=True, timeout=120)
     assert died.returncode == 9, died.stderr
-    journal = project / ".coding-os" / "checkpoints" / "journal.json"
+    journal = healthy_project / ".coding-os" / "checkpoints" / "journal.json"
     written = journal.read_bytes()
-    code, report = doctor(project)
+    code, report = doctor(healthy_project)
     check = by_name(report)["checkpoints"]
     assert code == 6 and check["status"] == "fail" and "interrupted" in check["detail"]
     assert journal.read_bytes() == written  # reported, not completed
-    assert (project / "notes.txt").read_text(encoding="utf-8") == "changed since the checkpoint\n"
-    ok(("checkpoints",), project)  # any other command completes it
+    assert (healthy_project / "notes.txt").read_text(encoding="utf-8") == (
+        "changed since the checkpoint\n")
+    ok(("checkpoints",), healthy_project)  # any other command completes it
     assert not journal.exists()
-    assert (project / "notes.txt").read_text(encoding="utf-8") == "untracked notes\n" * 20
+    assert (healthy_project / "notes.txt").read_text(encoding="utf-8") == "untracked notes\n" * 20
 
 
-def test_the_mcp_server_starts_and_lists_every_cos_tool(project: Path) -> None:
-    check = by_name(doctor(project)[1])["mcp"]
+def test_the_mcp_server_starts_and_lists_every_cos_tool(healthy_project: Path) -> None:
+    check = by_name(doctor(healthy_project)[1])["mcp"]
     assert check["status"] == "ok", check
     assert set(MCP_TOOLS) <= set(check["data"]["tools"])
-    assert check["data"]["source"] == str(project / ".mcp.json")  # as Claude Code starts it
+    assert check["data"]["source"] == str(healthy_project / ".mcp.json")  # as Claude Code starts it
 
 
 def fake_cos(tmp_path: Path, body: str) -> Path:
@@ -286,63 +295,64 @@ def fake_cos(tmp_path: Path, body: str) -> Path:
     return script
 
 
-def test_an_mcp_server_that_never_answers_fails_after_the_timeout(project: Path,
-                                                                    tmp_path: Path) -> None:
+def test_an_mcp_server_that_never_answers_fails_after_the_timeout(healthy_project: Path,
+                                                                  tmp_path: Path) -> None:
     from coding_os.doctor import run_checks
 
     script = fake_cos(tmp_path, "import time\ntime.sleep(600)")
-    (project / ".mcp.json").write_text(json.dumps(
+    (healthy_project / ".mcp.json").write_text(json.dumps(
         {"mcpServers": {"cos": {"command": str(script), "args": ["mcp"]}}}), encoding="utf-8")
-    report = run_checks(dict(os.environ), str(project), mcp_timeout_s=1)
+    report = run_checks(dict(os.environ), str(healthy_project), mcp_timeout_s=1)
     check = {c.name: c for c in report.checks}["mcp"]
     assert check.status == "fail" and "within 1s" in check.detail
 
 
-def test_a_broken_registered_mcp_server_command_fails(project: Path, tmp_path: Path) -> None:
+def test_a_broken_registered_mcp_server_command_fails(healthy_project: Path,
+                                                      tmp_path: Path) -> None:
     broken = tmp_path / "broken-cos"
     broken.write_text("#!/bin/sh\necho 'cannot start' >&2\nexit 1\n", encoding="utf-8")
     broken.chmod(0o755)
     missing = tmp_path / "missing" / "cos"
     for command, says in ((broken, "doctor does not start it"), (missing, "No such file")):
-        (project / ".mcp.json").write_text(json.dumps(
+        (healthy_project / ".mcp.json").write_text(json.dumps(
             {"mcpServers": {"cos": {"command": str(command), "args": ["mcp"]}}}),
             encoding="utf-8")
-        code, report = doctor(project)
+        code, report = doctor(healthy_project)
         check = by_name(report)["mcp"]
         assert code == 6 and check["status"] == "fail", check
         assert str(command) in check["detail"] and says in check["detail"], check
         assert "cos init --agent claude" in check["fix"]
 
-    ok(("init", "--agent", "claude"), project)  # the fix it names
-    assert by_name(doctor(project)[1])["mcp"]["status"] == "ok"
+    ok(("init", "--agent", "claude"), healthy_project)  # the fix it names
+    assert by_name(doctor(healthy_project)[1])["mcp"]["status"] == "ok"
 
 
 def test_a_registered_server_that_is_not_cos_is_reported_and_never_run(
-        project: Path, tmp_path: Path) -> None:
+        healthy_project: Path, tmp_path: Path) -> None:
     marker = tmp_path / "ran.txt"
-    (project / ".mcp.json").write_text(json.dumps({"mcpServers": {"cos": {
+    (healthy_project / ".mcp.json").write_text(json.dumps({"mcpServers": {"cos": {
         "command": "sh", "args": ["-c", f"echo ran > {marker}; exit 1"]}}}), encoding="utf-8")
-    code, report = doctor(project)
+    code, report = doctor(healthy_project)
     check = by_name(report)["mcp"]
     assert code == 6 and check["status"] == "fail" and "does not start it" in check["detail"]
     assert not marker.exists()
 
 
-def test_a_cos_server_that_cannot_start_fails_with_its_stderr(project: Path,
-                                                                tmp_path: Path) -> None:
+def test_a_cos_server_that_cannot_start_fails_with_its_stderr(healthy_project: Path,
+                                                              tmp_path: Path) -> None:
     script = fake_cos(tmp_path, "import sys\nsys.stderr.write('cannot start\\n')\nsys.exit(1)")
-    (project / ".mcp.json").write_text(json.dumps(
+    (healthy_project / ".mcp.json").write_text(json.dumps(
         {"mcpServers": {"cos": {"command": str(script), "args": ["mcp"]}}}), encoding="utf-8")
-    code, report = doctor(project)
+    code, report = doctor(healthy_project)
     check = by_name(report)["mcp"]
     assert code == 6 and check["status"] == "fail", check
     assert "stderr: cannot start" in check["detail"], check
 
 
-def test_doctor_from_a_subdirectory_gives_the_same_answers(project: Path) -> None:
-    deep = project / "src" / "pkg"
+def test_doctor_from_a_subdirectory_gives_the_same_answers(healthy_project: Path) -> None:
+    deep = healthy_project / "src" / "pkg"
     deep.mkdir(parents=True)
-    _, at_root = doctor(project)
+    _, at_root = doctor(healthy_project)
     _, below = doctor(deep)
     assert below["state_dir"] == at_root["state_dir"]
     assert statuses(below) == statuses(at_root)
@@ -350,11 +360,11 @@ def test_doctor_from_a_subdirectory_gives_the_same_answers(project: Path) -> Non
 
 
 def test_a_linked_worktree_shares_the_state_dir_and_needs_its_own_hooks(
-        project: Path, tmp_path: Path) -> None:
+        healthy_project: Path, tmp_path: Path) -> None:
     worktree = tmp_path / "wt"
-    git(project, "worktree", "add", "-q", str(worktree))
+    git(healthy_project, "worktree", "add", "-q", str(worktree))
     _, report = doctor(worktree)
-    assert report["state_dir"] == str(project / ".coding-os")
+    assert report["state_dir"] == str(healthy_project / ".coding-os")
     assert by_name(report)["state_dir"]["status"] == "ok"
     hooks = by_name(report)["hooks"]
     assert hooks["status"] == "warn" and str(worktree) in hooks["detail"]
@@ -364,11 +374,11 @@ def test_a_linked_worktree_shares_the_state_dir_and_needs_its_own_hooks(
     assert by_name(doctor(worktree)[1])["hooks"]["status"] == "ok"
 
 
-def test_a_stray_nested_state_dir_is_a_state_dir_failure(project: Path) -> None:
-    nested = project / "tools"
+def test_a_stray_nested_state_dir_is_a_state_dir_failure(healthy_project: Path) -> None:
+    nested = healthy_project / "tools"
     (nested / ".coding-os").mkdir(parents=True)
     (nested / "pyproject.toml").write_text("[project]\nname = 'tools'\n", encoding="utf-8")
-    code, report = doctor(project)
+    code, report = doctor(healthy_project)
     check = by_name(report)["state_dir"]
     assert code == 6 and check["status"] == "fail"
     assert str(nested / ".coding-os") in check["detail"]
@@ -388,30 +398,51 @@ def test_doctor_creates_nothing_in_a_directory_without_state(repo: Path,
 
 
 def test_a_healthy_postgresql_backend_passes_and_an_empty_schema_is_not_created(
-        project: Path, pg_schemas: Callable[[bool], str]) -> None:
+        healthy_project: Path, pg_schemas: Callable[[bool], str]) -> None:
     import psycopg
 
     url = pg_schemas(False)  # a schema that does not exist yet
     env = {"COS_DATABASE_URL": url}
-    check = by_name(doctor(project, env)[1])["database"]
+    check = by_name(doctor(healthy_project, env)[1])["database"]
     assert check["status"] == "warn" and check["data"]["version"] == 0
     schema = check["data"]["schema"]
     with psycopg.connect(url, autocommit=True) as conn:
         assert conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
                             (schema,)).fetchone() is None  # doctor created nothing
 
-    ok(("sessions",), project, env)
-    code, report = doctor(project, env)
+    ok(("sessions",), healthy_project, env)
+    code, report = doctor(healthy_project, env)
     check = by_name(report)["database"]
     assert check["status"] == "ok" and check["data"]["backend"] == "postgresql", check
     assert check["data"]["version"] == check["data"]["latest"]
     assert code == 0 and statuses(report)["index"] == "ok", report
 
 
-def test_an_unreachable_postgresql_fails_without_the_password(project: Path) -> None:
+def test_an_unreachable_postgresql_fails_without_the_password(healthy_project: Path) -> None:
     url = "postgresql://cos:s3cret@127.0.0.1:1/nowhere?connect_timeout=2"
-    code, report = doctor(project, {"COS_DATABASE_URL": url})
+    code, report = doctor(healthy_project, {"COS_DATABASE_URL": url})
     check = by_name(report)["database"]
     assert code == 6 and check["status"] == "fail"
     assert "s3cret" not in json.dumps(report)
     assert "COS_DATABASE_URL" in check["fix"]
+
+
+# -- a restore killed while staging ------------------------------------------------------------
+
+
+def test_doctor_fails_on_a_stale_temporary_journal_until_the_next_cos_call(
+        project: Path) -> None:
+    checkpoint, _, before = changed_after_checkpoint(project)
+    killed = rewind_in_child(project, RESTORE_KILLS["during_staging"][0], checkpoint)
+    assert killed.returncode == 9, killed.stderr
+    proc = cos("doctor", "--json", cwd=project, timeout=120)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["checkpoints"]["status"] == "fail"
+    assert "cos" in (checks["checkpoints"].get("fix") or "")
+    # doctor changes nothing
+    assert (project / ".coding-os" / "checkpoints" / "journal.json.tmp").exists()
+    cos("checkpoints", "--json", cwd=project)
+    proc = cos("doctor", "--json", cwd=project, timeout=120)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert checks["checkpoints"]["status"] == "ok", checks["checkpoints"]
+    assert tree(project) == before

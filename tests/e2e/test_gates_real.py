@@ -22,13 +22,17 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import COS
 from tests.e2e.harness import run_claude, run_codex
-from tests.e2e.model_server import (ModelServer, ReceivedRequest, Step, Text, ToolCall,
-                                    tool_output_text)
-from tests.e2e.test_harness import require_clients
-from tests.e2e.test_real_clients import CosProject, new_project, succeeded
-from tests.e2e.test_checkpoints_real import add_file_patch
+from tests.e2e.model_server import (
+    ModelServer,
+    ReceivedRequest,
+    Step,
+    Text,
+    ToolCall,
+    tool_output_text,
+)
+from tests.helpers import COS, CosProject, add_file_patch, new_project, require_clients, succeeded
+
 
 pytestmark = pytest.mark.e2e
 
@@ -86,7 +90,6 @@ def tool_outputs(server: ModelServer, agent: str) -> list[str]:
     return [tool_output_text(item.get("output")) for item in turns[-1]["input"]
             if isinstance(item, dict)
             and item.get("type") in ("function_call_output", "custom_tool_call_output")]
-
 
 
 def last_request(server: ModelServer, agent: str) -> ReceivedRequest:

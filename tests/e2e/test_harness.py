@@ -29,7 +29,6 @@ import pytest
 from .harness import (
     claude_project_dir,
     claude_transcript,
-    clients_installed,
     codex_rollout,
     codex_rollouts,
     run_claude,
@@ -44,6 +43,14 @@ from .model_server import (
     claude_edit_script,
     codex_edit_script,
 )
+from tests.helpers import (
+    EDITED_LINE,
+    ORIGINAL_LINE,
+    SUBAGENT_MARKER,
+    require_clients,
+    wait_for_spawned_agent,
+)
+
 
 pytestmark = pytest.mark.e2e
 
@@ -85,20 +92,6 @@ CAPTURE_SCRIPT = textwrap.dedent(
 )
 CAPTURE_SCRIPT = CAPTURE_SCRIPT.replace("__PREFIXES__", repr(CAPTURED_ENV_PREFIXES))
 CAPTURE_SCRIPT = CAPTURE_SCRIPT.replace("__NAMES__", repr(CAPTURED_ENV_NAMES))
-
-ORIGINAL_LINE = "hello world"
-EDITED_LINE = "hello coding-os"
-SUBAGENT_MARKER = "SCRIPTED-SUBAGENT"
-
-
-def require_clients() -> None:
-    """Skip when the pinned clients are not installed, except under CI=true, where that fails."""
-    if clients_installed():
-        return
-    message = "the real clients are not installed (npm ci --prefix tests/e2e/clients)"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @dataclass
@@ -431,19 +424,6 @@ def test_two_claude_code_sessions_can_share_one_server(
 
 
 # -- Codex ---------------------------------------------------------------------------------------
-
-
-def wait_for_spawned_agent(body: dict[str, Any]) -> ToolCall:
-    """Codex's wait_agent call for the agent that the last spawn_agent call returned."""
-    outputs = [i for i in body["input"] if i.get("type") == "function_call_output"]
-    agent_id = json.loads(outputs[-1]["output"])["agent_id"]
-    # Reported as a huge context so that Codex compacts before the next request.
-    return ToolCall(
-        "wait_agent",
-        {"targets": [agent_id], "timeout_ms": 30000},
-        namespace="multi_agent_v1",
-        input_tokens=200_000,
-    )
 
 
 @pytest.fixture(scope="module")

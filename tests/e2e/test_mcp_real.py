@@ -43,11 +43,10 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import COS
 from tests.e2e.harness import run_claude, run_codex
 from tests.e2e.model_server import Answer, ModelServer, Step, Text, ToolCall, tool_output_text
-from tests.e2e.test_harness import require_clients
-from tests.e2e.test_real_clients import CosProject, new_project, succeeded
+from tests.helpers import COS, CosProject, new_project, require_clients, succeeded
+
 
 pytestmark = pytest.mark.e2e
 
@@ -64,7 +63,6 @@ MATCHER_WITHOUT_MCP = "Bash|Read|Edit|Write"
 
 
 # -- what the model saw ----------------------------------------------------------------------------
-
 
 
 def claude_tool_results(body: dict[str, Any]) -> list[str]:

@@ -15,12 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.adapters.test_claude_transcripts import conversation, write_jsonl
-from tests.conftest import COS, git
-from tests.e2e.test_resume_cli import LATER, fake_agents
-from tests.e2e.test_sessions_cli import NATIVE_IDS, HERE, WORKTREE, claude_session, project
+from tests.helpers import (
+    COS,
+    HERE,
+    LATER,
+    NATIVE_IDS,
+    WORKTREE,
+    claude_session,
+    conversation,
+    fake_agents,
+    git,
+    write_jsonl,
+)
 
-__all__ = ["project"]  # the fixture, imported for pytest
 
 TIMEOUT_S = 15.0
 Project = tuple[Path, dict[str, str]]
@@ -70,7 +77,7 @@ class Pane:
 
 
 @pytest.fixture
-def picker(project: Project, tmp_path: Path) -> Iterator[Callable[..., Pane]]:
+def picker(checkout: Project, tmp_path: Path) -> Iterator[Callable[..., Pane]]:
     """Start `cos resume [ARGS]` in tmux (160x40) in the project with the fake agents on PATH."""
     # A server of its own, its socket in a short private directory (sockets have a path limit).
     socket_dir = tempfile.mkdtemp(prefix="cos-tmux-")
@@ -78,7 +85,7 @@ def picker(project: Project, tmp_path: Path) -> Iterator[Callable[..., Pane]]:
     path_env, _ = fake_agents(tmp_path)
 
     def start(*args: str, env: dict[str, str] | None = None) -> Pane:
-        full = {**os.environ, **project[1], **path_env, **(env or {}), "TERM": "xterm-256color"}
+        full = {**os.environ, **checkout[1], **path_env, **(env or {}), "TERM": "xterm-256color"}
         full.pop("TMUX", None)
         exit_file = tmp_path / "exit-code.txt"
         exit_file.unlink(missing_ok=True)
@@ -86,7 +93,7 @@ def picker(project: Project, tmp_path: Path) -> Iterator[Callable[..., Pane]]:
                    f"echo $? > {shlex.quote(str(exit_file))}; sleep 60")
         pane = Pane(socket, exit_file)
         subprocess.run(["tmux", "-S", socket, "-f", "/dev/null", "new-session", "-d", "-x", "160",
-                        "-y", "40", "-s", "pick", "-c", str(project[0]), command],
+                        "-y", "40", "-s", "pick", "-c", str(checkout[0]), command],
                        check=True, env=full, timeout=10)
         return pane
 
@@ -97,10 +104,10 @@ def picker(project: Project, tmp_path: Path) -> Iterator[Callable[..., Pane]]:
         shutil.rmtree(socket_dir, ignore_errors=True)
 
 
-def _repo_sessions(project: Project, home: Path) -> Path:
+def _repo_sessions(checkout: Project, home: Path) -> Path:
     """HERE and LATER in the checkout (branch main), WORKTREE in a linked worktree (branch wt);
     the linked worktree."""
-    repo = project[0]
+    repo = checkout[0]
     worktree = repo.parent / "wt"
     git(repo, "worktree", "add", "-q", str(worktree))
     claude_session(home, HERE, repo)
@@ -114,8 +121,8 @@ def _repo_sessions(project: Project, home: Path) -> Path:
 
 
 def test_the_picker_lists_this_worktree_narrows_as_you_type_widens_filters_and_esc_exits_130(
-        project: Project, isolated_env: Path, picker: Callable[..., Pane]) -> None:
-    _repo_sessions(project, isolated_env)
+        checkout: Project, isolated_env: Path, picker: Callable[..., Pane]) -> None:
+    _repo_sessions(checkout, isolated_env)
     pane = picker()
     screen = pane.wait(lambda s: HERE in s and LATER in s, "the first screen")
     assert WORKTREE not in screen and "this worktree" in screen
@@ -142,9 +149,9 @@ def test_the_picker_lists_this_worktree_narrows_as_you_type_widens_filters_and_e
 
 
 def test_enter_hands_over_to_the_selected_session_in_its_directory_and_never_lists_the_own(
-        project: Project, isolated_env: Path, picker: Callable[..., Pane],
+        checkout: Project, isolated_env: Path, picker: Callable[..., Pane],
         tmp_path: Path) -> None:
-    worktree = _repo_sessions(project, isolated_env)
+    worktree = _repo_sessions(checkout, isolated_env)
     own = {"CLAUDE_CODE_SESSION_ID": LATER, "COS_AGENT": "claude"}
     pane = picker(env=own)
     screen = pane.wait(lambda s: HERE in s, "the first screen")
@@ -161,16 +168,16 @@ def test_enter_hands_over_to_the_selected_session_in_its_directory_and_never_lis
 
 
 def test_a_name_several_sessions_have_opens_the_picker_with_the_name_searched(
-        project: Project, isolated_env: Path, picker: Callable[..., Pane],
+        checkout: Project, isolated_env: Path, picker: Callable[..., Pane],
         tmp_path: Path) -> None:
-    _repo_sessions(project, isolated_env)
+    _repo_sessions(checkout, isolated_env)
     for session in (HERE, LATER):
-        subprocess.run([COS, "sessions", "rename", session, "big refactor"], cwd=project[0],
-                       env={**os.environ, **project[1]}, check=True, capture_output=True)
+        subprocess.run([COS, "sessions", "rename", session, "big refactor"], cwd=checkout[0],
+                       env={**os.environ, **checkout[1]}, check=True, capture_output=True)
     pane = picker("big refactor")
     screen = pane.wait(lambda s: s.count("big refactor") >= 3, "the pre-filled picker")
     assert "search> big refactor" in screen and WORKTREE not in screen
     pane.keys("Enter")
     assert pane.exit_code() == 0
     record = (tmp_path / "record.txt").read_text(encoding="utf-8").splitlines()
-    assert record == [str(project[0]), "claude", "--resume", LATER]
+    assert record == [str(checkout[0]), "claude", "--resume", LATER]

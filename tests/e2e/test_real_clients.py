@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import COS
 from tests.e2e.harness import run_claude, run_codex
 from tests.e2e.model_server import (
     ModelServer,
@@ -29,67 +26,23 @@ from tests.e2e.model_server import (
     claude_edit_script,
     codex_edit_script,
 )
-from tests.e2e.test_harness import (
+from tests.helpers import (
+    COS,
     EDITED_LINE,
     ORIGINAL_LINE,
     SUBAGENT_MARKER,
+    CosProject,
+    new_project,
     require_clients,
+    succeeded,
     wait_for_spawned_agent,
 )
+
 
 pytestmark = pytest.mark.e2e
 
 EXPECTED_EVENTS = {"SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
                    "SubagentStart", "SubagentStop", "PreCompact", "SessionEnd"}
-
-
-@dataclass
-class CosProject:
-    """A scratch repository with coding-os hooks installed for one client, after its runs."""
-
-    agent: str
-    project: Path
-    home: Path
-    native_id: str = ""
-    results: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
-
-    @property
-    def state(self) -> Path:
-        return self.project / ".coding-os"
-
-    def cos(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        full = {"PATH": os.environ["PATH"], "HOME": str(self.home), **(env or {})}
-        return subprocess.run([COS, *args], cwd=self.project, env=full, capture_output=True,
-                              text=True, timeout=60)
-
-    def log(self) -> list[dict[str, str | None]]:
-        proc = self.cos("hooks-log", "--json")
-        assert proc.returncode == 0, proc.stderr
-        rows: list[dict[str, str | None]] = json.loads(proc.stdout)
-        return rows
-
-    def db(self, sql: str, *params: object) -> list[tuple[object, ...]]:
-        self.cos("observations")  # moves the hooks' spool into the database first
-        with sqlite3.connect(self.state / "coding-os.db") as conn:
-            return conn.execute(sql, params).fetchall()
-
-
-def new_project(root: Path, agent: str) -> CosProject:
-    project = (root / "project").resolve()
-    project.mkdir(parents=True)
-    subprocess.run(["git", "init", "-q", str(project)], check=True)
-    (project / "hello.txt").write_text(ORIGINAL_LINE + "\n", encoding="utf-8")
-    home = root / "home"
-    home.mkdir()
-    cos_project = CosProject(agent=agent, project=project, home=home)
-    installed = cos_project.cos("init", "--agent", agent)
-    assert installed.returncode == 0, installed.stderr
-    return cos_project
-
-
-def succeeded(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
-    return result
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,8 @@ import pytest
 
 from coding_os.state.hookslog import MAX_VALUE, parse_line
 from coding_os.state.identity import sanitize_panel_id
-from tests.conftest import COS, cos, fire, needs_namespaces
+from tests.helpers import COS, cos, fire, needs_namespaces
+
 
 ENV = {"COS_AGENT": "claude", "COS_PANEL_ID": "panel-1"}
 NATIVE = "7d1c2b3a-0000-4000-8000-000000000001"
@@ -295,7 +296,6 @@ def test_a_hook_fired_in_home_exits_3_and_creates_no_hub_state(isolated_env: Pat
 
 
 # A read-only state dir and a full disk, in a private mount namespace.
-
 
 
 @needs_namespaces

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import cos, fire
+from tests.helpers import cos, fire
+
 
 # Everything `cos hook PostToolUse` may import beyond what a bare interpreter already has.
 ALLOWED = {
@@ -81,21 +82,3 @@ def test_tool_and_prompt_hooks_import_only_the_hot_path_modules(repo: Path, even
     for heavy in ("click", "yaml", "sqlite3", "json", "dataclasses", "typing", "pathlib", "subprocess",
                   "contextlib", "collections", "shutil", "zlib"):
         assert heavy not in imported
-
-
-def test_the_hook_process_ends_without_teardown_but_with_its_output_whole() -> None:
-    # `cos hook` ends through entry._exit_now: what is buffered on stdout and stderr is
-    # written (here more than a pipe holds), the exit code kept, and the interpreter's
-    # teardown (atexit handlers, module cleanup) skipped.
-    script = (
-        "import atexit, sys\n"
-        "from coding_os.interfaces.entry import _exit_now\n"
-        "atexit.register(lambda: sys.stderr.write('teardown ran\\n'))\n"
-        "sys.stdout.write('x' * 200000)\n"
-        "sys.stderr.write('last words')\n"
-        "_exit_now(5)\n")
-    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                          timeout=60)
-    assert proc.returncode == 5
-    assert proc.stdout == "x" * 200000
-    assert proc.stderr == "last words"

@@ -19,20 +19,12 @@ from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
 from coding_os.interfaces.mcp import TOOL_NAMES
-from tests.conftest import COS, cos_json, fire
-from tests.storage.test_conformance import pg_schemas, pg_url
+from tests.helpers import COS, cos_json, fire
 
-__all__ = ["pg_schemas", "pg_url"]  # fixtures, imported for pytest
 
 T = TypeVar("T")
 Body = Callable[[Client], Awaitable[T]]
 SESSION = "ses-claude-20261129-100000-abcd"
-
-
-@pytest.fixture
-def project(repo: Path) -> Path:
-    (repo / ".coding-os").mkdir()
-    return repo
 
 
 def server_env(**extra: str) -> dict[str, str]:
@@ -85,7 +77,7 @@ def test_the_server_lists_exactly_the_nine_tools_each_with_an_object_schema(
 
 
 def test_every_tool_answers_a_good_call(project: Path, isolated_env: Path) -> None:
-    from tests.adapters.test_claude_transcripts import conversation, write_jsonl
+    from tests.helpers import conversation, write_jsonl
 
     native = "aaaaaaaa-0000-0000-0000-00000000000a"
     entries = conversation(native, 1)
@@ -412,7 +404,6 @@ def test_stdout_carries_only_json_rpc_messages(project: Path) -> None:
 
 
 # PostgreSQL: the same server with COS_DATABASE_URL naming a fresh schema.
-
 
 
 @pytest.fixture

@@ -13,17 +13,18 @@ from coding_os.adapters.native import NativeSession, NativeSubagent, TokenTotals
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import SessionRecord
 from coding_os.storage.sqlite import SQLiteStorage
-from tests.adapters.test_claude_transcripts import (
+from tests.helpers import (
     MAIN_1053,
+    ROLLOUTS,
     SMALL,
     VIEWER,
     conversation,
+    copy_claude_fixtures,
+    copy_codex_fixtures,
+    git,
     write_jsonl,
 )
-from tests.adapters.test_claude_transcripts import copy_fixtures as copy_claude
-from tests.adapters.test_codex_rollouts import ROLLOUTS
-from tests.adapters.test_codex_rollouts import copy_fixtures as copy_codex
-from tests.conftest import git
+
 
 NATIVE_IDS = {MAIN_1053, VIEWER, SMALL, *ROLLOUTS}
 
@@ -32,8 +33,8 @@ NATIVE_IDS = {MAIN_1053, VIEWER, SMALL, *ROLLOUTS}
 def homes(tmp_path: Path) -> tuple[Path, Path]:
     """Claude's and Codex's dirs holding every fixture, laid out as the tools keep them."""
     claude, codex = tmp_path / "claude", tmp_path / "codex"
-    copy_claude(claude)
-    copy_codex(codex)
+    copy_claude_fixtures(claude)
+    copy_codex_fixtures(codex)
     return claude, codex
 
 
@@ -148,7 +149,7 @@ def test_a_cos_sidechain_is_never_a_row(tiers: Tiers) -> None:
 
 def test_imported_fixture_sessions_keep_their_first_and_last_prompt_in_the_index(
         storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
-    from tests.adapters.test_codex_rollouts import COMPACTED, TOOLS
+    from tests.helpers import COMPACTED, TOOLS
 
     refresh(storage, tiers, homes)
     expected = {

@@ -19,13 +19,8 @@ from coding_os import api
 from coding_os.errors import InvalidInput, StateIOError
 from coding_os.sessions import transcript
 from coding_os.state.tiers import Tiers
-from tests.sessions.jsonschema_subset import (
-    ANNOTATING,
-    ASSERTING,
-    errors,
-    keywords,
-    load_schema,
-)
+from tests.sessions.jsonschema_subset import ANNOTATING, ASSERTING, errors, keywords, load_schema
+
 
 SCHEMA = load_schema()
 
@@ -534,3 +529,14 @@ def test_the_api_writes_a_session_in_the_callers_project(repo: Path, isolated_en
     closed = api.close_session(session, env=env, cwd=str(repo))
     assert (closed.seq, closed.entry["name"]) == (5, "close")
     assert schema_errors(str(path)) == [] and schema_errors(forked.path) == []
+
+
+def test_a_transcript_field_with_a_number_key_is_refused(tmp_path: Path) -> None:
+    from coding_os.errors import InvalidInput
+    from coding_os.sessions import transcript
+
+    tiers = Tiers(str(tmp_path / ".coding-os"))
+    session = transcript.create(tiers, "claude", project="/abs/root", worktree="/abs/root",
+                                branch="main")
+    with pytest.raises(InvalidInput, match="not JSON"):
+        transcript.append(tiers, session, "user", {"text": "hi", "turn": 1, "x": {1: "a"}})

@@ -20,7 +20,8 @@ import pytest
 from coding_os.sessions import index, transcript
 from coding_os.state.tiers import Tiers
 from coding_os.storage.sqlite import SQLiteStorage
-from tests.conftest import COS
+from tests.helpers import COS
+
 
 KILLS = 200
 ROUNDS_PER_SESSION = 5  # a fresh transcript now and then keeps the files small
@@ -152,7 +153,7 @@ class Project:
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+def indexed_project(tmp_path_factory: pytest.TempPathFactory) -> Project:
     """The project, with three sessions nobody appends to, indexed by `cos index rebuild`."""
     root = tmp_path_factory.mktemp("crash").resolve()
     (root / "AGENTS.md").write_text("a project\n", encoding="utf-8")  # marks the project root
@@ -176,13 +177,13 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
 
 
 @pytest.fixture(scope="module")
-def rounds(project: Project) -> list[Round]:
+def rounds(indexed_project: Project) -> list[Round]:
     """KILLS rounds of: an appender killed, the transcript read, one append by the next writer
     (what the next hook or command does), the transcript read again. Every other kill aims at
     the write of a long line; the others land anywhere. Every tenth kill, the index is refreshed
     before the next writer comes (it then reads a transcript that may have a torn tail)."""
     rng = random.Random(20261129)
-    tiers = project.tiers
+    tiers = indexed_project.tiers
     done = []
     session = path = aside = ""
     for kill in range(KILLS):
@@ -198,7 +199,7 @@ def rounds(project: Project) -> list[Round]:
         torn = [p.length for p in after_kill.problems if p.kind == "torn_tail"]
         assert after_kill.kinds() in ([], ["torn_tail"]), after_kill.problems
         if kill % 10 == 9:
-            project.refresh()
+            indexed_project.refresh()
         aside_before = size(aside)
         next_writer = transcript.append(tiers, session, "event",
                                         {"name": "after-kill", "kill": kill})
@@ -248,29 +249,29 @@ def test_a_torn_tail_is_set_aside_by_the_next_writer_and_seqs_stay_dense(
 
 
 def test_index_rebuild_after_the_kills_gives_the_index_the_transcripts_stand_for(
-        project: Project, rounds: list[Round]) -> None:
+        indexed_project: Project, rounds: list[Round]) -> None:
     """The sessions nobody appended to keep their rows byte for byte; the appended session's row
     says what its repaired transcript holds; the index kept up to date along the way (refreshes
     between kills and next writers, then `cos sessions`) equals the rebuilt one."""
-    assert project.refreshed == KILLS // 10
+    assert indexed_project.refreshed == KILLS // 10
     last = rounds[-1]
     appended = last.read_after.meta
     assert appended is not None
     session = appended["session"]
-    listed = project.cos("sessions", "--scope", "all")
+    listed = indexed_project.cos("sessions", "--scope", "all")
     assert isinstance(listed, list)
-    assert sorted(row["id"] for row in listed) == sorted([*project.others, session])
-    incremental = project.rows()
-    rebuilt = project.cos("index", "rebuild")
+    assert sorted(row["id"] for row in listed) == sorted([*indexed_project.others, session])
+    incremental = indexed_project.rows()
+    rebuilt = indexed_project.cos("index", "rebuild")
     assert isinstance(rebuilt, dict)
     assert (rebuilt["sessions_added"], rebuilt["malformed_lines"], rebuilt["torn_files"]) == (
         4, 0, [])
-    after = project.rows()
+    after = indexed_project.rows()
     assert after == incremental
-    for sid in project.others:
-        assert after[sid] == project.before[sid], sid
+    for sid in indexed_project.others:
+        assert after[sid] == indexed_project.before[sid], sid
     row = json.loads(after[session])
-    entries = transcript.read(transcript.transcript_path(project.tiers, session)).entries
+    entries = transcript.read(transcript.transcript_path(indexed_project.tiers, session)).entries
     assert entries == last.read_after.entries
     assert row["messages"] == sum(1 for e in entries if e["type"] in ("user", "assistant"))
     assert row["messages"] > 0

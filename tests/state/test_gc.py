@@ -7,7 +7,7 @@ import sqlite3
 import time
 from pathlib import Path
 
-from tests.conftest import cos, cos_json, fire
+from tests.helpers import cos, cos_json, fire
 
 
 def age(path: Path, hours: float) -> None:

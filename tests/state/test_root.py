@@ -10,7 +10,7 @@ import pytest
 
 from coding_os.errors import Misroute
 from coding_os.state.root import linked_worktree_main, resolve
-from tests.conftest import cos, fire, git
+from tests.helpers import cos, fire, git
 
 
 def env_for(home: Path, **extra: str) -> dict[str, str]:

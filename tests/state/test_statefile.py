@@ -11,7 +11,8 @@ import pytest
 
 from coding_os.errors import InvalidInput
 from coding_os.state.statefile import check_state, format_state, write_state
-from tests.conftest import cos, cos_json, fire
+from tests.helpers import cos, cos_json, fire
+
 
 SID = "ses-claude-20261129-100000-abcd"
 OTHER = "ses-claude-20261129-100000-ef01"

@@ -16,7 +16,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -36,9 +35,7 @@ from coding_os.storage.base import (
 from coding_os.storage.migrations.postgres import MIGRATIONS as PG_MIGRATIONS
 from coding_os.storage.migrations.sqlite import MIGRATIONS
 from coding_os.storage.sqlite import SQLiteStorage
-
-# Read at import: the autouse isolated_env fixture scrubs COS_* variables from each test.
-PG_URL = os.environ.get("COS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+from tests.helpers import PG_URL
 
 
 def _postgres(request: pytest.FixtureRequest, tmp: Path) -> Storage:
@@ -52,52 +49,6 @@ BACKENDS: dict[str, Callable[[pytest.FixtureRequest, Path], Storage]] = {
     "sqlite": lambda request, tmp: SQLiteStorage(str(tmp / "state" / "coding-os.db")),
     "postgres": _postgres,
 }
-
-
-def with_schema(url: str, schema: str) -> str:
-    """`url` with libpq's options=-csearch_path=<schema>."""
-    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
-
-
-@pytest.fixture
-def pg_schemas() -> Iterator[Callable[[bool], str]]:
-    """Make URLs of fresh `cos_test_<random>` schemas (created, or left for the backend to
-    create); every one is dropped afterwards."""
-    try:
-        import psycopg
-        from psycopg import sql
-    except ImportError as exc:
-        _unreachable(f"psycopg is not installed ({exc})")
-    try:
-        admin = psycopg.connect(PG_URL, autocommit=True, connect_timeout=5)
-    except psycopg.Error as exc:
-        _unreachable(str(exc).splitlines()[0])
-    names: list[str] = []
-
-    def fresh(create: bool = True) -> str:
-        name = f"cos_test_{secrets.token_hex(6)}"
-        names.append(name)
-        if create:
-            admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
-        return with_schema(PG_URL, name)
-
-    yield fresh
-    with admin:
-        for name in names:
-            admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
-
-
-@pytest.fixture
-def pg_url(pg_schemas: Callable[[bool], str]) -> str:
-    """A fresh, empty schema of the test database, as a URL selecting it."""
-    return pg_schemas(True)
-
-
-def _unreachable(reason: str) -> NoReturn:
-    message = f"PostgreSQL at {PG_URL} is not usable: {reason}"
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @pytest.fixture(params=sorted(BACKENDS))

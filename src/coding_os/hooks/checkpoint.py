@@ -32,7 +32,6 @@ def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> N
             return
         from coding_os.checkpoints.settings import Settings
         from coding_os.checkpoints.take import create
-        from coding_os.daemon.client import ask_watcher
         from coding_os.git.repo import checkout_root
         from coding_os.state.root import checkout_dir
 
@@ -55,7 +54,7 @@ def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> N
         record = create(ctx.tiers, root, session=session, agent=ctx.agent, mode=settings.mode,
                         paths=paths, trigger=f"tool:{tool}" if trigger == "tool" else trigger,
                         prompt=string(payload.get("prompt")), settings=settings,
-                        watcher=ask_watcher)
+                        watcher=_ask_watcher)
     except (CosError, OSError, ValueError) as exc:
         log["checkpoint_error"] = " ".join(str(exc).split())[:300]
         return
@@ -64,3 +63,11 @@ def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> N
         log["checkpoint_reused"] = "1"  # nothing changed since this session's latest one
     if record.get("pruned"):
         log["checkpoints_pruned"] = str(len(record["pruned"]))  # type: ignore[arg-type]
+
+
+def _ask_watcher(message: dict[str, object]) -> dict[str, object] | None:
+    """daemon.client.ask_watcher, imported only when a snapshot asks (a tree unchanged by its
+    fingerprint never does)."""
+    from coding_os.daemon.client import ask_watcher
+
+    return ask_watcher(message)

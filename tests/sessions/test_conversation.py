@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from coding_os import api
-from tests.checkpoints.conftest import create, one_line_failure, rewind, rewind_ok
-from tests.conftest import cos, fire
+from tests.helpers import cos, create, fire, one_line_failure, rewind, rewind_ok
+
 
 ENV = {"COS_AGENT": "claude"}
 

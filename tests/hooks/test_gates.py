@@ -10,9 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.state import hookslog
 from coding_os import api
 from coding_os.hooks import gates, context, events
+from coding_os.state import hookslog
+from tests.helpers import hook_env
+
 
 # Secrets of the shapes the gate knows, built at run time so this file holds none verbatim.
 AWS_KEY = "AKIA" + "Q3EXAMPLE7KEY2ID"
@@ -22,10 +24,6 @@ OPENAI_KEY = "sk-" + "proj-" + "Ab3dEf6hIj9lMn2pQr5tUv8xYz1bCd4fGh7j"
 STRIPE_KEY = "sk" + "_live_" + "4eC39HqLyjWDarjtT1zdp7dc"
 SLACK_TOKEN = "xox" + "b-123456789012-abcdefABCDEF"
 GOOGLE_KEY = "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"
-
-
-def hook_env(home: Path, **extra: str) -> dict[str, str]:
-    return {"HOME": str(home), "COS_AGENT": "claude", **extra}
 
 
 def configure(repo: Path, yaml: str) -> None:
@@ -460,7 +458,7 @@ def test_a_strict_setting_that_is_not_a_boolean_counts_as_strict(repo: Path,
 
 def test_cos_hook_blocks_with_deny_json_on_stdout_the_reason_on_stderr_and_exit_2(
         repo: Path) -> None:
-    from tests.conftest import fire
+    from tests.helpers import fire
 
     configure(repo, "gates:\n  protect_paths: [.env]\n")
     assert fire("SessionStart", {"session_id": "n1", "source": "startup"}, cwd=repo).returncode == 0

@@ -33,6 +33,7 @@ from tests.e2e.harness import (
 )
 from tests.e2e.model_server import ModelServer, Step, Text, ToolCall
 
+
 pytestmark = pytest.mark.e2e
 
 MARKER = "SCRIPTED-SUBAGENT"

@@ -1,0 +1,842 @@
+"""Helpers the tests share (plain functions and constants; the fixtures are in the conftest.py
+files): running `cos` as an agent's hook or a user's shell does, trees as the user sees them,
+checkpoints taken in process and compared with a whole scan, the edits of the property tests, the
+kill points of a restore, hooks run in process, the Claude Code and Codex fixtures, the real
+clients' projects, and the `cos sessions` fixtures of tests/e2e."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import stat
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn
+
+import pytest
+from hypothesis import strategies as st
+
+from coding_os import api
+from coding_os.daemon.client import ask_watcher
+from coding_os.checkpoints import take
+from coding_os.checkpoints.snapshot import capture
+from coding_os.checkpoints.manifest import diff
+from coding_os.checkpoints.store import ObjectStore
+from coding_os.checkpoints.settings import Settings
+from coding_os.checkpoints.snapshot import capture_of
+from coding_os.state.caller import read_panel_session
+from coding_os.state.identity import mint_session_id
+from coding_os.state.statefile import write_state
+from coding_os.state.tiers import Tiers
+
+
+if TYPE_CHECKING:
+    from tests.e2e.model_server import ToolCall
+
+
+# -- running cos -------------------------------------------------------------------------------
+
+
+COS = str(Path(sys.executable).with_name("cos"))
+
+
+def git(cwd: Path | str, *args: str) -> str:
+    """Run git in `cwd` and return its stdout."""
+    return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,
+                          text=True).stdout.strip()
+
+
+def cos(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None,
+        input: str | bytes | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the installed `cos` script as a subprocess."""
+    full_env = dict(os.environ)
+    if env:
+        full_env.update(env)
+    if isinstance(input, bytes):
+        proc = subprocess.run([COS, *args], cwd=cwd, env=full_env, input=input,
+                              capture_output=True, timeout=timeout)
+        return subprocess.CompletedProcess(proc.args, proc.returncode,
+                                           proc.stdout.decode("utf-8", "replace"),
+                                           proc.stderr.decode("utf-8", "replace"))
+    return subprocess.run([COS, *args], cwd=cwd, env=full_env, input=input, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def fire(event: str, payload: Mapping[str, object], *, cwd: Path | str, agent: str = "claude",
+         env: Mapping[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """Fire one hook the way an installed hook entry does: `COS_AGENT=<agent> cos hook <Event>`."""
+    full = {"COS_AGENT": agent}
+    if env:
+        full.update(env)
+    body = {"hook_event_name": event, "cwd": str(cwd), **payload}
+    return cos("hook", event, cwd=cwd, env=full, input=json.dumps(body))
+
+
+def cos_json(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None) -> object:
+    """Run `cos … --json` and parse its output; fails the test on a non-zero exit."""
+    proc = cos(*args, "--json", cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def _namespaces_work() -> bool:
+    """Whether `unshare -rm` may mount here (read-only bind mounts, small tmpfs for full disks)."""
+    import shutil
+
+    if shutil.which("unshare") is None:
+        return False
+    probe = subprocess.run(["unshare", "-rm", "sh", "-c", "mount -t tmpfs tmpfs /mnt"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+needs_namespaces = pytest.mark.skipif(not _namespaces_work(),
+                                      reason="needs unshare -rm with mount rights")
+
+
+# -- trees and checkpoints as the user sees them -----------------------------------------------
+
+
+ALWAYS_OUT = (".git", ".coding-os")
+
+
+def tree(root: Path | str, *, skip_nested_git: bool = True) -> dict[str, tuple[object, ...]]:
+    """Every file and symlink under `root` (never `.git` or `.coding-os` at the top, nor a nested
+    `.git`): ("f", bytes, executable) or ("l", target). Empty directories are not part of it."""
+    found: dict[str, tuple[object, ...]] = {}
+    root = str(root)
+    for top, dirs, files in os.walk(root):
+        rel_top = os.path.relpath(top, root)
+        keep = []
+        for name in dirs:
+            full = os.path.join(top, name)
+            if (rel_top == "." and name in ALWAYS_OUT) or (skip_nested_git and name == ".git"):
+                continue
+            if os.path.islink(full):
+                files.append(name)
+                continue
+            keep.append(name)
+        dirs[:] = keep
+        for name in files:
+            full = os.path.join(top, name)
+            rel = os.path.relpath(full, root).replace(os.sep, "/")
+            st = os.lstat(full)
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("l", os.readlink(full))
+            elif stat.S_ISREG(st.st_mode):
+                found[rel] = ("f", Path(full).read_bytes(), bool(st.st_mode & stat.S_IXUSR))
+    return found
+
+
+def raw_bytes(root: Path | str) -> dict[str, bytes]:
+    """Every file's bytes (and symlink target) under `root`, `.git` included: to prove that
+    nothing at all changed."""
+    found: dict[str, bytes] = {}
+    for top, dirs, files in os.walk(str(root)):
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            full = os.path.join(top, name)
+            rel = os.path.relpath(full, str(root))
+            if os.path.islink(full):
+                found[rel] = b"->" + os.fsencode(os.readlink(full))
+            else:
+                found[rel] = Path(full).read_bytes()
+    return found
+
+
+def create(cwd: Path, *args: str, env: dict[str, str] | None = None) -> dict[str, object]:
+    """`cos checkpoint create ARGS --json`, which must succeed."""
+    proc = cos("checkpoint", "create", *args, "--json", cwd=cwd, env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def rewind(cwd: Path, checkpoint: str, *args: str,
+           env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return cos("rewind", checkpoint, *args, cwd=cwd, env=env)
+
+
+def rewind_ok(cwd: Path, checkpoint: str, *args: str,
+              env: dict[str, str] | None = None) -> dict[str, object]:
+    proc = rewind(cwd, checkpoint, *args, "--json", env=env)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def one_line_failure(proc: subprocess.CompletedProcess[str], code: int) -> str:
+    """The documented failure: exit `code`, one line on stderr starting `cos:`, no traceback."""
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("cos"), lines[0]
+    return lines[0]
+
+
+def commit_all(repo: Path, message: str = "more") -> None:
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+
+
+def nothing_staged(folder: Path) -> bool:
+    """Whether the checkpoint store `folder` holds no staged file (its staging directory stays
+    between restores) and no temporary journal."""
+    staging = folder / "staging"
+    return (not (staging.exists() and any(staging.iterdir()))
+            and not (folder / "journal.json.tmp").exists())
+
+
+def temporaries(project: Path) -> list[Path]:
+    """The temporary objects left in the project's checkpoint store."""
+    objects = project / ".coding-os" / "checkpoints" / "objects"
+    return [p for p in objects.rglob("*") if ".tmp-" in p.name]
+
+
+# A checkpoint killed once its objects are in their temporary files, before the flush that
+# renames them into place (the whole snapshot is this window now).
+KILL_CREATE_BEFORE_FLUSH = """
+import os, sys
+from coding_os.checkpoints import store
+def die(self, also=None):
+    os._exit(9)
+store.ObjectStore.flush = die
+from coding_os import api
+api.checkpoint_create(cwd=sys.argv[1])
+"""
+
+
+def killed_create(project: Path) -> list[Path]:
+    """A checkpoint killed once its objects are in their temporary files; returns them."""
+    (project / "base.txt").write_text("base\n")
+    commit_all(project, "base")
+    create(project)
+    for number in range(5):
+        (project / f"new{number}.txt").write_text(f"new content {number}\n")
+    killed = subprocess.run([sys.executable, "-c", KILL_CREATE_BEFORE_FLUSH, str(project)],
+                            cwd=project, capture_output=True, text=True)
+    assert killed.returncode == 9, killed.stderr
+    left = temporaries(project)
+    assert left, "the killed checkpoint left no temporary object (the window was missed)"
+    return left
+
+
+# -- checkpoints taken in process, and the whole scan they must equal --------------------------
+
+
+def checkpoint_now(tiers: Tiers, root: str, **kwargs: object) -> dict[str, object]:
+    """A checkpoint of `root` taken in process, of no session, asking the daemon's file
+    watcher as the hooks do (when no daemon runs, the tree is scanned)."""
+    kwargs.setdefault("watcher", ask_watcher)
+    return take.create(tiers, root, session=None, **kwargs)  # type: ignore[arg-type]
+
+
+def whole(tiers: Tiers, root: str) -> dict[str, object]:
+    """The snapshot a whole `git status` takes of the tree now."""
+    cap = capture_of(tiers, root, ObjectStore(tiers.checkpoints_dir), Settings())
+    return capture(cap, "worktree")
+
+
+def stored(tiers: Tiers, record: dict[str, object]) -> dict[str, object]:
+    data = ObjectStore(tiers.checkpoints_dir).get(str(record["manifest"]))
+    return json.loads(data)
+
+
+def same(a: dict[str, object], b: dict[str, object], root: str | None = None) -> None:
+    """The two snapshots are one: equal, or (with `root`: after a commit or a change of the
+    index that changed no file, which the watcher leaves as it was) holding the same bytes,
+    kind and mode at every path."""
+    if root is None or a["layers"] == b["layers"]:
+        assert a["layers"] == b["layers"]
+    else:
+        assert diff(root, a, b) == []
+    assert a["skipped"] == b["skipped"]
+
+
+# -- the edits of the property tests -----------------------------------------------------------
+
+
+NAMES = ("a", "b", "c")
+path_st = st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map("/".join)
+content_st = st.one_of(st.just(b""), st.binary(max_size=64),
+                       st.sampled_from([b"text\n", b"\0\1\2\xff", b"x" * 3000]))
+# Targets that cannot loop back into the tree: git status does not report the files under a
+# directory replaced by a looping symlink (see test_bad_input.py for that case).
+target_st = st.sampled_from(["../outside", "/etc/hostname", "nowhere", "zz/y", ""]).map(
+    lambda t: t or "../../elsewhere")
+
+
+def _clear(full: str) -> None:
+    """Remove whatever is at `full` (file, symlink or directory)."""
+    if os.path.islink(full) or os.path.isfile(full):
+        os.unlink(full)
+    elif os.path.isdir(full):
+        shutil.rmtree(full)
+
+
+class ShapeChange(Exception):
+    """The edit would replace a file by a directory or back (skipped in the `same_shape` runs)."""
+
+
+def _parents(root: str, rel: str, same_shape: bool = False) -> None:
+    """Make `rel`'s parent directories, replacing a file or symlink in the way by a directory."""
+    parts = rel.split("/")[:-1]
+    for depth in range(1, len(parts) + 1):
+        full = os.path.join(root, *parts[:depth])
+        if os.path.islink(full) or os.path.isfile(full):
+            if same_shape:
+                raise ShapeChange(full)
+            os.unlink(full)
+        if not os.path.isdir(full):
+            os.mkdir(full)
+
+
+def apply(root: str, op: tuple, same_shape: bool = False) -> None:  # type: ignore[type-arg]
+    """Apply one edit; with `same_shape`, an edit that would turn a file into a directory or back
+    (or leave an empty directory) is skipped."""
+    try:
+        _apply(root, op, same_shape)
+    except ShapeChange:
+        pass
+
+
+def _apply(root: str, op: tuple, same_shape: bool) -> None:  # type: ignore[type-arg]
+    kind, rel = op[0], op[1]
+    full = os.path.join(root, rel)
+    if same_shape and kind in ("write", "symlink") and os.path.isdir(full) \
+            and not os.path.islink(full):
+        raise ShapeChange(full)
+    if same_shape and kind == "rename" and os.path.isdir(os.path.join(root, op[2])):
+        raise ShapeChange(full)
+    if same_shape and kind == "mkdir":
+        raise ShapeChange(full)
+    if same_shape and kind == "delete" and os.path.isdir(full) and not os.path.islink(full):
+        raise ShapeChange(full)
+    if kind == "write":
+        _parents(root, rel, same_shape)
+        if os.path.isdir(full) and not os.path.islink(full):
+            shutil.rmtree(full)  # a directory replaced by a file
+        if os.path.islink(full):
+            os.unlink(full)
+        with open(full, "wb") as f:
+            f.write(op[2])
+        os.chmod(full, 0o755 if op[3] else 0o644)
+    elif kind == "delete":
+        if os.path.lexists(full):
+            _clear(full)
+    elif kind == "rename":
+        dest = os.path.join(root, op[2])
+        if (not os.path.lexists(full) or op[2] == rel or op[2].startswith(rel + "/")
+                or rel.startswith(op[2] + "/")):
+            return
+        if same_shape and os.path.isdir(full) and not os.path.islink(full):
+            raise ShapeChange(full)
+        _parents(root, op[2], same_shape)
+        if os.path.lexists(full):  # a parent made above may have replaced it
+            if os.path.lexists(dest):
+                _clear(dest)
+            os.rename(full, dest)
+    elif kind == "chmod":
+        if os.path.isfile(full) and not os.path.islink(full):
+            os.chmod(full, os.stat(full).st_mode ^ 0o111)
+    elif kind == "symlink":
+        _parents(root, rel, same_shape)
+        if os.path.lexists(full):
+            _clear(full)
+        os.symlink(op[2], full)
+    elif kind == "mkdir":
+        _parents(root, rel + "/x")
+
+
+# -- killing a restore at each of its points ---------------------------------------------------
+
+
+CHANGED_FILES = 6
+
+
+# Each point: the patch that kills the restore there (os._exit(9), as SIGKILL), and whether the
+# restore was committed by then.
+RESTORE_KILLS = {
+    # Uncommitted: the tree stays as before.
+    "after_tmp_journal": ("""
+from coding_os import durable
+real = durable.overwrite
+def overwrite(path, data):
+    real(path, data)
+    if path.endswith("journal.json.tmp"):
+        os._exit(9)
+durable.overwrite = overwrite
+""", False),
+    "during_staging": ("""
+from coding_os.checkpoints import restore
+real = restore._staged
+calls = []
+def staged(journal, number):
+    calls.append(number)
+    if len(calls) == 3:
+        os._exit(9)
+    return real(journal, number)
+restore._staged = staged
+""", False),
+    "during_flush_sync": ("""
+from coding_os import durable
+real = durable.sync_files
+def sync_files(paths):
+    if any(p.endswith("journal.json.tmp") for p in paths):
+        os._exit(9)
+    return real(paths)
+durable.sync_files = sync_files
+""", False),
+    # The snapshot's objects are one pack: killed once it is written, and once it is in place.
+    "after_pack_written": ("""
+from coding_os import durable
+real = durable.sync_files
+def sync_files(paths):
+    if any(os.sep + "packs" + os.sep in p for p in paths):
+        os._exit(9)
+    return real(paths)
+durable.sync_files = sync_files
+""", False),
+    "after_pack_in_place": ("""
+real = os.replace
+def replace(src, dst, *args, **kwargs):
+    real(src, dst, *args, **kwargs)
+    if ".pack.tmp-" in str(src):
+        os._exit(9)
+os.replace = replace
+""", False),
+    "after_flush_before_record": ("""
+from coding_os.checkpoints import points
+def write(*args, **kwargs):
+    os._exit(9)
+points.write = write
+""", False),
+    "after_record_before_rename": ("""
+real = os.replace
+def replace(src, dst, *args, **kwargs):
+    if str(src).endswith("journal.json.tmp"):
+        os._exit(9)
+    return real(src, dst, *args, **kwargs)
+os.replace = replace
+""", False),
+    # Committed: the next call completes the restore.
+    "after_rename": ("""
+real = os.replace
+def replace(src, dst, *args, **kwargs):
+    real(src, dst, *args, **kwargs)
+    if str(src).endswith("journal.json.tmp"):
+        os._exit(9)
+os.replace = replace
+""", True),
+    "during_apply": ("""
+real = os.rename
+calls = []
+def rename(*args, **kwargs):
+    real(*args, **kwargs)
+    if "dst_dir_fd" in kwargs:
+        calls.append(1)
+        if len(calls) == 2:
+            os._exit(9)
+os.rename = rename
+""", True),
+    "after_apply": ("""
+from coding_os.checkpoints import rewind
+def remember(*args, **kwargs):
+    os._exit(9)
+rewind.remember_rewind = remember
+""", True),
+    "during_unstage": ("""
+from coding_os.checkpoints import restore
+real = restore._remove_quietly
+def remove(path):
+    real(path)
+    # the first removal once the restore is committed (a staged file left, then the tmp)
+    if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(path)), "journal.json")):
+        os._exit(9)
+restore._remove_quietly = remove
+""", True),
+    "after_unstage_before_unlink": ("""
+real = os.unlink
+def unlink(path, *args, **kwargs):
+    if str(path).endswith(os.sep + "journal.json"):
+        os._exit(9)
+    return real(path, *args, **kwargs)
+os.unlink = unlink
+""", True),
+}
+
+
+def changed_after_checkpoint(project: Path) -> tuple[str, dict, dict]:  # type: ignore[type-arg]
+    """A checkpoint of untracked files (their bytes are in the cos store), then a tree changed
+    everywhere: rewritten files, a new file (deleted by the rewind), a deeper one."""
+    (project / "base.txt").write_text("base\n")
+    commit_all(project, "base")
+    (project / "sub").mkdir()
+    for number in range(CHANGED_FILES):
+        (project / f"f{number}.txt").write_text(f"at the checkpoint {number}\n" * 10)
+    (project / "sub" / "deep.txt").write_text("deep at the checkpoint\n")
+    (project / "link").symlink_to("f0.txt")
+    checkpoint = str(create(project)["id"])
+    at = tree(project)
+    for number in range(CHANGED_FILES):
+        (project / f"f{number}.txt").write_text(f"after {number}\n" * 12)
+    (project / "sub" / "deep.txt").write_text("deep after\n")
+    (project / "extra.txt").write_text("made after the checkpoint\n")
+    (project / "link").unlink()
+    (project / "link").symlink_to("f1.txt")
+    return checkpoint, at, tree(project)
+
+
+def rewind_in_child(project: Path, patch: str, checkpoint: str, *, tail: str | None = None,
+                    **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """Run `patch`, then (unless `tail` says otherwise) a rewind to `checkpoint`, in a child
+    process."""
+    script = "import os, sys, json, time, threading\n" + patch + "\n" + (tail or (
+        "from coding_os import api\n"
+        "api.rewind(sys.argv[1], 'code', cwd=sys.argv[2])\n"))
+    return subprocess.run([sys.executable, "-c", script, checkpoint, str(project)],
+                          cwd=project, capture_output=True, text=True, timeout=120,
+                          **kwargs)  # type: ignore[call-overload]
+
+
+# -- the hooks log, and a hook started by a shell ----------------------------------------------
+
+
+def log_lines(root: Path) -> list[str]:
+    """The lines of the hooks log of the project at `root`."""
+    path = root / ".coding-os" / ".hooks.log"
+    return path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+
+
+def run_shell(command: str, cwd: Path, payload: dict[str, object], event: str,
+              agent: str = "claude") -> subprocess.CompletedProcess[str]:
+    """`cos hook EVENT` started by sh with the redirections in `command` ({cos} is replaced)."""
+    body = json.dumps({"hook_event_name": event, "cwd": str(cwd), **payload})
+    env = dict(os.environ, COS_AGENT=agent)
+    return subprocess.run(["sh", "-c", command.format(cos=COS, event=event)], cwd=cwd, env=env,
+                          input=body, capture_output=True, text=True, timeout=60)
+
+
+# -- the brain's panels ------------------------------------------------------------------------
+
+
+def start_panel(tiers: Tiers, panel: str, agent: str = "claude") -> str:
+    """Give `panel` a current session, as its SessionStart hook does; return the session."""
+    session = mint_session_id(agent)
+    write_state(os.path.join(tiers.panel_dir(agent, panel), "session-id"), session, "-")
+    return session
+
+
+# -- hooks run in process, through the library entry the hook uses -----------------------------
+
+
+def hook_env(home: Path, **extra: str) -> dict[str, str]:
+    """The environment of a claude hook under `home`."""
+    return {"HOME": str(home), "COS_AGENT": "claude", **extra}
+
+
+def fire_in_process(repo: Path, home: Path, event: str, session_id: str,
+                    **payload: object) -> api.HookResult:
+    """Fire `event` for the native session `session_id` in process, as `cos hook` does."""
+    return api.hook(event, {"session_id": session_id, "hook_event_name": event, **payload},
+                    env=hook_env(home), cwd=str(repo))
+
+
+def panel_dir(repo: Path, name: str, agent: str = "claude") -> Path:
+    return repo / ".coding-os" / agent / "panels" / name
+
+
+def panel_session(repo: Path, name: str) -> str:
+    """The cos session the panel `name` is bound to."""
+    current = read_panel_session(str(panel_dir(repo, name)))
+    assert current is not None
+    return current[0]
+
+
+def db_rows(repo: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
+    with sqlite3.connect(repo / ".coding-os" / "coding-os.db") as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+# -- the Claude Code fixtures ------------------------------------------------------------------
+
+
+CLAUDE_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude"
+MAIN_1053 = "89488521-e2e7-4d97-bc02-38197efdddc8"
+VIEWER = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
+SMALL = "ses_stage0_small"
+LOG_PROJECT = "-Users-dain-workspace-claude-code-log"
+
+
+def require_claude_fixtures() -> None:
+    if CLAUDE_FIXTURES.is_dir():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"fixtures missing: {CLAUDE_FIXTURES}")
+    pytest.skip(f"fixtures missing: {CLAUDE_FIXTURES}")
+
+
+def copy_claude_fixtures(claude_dir: Path) -> Path:
+    """The four fixture files laid out as Claude Code keeps them under `projects/`."""
+    require_claude_fixtures()
+    projects = claude_dir / "projects"
+    layout = {
+        f"claude-code-log__{MAIN_1053}.jsonl": f"{LOG_PROJECT}/{MAIN_1053}.jsonl",
+        "claude-code-log__agent-3be551df.jsonl": f"{LOG_PROJECT}/agent-3be551df.jsonl",
+        f"claude-code-viewer__{VIEWER}.jsonl": f"-path-to-Demo/{VIEWER}.jsonl",
+        "agent-sessions__small.jsonl": f"-tmp/{SMALL}.jsonl",
+    }
+    for source, target in layout.items():
+        destination = projects / target
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(CLAUDE_FIXTURES / source, destination)
+    return claude_dir
+
+
+def write_jsonl(path: Path, entries: list[dict[str, Any]], mode: str = "w") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open(mode, encoding="utf-8") as handle:
+        for item in entries:
+            handle.write(json.dumps(item) + "\n")
+
+
+def ts(second: int) -> str:
+    return f"2026-03-01T10:{second // 60:02d}:{second % 60:02d}.000Z"
+
+
+def user(uuid: str, parent: str | None, content: Any, second: int, session: str,
+         **extra: Any) -> dict[str, Any]:
+    return {"type": "user", "uuid": uuid, "parentUuid": parent, "isSidechain": False,
+            "sessionId": session, "cwd": "/work/app", "gitBranch": "main", "version": "2.1.300",
+            "timestamp": ts(second), "message": {"role": "user", "content": content}, **extra}
+
+
+def assistant(uuid: str, parent: str | None, message_id: str, request: str, second: int,
+              session: str, output: int = 5, **extra: Any) -> dict[str, Any]:
+    usage = {"input_tokens": 10, "cache_creation_input_tokens": 100,
+             "cache_read_input_tokens": 1000, "output_tokens": output}
+    return {"type": "assistant", "uuid": uuid, "parentUuid": parent, "isSidechain": False,
+            "sessionId": session, "cwd": "/work/app", "gitBranch": "main",
+            "version": "2.1.300", "timestamp": ts(second), "requestId": request,
+            "message": {"id": message_id, "role": "assistant", "model": "claude-test",
+                        "content": [{"type": "text", "text": "ok"}], "usage": usage}, **extra}
+
+
+def conversation(session: str, turns: int, start: int = 0, prefix: str = "") -> list[dict[str, Any]]:
+    """`turns` prompt/answer pairs, chained by parentUuid from a root."""
+    entries: list[dict[str, Any]] = []
+    parent: str | None = None
+    for turn in range(turns):
+        # uuids are unique per session, as Claude Code's are; copies keep them.
+        u, a = f"{session}:{prefix}u{turn}", f"{session}:{prefix}a{turn}"
+        entries.append(user(u, parent, f"prompt {prefix}{turn}", start + 2 * turn, session))
+        entries.append(assistant(a, u, f"msg_{prefix}{turn}", f"req_{prefix}{turn}",
+                                 start + 2 * turn + 1, session))
+        parent = a
+    return entries
+
+
+# -- the Codex fixtures ------------------------------------------------------------------------
+
+
+CODEX_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "codex"
+COMPACTED = "019c8a59-e9dd-71f0-9ae3-4079fe9726a9"
+TRUNCATED = "019c8a70-dda7-7f33-98ea-f30553347322"
+TOOLS = "019e1625-789d-76c0-80ab-3724b5ddb799"
+OLD_EXEC = "019b7f94-51b4-7593-922e-ba12b5b73b52"
+ROLLOUTS = {
+    COMPACTED: ("madshn__localpush__", "2026-02-23T12-54-34"),
+    TRUNCATED: ("madshn__localpush__", "2026-02-23T13-19-38"),
+    TOOLS: ("codemie-ai__codemie-code__", "2026-05-11T11-26-55"),
+    OLD_EXEC: ("codemie-ai__codemie-code__", "2026-01-02T18-39-45"),
+}
+
+
+def require_codex_fixtures() -> None:
+    if CODEX_FIXTURES.is_dir():
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"fixtures missing: {CODEX_FIXTURES}")
+    pytest.skip(f"fixtures missing: {CODEX_FIXTURES}")
+
+
+def copy_codex_fixtures(codex_home: Path) -> Path:
+    """The four rollouts laid out as Codex keeps them: sessions/YYYY/MM/DD/rollout-<ts>-<id>."""
+    require_codex_fixtures()
+    for thread, (prefix, stamp) in ROLLOUTS.items():
+        name = f"rollout-{stamp}-{thread}.jsonl"
+        day = codex_home / "sessions" / stamp[:4] / stamp[5:7] / stamp[8:10]
+        day.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(CODEX_FIXTURES / f"{prefix}{name}", day / name)
+    return codex_home
+
+
+# -- the real clients (tests/e2e) --------------------------------------------------------------
+
+
+ORIGINAL_LINE = "hello world"
+EDITED_LINE = "hello coding-os"
+SUBAGENT_MARKER = "SCRIPTED-SUBAGENT"
+
+
+def require_clients() -> None:
+    """Skip when the pinned clients are not installed, except under CI=true, where that fails."""
+    from tests.e2e.harness import clients_installed
+
+    if clients_installed():
+        return
+    message = "the real clients are not installed (npm ci --prefix tests/e2e/clients)"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def wait_for_spawned_agent(body: dict[str, Any]) -> ToolCall:
+    """Codex's wait_agent call for the agent that the last spawn_agent call returned."""
+    from tests.e2e.model_server import ToolCall
+
+    outputs = [i for i in body["input"] if i.get("type") == "function_call_output"]
+    agent_id = json.loads(outputs[-1]["output"])["agent_id"]
+    # Reported as a huge context so that Codex compacts before the next request.
+    return ToolCall(
+        "wait_agent",
+        {"targets": [agent_id], "timeout_ms": 30000},
+        namespace="multi_agent_v1",
+        input_tokens=200_000,
+    )
+
+
+@dataclass
+class CosProject:
+    """A scratch repository with coding-os hooks installed for one client, after its runs."""
+
+    agent: str
+    project: Path
+    home: Path
+    native_id: str = ""
+    results: list[subprocess.CompletedProcess[str]] = field(default_factory=list)
+
+    @property
+    def state(self) -> Path:
+        return self.project / ".coding-os"
+
+    def cos(self, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        full = {"PATH": os.environ["PATH"], "HOME": str(self.home), **(env or {})}
+        return subprocess.run([COS, *args], cwd=self.project, env=full, capture_output=True,
+                              text=True, timeout=60)
+
+    def log(self) -> list[dict[str, str | None]]:
+        proc = self.cos("hooks-log", "--json")
+        assert proc.returncode == 0, proc.stderr
+        rows: list[dict[str, str | None]] = json.loads(proc.stdout)
+        return rows
+
+    def db(self, sql: str, *params: object) -> list[tuple[object, ...]]:
+        self.cos("observations")  # moves the hooks' spool into the database first
+        with sqlite3.connect(self.state / "coding-os.db") as conn:
+            return conn.execute(sql, params).fetchall()
+
+
+def new_project(root: Path, agent: str) -> CosProject:
+    project = (root / "project").resolve()
+    project.mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(project)], check=True)
+    (project / "hello.txt").write_text(ORIGINAL_LINE + "\n", encoding="utf-8")
+    home = root / "home"
+    home.mkdir()
+    cos_project = CosProject(agent=agent, project=project, home=home)
+    installed = cos_project.cos("init", "--agent", agent)
+    assert installed.returncode == 0, installed.stderr
+    return cos_project
+
+
+def succeeded(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, f"stdout:\n{result.stdout}\nstderr:\n{result.stderr}"
+    return result
+
+
+def add_file_patch(path: Path, text: str) -> str:
+    """A Codex ``apply_patch`` body creating ``path`` with ``text``."""
+    body = "".join(f"+{line}\n" for line in text.splitlines())
+    return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
+
+
+# -- `cos sessions` on copies of the fixtures (tests/e2e) --------------------------------------
+
+
+NATIVE_IDS = {MAIN_1053, VIEWER, SMALL, *ROLLOUTS}
+HERE = "aaaaaaaa-0000-0000-0000-000000000001"  # a Claude session in the repo's subdirectory
+WORKTREE = "aaaaaaaa-0000-0000-0000-000000000002"  # one in a linked worktree of the repo
+
+
+def cos_in(project: tuple[Path, dict[str, str]], *args: str,
+           cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `cos ARGS` in the (checkout, environment) `project`."""
+    return cos(*args, cwd=cwd or project[0], env=project[1])
+
+
+def cos_json_in(project: tuple[Path, dict[str, str]], *args: str,
+                cwd: Path | None = None) -> object:
+    """`cos ARGS --json` in `project`, which must succeed; its parsed output."""
+    proc = cos_in(project, *args, "--json", cwd=cwd)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def damage_sqlite(repo: Path, damage: str) -> None:
+    """Delete the project's SQLite database, or overwrite it with bytes that are not one."""
+    database = repo / ".coding-os" / "coding-os.db"
+    for extra in ("-wal", "-shm"):
+        database.with_name(database.name + extra).unlink(missing_ok=True)
+    if damage == "delete":
+        database.unlink()
+    else:
+        database.write_bytes(b"this is not a database" * 100)
+
+
+def claude_session(home: Path, session: str, cwd: Path, second: int = 0) -> None:
+    """A one-turn Claude Code session `session` run in `cwd`, written under `home`."""
+    entries = conversation(session, 1, start=second)
+    for entry in entries:
+        entry["cwd"] = str(cwd)
+    key = "".join(c if c.isalnum() else "-" for c in str(cwd))
+    write_jsonl(home / ".claude" / "projects" / key / f"{session}.jsonl", entries)
+
+
+LATER = "aaaaaaaa-0000-0000-0000-000000000004"  # one more in the repo, active later
+
+
+def fake_agents(tmp_path: Path) -> tuple[dict[str, str], Path]:
+    """PATH with fake `claude` and `codex` first; each writes its cwd and argv to the record."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    record = tmp_path / "record.txt"
+    for name in ("claude", "codex"):
+        script = bin_dir / name
+        script.write_text(f'#!/bin/sh\n{{ pwd; echo {name}; for a in "$@"; do echo "$a"; done; }}'
+                          f' > "{record}"\n', encoding="utf-8")
+        script.chmod(0o755)
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}, record
+
+
+# -- PostgreSQL --------------------------------------------------------------------------------
+
+
+# Read at import: the autouse isolated_env fixture scrubs COS_* variables from each test.
+PG_URL = os.environ.get("COS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
+
+
+def with_schema(url: str, schema: str) -> str:
+    """`url` with libpq's options=-csearch_path=<schema>."""
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+def pg_unreachable(reason: str) -> NoReturn:
+    """Skip the test (fail it under CI=true): PostgreSQL cannot be used."""
+    message = f"PostgreSQL at {PG_URL} is not usable: {reason}"
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
