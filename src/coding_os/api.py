@@ -261,12 +261,9 @@ def session_summary(session: str, env: Mapping[str, str] | None = None,
     """
     from dataclasses import asdict
 
-    storage = _storage(Caller(env, cwd), env)
-    try:
+    with _storage(Caller(env, cwd), env) as storage:
         summary = storage.summary(session)
         return asdict(summary) if summary else None
-    finally:
-        storage.close()
 
 
 def session_observations(session: str | None = None, env: Mapping[str, str] | None = None,
@@ -278,11 +275,8 @@ def session_observations(session: str | None = None, env: Mapping[str, str] | No
     """
     from dataclasses import asdict
 
-    storage = _storage(Caller(env, cwd), env)
-    try:
+    with _storage(Caller(env, cwd), env) as storage:
         return [asdict(o) for o in storage.observations(session=session)]
-    finally:
-        storage.close()
 
 
 # Transcripts (DESIGN.md §4.1, §4.4): thin wrappers over coding_os.sessions.transcript, which is
@@ -920,13 +914,10 @@ def task_create(title: object, body: object = None, status: object = "todo",
     from coding_os.brain import tasks
 
     caller = Caller(env, cwd)
-    storage = _storage(caller, env)
-    try:
+    with _storage(caller, env) as storage:
         task = tasks.create_task(storage, caller.tiers, title, body, _who(caller, who, env),
                                  status)
         return tasks.task_dict(task, moves=tasks.MOVES_IN_RESULT, storage=storage)
-    finally:
-        storage.close()
 
 
 def task_move(task: object, status: object, note: object = None, force: bool = False,
@@ -943,13 +934,10 @@ def task_move(task: object, status: object, note: object = None, force: bool = F
     from coding_os.brain import tasks
 
     caller = Caller(env, cwd)
-    storage = _storage(caller, env)
-    try:
+    with _storage(caller, env) as storage:
         moved = tasks.move_task(storage, caller.tiers, task, status, _who(caller, who, env),
                                 note, force)
         return tasks.task_dict(moved, moves=tasks.MOVES_IN_RESULT, storage=storage)
-    finally:
-        storage.close()
 
 
 def task_list(status: object = None, owner: str | None = None, cursor: object = None,
@@ -963,17 +951,9 @@ def task_list(status: object = None, owner: str | None = None, cursor: object = 
     """
     from coding_os.brain import tasks
 
-    state = tasks.check_status(status) if status is not None else None
-    after = tasks.parse_task_id(cursor) if cursor is not None else 0
-    size = _page_size(limit)
-    storage = _storage(Caller(env, cwd), env)
-    try:
-        rows = storage.tasks(status=state, owner=owner, after=after, limit=size + 1)
-    finally:
-        storage.close()
-    page, more = rows[:size], len(rows) > size
-    return {"tasks": [tasks.task_dict(t) for t in page],
-            "next_cursor": page[-1].id if more else None}
+    state, after, size = tasks.task_page_query(status, cursor, limit)
+    with _storage(Caller(env, cwd), env) as storage:
+        return tasks.task_page(storage, state, owner, after, size)
 
 
 def task_show(task: object, env: Mapping[str, str] | None = None,
@@ -988,16 +968,13 @@ def task_show(task: object, env: Mapping[str, str] | None = None,
     from coding_os.brain import tasks
 
     n = tasks.parse_task_id(task)
-    storage = _storage(Caller(env, cwd), env)
-    try:
+    with _storage(Caller(env, cwd), env) as storage:
         found = storage.task(n)
         if found is None:
             raise NotFound(f"no task TASK-{n}")
         out = tasks.task_dict(found, moves=tasks.MOVES_SHOWN, storage=storage)
         out["work_log"] = [tasks.work_log_dict(e) for e in storage.work_log(task=n, limit=20)]
         return out
-    finally:
-        storage.close()
 
 
 def work_log_append(text: object, task: object = None, who: Attribution | None = None,
@@ -1013,12 +990,9 @@ def work_log_append(text: object, task: object = None, who: Attribution | None =
     from coding_os.brain import tasks
 
     caller = Caller(env, cwd)
-    storage = _storage(caller, env)
-    try:
+    with _storage(caller, env) as storage:
         entry = tasks.append_work_log(storage, text, _who(caller, who, env), task)
         return tasks.work_log_dict(entry)
-    finally:
-        storage.close()
 
 
 def work_log(session: str | None = None, task: object = None, cursor: object = None,
@@ -1032,17 +1006,9 @@ def work_log(session: str | None = None, task: object = None, cursor: object = N
     """
     from coding_os.brain import tasks
 
-    n = tasks.parse_task_id(task) if task is not None else None
-    before = _cursor(cursor)
-    size = _page_size(limit)
-    storage = _storage(Caller(env, cwd), env)
-    try:
-        rows = storage.work_log(session=session, task=n, before=before, limit=size + 1)
-    finally:
-        storage.close()
-    page, more = rows[:size], len(rows) > size
-    return {"entries": [tasks.work_log_dict(e) for e in page],
-            "next_cursor": page[-1].seq if more else None}
+    n, before, size = tasks.work_log_page_query(task, cursor, limit)
+    with _storage(Caller(env, cwd), env) as storage:
+        return tasks.work_log_page(storage, session, n, before, size)
 
 
 def search(query: object, kinds: list[str] | None = None, session: str | None = None,
@@ -1055,40 +1021,17 @@ def search(query: object, kinds: list[str] | None = None, session: str | None = 
         InvalidInput: a query without words, too long, a bad kind, cursor or limit.
         StorageError: the database cannot be used.
     """
-    from coding_os.brain.search import parse_query, search_page, sync_transcripts
+    from coding_os.brain.paging import page_size, parse_cursor
+    from coding_os.brain.search import MAX_PAGE, parse_query, search_page, sync_transcripts
 
     parse_query(query)  # bad input is refused before anything is read
-    before = _cursor(cursor)
-    size = _page_size(limit, maximum=100)
+    before = parse_cursor(cursor)
+    size = page_size(limit, maximum=MAX_PAGE)
     caller = Caller(env, cwd)
-    storage = _storage(caller, env)
-    try:
+    with _storage(caller, env) as storage:
         _lookup_refresh(storage, caller, env)  # a session started since is searchable too
         sync_transcripts(storage, caller.tiers, progress)
         return search_page(storage, query, kinds, session, before, size).to_dict()
-    finally:
-        storage.close()
-
-
-def _page_size(limit: object, maximum: int = 200) -> int:
-    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= maximum:
-        raise InvalidInput(f"limit must be a whole number from 1 to {maximum}")
-    return limit
-
-
-def _cursor(cursor: object) -> int | None:
-    """A page cursor: a whole number from 1 to 2^63 - 1, given as a number or in ASCII digits.
-
-    Raises:
-        InvalidInput: anything else.
-    """
-    if cursor is None:
-        return None
-    if isinstance(cursor, str) and cursor.isascii() and cursor.isdigit() and len(cursor) <= 19:
-        cursor = int(cursor)
-    if isinstance(cursor, bool) or not isinstance(cursor, int) or not 1 <= cursor < 1 << 63:
-        raise InvalidInput("cursor must be the next_cursor of a previous page")
-    return cursor
 
 
 # Checkpoints and rewind (DESIGN.md §5): coding_os.checkpoints, imported when first used.
@@ -1273,42 +1216,10 @@ def rewind(checkpoint: str, part: str = "code", dry_run: bool = False,
                                          agent=caller.agent, settings=settings,
                                          watcher=ask_watcher)
     if part in ("conversation", "both"):
-        report["conversation"] = _rewind_conversation(caller, record, dry_run)
+        from coding_os.sessions.conversation import rewind_conversation
+
+        report["conversation"] = rewind_conversation(caller.tiers, record, dry_run)
     return report
-
-
-def _rewind_conversation(caller: Caller, record: Mapping[str, object],
-                         dry_run: bool) -> dict[str, Any]:
-    from coding_os.sessions import transcript
-
-    session = record.get("session")
-    if not isinstance(session, str):
-        raise InvalidInput(f"checkpoint {record['id']} belongs to no session: only its code "
-                           "can be rewound")
-    path = transcript.transcript_path(caller.tiers, session)
-    if os.path.exists(path):
-        seq = record.get("seq")
-        if not isinstance(seq, int):
-            raise InvalidInput(f"checkpoint {record['id']} has no transcript position")
-        if not dry_run:
-            transcript.append(caller.tiers, session, "rewind", {"to_seq": seq})
-        return {"session": session, "kind": "cos", "to_seq": seq, "applied": not dry_run,
-                "note": f"entries after seq {seq} are hidden, not deleted"}
-    agent = session.split("-")[1] if session.count("-") >= 2 else "?"
-    turn = record.get("turn")
-    if agent == "claude":
-        command = "/rewind"
-        note = (f"in Claude Code, run /rewind and pick the prompt of turn {turn} "
-                f"({record.get('prompt') or 'no prompt recorded'}); choose the conversation only, "
-                "cos restored the code")
-    elif agent == "codex":
-        command = "thread/rollback"
-        note = (f"in Codex, roll the thread back to turn {turn} (app-server thread/rollback, "
-                "or Esc Esc in the TUI to edit an earlier prompt); cos restored the code")
-    else:
-        command, note = None, f"cos keeps no transcript of {session}: only its code is rewound"
-    return {"session": session, "kind": agent, "applied": False, "command": command,
-            "note": note}
 
 
 def rewind_undo(env: Mapping[str, str] | None = None,
@@ -1331,20 +1242,21 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
                      dry_run: bool = False, env: Mapping[str, str] | None = None,
                      cwd: str | None = None) -> dict[str, Any]:
     """Summarise the conversation from `checkpoint` on (`direction` "from") or up to it ("up-to")
-    with the configured summariser. A cos-native session gets a `summary` entry for the range
-    (unless `dry_run`); originals stay. For Claude Code and Codex sessions the summary is
-    reported.
+    with the configured summariser (sessions.conversation.summarize_around).
 
     Raises:
         InvalidInput, NotFound: a bad direction or checkpoint; a checkpoint of no session.
         SummaryError: the configured summariser failed.
     """
     from coding_os.checkpoints import points
-    from coding_os.checkpoints.summarize import summarize
     from coding_os.sessions import transcript
-    from coding_os.sessions.export import read_turns
+    from coding_os.sessions.conversation import (
+        SUMMARY_DIRECTIONS,
+        summarize_around,
+        summarizer_command,
+    )
 
-    if direction not in ("from", "up-to"):
+    if direction not in SUMMARY_DIRECTIONS:
         raise InvalidInput(f"summarize from or up-to, not {direction!r}")
     if not points.valid_id(checkpoint):
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
@@ -1353,11 +1265,7 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
     session = record.get("session")
     if not isinstance(session, str):
         raise InvalidInput(f"checkpoint {checkpoint} belongs to no session: nothing to summarise")
-    config = load_config(caller.resolution.project_root)
-    section = config.get("summarizer") or {}
-    command = section.get("command") if isinstance(section, dict) else None
-    if command is not None and not isinstance(command, str):
-        raise InvalidInput("summarizer.command in .coding-os.yaml must be a string")
+    command = summarizer_command(load_config(caller.resolution.project_root))
     path = transcript.transcript_path(caller.tiers, session)
     if os.path.exists(path):
         kind, source = "cos", path
@@ -1366,29 +1274,8 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
         kind, source = str(row.get("kind")), str(row.get("source_path") or "")
         if not source:
             raise NotFound(f"session {session} has no log to summarise")
-    _, turns = read_turns(source, kind)
-    stamp = str(record.get("ts") or "")
-    part = [t for t in turns if (str(t.ts or "") >= stamp) == (direction == "from")]
-    if not part:
-        raise NotFound(f"nothing to summarise {direction.replace('-', ' ')} {checkpoint}")
-    text, summarizer = summarize(part, instructions, command)
-    report: dict[str, object] = {"checkpoint": checkpoint, "session": session, "kind": kind,
-                                 "direction": direction, "steps": len(part),
-                                 "summarizer": summarizer, "summary": text, "appended": None}
-    if kind == "cos":
-        seq = record.get("seq")
-        last = transcript.last_seq(path) or 0
-        if not isinstance(seq, int):
-            raise InvalidInput(f"checkpoint {checkpoint} has no transcript position")
-        low, high = (seq + 1, last) if direction == "from" else (1, seq)
-        if low <= high and not dry_run:
-            appended = transcript.append(caller.tiers, session, "summary",
-                                         {"text": text, "from_seq": low, "to_seq": high})
-            report["appended"] = {"seq": appended.seq, "from_seq": low, "to_seq": high}
-    else:
-        report["note"] = ("the summary is not written into the agent's own log; paste it, or "
-                          "use the agent's own compaction")
-    return report
+    return summarize_around(caller.tiers, record, direction, kind, source, instructions, command,
+                            dry_run)
 
 
 # Doctor: every health check of the project at once (coding_os.doctor, imported when used).

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from coding_os import durable
 from coding_os.state.caller import Caller, read_panel_session
-from coding_os.state.identity import is_session_id
+from coding_os.state.identity import agent_of_session, is_session_id
 from coding_os.state.statefile import parse_state
 
 __all__ = ["Attribution", "attribute", "SOURCES"]
@@ -53,7 +53,7 @@ def attribute(caller: Caller, injected: object = None, env: Mapping[str, str] | 
     if isinstance(injected, str) and injected:
         # The hook injects its own panel's session: one of this agent's. Another agent's id
         # (the hook did not run, and the model wrote one) is not taken on trust.
-        if is_session_id(injected) and injected.split("-", 2)[1] == caller.agent:
+        if agent_of_session(injected) == caller.agent:
             return Attribution(injected, "injected")
         rejected = injected[:80]
     elif injected is not None:

@@ -14,16 +14,18 @@ import re
 from dataclasses import asdict
 
 from coding_os.brain.attribution import Attribution
+from coding_os.brain.paging import page_size, parse_cursor
 from coding_os.errors import Conflict, InvalidInput, NotFound, StateIOError
 from coding_os import durable
 from coding_os.clock import utc_now
-from coding_os.state.identity import is_session_id
+from coding_os.state.identity import agent_of_session, is_session_id
 from coding_os.state.statefile import parse_state, write_state
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import TASK_STATUSES, Storage, Task, WorkLogEntry
 
 __all__ = ["parse_task_id", "check_status", "create_task", "move_task", "task_dict",
-           "append_work_log", "work_log_dict", "MAX_TITLE_CHARS", "MAX_BODY_CHARS",
+           "append_work_log", "work_log_dict", "task_page_query", "task_page",
+           "work_log_page_query", "work_log_page", "MAX_TITLE_CHARS", "MAX_BODY_CHARS",
            "MAX_LOG_CHARS"]
 
 MAX_TITLE_CHARS = 200
@@ -194,7 +196,9 @@ def work_log_dict(entry: WorkLogEntry) -> dict[str, object]:
 
 def _panel_dir_of(tiers: Tiers, session: str) -> str | None:
     """The panel directory whose current session is `session`, if any."""
-    agent = session.split("-", 2)[1]
+    agent = agent_of_session(session)
+    if agent is None:
+        return None
     panels = tiers.panels_dir(agent)
     try:
         names = os.listdir(panels)
@@ -233,3 +237,43 @@ def _clear_current(tiers: Tiers, task: Task) -> None:
             pass  # removed meanwhile: what was wanted
         except OSError as exc:
             raise durable.io_error(path, exc) from None
+
+
+def task_page_query(status: object, cursor: object, limit: object) -> tuple[str | None, int, int]:
+    """The status, the task number to start after and the page size of a task listing.
+
+    Raises:
+        InvalidInput: an unknown status, a bad cursor or limit.
+    """
+    state = check_status(status) if status is not None else None
+    after = parse_task_id(cursor) if cursor is not None else 0
+    return state, after, page_size(limit)
+
+
+def task_page(storage: Storage, status: str | None, owner: str | None, after: int,
+              size: int) -> dict[str, object]:
+    """A page of tasks by number: `{"tasks": [...], "next_cursor": TASK-n or None}`."""
+    rows = storage.tasks(status=status, owner=owner, after=after, limit=size + 1)
+    page, more = rows[:size], len(rows) > size
+    return {"tasks": [task_dict(t) for t in page],
+            "next_cursor": page[-1].id if more else None}
+
+
+def work_log_page_query(task: object, cursor: object,
+                        limit: object) -> tuple[int | None, int | None, int]:
+    """The task number, the entry to start before and the page size of a work-log listing.
+
+    Raises:
+        InvalidInput: a bad task id, cursor or limit.
+    """
+    n = parse_task_id(task) if task is not None else None
+    return n, parse_cursor(cursor), page_size(limit)
+
+
+def work_log_page(storage: Storage, session: str | None, task: int | None, before: int | None,
+                  size: int) -> dict[str, object]:
+    """A page of the work log, newest first: `{"entries": [...], "next_cursor": N or None}`."""
+    rows = storage.work_log(session=session, task=task, before=before, limit=size + 1)
+    page, more = rows[:size], len(rows) > size
+    return {"entries": [work_log_dict(e) for e in page],
+            "next_cursor": page[-1].seq if more else None}

@@ -48,12 +48,12 @@ def listing(tiers: Tiers, session: str | None = None) -> list[dict[str, object]]
 
 
 def _cleared_from(tiers: Tiers, session: str) -> str | None:
-    from coding_os.state.identity import is_session_id
+    from coding_os.state.identity import agent_of_session, is_session_id
     from coding_os.state.presence import read_presence
 
-    if not is_session_id(session):
+    agent = agent_of_session(session)
+    if agent is None:
         return None
-    agent = session.split("-")[1]
     record = read_presence(tiers, agent, session) or {}
     value = record.get("cleared_from")
     return value if isinstance(value, str) and is_session_id(value) else None

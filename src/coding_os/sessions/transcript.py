@@ -33,6 +33,7 @@ from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os import durable
 from coding_os.clock import utc_now
 from coding_os.state.identity import (
+    agent_of_session,
     is_path_like,
     is_session_id,
     mint_session_id,
@@ -158,7 +159,7 @@ def session_agent(session: str) -> str:
         InvalidId: `session` is not a session id, or names an agent that cannot be a directory.
     """
     validate_session_id(session)
-    return validate_agent(session[4:].rsplit("-", 3)[0])
+    return validate_agent(str(agent_of_session(session)))
 
 
 def transcript_path(tiers: Tiers, session: str) -> str:

@@ -23,6 +23,7 @@ __all__ = [
     "sanitize_panel_id",
     "mint_session_id",
     "is_session_id",
+    "agent_of_session",
     "validate_session_id",
     "is_path_like",
     "PANEL_SOURCES",
@@ -145,6 +146,11 @@ def is_session_id(value: object) -> bool:
             and len(clock) == 6 and set(clock) <= _DIGITS
             and len(date) == 8 and set(date) <= _DIGITS
             and 0 < len(agent) <= 32 and agent[0] in _LOWER and set(agent) <= _AGENT_CHARS)
+
+
+def agent_of_session(value: object) -> str | None:
+    """The agent a session id names (`ses-<agent>-…`), or None when `value` is not one."""
+    return str(value)[4:].rsplit("-", 3)[0] if is_session_id(value) else None
 
 
 def validate_session_id(value: str) -> str:

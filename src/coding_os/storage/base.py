@@ -1,4 +1,4 @@
-"""The storage interface every backend implements (SQLite now, PostgreSQL next).
+"""The storage interface every backend implements (SQLite, PostgreSQL).
 
 Backends are interchangeable: one conformance suite (tests/storage/test_conformance.py) runs the
 same behaviour against each. Rows are plain dataclasses; timestamps are ISO-8601 UTC strings.
@@ -9,6 +9,10 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Self
 
 __all__ = [
     "Storage", "SessionRecord", "Observation", "SessionSummary", "StorageError", "storable_text",
@@ -275,8 +279,15 @@ def like_pattern(text: str) -> str:
 class Storage(abc.ABC):
     """The shared database of one project: sessions, observations, summaries.
 
-    Every method may raise StorageError when the database cannot be used.
+    Every method may raise StorageError when the database cannot be used. A context manager:
+    `with open_storage(...) as storage:` closes it on the way out.
     """
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @abc.abstractmethod
     def migrate(self) -> int:
