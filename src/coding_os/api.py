@@ -10,7 +10,8 @@ import os
 from collections.abc import Callable, Mapping
 
 from coding_os.state import hookslog
-from coding_os.config import horizon_for, load_config
+from coding_os.state.tiers import horizon_for
+from coding_os.config import load_config
 from coding_os.errors import InvalidInput, NotFound, NotTrusted
 from coding_os.git.repo import branch as git_branch
 from coding_os.state.caller import Caller

@@ -29,7 +29,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["CONFIG_FILE", "load_config", "parse_duration", "horizon_for"]
+__all__ = ["CONFIG_FILE", "load_config", "load_config_cached", "parse_duration"]
 
 CONFIG_FILE = ".coding-os.yaml"
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
@@ -85,28 +85,6 @@ def load_config(project_root: str) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: expected a mapping at the top level")
     return data
-
-
-def horizon_for(name: str, config: dict[str, Any]) -> float | None:
-    """The trust horizon of state file `name`: configured, else the default of its tier row.
-
-    Raises:
-        InvalidInput: the configured horizon is not a duration.
-    """
-    from coding_os.state.tiers import spec_for
-
-    state = config.get("state") or {}
-    if not isinstance(state, dict):
-        raise InvalidInput(".coding-os.yaml: state must be a mapping")
-    horizons = state.get("horizons") or {}
-    if not isinstance(horizons, dict):
-        raise InvalidInput(".coding-os.yaml: state.horizons must be a mapping")
-    if name in horizons:
-        return parse_duration(horizons[name], f"state.horizons.{name}")
-    for key, value in horizons.items():
-        if isinstance(key, str) and key.endswith("*") and name.startswith(key[:-1]):
-            return parse_duration(value, f"state.horizons.{key}")
-    return spec_for(name)[2]
 
 
 def load_config_cached(project_root: str, state_dir: str) -> dict[str, Any]:

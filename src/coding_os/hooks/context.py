@@ -176,7 +176,7 @@ class HookContext:
         path = self.tiers.state_path(self.agent, self.panel, name)
         if not os.path.lexists(path):
             return None
-        from coding_os.config import horizon_for
+        from coding_os.state.tiers import horizon_for
 
         try:
             horizon = horizon_for(name, self.config())

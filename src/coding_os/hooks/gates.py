@@ -259,7 +259,7 @@ def _require_task(ctx: HookContext, session: str, gate: _Gate, config: dict[str,
     """
     if tool not in _EDIT_TOOLS:
         return None
-    from coding_os.config import horizon_for
+    from coding_os.state.tiers import horizon_for
     from coding_os.errors import CosError
     from coding_os.state.statefile import check_state
 

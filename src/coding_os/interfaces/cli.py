@@ -14,7 +14,7 @@ import click
 
 from coding_os import __version__, api
 from coding_os.errors import Ambiguous, CosError, InvalidInput
-from coding_os.interfaces.entry import dump_json, error_exit
+from coding_os.interfaces.output import dump_json, error_exit
 
 __all__ = ["cli", "run"]
 

@@ -11,6 +11,10 @@ from __future__ import annotations
 
 import os
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 __all__ = [
     "STATE_FILES",
     "PER_PANEL_FILES",
@@ -18,6 +22,7 @@ __all__ = [
     "DEFAULT_HORIZON_S",
     "Tiers",
     "spec_for",
+    "horizon_for",
 ]
 
 PANEL = "panel"
@@ -120,3 +125,27 @@ class Tiers:
         return sorted(e for e in entries
                       if e[:1].islower() and e not in RESERVED_DIRS
                       and os.path.isdir(os.path.join(self.state_dir, e)))
+
+
+def horizon_for(name: str, config: Mapping[str, object]) -> float | None:
+    """The trust horizon of state file `name`: `state.horizons` of the project's configuration
+    (a name, or a prefix ending in `*`), else the default of its row.
+
+    Raises:
+        InvalidInput: the configured horizon is not a duration.
+    """
+    from coding_os.config import parse_duration
+    from coding_os.errors import InvalidInput
+
+    state = config.get("state") or {}
+    if not isinstance(state, dict):
+        raise InvalidInput(".coding-os.yaml: state must be a mapping")
+    horizons = state.get("horizons") or {}
+    if not isinstance(horizons, dict):
+        raise InvalidInput(".coding-os.yaml: state.horizons must be a mapping")
+    if name in horizons:
+        return parse_duration(horizons[name], f"state.horizons.{name}")
+    for key, value in horizons.items():
+        if isinstance(key, str) and key.endswith("*") and name.startswith(key[:-1]):
+            return parse_duration(value, f"state.horizons.{key}")
+    return spec_for(name)[2]
