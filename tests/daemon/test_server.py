@@ -1,4 +1,4 @@
-"""`cos daemon` (agents/daemon.py): one per user, started and stopped from any process and
+"""`cos daemon` (daemon/server.py): one per user, started and stopped from any process and
 reporting in JSON and text; every request answered (a bad one with an error) and the daemon never
 stopped by one; a daemon killed or restarted makes the next checkpoint scan; idle and removed trees
 forgotten. For each tree it follows the git configuration and the ignore files outside the tree
@@ -13,6 +13,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -414,3 +415,39 @@ def test_config_files_follows_home_nested_and_conditional_includes(repo: Path) -
     assert str(home / "home.cfg") in found
     assert str(home / "deeper" / "more.cfg") in found  # relative to the including file
     assert str(repo / ".git" / "cond.cfg") in found
+
+
+IDLE_DAEMON = """
+import sys
+from coding_os.daemon import server
+server.IDLE_FORGET_S, server.SWEEP_S = 0.3, 0.1
+sys.exit(server.main(sys.argv[1:]))
+"""
+
+
+def test_a_daemon_started_on_demand_stops_once_nothing_was_asked_for_its_idle_time(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "daemon"
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", IDLE_DAEMON, "--until-idle", str(folder)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started >= 0.3
+    assert "the daemon started on demand stops" in proc.stdout
+    assert not (folder / "daemon.sock").exists()
+
+
+def test_a_daemon_started_by_the_user_keeps_running_when_idle(tmp_path: Path) -> None:
+    folder = tmp_path / "daemon"
+    proc = subprocess.Popen([sys.executable, "-c", IDLE_DAEMON, str(folder)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (folder / "daemon.sock").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        time.sleep(1.0)  # more than three times its idle time, swept every 0.1 s
+        assert proc.poll() is None
+        assert server.request(str(folder), {"op": "ping"}) is not None
+    finally:
+        server.request(str(folder), {"op": "stop"})
+        proc.wait(timeout=30)

@@ -17,9 +17,13 @@ if TYPE_CHECKING:
 from coding_os import jsonwire
 from coding_os.errors import CosError
 
-__all__ = ["SOCKET", "DaemonError", "daemon_dir", "request", "ask_watcher"]
+__all__ = ["SOCKET", "DaemonError", "daemon_dir", "request", "ask_watcher", "start_in_background"]
 
 SOCKET = "daemon.sock"
+LOG = "daemon.log"
+# When an on-demand start was last tried: one try a minute, whatever the hooks firing meanwhile.
+AUTOSTART = "autostart"
+AUTOSTART_BACKOFF_S = 60.0
 
 
 def daemon_dir(env: Mapping[str, str] | None = None) -> str:
@@ -75,10 +79,55 @@ def request(folder: str, message: dict[str, object], timeout: float = 5.0
     return answer
 
 
-def ask_watcher(message: dict[str, object]) -> dict[str, object] | None:
+def ask_watcher(message: dict[str, object],
+                env: Mapping[str, str] | None = None) -> dict[str, object] | None:
     """The file watcher's answer to `message` (checkpoints/watch.py's questions); None when no
     daemon listens or it could not answer: the checkpoint then scans."""
     try:
-        return request(daemon_dir(), message, timeout=2.0)
+        return request(daemon_dir(env), message, timeout=2.0)
     except DaemonError:
         return None
+
+
+def start_in_background(env: Mapping[str, str] | None = None) -> bool:
+    """Start the daemon without waiting for it, as a hook may (its latency is the agent's):
+    the daemon forks away twice (no child of the caller is left behind), leaves the caller's
+    session and runs until no tree has been asked about for hours (`--until-idle`). Returns
+    whether a start was tried: not within a minute of the last try. A second daemon started
+    meanwhile finds the first's lock and exits.
+
+    Raises:
+        StateIOError: the daemon's folder cannot be made.
+    """
+    import sys
+    import time
+
+    from coding_os import durable
+
+    folder = durable.ensure_dir(daemon_dir(env))
+    marker = os.path.join(folder, AUTOSTART)
+    try:
+        if time.time() - os.stat(marker).st_mtime < AUTOSTART_BACKOFF_S:
+            return False
+    except FileNotFoundError:
+        pass
+    durable.atomic_write(marker, b"", sync=False)
+    argv = [sys.executable, "-m", "coding_os.daemon.server", "--until-idle", folder]
+    pid = os.fork()
+    if pid == 0:  # the child: fork the daemon and go
+        try:
+            if os.fork() == 0:
+                os.setsid()
+                os.chdir("/")  # nothing of the caller's directory is on the daemon's path
+                null = os.open(os.devnull, os.O_RDONLY)
+                log = os.open(os.path.join(folder, LOG),
+                              os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                os.dup2(null, 0)
+                os.dup2(log, 1)
+                os.dup2(log, 2)
+                os.closerange(3, 256)
+                os.execv(argv[0], argv)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    return True

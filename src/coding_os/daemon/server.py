@@ -41,6 +41,7 @@ LOCK, INFO, LOG = "daemon.lock", "daemon.json", "daemon.log"
 START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
 IDLE_FORGET_S = 6 * 3600  # a tree nobody asked about for this long is no longer watched
+SWEEP_S = 60.0  # how often idle trees are looked for
 MAX_REQUEST = 1 << 16
 
 
@@ -155,9 +156,11 @@ class _Server:
         self.version = __version__
         self.watches = Watches()
         self.started = time.time()
+        self.asked = self.started  # when a request last came in
         self.running = True
 
     def handle(self, message: object) -> dict[str, object]:
+        self.asked = time.time()
         if not isinstance(message, dict) or not isinstance(message.get("op"), str):
             return {"ok": False, "error": "a request is a JSON object with an op"}
         op = message["op"]
@@ -242,6 +245,10 @@ class _Server:
         for key, tree in list(self.watches.trees.items()):
             if now - tree.asked > IDLE_FORGET_S or tree.broken:
                 self.watches.forget(key)
+
+    def idle(self) -> bool:
+        """Whether it watches nothing and nobody asked anything for IDLE_FORGET_S."""
+        return not self.watches.trees and time.time() - self.asked > IDLE_FORGET_S
 
 
 def _tree_row(tree: TreeWatch) -> dict[str, object]:
@@ -413,8 +420,10 @@ def _log(text: str) -> None:
     print(f"{utc_now(time.time())} {text}", flush=True)
 
 
-def serve(folder: str) -> int:
-    """Run the daemon in this process until stopped; 0 also when another one already runs."""
+def serve(folder: str, until_idle: bool = False) -> int:
+    """Run the daemon in this process until stopped (or, `until_idle`, until it has had
+    nothing to do for IDLE_FORGET_S: a daemon a hook started on demand); 0 also when another
+    one already runs."""
     import fcntl
 
     _ensure_private(folder)
@@ -451,14 +460,17 @@ def serve(folder: str) -> int:
     last_sweep = time.monotonic()
     try:
         while server.running:
-            for key, _ in selector.select(timeout=1.0):
+            for key, _ in selector.select(timeout=min(1.0, SWEEP_S)):
                 if key.data == "inotify":
                     server.watches.drain()
                 else:
                     _answer(server, listener)
-            if time.monotonic() - last_sweep > 60:
+            if time.monotonic() - last_sweep > SWEEP_S:
                 server.forget_idle()
                 last_sweep = time.monotonic()
+                if until_idle and server.idle():
+                    _log("nothing asked for a while: the daemon started on demand stops")
+                    break
     finally:
         try:
             if os.stat(path).st_ino == bound:
@@ -512,14 +524,17 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     detach = args[:1] == ["--detach"]
     args = args[1:] if detach else args
+    until_idle = args[:1] == ["--until-idle"]
+    args = args[1:] if until_idle else args
     if len(args) != 1:
-        print("usage: python -m coding_os.daemon.server [--detach] DAEMON_DIR", file=sys.stderr)
+        print("usage: python -m coding_os.daemon.server [--detach] [--until-idle] DAEMON_DIR",
+              file=sys.stderr)
         return 2
     if detach and os.fork() != 0:
         os._exit(0)  # the parent: whoever started us waits only for this
     try:
         os.chdir("/")
-        return serve(args[0])
+        return serve(args[0], until_idle)
     except (StateIOError, OSError) as exc:
         _log(f"daemon failed: {exc}")
         return 1

@@ -12,7 +12,7 @@ import os
 
 from coding_os.git.command import git
 
-__all__ = ["checkout_root", "git_dirs", "head", "head_from_files", "is_sha", "branch", "compares_raw",
+__all__ = ["checkout_root", "git_dirs", "head", "head_from_files", "index_entries", "is_sha", "branch", "compares_raw",
            "config_raw", "plain_attributes", "inside_prefix", "relative", "commit_paths",
            "changed_between", "commit_files"]
 
@@ -93,6 +93,22 @@ def head_from_files(root: str) -> str | None:
     except (OSError, UnicodeDecodeError):
         return None
     return None  # an unborn branch, or refs kept another way: ask git
+
+
+def index_entries(top: str) -> int | None:
+    """How many entries the index of the checkout whose top is `top` holds (the files git
+    tracks, from the index's header), or None when it has no readable index."""
+    dirs = git_dirs(top)
+    if dirs is None:
+        return None
+    try:
+        with open(os.path.join(dirs[0], "index"), "rb") as f:
+            header = f.read(12)
+    except OSError:
+        return None
+    if len(header) < 12 or header[:4] != b"DIRC":
+        return None
+    return int.from_bytes(header[8:12], "big")
 
 
 def is_sha(text: str) -> bool:

@@ -11,6 +11,10 @@ from coding_os.adapters import FILE_TOOLS, PATCH_TOOLS
 from coding_os.errors import CosError
 from coding_os.hooks.context import HookContext, string, tool_input_summary
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 __all__ = ["CHECKPOINT_EVENTS", "take_checkpoint"]
 
 # The events that take one, and the trigger each records.
@@ -51,23 +55,47 @@ def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> N
             if not paths:
                 return
         trigger = CHECKPOINT_EVENTS[ctx.event]
+        answers: list[dict[str, object] | None] = []
         record = create(ctx.tiers, root, session=session, agent=ctx.agent, mode=settings.mode,
                         paths=paths, trigger=f"tool:{tool}" if trigger == "tool" else trigger,
                         prompt=string(payload.get("prompt")), settings=settings,
-                        watcher=_ask_watcher)
+                        watcher=lambda message: _ask_watcher(message, answers, ctx.env))
+        if record.get("scan") == "full" and answers == [None] and settings.start_daemon:
+            _start_watcher(ctx, root, log)
     except (CosError, OSError, ValueError) as exc:
         log["checkpoint_error"] = " ".join(str(exc).split())[:300]
         return
     log["checkpoint"] = record["id"]
+    if record.get("scan"):
+        log["checkpoint_scan"] = record["scan"]  # fingerprint, watcher or full
     if record.get("reused"):
         log["checkpoint_reused"] = "1"  # nothing changed since this session's latest one
     if record.get("pruned"):
         log["checkpoints_pruned"] = str(len(record["pruned"]))  # type: ignore[arg-type]
 
 
-def _ask_watcher(message: dict[str, object]) -> dict[str, object] | None:
+def _ask_watcher(message: dict[str, object], answers: list[dict[str, object] | None],
+                 env: Mapping[str, str]) -> dict[str, object] | None:
     """daemon.client.ask_watcher, imported only when a snapshot asks (a tree unchanged by its
-    fingerprint never does)."""
+    fingerprint never does); each answer is kept in `answers`."""
     from coding_os.daemon.client import ask_watcher
 
-    return ask_watcher(message)
+    answer = ask_watcher(message, env)
+    answers.append(answer)
+    return answer
+
+
+def _start_watcher(ctx: HookContext, root: str, log: dict[str, object]) -> None:
+    """After a scan of a tree no watcher answered for: start the daemon in the background
+    when the tree is large enough for its next scans to cost more than asking it (the start
+    itself is not waited for: this hook's checkpoint is taken already)."""
+    from coding_os.checkpoints.settings import WATCHER_FROM_FILES
+    from coding_os.git.repo import index_entries
+
+    files = index_entries(root)
+    if files is None or files < WATCHER_FROM_FILES:
+        return
+    from coding_os.daemon.client import start_in_background
+
+    if start_in_background(ctx.env):
+        log["daemon_started"] = "1"

@@ -1,0 +1,161 @@
+"""The hooks' automatic checkpoints start the daemon's file watcher on their own once a tree is
+large enough for a scan to cost more than asking it (hooks/checkpoint.py), and never for a
+small tree, against the project's `checkpoints.start_daemon: false`, or twice in a minute."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from coding_os.checkpoints.settings import WATCHER_FROM_FILES
+from coding_os.daemon import server
+from coding_os.state.hookslog import parse_line
+from tests.helpers import cos_json, fire, git, log_lines
+
+NATIVE = "6b1c0c47-5a43-4f0e-9d2a-3f1e3c5f9a10"
+
+
+def committed_tree(project: Path, files: int) -> None:
+    """`files` small files in the project, committed."""
+    for number in range(files):
+        path = project / f"d{number // 100:03d}" / f"f{number % 100}.txt"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(f"file {number}\n", encoding="utf-8")
+    git(project, "add", "-A")
+    git(project, "commit", "-q", "-m", "many files")
+
+
+def bash_call(project: Path, command: str = "make") -> dict[str, str]:
+    """A PreToolUse of Bash (which takes a checkpoint) after a file changed; its log line."""
+    (project / "d000" / "f0.txt").write_text(f"changed {time.monotonic_ns()}\n",
+                                             encoding="utf-8")
+    proc = fire("PreToolUse", {"session_id": NATIVE, "tool_name": "Bash",
+                               "tool_input": {"command": command}}, cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    fields = parse_line(log_lines(project)[-1])
+    assert fields is not None
+    return {key: value for key, value in fields.items() if value is not None}
+
+
+def wait_until_it_answers(home: Path) -> dict[str, object]:
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        status = server.status({"HOME": str(home)})
+        if status.get("responding"):
+            return status
+        time.sleep(0.05)
+    raise AssertionError("the daemon started by the hook never answered")
+
+
+def test_a_large_tree_starts_the_watcher_and_later_checkpoints_ask_it(
+        project: Path, isolated_env: Path) -> None:
+    committed_tree(project, WATCHER_FROM_FILES)
+    assert fire("SessionStart", {"session_id": NATIVE, "source": "startup"},
+                cwd=project).returncode == 0
+    first = bash_call(project)
+    assert first["checkpoint_scan"] == "full"
+    assert first["daemon_started"] == "1"
+    status = wait_until_it_answers(isolated_env)
+    assert status["running"] is True
+    scans = [bash_call(project)["checkpoint_scan"] for _ in range(3)]
+    # The first checkpoint it is asked about starts the watch (and scans); then it tells.
+    assert scans[0] == "full" and scans[1:] == ["watcher", "watcher"]
+    rows = cos_json("daemon", "status", cwd=project)["trees"]  # type: ignore[index]
+    assert [row["root"] for row in rows] == [str(project)]
+    # What the watcher-fed checkpoint holds is the tree as it is.
+    listed = cos_json("checkpoints", cwd=project)
+    newest = listed[0]  # type: ignore[index]
+    assert "d000/f0.txt" in newest["changed"]
+
+
+def test_a_tree_smaller_than_the_threshold_is_scanned_and_no_daemon_starts(
+        project: Path, isolated_env: Path) -> None:
+    committed_tree(project, WATCHER_FROM_FILES - 50)
+    assert fire("SessionStart", {"session_id": NATIVE, "source": "startup"},
+                cwd=project).returncode == 0
+    for _ in range(2):
+        fields = bash_call(project)
+        assert fields["checkpoint_scan"] == "full"
+        assert "daemon_started" not in fields
+    assert not (isolated_env / ".coding-os" / "daemon").exists()
+
+
+def test_start_daemon_false_in_the_project_keeps_the_hooks_from_starting_it(
+        project: Path, isolated_env: Path) -> None:
+    committed_tree(project, WATCHER_FROM_FILES)
+    (project / ".coding-os.yaml").write_text("checkpoints:\n  start_daemon: false\n",
+                                             encoding="utf-8")
+    assert fire("SessionStart", {"session_id": NATIVE, "source": "startup"},
+                cwd=project).returncode == 0
+    fields = bash_call(project)
+    assert fields["checkpoint_scan"] == "full" and "daemon_started" not in fields
+    assert server.status({"HOME": str(isolated_env)})["running"] is False
+
+
+@pytest.mark.parametrize("value", ["maybe", "1", "[]"])
+def test_a_start_daemon_that_is_not_true_or_false_is_a_logged_checkpoint_error(
+        project: Path, value: str) -> None:
+    committed_tree(project, 1)
+    (project / ".coding-os.yaml").write_text(f"checkpoints:\n  start_daemon: {value}\n",
+                                             encoding="utf-8")
+    assert fire("SessionStart", {"session_id": NATIVE, "source": "startup"},
+                cwd=project).returncode == 0
+    fields = bash_call(project)
+    assert "checkpoint" not in fields
+    assert "checkpoints.start_daemon must be true or false" in fields["checkpoint_error"]
+
+
+def test_a_start_is_tried_once_a_minute_however_many_hooks_fire(
+        project: Path, isolated_env: Path) -> None:
+    committed_tree(project, WATCHER_FROM_FILES)
+    # A daemon that cannot start (its interpreter refuses a folder it cannot use): the hooks
+    # go on scanning, and do not try again at every call.
+    folder = isolated_env / ".coding-os" / "daemon"
+    folder.mkdir(parents=True)
+    (folder / "daemon.lock").mkdir()  # the daemon's lock cannot be opened: it exits at once
+    assert fire("SessionStart", {"session_id": NATIVE, "source": "startup"},
+                cwd=project).returncode == 0
+    tried = [bash_call(project).get("daemon_started") for _ in range(3)]
+    assert tried == ["1", None, None]
+    marker = folder / "autostart"
+    os.utime(marker, (time.time() - 120, time.time() - 120))  # a minute later
+    assert bash_call(project).get("daemon_started") == "1"
+    assert server.status({"HOME": str(isolated_env)})["running"] is False
+
+
+def test_the_hook_that_starts_the_daemon_leaves_no_child_behind(
+        project: Path, isolated_env: Path) -> None:
+    committed_tree(project, WATCHER_FROM_FILES)
+    assert fire("SessionStart", {"session_id": NATIVE, "source": "startup"},
+                cwd=project).returncode == 0
+    (project / "d000" / "f0.txt").write_text("changed\n", encoding="utf-8")
+    # The hook process lists its children just before it exits (as the fast-exit tests do).
+    probe = (
+        "import os, sys\n"
+        "sys.argv = ['cos', 'hook', 'PreToolUse']\n"
+        "real_exit = os._exit\n"
+        "def _exit(code):\n"
+        "    kids = open(f'/proc/{os.getpid()}/task/{os.getpid()}/children').read().split()\n"
+        "    sys.stderr.write('CHILDREN ' + ' '.join(kids) + '\\n')\n"
+        "    sys.stderr.flush()\n"
+        "    real_exit(code)\n"
+        "os._exit = _exit\n"
+        "from coding_os.interfaces.entry import main\n"
+        "main()\n")
+    import subprocess
+    import sys
+
+    payload = {"session_id": NATIVE, "hook_event_name": "PreToolUse", "cwd": str(project),
+               "tool_name": "Bash", "tool_input": {"command": "make"}}
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=project, input=json.dumps(payload),
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "COS_AGENT": "claude"})
+    assert proc.returncode == 0, proc.stderr
+    assert "daemon_started=1" in log_lines(project)[-1]
+    children = [ln for ln in proc.stderr.splitlines() if ln.startswith("CHILDREN")][-1]
+    assert children.split() == ["CHILDREN"]
+    wait_until_it_answers(isolated_env)
