@@ -48,7 +48,8 @@ test: $(VENV)/.test-installed clients
 	$(PY) -m mypy
 	$(PY) -m pytest
 
-bench: $(VENV)/.installed
+# The test extra brings what the benchmarks use beside the package (uv, for hook_latency.py).
+bench: $(VENV)/.test-installed
 	@for f in benchmarks/[!_]*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
 
 clean:

@@ -1,19 +1,34 @@
-"""Whole-process latency of `cos hook PostToolUse` against a bare interpreter start.
+"""Whole-process latency of the installed hook commands against a bare interpreter start, for
+regular (non-editable) installs of this checkout made by three installers.
 
-Figure: median wall time of the PostToolUse hook command exactly as `cos init --agent claude`
-installs it (its env assignment and absolute `cos` path, executed directly), with a realistic
-Claude Code payload on stdin, divided by the median of `python -I -c pass` from the same venv.
-The two run interleaved (A B A B ...) so drift on a shared machine hits both alike.
-Target: ratio <= 1.5. Also prints the hook's ten most expensive imports (`-X importtime`).
+The wheel of this checkout is built once, with its dependencies, into a scratch wheelhouse; it is
+then installed into three scratch venvs of the interpreter this script runs on:
 
-Second figure, the same way: `cos hook PreToolUse` for a Bash call, which takes a checkpoint of
-the tree first (DESIGN.md §5), on a small committed repository that does not change between
-calls (a checkpoint that stores nothing new), against the same `python -I -c pass`. Target 1.5.
+- `pip-<bundled version>`: the venv `python -m venv` makes, with the pip that ships with Python
+  (23.x for 3.11), whose console scripts import `re` on every start;
+- `pip-<current version>`: the same, with pip upgraded to the current release;
+- `uv-<version>`: a venv made by `uv venv` and filled by `uv pip install`.
+
+For each install, `cos init --agent claude` from that install writes the hook entries; then, in
+one interleaved run (launcher, console script, anchor, launcher, ...) so drift on a shared
+machine hits all alike:
+
+- figure 1: `cos hook PostToolUse` exactly as installed (its env assignment and argv, executed
+  directly), with a realistic Claude Code payload on stdin;
+- figure 2: `cos hook PreToolUse` for a Bash call, which takes a checkpoint of the tree first
+  (DESIGN.md §5), on a small committed repository that does not change between calls (a
+  checkpoint that stores nothing new);
+
+each divided by the median of `python -I -c pass` of the same interpreter. Target: ratio <= 1.5.
+Beside each, the same hook run through the install's `cos` console script (what an older init
+installed) against the same anchor, to show what the launcher saves. Also prints the installed
+hook's ten most expensive imports (`-X importtime`) for the first install.
+
+`BENCH_RUNS` (default 30) sets the timed runs of each command.
 """
 
 from __future__ import annotations
 
-import compileall
 import json
 import os
 import shlex
@@ -22,11 +37,30 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 RUNS = int(os.environ.get("BENCH_RUNS", "30"))
 WARMUP = 3
 TARGET = 1.5
+ROOT = Path(__file__).resolve().parents[1]
+SESSION_ID = "0b6c2c47-5a43-4f0e-9d2a-3f1e3c5f9a10"
+
+
+@dataclass
+class Install:
+    """One scratch venv holding a regular install of this checkout."""
+
+    name: str
+    venv: Path
+
+    @property
+    def python(self) -> str:
+        return str(self.venv / "bin" / "python")
+
+    @property
+    def cos(self) -> str:
+        return str(self.venv / "bin" / "cos")
 
 
 def _payload(project: Path, session_id: str, event: str, tool_input: dict[str, str],
@@ -72,7 +106,7 @@ def small_repository(project: Path, env: dict[str, str]) -> None:
                    check=True)
 
 
-def installed_command(project: Path, cos: str, event: str) -> tuple[dict[str, str], list[str]]:
+def installed_command(project: Path, event: str) -> tuple[dict[str, str], list[str]]:
     """The env assignments and argv of the hook entry `cos init` wrote for `event`."""
     settings = json.loads((project / ".claude" / "settings.json").read_text(encoding="utf-8"))
     command = settings["hooks"][event][0]["hooks"][0]["command"]
@@ -82,6 +116,65 @@ def installed_command(project: Path, cos: str, event: str) -> tuple[dict[str, st
         key, _, value = words.pop(0).partition("=")
         env[key] = value
     return env, words
+
+
+def run(argv: list[str], what: str, **kwargs: object) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
+    if proc.returncode != 0:
+        raise SystemExit(f"{what} failed (exit {proc.returncode}): {shlex.join(argv)}\n"
+                         f"{proc.stderr[-2000:]}")
+
+
+def version_of(python: str, module: str) -> str:
+    return subprocess.run([python, "-c", f"import {module}; print({module}.__version__)"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def uv_binary() -> str:
+    """The `uv` of this venv (the `test` extra installs it)."""
+    try:
+        from uv import find_uv_bin
+    except ImportError:
+        raise SystemExit("uv is not installed in this venv: `make test` installs it (the test "
+                         "extra), or `pip install uv`") from None
+    return str(find_uv_bin())
+
+
+def make_installs(scratch: Path) -> list[Install]:
+    """Build the wheelhouse once and make the three regular installs from it."""
+    base = getattr(sys, "_base_executable", sys.executable)
+    wheelhouse = scratch / "wheelhouse"
+    # This checkout's wheel with every dependency, and the current pip: nothing more is fetched.
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheelhouse),
+         str(ROOT), "pip"], "building the wheelhouse")
+    offline = ["--no-index", "--find-links", str(wheelhouse)]
+    installs = []
+
+    bundled = scratch / "venv-bundled-pip"
+    run([base, "-m", "venv", str(bundled)], "python -m venv")
+    run([str(bundled / "bin" / "python"), "-m", "pip", "install", "--quiet", *offline,
+         "coding-os"], "pip install (the pip python -m venv ships)")
+    installs.append(Install(f"pip-{version_of(str(bundled / 'bin' / 'python'), 'pip')}",
+                            bundled))
+
+    current = scratch / "venv-current-pip"
+    run([base, "-m", "venv", str(current)], "python -m venv")
+    run([str(current / "bin" / "python"), "-m", "pip", "install", "--quiet", "--upgrade",
+         *offline, "pip"], "upgrading pip")
+    run([str(current / "bin" / "python"), "-m", "pip", "install", "--quiet", *offline,
+         "coding-os"], "pip install (current pip)")
+    installs.append(Install(f"pip-{version_of(str(current / 'bin' / 'python'), 'pip')}",
+                            current))
+
+    uv = uv_binary()
+    by_uv = scratch / "venv-uv"
+    uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True,
+                                check=True).stdout.split()[1]
+    run([uv, "venv", "--quiet", "--python", base, str(by_uv)], "uv venv")
+    run([uv, "pip", "install", "--quiet", "--python", str(by_uv / "bin" / "python"), *offline,
+         "coding-os"], "uv pip install")
+    installs.append(Install(f"uv-{uv_version}", by_uv))
+    return installs
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes) -> float:
@@ -94,8 +187,10 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes) -> floa
     return elapsed
 
 
-def top_imports(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes) -> list[tuple[int, str]]:
-    proc = subprocess.run([sys.executable, "-X", "importtime", *argv], env=env, cwd=cwd,
+def top_imports(argv: list[str], env: dict[str, str], cwd: Path,
+                stdin: bytes) -> list[tuple[int, str]]:
+    """The most expensive imports of `argv` (an interpreter and its arguments)."""
+    proc = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=env, cwd=cwd,
                           input=stdin, capture_output=True)
     rows = []
     for line in proc.stderr.decode(errors="replace").splitlines():
@@ -107,97 +202,113 @@ def top_imports(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes) -
     return sorted(rows, reverse=True)[:10]
 
 
-def interleaved(hook_argv: list[str], hook_env: dict[str, str], project: Path, payload: bytes,
-                anchor: list[str], anchor_env: dict[str, str]) -> tuple[list[float], list[float]]:
-    hook_times: list[float] = []
+def interleaved(commands: list[list[str]], env: dict[str, str], project: Path,
+                payload: bytes, anchor: list[str]) -> tuple[list[list[float]], list[float]]:
+    """Median-ready times of each of `commands` and of `anchor`, run in turn."""
+    times: list[list[float]] = [[] for _ in commands]
     anchor_times: list[float] = []
     for index in range(WARMUP + RUNS):
-        h = timed(hook_argv, hook_env, project, payload)
-        a = timed(anchor, anchor_env, project, b"")
+        round_times = [timed(argv, env, project, payload) for argv in commands]
+        a = timed(anchor, env, project, b"")
         if index >= WARMUP:
-            hook_times.append(h)
+            for slot, t in zip(times, round_times):
+                slot.append(t)
             anchor_times.append(a)
-    return hook_times, anchor_times
+    return times, anchor_times
+
+
+@dataclass
+class Figure:
+    install: str
+    name: str
+    hook_ms: float
+    console_ms: float
+    anchor_ms: float
+
+    @property
+    def ratio(self) -> float:
+        return self.hook_ms / self.anchor_ms
+
+    @property
+    def console_ratio(self) -> float:
+        return self.console_ms / self.anchor_ms
+
+
+def measure(install: Install, scratch: Path, show_imports: bool) -> list[Figure]:
+    home = scratch / f"home-{install.name}"
+    home.mkdir()
+    project = scratch / f"proj-{install.name}"
+    project.mkdir()
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    small_repository(project, env)
+    run([install.cos, "init", "--agent", "claude"], f"{install.name}: cos init", cwd=project,
+        env=env)
+    start_env, start_argv = installed_command(project, "SessionStart")
+    run(start_argv, "SessionStart", env={**env, **start_env}, cwd=project,
+        input=json.dumps({"session_id": SESSION_ID, "source": "startup",
+                          "hook_event_name": "SessionStart"}))
+    anchor = [install.python, "-I", "-c", "pass"]
+    post_env, post_argv = installed_command(project, "PostToolUse")
+    print(f"{install.name}: installed PostToolUse command: "
+          f"{' '.join(f'{k}={v}' for k, v in post_env.items())} {shlex.join(post_argv)}")
+    figures = []
+    log = project / ".coding-os" / ".hooks.log"
+    for event, name, payload in (
+            ("PostToolUse", "hook_latency", realistic_payload(project, SESSION_ID)),
+            ("PreToolUse", "hook_latency_checkpoint", pre_tool_use_payload(project, SESSION_ID))):
+        hook_env, hook_argv = installed_command(project, event)
+        hook_env = {**env, **hook_env}
+        console_argv = [install.cos, "hook", event]
+        if hook_argv[0] != install.python or console_argv == hook_argv:
+            raise SystemExit(f"{install.name}: the installed {event} hook is not this install's "
+                             f"launcher: {shlex.join(hook_argv)}")
+        body = json.dumps(payload).encode()
+        log_before = log.read_text(encoding="utf-8")
+        (hook_times, console_times), anchor_times = interleaved(
+            [hook_argv, console_argv], hook_env, project, body, anchor)
+        if event == "PreToolUse":
+            # Each call took its checkpoint, or (nothing changed since) reused the latest one.
+            new = log.read_text(encoding="utf-8")[len(log_before):].splitlines()
+            taken = sum(1 for line in new if " checkpoint=cp-" in line)
+            if taken != 2 * (WARMUP + RUNS) or any("checkpoint_error=" in ln for ln in new):
+                raise SystemExit(f"PreToolUse Bash checkpointed {taken} of "
+                                 f"{2 * (WARMUP + RUNS)} calls: "
+                                 f"{new[-1][:300] if new else 'no hooks-log line'}")
+        figures.append(Figure(install.name, name, statistics.median(hook_times) * 1000,
+                              statistics.median(console_times) * 1000,
+                              statistics.median(anchor_times) * 1000))
+        if show_imports:
+            print(f"{install.name}: ten most expensive imports of the installed {event} hook "
+                  "(self time, us):")
+            for self_us, module in top_imports(hook_argv, hook_env, project, body):
+                print(f"  {self_us:6d}  {module}")
+    return figures
 
 
 def main() -> None:
-    venv_bin = Path(sys.executable).parent
-    cos = str(venv_bin / "cos")
-    import coding_os
-
-    # A regular (non-editable) install ships compiled bytecode; make the editable one match,
-    # so the figure does not depend on PYTHONDONTWRITEBYTECODE in the caller's environment.
-    compileall.compile_dir(os.path.dirname(coding_os.__file__), quiet=1)
-    with tempfile.TemporaryDirectory() as scratch:
-        home = Path(scratch) / "home"
-        home.mkdir()
-        project = Path(scratch) / "proj"
-        project.mkdir()
-        base_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home)}
-        subprocess.run(["git", "init", "-q"], cwd=project, check=True)
-        small_repository(project, base_env)
-        subprocess.run([cos, "init", "--agent", "claude"], cwd=project, env=base_env, check=True,
-                       stdout=subprocess.DEVNULL)
-        session_id = "0b6c2c47-5a43-4f0e-9d2a-3f1e3c5f9a10"
-        start_env, start_argv = installed_command(project, cos, "SessionStart")
-        subprocess.run(start_argv, env={**base_env, **start_env}, cwd=project, check=True,
-                       input=json.dumps({"session_id": session_id, "source": "startup",
-                                         "hook_event_name": "SessionStart"}).encode(),
-                       stdout=subprocess.DEVNULL)
-        hook_env, hook_argv = installed_command(project, cos, "PostToolUse")
-        hook_env = {**base_env, **hook_env}
-        payload = json.dumps(realistic_payload(project, session_id)).encode()
-        anchor = [sys.executable, "-I", "-c", "pass"]
-
-        hook_times, anchor_times = interleaved(hook_argv, hook_env, project, payload, anchor,
-                                               base_env)
-        hook_median = statistics.median(hook_times)
-        anchor_median = statistics.median(anchor_times)
-        ratio = hook_median / anchor_median
-        pair_ratios = sorted(h / a for h, a in zip(hook_times, anchor_times))
-        print(f"hook command: {' '.join(f'{k}={v}' for k, v in hook_env.items() if k == 'COS_AGENT')} "
-              f"{' '.join(hook_argv)}")
-        print(f"runs: {RUNS} each, interleaved, after {WARMUP} warm-ups")
-        print(f"cos hook PostToolUse   median {hook_median * 1000:7.2f} ms")
-        print(f"python -I -c pass      median {anchor_median * 1000:7.2f} ms")
-        print(f"ratio (medians)        {ratio:.2f}   (pairwise median "
-              f"{statistics.median(pair_ratios):.2f}; target <= {TARGET})")
-        log_lines = (project / ".coding-os" / ".hooks.log").read_text(encoding="utf-8").count("\n")
-        print(f"hooks-log lines written: {log_lines}")
-        print("ten most expensive imports of the hook (self time, us):")
-        for self_us, name in top_imports(hook_argv, hook_env, project, payload):
-            print(f"  {self_us:6d}  {name}")
-        pre_env, pre_argv = installed_command(project, cos, "PreToolUse")
-        pre_env = {**base_env, **pre_env}
-        pre_payload = json.dumps(pre_tool_use_payload(project, session_id)).encode()
-        log_before = (project / ".coding-os" / ".hooks.log").read_text(encoding="utf-8")
-        pre_times, pre_anchor_times = interleaved(pre_argv, pre_env, project, pre_payload, anchor,
-                                                  base_env)
-        log_new = (project / ".coding-os" / ".hooks.log").read_text(
-            encoding="utf-8")[len(log_before):].splitlines()
-        # Each call took its checkpoint, or (nothing changed since) reused the latest one.
-        taken = sum(1 for line in log_new if " checkpoint=cp-" in line)
-        if taken != WARMUP + RUNS or any("checkpoint_error=" in line for line in log_new):
-            raise SystemExit(f"PreToolUse Bash checkpointed {taken} of {WARMUP + RUNS} calls: "
-                             f"{log_new[-1][:300] if log_new else 'no hooks-log line'}")
-        pre_median = statistics.median(pre_times)
-        pre_anchor = statistics.median(pre_anchor_times)
-        pre_ratio = pre_median / pre_anchor
+    with tempfile.TemporaryDirectory(prefix="cos-hook-bench-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        started = time.perf_counter()
+        installs = make_installs(scratch)
+        print(f"regular installs of this checkout: {', '.join(i.name for i in installs)} "
+              f"(made in {time.perf_counter() - started:.0f} s)")
+        print(f"runs: {RUNS} of each command, interleaved, after {WARMUP} warm-ups")
+        figures: list[Figure] = []
+        for index, install in enumerate(installs):
+            figures += measure(install, scratch, show_imports=index == 0)
         print()
-        print(f"cos hook PreToolUse (Bash: takes a checkpoint of an unchanged 200-file "
-              f"repository; every call logged its checkpoint)")
-        print(f"cos hook PreToolUse    median {pre_median * 1000:7.2f} ms")
-        print(f"python -I -c pass      median {pre_anchor * 1000:7.2f} ms")
-        print(f"ratio (medians)        {pre_ratio:.2f}   (pairwise median "
-              f"{statistics.median(h / a for h, a in zip(pre_times, pre_anchor_times)):.2f}; "
-              f"target <= {TARGET})")
-        print("ten most expensive imports of the PreToolUse hook (self time, us):")
-        for self_us, name in top_imports(pre_argv, pre_env, project, pre_payload):
-            print(f"  {self_us:6d}  {name}")
-        print(f"RESULT hook_latency ratio={ratio:.2f} target<={TARGET} "
-              f"{'OK' if ratio <= TARGET else 'OVER'}")
-        print(f"RESULT hook_latency_checkpoint ratio={pre_ratio:.2f} target<={TARGET} "
-              f"{'OK' if pre_ratio <= TARGET else 'OVER'}")
+        print(f"{'install':<12} {'figure':<24} {'launcher':>9} {'console':>9} {'anchor':>8} "
+              f"{'ratio':>6} {'console':>8}")
+        for f in figures:
+            print(f"{f.install:<12} {f.name:<24} {f.hook_ms:7.2f}ms {f.console_ms:7.2f}ms "
+                  f"{f.anchor_ms:6.2f}ms {f.ratio:6.2f} {f.console_ratio:8.2f}")
+        print("(launcher: the command cos init installs; console: the same hook through the "
+              "install's cos console script; anchor: python -I -c pass of the same interpreter)")
+        for f in figures:
+            print(f"RESULT {f.name}.{f.install} ratio={f.ratio:.2f} target<={TARGET} "
+                  f"{'OK' if f.ratio <= TARGET else 'OVER'} "
+                  f"console_script_ratio={f.console_ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -443,10 +443,10 @@ def rename(*args, **kwargs):
 os.rename = rename
 """, True),
     "after_apply": ("""
-from coding_os.checkpoints import rewind
+from coding_os.checkpoints import restore
 def remember(*args, **kwargs):
     os._exit(9)
-rewind.remember_rewind = remember
+restore.remember_rewind = remember
 """, True),
     "during_unstage": ("""
 from coding_os.checkpoints import restore
@@ -840,3 +840,27 @@ def pg_unreachable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+def as_an_older_init_wrote_it(repo: Path, agent: str, cos_path: str) -> None:
+    """Turn the hooks `cos init` installed in `repo` (settings file and manifest) into what an
+    older init wrote: the same groups, running the `cos` console script at `cos_path`."""
+    from coding_os.launcher import console_script_command, parse_hook_command
+
+    settings = repo / (".claude/settings.json" if agent == "claude" else ".codex/hooks.json")
+    manifest = repo / ".coding-os" / "installed-manifest.json"
+    hooks = json.loads(settings.read_text(encoding="utf-8"))["hooks"]
+    texts = {path: path.read_text(encoding="utf-8") for path in (settings, manifest)}
+    for event, groups in hooks.items():
+        for command in [h["command"] for g in groups for h in g["hooks"]]:
+            if parse_hook_command(command, agent, event) is not None:
+                old = console_script_command(agent, cos_path, event)
+                for path in texts:
+                    texts[path] = texts[path].replace(json.dumps(command)[1:-1],
+                                                      json.dumps(old)[1:-1])
+    for path, text in texts.items():
+        path.write_text(text, encoding="utf-8")
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    for record in data["installations"]:
+        record.pop("launcher", None)
+    manifest.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")

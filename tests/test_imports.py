@@ -18,7 +18,7 @@ LAYERS = (
     ("state", "adapters"),
     ("sessions", "checkpoints", "brain"),
     ("hooks", "runtime", "daemon", "integrations"),
-    ("install", "doctor", "trust", "api"),
+    ("install", "launcher", "doctor", "trust", "api"),
     ("interfaces",),
 )
 # Entry points above every layer.

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.install import hook_command, install, uninstall
+from coding_os.install import install, uninstall
+from coding_os.launcher import Launcher, hook_command, launcher_path, this_launcher
 from coding_os.state.caller import Caller
 from coding_os.adapters import HOOK_EVENTS
 from tests.helpers import COS, cos, cos_json
@@ -30,14 +31,15 @@ def commands(settings: dict[str, object]) -> dict[str, list[str]]:
     return {event: [h["command"] for g in groups for h in g["hooks"]] for event, groups in hooks.items()}
 
 
-def test_init_claude_adds_every_event_with_the_absolute_cos_and_agent(repo: Path) -> None:
+def test_init_claude_adds_every_event_running_this_installations_launcher(repo: Path) -> None:
     proc = cos("init", "--agent", "claude", cwd=repo)
     assert proc.returncode == 0, proc.stderr
     settings = json.loads((repo / ".claude" / "settings.json").read_text(encoding="utf-8"))
     found = commands(settings)
+    launcher = this_launcher()  # what the cos process above computed, computed here
     for event in HOOK_EVENTS:
-        assert found[event] == [f"COS_AGENT=claude {COS} hook {event}"]
-    assert os.path.isabs(COS)
+        assert found[event] == [hook_command("claude", launcher, event)]
+    assert os.path.isabs(launcher.interpreter) and os.path.isabs(launcher.path)
     assert settings["hooks"]["PreToolUse"][0]["matcher"] == "*"
     manifest = json.loads((repo / ".coding-os" / "installed-manifest.json").read_text(encoding="utf-8"))
     assert manifest["installations"][0]["agent"] == "claude"
@@ -109,7 +111,8 @@ def test_init_codex_writes_codex_hooks_and_explains_trust(repo: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "trust" in proc.stdout
     hooks = json.loads((repo / ".codex" / "hooks.json").read_text(encoding="utf-8"))
-    assert commands(hooks)["PostToolUse"] == [f"COS_AGENT=codex {COS} hook PostToolUse"]
+    assert commands(hooks)["PostToolUse"] == [hook_command("codex", this_launcher(),
+                                                           "PostToolUse")]
 
 
 def test_codex_has_no_local_settings(repo: Path) -> None:
@@ -126,11 +129,21 @@ def test_init_from_a_subdirectory_installs_at_the_checkout_root(repo: Path) -> N
     assert cos_json("where", cwd=sub)["rule"] == "marker_walk"  # type: ignore[index]
 
 
+def other_installation(venv: str) -> Launcher:
+    """The launcher of a cos installed in another venv."""
+    interpreter = f"{venv}/bin/python"
+    package = f"{venv}/lib/python3.11/site-packages/coding_os"
+    return Launcher(interpreter, package, launcher_path(interpreter, package),
+                    (os.path.dirname(package),))
+
+
 def test_reinstall_from_another_cos_replaces_its_entry_instead_of_adding_one(repo: Path) -> None:
-    install("claude", caller=Caller(cwd=str(repo)), cos_path="/old/venv/bin/cos")
-    install("claude", caller=Caller(cwd=str(repo)), cos_path="/new/venv/bin/cos")
+    old, new = other_installation("/old/venv"), other_installation("/new/venv")
+    install("claude", caller=Caller(cwd=str(repo)), cos_path="/old/venv/bin/cos", launcher=old)
+    install("claude", caller=Caller(cwd=str(repo)), cos_path="/new/venv/bin/cos", launcher=new)
     found = commands(json.loads((repo / ".claude" / "settings.json").read_text(encoding="utf-8")))
-    assert found["Stop"] == [hook_command("claude", "/new/venv/bin/cos", "Stop")]
+    assert found["Stop"] == [hook_command("claude", new, "Stop")]
+    assert os.path.isfile(old.path) and os.path.isfile(new.path) and old.path != new.path
     uninstall(caller=Caller(cwd=str(repo)))
     assert not (repo / ".claude" / "settings.json").exists()
 

@@ -1,7 +1,8 @@
 """`cos doctor`: is this project's coding-os healthy? Each check says what it found and the fix.
 
-Checks, in order: the installed hooks (each runs an existing `cos` that is a Python console
-script, not a shim), the state dir (resolution from the project root, the caller's directory and
+Checks, in order: the installed hooks (each runs this installation's hook launcher, which
+exists in the user's hub and starts this cos; or, as an older init wrote them, an existing `cos`
+console script, not a shim), the state dir (resolution from the project root, the caller's directory and
 a subdirectory agree), the database (integrity and migration level), the session index
 (fresh against the logs), orphaned panels, the checkpoint store, and the MCP server (starts as an
 agent starts it and lists cos's tools).
@@ -25,6 +26,10 @@ from coding_os.adapters.mcp import MCP_SERVER_NAME, MCP_TOOLS
 from coding_os.errors import CosError
 from coding_os.state.root import STATE_DIR_NAME, Resolution, resolve
 from coding_os.state.tiers import Tiers
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.launcher import HookCommand, Launcher
 
 __all__ = [
     "STATUSES",
@@ -148,10 +153,12 @@ def _checkout(ctx: _Context) -> str:
 
 def _hooks(ctx: _Context) -> Check:
     """Every installed hooks file still has cos's hook for each event, and each runs an existing
-    `cos` console script (this installation's, ideally)."""
+    hook launcher in the user's hub that starts a cos (this installation's, ideally), or, as an
+    older init wrote them, an existing `cos` console script."""
     from coding_os.install import installed_cos, read_manifest
+    from coding_os.launcher import Launcher, this_launcher
 
-    assert ctx.tiers is not None
+    assert ctx.tiers is not None and ctx.resolution is not None
     try:
         manifest = read_manifest(ctx.tiers.manifest)
     except CosError as exc:
@@ -165,6 +172,10 @@ def _hooks(ctx: _Context) -> Check:
         this_cos: str | None = installed_cos()
     except CosError:
         this_cos = None
+    try:
+        ours: Launcher | None = this_launcher(hub=ctx.resolution.hub, env=ctx.env)
+    except CosError:
+        ours = None
     problems: list[str] = []
     notes: list[str] = []
     failed_agents: list[str] = []
@@ -173,8 +184,8 @@ def _hooks(ctx: _Context) -> Check:
         agent = str(record.get("agent"))
         found = _hook_commands(str(record.get("file")), agent)
         data["installations"].append({"agent": agent, "file": record.get("file"),
-                                      "commands": sorted({c for _, c in found[1]})})
-        bad = _judge_hooks(record, found, this_cos)
+                                      "commands": sorted({c.program for _, c in found[1]})})
+        bad = _judge_hooks(record, found, this_cos, ours, ctx.resolution.hub)
         if bad[0]:
             problems += [f"{agent}: {p}" for p in bad[0]]
             failed_agents.append(agent)
@@ -190,20 +201,23 @@ def _hooks(ctx: _Context) -> Check:
     if problems:
         fix = "; ".join(f"cos init --agent {a}" for a in dict.fromkeys(failed_agents))
         return Check("hooks", "fail", "; ".join(problems + notes),
-                     f"{fix} (re-renders the hook commands with this installation's cos)", data)
+                     f"{fix} (writes this installation's hook launcher and re-renders the hook "
+                     "commands)", data)
     agents = ", ".join(dict.fromkeys(str(r.get("agent")) for r in records))
     if notes:
         agents_noted = dict.fromkeys(note.split(":", 1)[0] for note in notes)
         fix = "; ".join(f"cos init --agent {agent}" for agent in agents_noted)
         return Check("hooks", "warn", "; ".join(notes),
                      fix + (" (run in this worktree)" if worktree else ""), data)
-    return Check("hooks", "ok", f"{agents}: every hook runs {this_cos or 'an existing cos'}",
-                 None, data)
+    runs = f"this cos through its launcher {ours.path}" if ours else "an existing cos"
+    return Check("hooks", "ok", f"{agents}: every hook runs {runs}", None, data)
 
 
-def _hook_commands(path: str, agent: str) -> tuple[str | None, list[tuple[str, str]]]:
-    """(why the file cannot be read, or None; [(event, cos path)] of the file's cos hooks)."""
+def _hook_commands(path: str, agent: str) -> tuple[str | None, list[tuple[str, HookCommand]]]:
+    """(why the file cannot be read, or None; [(event, command)] of the file's cos hooks)."""
     import json
+
+    from coding_os.launcher import parse_hook_command
 
     try:
         with open(path, "rb") as f:
@@ -215,35 +229,23 @@ def _hook_commands(path: str, agent: str) -> tuple[str | None, list[tuple[str, s
     except ValueError:
         return f"{path} is not valid JSON", []
     hooks = settings.get("hooks") if isinstance(settings, dict) else None
-    found: list[tuple[str, str]] = []
+    found: list[tuple[str, HookCommand]] = []
     for event, groups in (hooks.items() if isinstance(hooks, dict) else []):
         for group in groups if isinstance(groups, list) else []:
             entries = group.get("hooks") if isinstance(group, dict) else None
             for entry in entries if isinstance(entries, list) else []:
                 command = entry.get("command") if isinstance(entry, dict) else None
-                cos_path = _cos_of(command, agent, event) if isinstance(command, str) else None
-                if cos_path is not None:
-                    found.append((event, cos_path))
+                parsed = (parse_hook_command(command, agent, event)
+                          if isinstance(command, str) else None)
+                if parsed is not None:
+                    found.append((event, parsed))
     return None, found
 
 
-def _cos_of(command: str, agent: str, event: str) -> str | None:
-    """The cos path of a hook command `install.hook_command` renders for this agent and event
-    (`COS_AGENT=<agent> '<cos>' hook <Event>`), or None for any other command."""
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return None
-    if len(words) == 4 and words[0] == f"COS_AGENT={agent}" and words[2:] == ["hook", event]:
-        return words[1]
-    return None
-
-
-def _judge_hooks(record: Mapping[str, Any], found: tuple[str | None, list[tuple[str, str]]],
-                 this_cos: str | None) -> tuple[list[str], list[str]]:
+def _judge_hooks(record: Mapping[str, Any],
+                 found: tuple[str | None, list[tuple[str, HookCommand]]], this_cos: str | None,
+                 ours: Launcher | None, hub: str) -> tuple[list[str], list[str]]:
     """(problems that break the hooks, notes worth a warning) for one installation."""
-    from coding_os.install import is_python_script
-
     unreadable, commands = found
     if unreadable:
         return [unreadable], []
@@ -254,18 +256,110 @@ def _judge_hooks(record: Mapping[str, Any], found: tuple[str | None, list[tuple[
     missing = [event for event in wanted if event not in have]
     if missing:
         problems.append(f"no cos hook for {', '.join(missing)} in {record.get('file')}")
-    for cos_path in sorted({path for _, path in commands}):
-        if not os.path.isabs(cos_path):
-            problems.append(f"hooks run {cos_path!r}, not an absolute path")
-        elif not os.path.exists(cos_path):
-            problems.append(f"hooks run {cos_path}, which does not exist")
-        elif not is_python_script(cos_path):
-            problems.append(f"hooks run {cos_path}, a shim (not a Python console script)")
-        elif (interpreter := _interpreter(cos_path)) and not os.access(interpreter, os.X_OK):
-            problems.append(f"hooks run {cos_path}, whose interpreter {interpreter} is gone")
-        elif this_cos and os.path.realpath(cos_path) != os.path.realpath(this_cos):
-            notes.append(f"hooks run {cos_path}, not this installation's {this_cos}")
+    for command in sorted({c for _, c in commands}, key=lambda c: (c.program, c.shape)):
+        if command.shape == "launcher":
+            _judge_launcher(command, ours, hub, problems, notes)
+        else:
+            _judge_console_script(command.program, this_cos, problems, notes)
     return problems, notes
+
+
+def _judge_console_script(cos_path: str, this_cos: str | None, problems: list[str],
+                          notes: list[str]) -> None:
+    """A hook as an older init wrote it: `COS_AGENT=… '<cos>' hook <Event>`."""
+    from coding_os.install import is_python_script
+
+    if not os.path.isabs(cos_path):
+        problems.append(f"hooks run {cos_path!r}, not an absolute path")
+    elif not os.path.exists(cos_path):
+        problems.append(f"hooks run {cos_path}, which does not exist")
+    elif not is_python_script(cos_path):
+        problems.append(f"hooks run {cos_path}, a shim (not a Python console script)")
+    elif (interpreter := _interpreter(cos_path)) and not os.access(interpreter, os.X_OK):
+        problems.append(f"hooks run {cos_path}, whose interpreter {interpreter} is gone")
+    else:
+        if this_cos and os.path.realpath(cos_path) != os.path.realpath(this_cos):
+            notes.append(f"hooks run {cos_path}, not this installation's {this_cos}")
+        notes.append(f"hooks run the console script {cos_path}, as an older init wrote them "
+                     "(slower to start than the hook launcher)")
+
+
+def _judge_launcher(command: HookCommand, ours: Launcher | None, hub: str,
+                    problems: list[str], notes: list[str]) -> None:
+    """A hook running `<python> -I -S <launcher>`: the interpreter exists, the launcher is a
+    private file of the user's hub that cos wrote, and it starts this cos (run, when it is this
+    installation's; read, never run, when it is another's)."""
+    from coding_os.launcher import launchers_dir, read_launcher, render
+
+    interpreter, path = command.interpreter or "", command.program
+    if not os.path.isabs(interpreter) or not os.path.isabs(path):
+        problems.append(f"hooks run {interpreter!r} {path!r}, not absolute paths")
+        return
+    if not os.path.isfile(interpreter) or not os.access(interpreter, os.X_OK):
+        problems.append(f"hooks run the interpreter {interpreter}, which does not exist")
+        return
+    home = launchers_dir(hub)
+    if os.path.dirname(path) != home:
+        # Only a file of the user's hub, which cos writes, may be the program a hook runs.
+        problems.append(f"hooks run {path}, which is not a hook launcher in {home}")
+        return
+    try:
+        info = os.lstat(path)
+    except FileNotFoundError:
+        problems.append(f"the hook launcher {path} does not exist")
+        return
+    if not os.path.isfile(path) or os.path.islink(path) or info.st_uid != os.geteuid() \
+            or info.st_mode & 0o022:
+        problems.append(f"the hook launcher {path} is not a private file of this user")
+        return
+    if ours is not None and path == ours.path:
+        if interpreter != ours.interpreter:
+            problems.append(f"hooks run this installation's launcher {path} with {interpreter}, "
+                            f"not {ours.interpreter}")
+        elif read_launcher(path) is None or _read(path) != render(ours):
+            problems.append(f"the hook launcher {path} is stale: it is not what this cos writes "
+                            "(another version wrote it, or the installation changed since)")
+        elif (failure := _launcher_fails(interpreter, path)) is not None:
+            problems.append(f"the hook launcher {path} does not start this cos: {failure}")
+        return
+    written = read_launcher(path)
+    if written is None:
+        problems.append(f"{path} is not a hook launcher cos wrote")
+        return
+    wrote_for, package = written
+    if wrote_for != interpreter:
+        problems.append(f"the hook launcher {path} is stale: it was written for {wrote_for}, "
+                        f"the hooks run it with {interpreter}")
+    elif not os.path.isfile(os.path.join(package, "interfaces", "entry.py")):
+        problems.append(f"the hook launcher {path} starts the coding-os in {package}, which is "
+                        "gone")
+    else:
+        notes.append(f"hooks run another installation's cos ({package}), not this one's "
+                     f"({ours.package_dir if ours else 'unknown'})")
+
+
+def _read(path: str) -> bytes | None:
+    from coding_os import durable
+
+    return durable.read_small(path, 1 << 20)
+
+
+def _launcher_fails(interpreter: str, path: str) -> str | None:
+    """Why this installation's launcher does not start this cos (`--version`), or None."""
+    import subprocess
+
+    from coding_os import __version__
+
+    try:
+        proc = subprocess.run([interpreter, "-I", "-S", path, "--version"], capture_output=True,
+                              text=True, errors="replace", timeout=60, cwd="/",
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return _one_line(exc)
+    if proc.returncode == 0 and proc.stdout.split()[-1:] == [__version__]:
+        return None
+    tail = (proc.stderr.strip().splitlines() or proc.stdout.strip().splitlines() or [""])[-1]
+    return f"exit {proc.returncode}: {tail[:200]}"
 
 
 def _interpreter(script: str) -> str | None:

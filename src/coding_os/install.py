@@ -6,10 +6,14 @@ Each agent has a JSON hooks file of the same layout (Claude Code: `.claude/setti
     {"hooks": {"PreToolUse": [{"matcher": "*", "hooks": [{"type": "command",
                                                           "command": "...", "timeout": 30}]}]}}
 
-`init` adds one matcher group per event running `COS_AGENT=<agent> '<abs cos>' hook <Event>`,
-leaving every other key and hook as it was; a second run changes no byte. What it added is
-recorded in `.coding-os/installed-manifest.json`, and `uninstall` removes exactly that: when
-nothing else changed in the file meanwhile, the file gets its original bytes back.
+`init` adds one matcher group per event running
+`COS_AGENT=<agent> '<abs python>' -I -S '<hub>/launchers/hook-<key>.py' hook <Event>` (the hook
+launcher of this installation, see `coding_os.launcher`), leaving every other key and hook as it
+was; a second run changes no byte. A group an older init wrote (running the `cos` console script)
+is upgraded in place. What it added is recorded in `.coding-os/installed-manifest.json`, and
+`uninstall` removes exactly that: when nothing else changed in the file meanwhile, the file gets
+its original bytes back. The launcher stays: it belongs to the installation, not the project, and
+other projects' hooks may run it.
 """
 
 from __future__ import annotations
@@ -17,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shlex
 import shutil
 import sys
 from dataclasses import asdict, dataclass, field
@@ -27,6 +30,8 @@ from coding_os.adapters import HOOK_EVENTS
 from coding_os.adapters.mcp import MCP_FILES, MCP_SERVER_NAME
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os import durable
+from coding_os.launcher import Launcher, hook_command, parse_hook_command, this_launcher
+from coding_os.launcher import write as write_launcher
 from coding_os.state.caller import Caller
 from coding_os.git.repo import checkout_root
 from coding_os.state.root import linked_worktree_main
@@ -37,7 +42,6 @@ __all__ = [
     "install",
     "uninstall",
     "installed_cos",
-    "hook_command",
     "read_manifest",
     "is_python_script",
 ]
@@ -71,6 +75,7 @@ class InstallReport:
     state_dir: str = ""
     notes: list[str] = field(default_factory=list)
     mcp_file: str | None = None  # where cos's MCP server is registered for the agent
+    launcher: str | None = None  # the hook launcher the commands run
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -107,18 +112,33 @@ def is_python_script(path: str) -> bool:
     return b"python" in os.path.basename(interpreter) and os.access(path, os.X_OK)
 
 
-def hook_command(agent: str, cos_path: str, event: str) -> str:
-    """The shell command a hook entry runs for `event`."""
-    return f"COS_AGENT={agent} {shlex.quote(cos_path)} hook {event}"
+def _group(agent: str, launcher: Launcher, event: str) -> dict[str, Any]:
+    return _group_running(hook_command(agent, launcher, event), event)
 
 
-def _group(agent: str, cos_path: str, event: str) -> dict[str, Any]:
+def _group_running(command: str, event: str) -> dict[str, Any]:
     group: dict[str, Any] = {}
     if event in TOOL_EVENTS:
         group["matcher"] = "*"
-    group["hooks"] = [{"type": "command", "command": hook_command(agent, cos_path, event),
-                       "timeout": HOOK_TIMEOUT_S}]
+    group["hooks"] = [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]
     return group
+
+
+def _is_cos_group(group: object, agent: str, event: str) -> bool:
+    """Whether `group` is one an init wrote for this agent and event, of this shape or an older
+    one (the `cos` console script): what another init would replace, not the user's own."""
+    if not isinstance(group, dict):
+        return False
+    entries = group.get("hooks")
+    command = entries[0].get("command") if (isinstance(entries, list) and len(entries) == 1
+                                            and isinstance(entries[0], dict)) else None
+    return (isinstance(command, str) and parse_hook_command(command, agent, event) is not None
+            and group == _group_running(command, event))
+
+
+def _within(path: str, directory: str) -> bool:
+    path, directory = os.path.realpath(path), os.path.realpath(directory)
+    return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
 
 
 def _checkout_root(caller: Caller) -> str:
@@ -190,13 +210,16 @@ def _render(data: dict[str, Any]) -> bytes:
 
 
 def install(agent: str, *, local: bool = False, caller: Caller | None = None,
-            cos_path: str | None = None) -> InstallReport:
-    """Merge coding-os hook entries for `agent` into its hooks file and record them.
+            cos_path: str | None = None, launcher: Launcher | None = None) -> InstallReport:
+    """Merge coding-os hook entries for `agent` into its hooks file and record them; write the
+    hook launcher they run (`launcher`, by default this installation's) in the user's hub.
+    `cos_path` is the `cos` console script the MCP server registration runs.
 
     Raises:
-        InvalidInput: unknown agent, `--local` where the agent has none, unreadable settings.
+        InvalidInput: unknown agent, `--local` where the agent has none, unreadable settings,
+            a hub inside the project.
         NotFound: this installation's `cos` script cannot be found.
-        StateIOError: a file cannot be written.
+        StateIOError: a file cannot be written, or the interpreter cannot report its sys.path.
     """
     if agent not in AGENT_HOOK_FILES:
         raise InvalidInput(f"unknown agent {agent!r}: expected one of "
@@ -210,6 +233,12 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     state_dir = caller.resolution.state_dir
     if caller.resolution.rule == "default" and checkout != caller.resolution.project_root:
         state_dir = os.path.join(checkout, ".coding-os")
+    launcher = launcher or this_launcher(hub=caller.resolution.hub)
+    for inside in (checkout, state_dir):
+        if _within(launcher.path, inside):
+            # A file of the checkout could then be the program every hook runs (DESIGN §11).
+            raise InvalidInput(f"the hook launcher {launcher.path} would be inside {inside}; "
+                               "run cos init with a HOME outside the project")
     rel = local_file if local and local_file else shared
     path = os.path.join(checkout, rel)
     manifest_path = os.path.join(state_dir, "installed-manifest.json")
@@ -228,7 +257,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     entries = []
     created_events = set((record or {}).get("created_events", []))
     for event in HOOK_EVENTS:
-        group = _group(agent, cos_path, event)
+        group = _group(agent, launcher, event)
         groups = hooks.get(event)
         if groups is None:
             groups = hooks[event] = []
@@ -239,7 +268,13 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         if old is not None and old in groups and old != group:
             groups[groups.index(old)] = group  # reinstalled elsewhere: move our entry
         elif group not in groups:
-            groups.append(group)
+            # An init's group no record names (an older init's, a copied file's): upgraded.
+            stale = next((i for i, g in enumerate(groups) if _is_cos_group(g, agent, event)),
+                         None)
+            if stale is None:
+                groups.append(group)
+            else:
+                groups[stale] = group
         entries.append({"event": event, "group": group})
     enabled_added = bool((record or {}).get("enabled_mcp"))
     enabled_created = bool((record or {}).get("enabled_mcp_created"))
@@ -274,12 +309,15 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         record["enabled_mcp"] = enabled_added
         record["enabled_mcp_created"] = enabled_created
     record["cos"] = cos_path
+    record["launcher"] = launcher.path
     record["written_sha256"] = hashlib.sha256(written).hexdigest()
     if mcp_record is not None:
         registrations = manifest.setdefault("mcp", [])
         registrations[:] = [r for r in registrations
                             if not (r.get("agent") == agent and r.get("file") == mcp_file)]
         registrations.append(mcp_record)
+    # The launcher before any hook names it.
+    launcher_changed = write_launcher(launcher)
     _ensure_state_dir(state_dir, checkout, manifest)
     # The manifest first: a crash before the settings are written leaves a record whose entries
     # are simply not there to remove, never hooks that no record knows about.
@@ -291,10 +329,11 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
 
     if mcp_bytes is not None:
         _write_json(mcp_file, mcp_bytes)
-    report = InstallReport(agent=agent, file=path, changed=changed or mcp_bytes is not None,
+    report = InstallReport(agent=agent, file=path,
+                           changed=changed or mcp_bytes is not None or launcher_changed,
                            events=list(HOOK_EVENTS),
-                           command=hook_command(agent, cos_path, "<Event>"), state_dir=state_dir,
-                           mcp_file=None if mcp_foreign else mcp_file)
+                           command=hook_command(agent, launcher, "<Event>"), state_dir=state_dir,
+                           mcp_file=None if mcp_foreign else mcp_file, launcher=launcher.path)
     if mcp_foreign:
         report.notes.append(f"{mcp_file} has a {MCP_SERVER_NAME} server entry that coding-os did "
                             "not write: kept as it is (and not approved); remove it and run "
@@ -379,7 +418,11 @@ def uninstall(agent: str | None = None, *, caller: Caller | None = None) -> list
 def _remove(record: dict[str, Any]) -> InstallReport:
     path = record["file"]
     report = InstallReport(agent=record["agent"], file=path, changed=False,
-                           events=[e["event"] for e in record.get("entries", [])])
+                           events=[e["event"] for e in record.get("entries", [])],
+                           launcher=record.get("launcher"))
+    if record.get("launcher"):
+        report.notes.append(f"kept the hook launcher {record['launcher']}: it belongs to the "
+                            "installation of cos, and other projects' hooks may run it")
     data, raw = _load_settings(path)
     if raw is None:
         report.notes.append(f"{path} no longer exists")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from coding_os.doctor import CHECKS, MCP_TOOLS, STATUSES
 from coding_os.storage.migrations.sqlite import MIGRATIONS
 from tests.helpers import (
     COS,
+    as_an_older_init_wrote_it,
     RESTORE_KILLS,
     changed_after_checkpoint,
     conversation,
@@ -124,11 +126,142 @@ def test_doctor_changes_nothing_in_a_healthy_project(healthy_project: Path) -> N
 
 
 def install_hooks_running(repo: Path, cos_path: Path) -> None:
-    """Install the Claude Code hooks as another installation would, with `cos_path` in them."""
+    """Install the Claude Code hooks as an older init of another installation wrote them: they
+    run the `cos` console script at `cos_path`."""
+    as_an_older_init_wrote_it(repo, "claude", str(cos_path))
+
+
+def hook_launcher(project: Path) -> Path:
+    """The launcher the project's installed hooks run."""
+    import shlex
+
+    settings = json.loads((project / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    return Path(shlex.split(settings["hooks"]["Stop"][0]["hooks"][0]["command"])[4])
+
+
+def test_hooks_an_older_init_wrote_warn_with_the_init_fix(healthy_project: Path) -> None:
+    install_hooks_running(healthy_project, Path(COS))
+    code, report = doctor(healthy_project)
+    hooks = by_name(report)["hooks"]
+    assert code == 0 and hooks["status"] == "warn", hooks
+    assert "older init" in hooks["detail"] and COS in hooks["detail"]
+    assert "cos init --agent claude" in hooks["fix"]
+
+    ok(("init", "--agent", "claude"), healthy_project)  # the fix it names
+    assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
+
+
+def test_a_missing_hook_launcher_fails_with_the_init_fix(healthy_project: Path) -> None:
+    launcher = hook_launcher(healthy_project)
+    assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
+    launcher.unlink()
+    code, report = doctor(healthy_project)
+    hooks = by_name(report)["hooks"]
+    assert code == 6 and hooks["status"] == "fail"
+    assert f"the hook launcher {launcher} does not exist" in hooks["detail"]
+    assert "cos init --agent claude" in hooks["fix"]
+    assert not launcher.exists()  # doctor only reads
+
+    ok(("init", "--agent", "claude"), healthy_project)
+    assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
+
+
+@pytest.mark.parametrize("content", [
+    b"import sys\nsys.exit(0)\n",  # not a launcher cos wrote
+    None,  # what cos writes, for another sys.path
+])
+def test_a_stale_hook_launcher_fails_with_the_init_fix(healthy_project: Path,
+                                                       content: bytes | None) -> None:
+    launcher = hook_launcher(healthy_project)
+    written = launcher.read_bytes()
+    launcher.write_bytes(content if content is not None
+                         else written.replace(b"sys.path[:] = [\n", b"sys.path[:] = [\n    '/gone',\n"))
+    code, report = doctor(healthy_project)
+    hooks = by_name(report)["hooks"]
+    assert code == 6 and hooks["status"] == "fail", hooks
+    assert "stale" in hooks["detail"] and str(launcher) in hooks["detail"]
+    assert "cos init --agent claude" in hooks["fix"]
+
+    ok(("init", "--agent", "claude"), healthy_project)
+    assert launcher.read_bytes() == written
+    assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
+
+
+def test_a_hook_launcher_others_may_write_fails_and_init_makes_it_private(
+        healthy_project: Path) -> None:
+    launcher = hook_launcher(healthy_project)
+    launcher.chmod(0o664)
+    hooks = by_name(doctor(healthy_project)[1])["hooks"]
+    assert hooks["status"] == "fail" and "not a private file" in hooks["detail"], hooks
+    ok(("init", "--agent", "claude"), healthy_project)
+    assert launcher.stat().st_mode & 0o777 == 0o600
+    assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
+
+
+def test_hooks_running_a_launcher_of_the_project_fail_and_it_is_never_run(
+        healthy_project: Path, tmp_path: Path) -> None:
+    marker = tmp_path / "ran.txt"
+    planted = healthy_project / "tools" / "launcher.py"
+    planted.parent.mkdir()
+    planted.write_text(f"open({str(marker)!r}, 'w').write('ran')\n", encoding="utf-8")
+    settings = healthy_project / ".claude" / "settings.json"
+    settings.write_text(settings.read_text(encoding="utf-8").replace(
+        str(hook_launcher(healthy_project)), str(planted)), encoding="utf-8")
+    code, report = doctor(healthy_project)
+    hooks = by_name(report)["hooks"]
+    assert code == 6 and hooks["status"] == "fail"
+    assert f"hooks run {planted}, which is not a hook launcher in" in hooks["detail"]
+    assert not marker.exists()
+
+
+def test_hooks_whose_interpreter_is_gone_fail(healthy_project: Path, tmp_path: Path) -> None:
     from coding_os.install import install
+    from coding_os.launcher import Launcher, launcher_path
     from coding_os.state.caller import Caller
 
-    install("claude", caller=Caller(cwd=str(repo)), cos_path=str(cos_path))
+    gone = str(tmp_path / "old-venv" / "bin" / "python")
+    package = str(tmp_path / "old-venv" / "lib" / "coding_os")
+    install("claude", caller=Caller(cwd=str(healthy_project)), launcher=Launcher(
+        gone, package, launcher_path(gone, package), (os.path.dirname(package),)))
+    code, report = doctor(healthy_project)
+    hooks = by_name(report)["hooks"]
+    assert code == 6 and hooks["status"] == "fail"
+    assert f"the interpreter {gone}, which does not exist" in hooks["detail"]
+    assert "cos init --agent claude" in hooks["fix"]
+
+
+def test_hooks_of_another_installation_warn_and_its_launcher_is_only_read(
+        healthy_project: Path, tmp_path: Path) -> None:
+    from coding_os.install import install
+    from coding_os.launcher import Launcher, launcher_path
+    from coding_os.state.caller import Caller
+
+    # Another installation: this interpreter, another copy of the package.
+    import shutil
+    import sysconfig
+
+    import coding_os
+
+    stdlib = sysconfig.get_path("stdlib")
+
+    package = str(tmp_path / "other" / "coding_os")
+    shutil.copytree(os.path.dirname(coding_os.__file__), package)
+    marker = tmp_path / "ran.txt"
+    Path(package, "__init__.py").write_text(f"open({str(marker)!r}, 'w').write('ran')\n"
+                                            "__version__ = '0.1.0'\n", encoding="utf-8")
+    install("claude", caller=Caller(cwd=str(healthy_project)), launcher=Launcher(
+        sys.executable, package, launcher_path(sys.executable, package),
+        (os.path.dirname(package), stdlib, os.path.join(stdlib, "lib-dynload"))))
+    hooks = by_name(doctor(healthy_project)[1])["hooks"]
+    assert hooks["status"] == "warn", hooks
+    assert f"another installation's cos ({package})" in hooks["detail"]
+    assert not marker.exists()
+    fired = subprocess.run(["sh", "-c", json.loads(
+        (healthy_project / ".claude" / "settings.json").read_text(encoding="utf-8"))
+        ["hooks"]["Stop"][0]["hooks"][0]["command"]], cwd=healthy_project, capture_output=True,
+        input=json.dumps({"session_id": NATIVE, "hook_event_name": "Stop"}), text=True)
+    assert fired.returncode == 0, fired.stderr
+    assert marker.exists()  # the hook itself runs that installation
 
 
 def test_hooks_running_a_deleted_cos_fail_with_the_init_fix(healthy_project: Path,

@@ -622,8 +622,12 @@ def test_init_installs_a_hook_command_for_every_event_at_the_repository_root(
         assert len(ours) == 1, (event, commands.get(event))
         words = shlex.split(ours[0])
         assert words[0] == f"COS_AGENT={agent}"
+        # The interpreter, without `site`, running the launcher in the user's hub.
         assert os.path.isabs(words[1]) and os.access(words[1], os.X_OK)
-        assert words[2:] == ["hook", event]
+        assert words[2:4] == ["-I", "-S"]
+        assert os.path.isabs(words[4]) and os.path.isfile(words[4])
+        assert not words[4].startswith(str(repo) + os.sep)
+        assert words[5:] == ["hook", event]
     assert (repo / ".coding-os").is_dir()
     assert [p.relative_to(repo) for p in repo.rglob(".coding-os")] == [Path(".coding-os")]
     assert "/.coding-os/" in (repo / ".git" / "info" / "exclude").read_text().splitlines()

@@ -183,6 +183,8 @@ def uninstall(agent: str | None, as_json: bool) -> None:
     for report in reports:
         state = "removed hooks from" if report.changed else "nothing left to remove in"
         click.echo(f"{report.agent}: {state} {report.file}")
+        for note in report.notes:
+            click.echo(f"  {note}")
 
 
 @cli.command()
