@@ -46,7 +46,8 @@ test: $(VENV)/.test-installed clients
 		echo "make test: PostgreSQL at $(PG_TEST_URL) does not answer; its tests will be skipped" >&2; }
 	$(PY) -m compileall -q src
 	$(PY) -m mypy
-	$(PY) -m pytest
+	$(PY) -m pytest -n auto --dist worksteal -m "not alone"
+	@$(PY) -m pytest -m alone || [ $$? -eq 5 ]  # 5: no test is marked alone
 
 # The test extra brings what the benchmarks use beside the package (uv, for hook_latency.py).
 bench: $(VENV)/.test-installed
