@@ -49,6 +49,8 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _fixtures  # noqa: E402
+import _worktree  # noqa: E402
+from _worktree import file_path, git, make_tree, write  # noqa: E402
 
 FILES = int(os.environ.get("BENCH_FILES", "10000"))
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
@@ -64,57 +66,9 @@ COS = str(Path(sys.executable).with_name("cos"))
 # -- the tree --------------------------------------------------------------------------------------
 
 
-def line_pool(rng: random.Random, lines: int = 20000) -> list[bytes]:
-    """Lines that look like code and prose: what a repository's files are made of."""
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    words = ["".join(rng.choices(letters, k=rng.randint(2, 10))) for _ in range(3000)]
-    pool = []
-    for _ in range(lines):
-        kind = rng.random()
-        w = rng.choices(words, k=6)
-        if kind < 0.4:
-            text = f"    {w[0]}_{w[1]} = {w[2]}({w[3]}, {rng.randint(0, 9999)})"
-        elif kind < 0.6:
-            text = f"def {w[0]}_{w[1]}({w[2]}: {w[3]}) -> {w[4]}:"
-        elif kind < 0.8:
-            text = "    # " + " ".join(rng.choices(words, k=rng.randint(4, 12)))
-        else:
-            text = f"        if {w[0]} is not None and {w[1]}.{w[2]} > {rng.randint(0, 99)}:"
-        pool.append(text.encode() + b"\n")
-    return pool
-
-
-def file_path(number: int) -> str:
-    return f"d{number // 100:03d}/s{number // 10 % 10}/f{number % 10}.txt"
-
-
-def make_tree(tree: Path, env: dict[str, str], rng: random.Random) -> int:
-    """The user's repository: FILES files, one commit, `.coding-os/` ignored. Returns its bytes."""
-    pool = line_pool(rng)
-    total = 0
-    for number in range(FILES):
-        path = tree / file_path(number)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        parts = [f"# file {number}\n".encode()]
-        size = len(parts[0])
-        while size < FILE_BYTES:
-            chunk = rng.choices(pool, k=16)
-            parts.extend(chunk)
-            size += sum(map(len, chunk))
-        data = b"".join(parts)
-        path.write_bytes(data)
-        total += len(data)
-    (tree / ".gitignore").write_bytes(b".coding-os/\n")
-    git(["init", "-q", "-b", "main"], tree, env)
-    git(["add", "-A"], tree, env)
-    git(["commit", "-q", "-m", "the user's project"], tree, env)
-    (tree / ".coding-os").mkdir()
-    return total
-
-
-def git(args: list[str], cwd: Path, env: dict[str, str]) -> bytes:
-    return subprocess.run(["git", *args], cwd=cwd, env=env, check=True,
-                          stdout=subprocess.PIPE).stdout
+def edit(tree: Path, rng: random.Random, round_: int) -> dict[str, bytes]:
+    """EDITED random files of the tree changed."""
+    return _worktree.edit(tree, rng, round_, FILES, EDITED)
 
 
 def fresh_clone(tree: Path, where: Path, env: dict[str, str]) -> Path:
@@ -124,25 +78,6 @@ def fresh_clone(tree: Path, where: Path, env: dict[str, str]) -> Path:
     git(["update-index", "-q", "--refresh"], where, env)
     (where / ".coding-os").mkdir()
     return where
-
-
-def edit(tree: Path, rng: random.Random, round_: int) -> dict[str, bytes]:
-    """Change EDITED random files (a line replaced, one added); returns their new bytes."""
-    changed = {}
-    for number in rng.sample(range(FILES), EDITED):
-        rel = file_path(number)
-        lines = (tree / rel).read_bytes().splitlines(keepends=True)
-        at = rng.randrange(1, len(lines))
-        lines[at] = f"    value_{round_} = compute({at}, {rng.random():.6f})\n".encode()
-        lines.insert(at, f"    # changed in round {round_}\n".encode())
-        changed[rel] = b"".join(lines)
-    write(tree, changed)
-    return changed
-
-
-def write(tree: Path, files: dict[str, bytes]) -> None:
-    for rel, data in files.items():
-        (tree / rel).write_bytes(data)
 
 
 # -- timing ----------------------------------------------------------------------------------------
@@ -243,6 +178,7 @@ def incremental(tree: Path, shadow: Path, env: dict[str, str], rng: random.Rando
     """Figure 1: with the daemon's watcher (the figure judged), without it, and in a warm
     process with it (both shown)."""
     from coding_os.checkpoints.take import create
+    from coding_os.daemon.client import ask_watcher
     from coding_os.state.tiers import Tiers
 
     print(f"1. checkpoint after {EDITED} files changed")
@@ -274,7 +210,7 @@ def incremental(tree: Path, shadow: Path, env: dict[str, str], rng: random.Rando
 
     def in_process(_: object) -> float:
         start = time.perf_counter()
-        record = create(tiers, root)
+        record = create(tiers, root, watcher=ask_watcher)
         elapsed = time.perf_counter() - start
         scans.append(str(record["scan"]))
         return elapsed
@@ -332,6 +268,7 @@ def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random
     """Figure 3: `cos rewind` with the daemon (whole process), the same without it, and
     `rewind_code()` in a warm process with it (the figure judged: see the module's docstring)."""
     from coding_os.checkpoints.rewind import rewind_code
+    from coding_os.daemon.client import ask_watcher
     from coding_os.state.tiers import Tiers
 
     print(f"3. restore of {EDITED} files changed since the checkpoint")
@@ -374,7 +311,7 @@ def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random
         checkpoint, _, before, changed = state
         again(changed)
         start = time.perf_counter()
-        report_ = rewind_code(tiers, root, checkpoint)
+        report_ = rewind_code(tiers, root, checkpoint, watcher=ask_watcher)
         elapsed = time.perf_counter() - start
         assert report_["summary"]["restore"] == EDITED, report_  # type: ignore[index]
         check(before)
@@ -409,6 +346,7 @@ def restore(tree: Path, shadow: Path, env: dict[str, str], rng: random.Random
 def disk(tree: Path, scratch: Path, env: dict[str, str], rng: random.Random) -> float:
     """Figure 4."""
     from coding_os.checkpoints.take import create
+    from coding_os.daemon.client import ask_watcher
     from coding_os.state.tiers import Tiers
 
     print(f"4. disk after {CHECKPOINTS} checkpoints of {EDITED}-file edits (a fresh clone)")
@@ -418,12 +356,12 @@ def disk(tree: Path, scratch: Path, env: dict[str, str], rng: random.Random) -> 
     tiers = Tiers(str(clone / ".coding-os"))
     root = os.path.realpath(clone)
     # The disk is the same whichever process writes it: create() in this one is quicker.
-    create(tiers, root)
+    create(tiers, root, watcher=ask_watcher)
     shadow_snapshot(shadow, clone, env)
     shadow_first = disk_bytes(shadow)
     for number in range(CHECKPOINTS):
         edit(clone, rng, 10**7 + number)
-        create(tiers, root)
+        create(tiers, root, watcher=ask_watcher)
         shadow_snapshot(shadow, clone, env)
     mine = disk_bytes(clone / ".coding-os" / "checkpoints")
     theirs = disk_bytes(shadow)
@@ -462,7 +400,7 @@ def main() -> None:
         tree = scratch / "tree"
         tree.mkdir()
         start = time.perf_counter()
-        size = make_tree(tree, env, rng)
+        size = make_tree(tree, env, rng, FILES, FILE_BYTES)
         print(f"tree: {FILES} files, {size / 1e6:.1f} MB in {FILES // 100 or 1}x10 directories, "
               f"one commit (made in {time.perf_counter() - start:.1f} s); shadow repository "
               f"outside the tree; {RUNS} rounds (figures 1, 3), {FIRST_RUNS} (figure 2), "

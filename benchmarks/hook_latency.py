@@ -40,27 +40,14 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _installs import Install, installed_command, make_installs, run  # noqa: E402
+
 RUNS = int(os.environ.get("BENCH_RUNS", "30"))
 WARMUP = 3
 TARGET = 1.5
-ROOT = Path(__file__).resolve().parents[1]
 SESSION_ID = "0b6c2c47-5a43-4f0e-9d2a-3f1e3c5f9a10"
-
-
-@dataclass
-class Install:
-    """One scratch venv holding a regular install of this checkout."""
-
-    name: str
-    venv: Path
-
-    @property
-    def python(self) -> str:
-        return str(self.venv / "bin" / "python")
-
-    @property
-    def cos(self) -> str:
-        return str(self.venv / "bin" / "cos")
 
 
 def _payload(project: Path, session_id: str, event: str, tool_input: dict[str, str],
@@ -104,77 +91,6 @@ def small_repository(project: Path, env: dict[str, str]) -> None:
     subprocess.run(["git", "add", "-A"], cwd=project, env=git_env, check=True)
     subprocess.run(["git", "commit", "-q", "-m", "small project"], cwd=project, env=git_env,
                    check=True)
-
-
-def installed_command(project: Path, event: str) -> tuple[dict[str, str], list[str]]:
-    """The env assignments and argv of the hook entry `cos init` wrote for `event`."""
-    settings = json.loads((project / ".claude" / "settings.json").read_text(encoding="utf-8"))
-    command = settings["hooks"][event][0]["hooks"][0]["command"]
-    words = shlex.split(command)
-    env = {}
-    while "=" in words[0] and not words[0].startswith("/"):
-        key, _, value = words.pop(0).partition("=")
-        env[key] = value
-    return env, words
-
-
-def run(argv: list[str], what: str, **kwargs: object) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, **kwargs)  # type: ignore[call-overload]
-    if proc.returncode != 0:
-        raise SystemExit(f"{what} failed (exit {proc.returncode}): {shlex.join(argv)}\n"
-                         f"{proc.stderr[-2000:]}")
-
-
-def version_of(python: str, module: str) -> str:
-    return subprocess.run([python, "-c", f"import {module}; print({module}.__version__)"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-
-
-def uv_binary() -> str:
-    """The `uv` of this venv (the `test` extra installs it)."""
-    try:
-        from uv import find_uv_bin
-    except ImportError:
-        raise SystemExit("uv is not installed in this venv: `make test` installs it (the test "
-                         "extra), or `pip install uv`") from None
-    return str(find_uv_bin())
-
-
-def make_installs(scratch: Path) -> list[Install]:
-    """Build the wheelhouse once and make the three regular installs from it."""
-    base = getattr(sys, "_base_executable", sys.executable)
-    wheelhouse = scratch / "wheelhouse"
-    # This checkout's wheel with every dependency, and the current pip: nothing more is fetched.
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheelhouse),
-         str(ROOT), "pip"], "building the wheelhouse")
-    offline = ["--no-index", "--find-links", str(wheelhouse)]
-    installs = []
-
-    bundled = scratch / "venv-bundled-pip"
-    run([base, "-m", "venv", str(bundled)], "python -m venv")
-    run([str(bundled / "bin" / "python"), "-m", "pip", "install", "--quiet", *offline,
-         "coding-os"], "pip install (the pip python -m venv ships)")
-    installs.append(Install(f"pip-{version_of(str(bundled / 'bin' / 'python'), 'pip')}",
-                            bundled))
-
-    current = scratch / "venv-current-pip"
-    run([base, "-m", "venv", str(current)], "python -m venv")
-    run([str(current / "bin" / "python"), "-m", "pip", "install", "--quiet", "--upgrade",
-         *offline, "pip"], "upgrading pip")
-    run([str(current / "bin" / "python"), "-m", "pip", "install", "--quiet", *offline,
-         "coding-os"], "pip install (current pip)")
-    installs.append(Install(f"pip-{version_of(str(current / 'bin' / 'python'), 'pip')}",
-                            current))
-
-    uv = uv_binary()
-    by_uv = scratch / "venv-uv"
-    uv_version = subprocess.run([uv, "--version"], capture_output=True, text=True,
-                                check=True).stdout.split()[1]
-    run([uv, "venv", "--quiet", "--python", base, str(by_uv)], "uv venv")
-    run([uv, "pip", "install", "--quiet", "--python", str(by_uv / "bin" / "python"), *offline,
-         "coding-os"], "uv pip install")
-    installs.append(Install(f"uv-{uv_version}", by_uv))
-    return installs
 
 
 def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes) -> float:

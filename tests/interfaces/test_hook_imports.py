@@ -82,3 +82,39 @@ def test_tool_and_prompt_hooks_import_only_the_hot_path_modules(repo: Path, even
     for heavy in ("click", "yaml", "sqlite3", "json", "dataclasses", "typing", "pathlib", "subprocess",
                   "contextlib", "collections", "shutil", "zlib"):
         assert heavy not in imported
+
+
+# What a checkpoint of a tree that changed may add besides: asking the daemon's watcher (its
+# client, the C socket module), storing new objects (compressed, flushed by a few threads at
+# once, which is what `threading` and the modules it loads are for), reading the commit's
+# objects where git covered a file, and keeping the store under its cap.
+CHANGED_TREE_ALLOWED = {
+    "coding_os.checkpoints.watch", "coding_os.checkpoints.upkeep", "coding_os.daemon",
+    "coding_os.daemon.client", "coding_os.git.objects", "_socket", "zlib", "bisect", "_bisect",
+    "threading", "_weakrefset", "functools", "_functools", "collections", "_collections",
+    "itertools", "keyword", "operator", "_operator", "reprlib", "types",
+}
+
+
+@pytest.mark.parametrize("daemon", [False, True], ids=["no-daemon", "with-the-daemon"])
+def test_a_pre_tool_use_that_checkpoints_a_changed_tree_imports_little_more(
+        repo: Path, daemon: bool, request: pytest.FixtureRequest) -> None:
+    (repo / ".coding-os").mkdir()
+    assert fire("SessionStart", {"session_id": "s1", "source": "startup"}, cwd=repo).returncode == 0
+    payload = {"session_id": "s1", "tool_name": "Bash", "tool_input": {"command": "make"}}
+    if daemon:
+        request.getfixturevalue("running")
+        hook_imports("PreToolUse", payload, repo)  # its watch of the tree starts
+    (repo / "README.md").write_text("changed by the tool call before\n", encoding="utf-8")
+    (repo / "new.txt").write_text("a new file\n", encoding="utf-8")
+    imported = hook_imports("PreToolUse", payload, repo)
+    assert imported - (ALLOWED | CHECKPOINT_ALLOWED | CHANGED_TREE_ALLOWED) == set(), \
+        "the hook's import set grew"
+    for heavy in ("click", "yaml", "sqlite3", "json", "dataclasses", "typing", "pathlib",
+                  "subprocess", "contextlib", "shutil", "socket", "selectors",
+                  "coding_os.checkpoints.rewind", "coding_os.checkpoints.restore"):
+        assert heavy not in imported
+    line = [ln for ln in (repo / ".coding-os" / ".hooks.log").read_text(
+        encoding="utf-8").splitlines() if " event=PreToolUse " in ln][-1]
+    assert " checkpoint=cp-" in line
+    assert f" checkpoint_scan={'watcher' if daemon else 'full'}" in line
