@@ -523,21 +523,9 @@ def _scope_dirs(caller: Caller, scope: str, env: Mapping[str, str]) -> list[str]
         return [top]
     linked = linked_worktree_main(top, {})
     main = linked[1] if linked else top
-    dirs = {main, caller.resolution.project_root}
-    worktrees = os.path.join(main, ".git", "worktrees")
-    try:
-        names = os.listdir(worktrees)
-    except OSError:
-        names = []
-    for name in names:
-        try:
-            with open(os.path.join(worktrees, name, "gitdir"), encoding="utf-8") as f:
-                pointer = f.read(4096).strip()  # <worktree>/.git
-        except (OSError, UnicodeDecodeError):
-            continue
-        if pointer:
-            dirs.add(os.path.dirname(os.path.realpath(os.path.join(worktrees, name, pointer))))
-    return sorted(dirs)
+    from coding_os.git.repo import linked_worktrees
+
+    return sorted({main, caller.resolution.project_root, *linked_worktrees(main)})
 
 
 def _row_dict(row: IndexRow, fields: tuple[str, ...] = SESSION_FIELDS) -> dict[str, object]:

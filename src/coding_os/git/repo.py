@@ -12,7 +12,7 @@ import os
 
 from coding_os.git.command import git
 
-__all__ = ["checkout_root", "git_dirs", "head", "head_from_files", "index_entries", "is_sha", "branch", "compares_raw",
+__all__ = ["checkout_root", "git_dirs", "linked_worktrees", "head", "head_from_files", "index_entries", "is_sha", "branch", "compares_raw",
            "config_raw", "plain_attributes", "inside_prefix", "relative", "commit_paths",
            "changed_between", "commit_files"]
 
@@ -49,6 +49,26 @@ def git_dirs(top: str) -> tuple[str, str] | None:
     except (OSError, UnicodeDecodeError):
         return None
     return git_dir, common
+
+
+def linked_worktrees(main: str) -> list[str]:
+    """The tops of the linked worktrees of the main checkout at `main`, as its git dir lists
+    them (`.git/worktrees/<name>/gitdir` names each one's `.git`)."""
+    worktrees = os.path.join(main, ".git", "worktrees")
+    try:
+        names = os.listdir(worktrees)
+    except OSError:
+        return []
+    tops = []
+    for name in sorted(names):
+        try:
+            with open(os.path.join(worktrees, name, "gitdir"), encoding="utf-8") as f:
+                pointer = f.read(4096).strip()  # <worktree>/.git
+        except (OSError, UnicodeDecodeError):
+            continue
+        if pointer:
+            tops.append(os.path.dirname(os.path.realpath(os.path.join(worktrees, name, pointer))))
+    return tops
 
 
 def head(root: str) -> str | None:
