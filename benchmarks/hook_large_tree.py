@@ -16,7 +16,7 @@ daemon, the next one it answers starts its watch. Figure: median hook / median a
 the watcher (`checkpoint_scan=watcher`).
 
 Shown beside it, the same rounds with `checkpoints.start_daemon: false` in the project (no daemon
-starts, every checkpoint scans): what the hook cost before it started the watcher itself.
+starts, every checkpoint scans): what the hook costs without the watcher.
 """
 
 from __future__ import annotations

@@ -52,7 +52,8 @@ def stop_daemons_of(home: Path) -> None:
                     words = f.read().split(b"\0")
             except OSError:
                 continue
-            if b"coding_os.daemon.server" in words and os.fsencode(folder) in words:
+            line = b" ".join(words)
+            if b"coding_os.daemon.server" in line and os.fsencode(folder) in line:
                 found.append(int(pid))
         for pid in found:
             try:

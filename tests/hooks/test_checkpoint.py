@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,7 +16,7 @@ import pytest
 from coding_os.checkpoints.settings import WATCHER_FROM_FILES
 from coding_os.daemon import server
 from coding_os.state.hookslog import parse_line
-from tests.helpers import cos_json, fire, git, log_lines
+from tests.helpers import cos, cos_json, fire, git, log_lines
 
 NATIVE = "6b1c0c47-5a43-4f0e-9d2a-3f1e3c5f9a10"
 
@@ -146,9 +148,6 @@ def test_the_hook_that_starts_the_daemon_leaves_no_child_behind(
         "os._exit = _exit\n"
         "from coding_os.interfaces.entry import main\n"
         "main()\n")
-    import subprocess
-    import sys
-
     payload = {"session_id": NATIVE, "hook_event_name": "PreToolUse", "cwd": str(project),
                "tool_name": "Bash", "tool_input": {"command": "make"}}
     proc = subprocess.run([sys.executable, "-c", probe], cwd=project, input=json.dumps(payload),
@@ -159,3 +158,54 @@ def test_the_hook_that_starts_the_daemon_leaves_no_child_behind(
     children = [ln for ln in proc.stderr.splitlines() if ln.startswith("CHILDREN")][-1]
     assert children.split() == ["CHILDREN"]
     wait_until_it_answers(isolated_env)
+
+
+def test_after_cos_daemon_stop_the_hooks_start_none_until_cos_daemon_start(
+        project: Path, isolated_env: Path) -> None:
+    committed_tree(project, WATCHER_FROM_FILES)
+    assert fire("SessionStart", {"session_id": NATIVE, "source": "startup"},
+                cwd=project).returncode == 0
+    assert bash_call(project)["daemon_started"] == "1"
+    wait_until_it_answers(isolated_env)
+    assert cos_json("daemon", "stop", cwd=project)["stopped"] is True  # type: ignore[index]
+    os.utime(isolated_env / ".coding-os" / "daemon" / "autostart", (0, 0))  # long ago
+    fields = bash_call(project)
+    assert fields["checkpoint_scan"] == "full" and "daemon_started" not in fields
+    assert cos_json("daemon", "start", cwd=project)["running"] is True  # type: ignore[index]
+    assert cos_json("daemon", "stop", cwd=project)["stopped"] is True  # type: ignore[index]
+    assert cos_json("daemon", "start", cwd=project)["running"] is True  # type: ignore[index]
+    server.stop({"HOME": str(isolated_env)})
+    os.unlink(isolated_env / ".coding-os" / "daemon" / "stopped")  # as `cos daemon start` does
+    os.utime(isolated_env / ".coding-os" / "daemon" / "autostart", (0, 0))
+    assert bash_call(project)["daemon_started"] == "1"
+
+
+def test_the_daemon_a_hook_starts_imports_the_hooks_own_coding_os(
+        project: Path, isolated_env: Path, tmp_path: Path) -> None:
+    # The hook as `cos init` installs it, with a `coding_os` package on PYTHONPATH and one in
+    # the directory it runs in: the daemon it starts runs the hook's own coding-os.
+    decoy = tmp_path / "decoy" / "coding_os"
+    decoy.mkdir(parents=True)
+    (decoy / "__init__.py").write_text("raise SystemExit('the decoy ran')\n", encoding="utf-8")
+    (project / "coding_os").mkdir()
+    (project / "coding_os" / "__init__.py").write_text("raise SystemExit('the clone ran')\n",
+                                                        encoding="utf-8")
+    committed_tree(project, WATCHER_FROM_FILES)
+    assert cos("init", "--agent", "claude", cwd=project).returncode == 0
+    settings = json.loads((project / ".claude" / "settings.json").read_text(encoding="utf-8"))
+    command = settings["hooks"]["PreToolUse"][0]["hooks"][0]["command"]
+    env = {**os.environ, "PYTHONPATH": str(decoy.parent)}
+    start = json.dumps({"session_id": NATIVE, "source": "startup", "cwd": str(project),
+                        "hook_event_name": "SessionStart"})
+    assert fire("SessionStart", json.loads(start), cwd=project).returncode == 0
+    (project / "d000" / "f0.txt").write_text("changed\n", encoding="utf-8")
+    payload = json.dumps({"session_id": NATIVE, "hook_event_name": "PreToolUse",
+                          "cwd": str(project), "tool_name": "Bash",
+                          "tool_input": {"command": "make"}})
+    proc = subprocess.run(["sh", "-c", command], cwd=project, env=env, input=payload,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "daemon_started=1" in log_lines(project)[-1]
+    assert wait_until_it_answers(isolated_env)["running"] is True
+    log = (isolated_env / ".coding-os" / "daemon" / "daemon.log").read_text(encoding="utf-8")
+    assert "decoy" not in log and "clone ran" not in log

@@ -17,13 +17,16 @@ if TYPE_CHECKING:
 from coding_os import jsonwire
 from coding_os.errors import CosError
 
-__all__ = ["SOCKET", "DaemonError", "daemon_dir", "request", "ask_watcher", "start_in_background"]
+__all__ = ["SOCKET", "STOPPED", "DaemonError", "daemon_dir", "request", "ask_watcher",
+           "start_in_background"]
 
 SOCKET = "daemon.sock"
 LOG = "daemon.log"
 # When an on-demand start was last tried: one try a minute, whatever the hooks firing meanwhile.
 AUTOSTART = "autostart"
 AUTOSTART_BACKOFF_S = 60.0
+# Left by `cos daemon stop`: the hooks start no daemon until `cos daemon start` removes it.
+STOPPED = "stopped"
 
 
 def daemon_dir(env: Mapping[str, str] | None = None) -> str:
@@ -93,8 +96,11 @@ def start_in_background(env: Mapping[str, str] | None = None) -> bool:
     """Start the daemon without waiting for it, as a hook may (its latency is the agent's):
     the daemon forks away twice (no child of the caller is left behind), leaves the caller's
     session and runs until no tree has been asked about for hours (`--until-idle`). Returns
-    whether a start was tried: not within a minute of the last try. A second daemon started
-    meanwhile finds the first's lock and exits.
+    whether a start was tried: not within a minute of the last try, nor after `cos daemon
+    stop` until `cos daemon start`. A second daemon started meanwhile finds the first's lock
+    and exits. The daemon runs with this process's interpreter and `sys.path` (what the hook
+    launcher set), isolated from the environment's PYTHON* variables and the current
+    directory.
 
     Raises:
         StateIOError: the daemon's folder cannot be made.
@@ -105,6 +111,8 @@ def start_in_background(env: Mapping[str, str] | None = None) -> bool:
     from coding_os import durable
 
     folder = durable.ensure_dir(daemon_dir(env))
+    if os.path.lexists(os.path.join(folder, STOPPED)):
+        return False
     marker = os.path.join(folder, AUTOSTART)
     try:
         if time.time() - os.stat(marker).st_mtime < AUTOSTART_BACKOFF_S:
@@ -112,7 +120,10 @@ def start_in_background(env: Mapping[str, str] | None = None) -> bool:
     except FileNotFoundError:
         pass
     durable.atomic_write(marker, b"", sync=False)
-    argv = [sys.executable, "-m", "coding_os.daemon.server", "--until-idle", folder]
+    path = [entry for entry in sys.path if os.path.isabs(entry)]  # never the current directory
+    code = (f"import sys; sys.path[:] = {path!r}; from coding_os.daemon.server import main; "
+            f"sys.exit(main(['--until-idle', {folder!r}]))")
+    argv = [sys.executable, "-I", "-S", "-c", code]
     pid = os.fork()
     if pid == 0:  # the child: fork the daemon and go
         try:

@@ -26,7 +26,7 @@ import time
 from collections.abc import Mapping
 
 from coding_os.git.command import GIT_ENV, is_config_pair
-from coding_os.daemon.client import SOCKET, DaemonError, daemon_dir, request
+from coding_os.daemon.client import SOCKET, STOPPED, DaemonError, daemon_dir, request
 from coding_os.clock import utc_now
 from coding_os.errors import CosError, StateIOError
 from coding_os.durable import signatures
@@ -70,6 +70,9 @@ def start(env: Mapping[str, str] | None = None) -> dict[str, object]:
     import subprocess
 
     folder = daemon_dir(env)
+    from coding_os.durable import unlink_quietly
+
+    unlink_quietly(os.path.join(folder, STOPPED))  # the hooks may start it again
     running = request(folder, {"op": "ping"})
     if running is not None:
         return {**status(env), "already_running": True}
@@ -95,8 +98,13 @@ def start(env: Mapping[str, str] | None = None) -> dict[str, object]:
 
 
 def stop(env: Mapping[str, str] | None = None) -> dict[str, object]:
-    """Stop the daemon when it runs; wait until it has let go of its lock."""
+    """Stop the daemon when it runs; wait until it has let go of its lock. The hooks start no
+    daemon on their own from then on, until `start`."""
     folder = daemon_dir(env)
+    if os.path.isdir(folder):
+        from coding_os.durable import atomic_write
+
+        atomic_write(os.path.join(folder, STOPPED), b"", sync=False)
     answer = request(folder, {"op": "stop"})
     if answer is None:
         return {"running": False, "stopped": False, "dir": folder}
