@@ -1,7 +1,9 @@
-"""The one facade every interface calls: CLI, hooks, and (later) MCP, web and protocol.
+"""The one facade the interfaces call: the command line, the MCP server and the picker (the
+hook entry hands its payload to `hooks.events.handle`).
 
-Plain functions over the state layer; each takes an optional environment and working directory
-so tests and embedding runtimes can call them for any caller without touching `os.environ`.
+Plain functions over the layers below (state, sessions, checkpoints, brain, the daemon's
+client); each takes an optional environment and working directory so tests and embedding
+runtimes can call them for any caller without touching `os.environ`.
 """
 
 from __future__ import annotations
@@ -1077,7 +1079,7 @@ def _caller_session(caller: Caller, session: str | None) -> str | None:
 def checkpoint_create(session: str | None = None, mode: str | None = None,
                       paths: list[str] | None = None, env: Mapping[str, str] | None = None,
                       cwd: str | None = None) -> dict[str, Any]:
-    """Take a checkpoint of the caller's tree now (see coding_os.checkpoints.create).
+    """Take a checkpoint of the caller's tree now (see coding_os.checkpoints.take.create).
 
     Raises:
         InvalidId: a malformed session id.

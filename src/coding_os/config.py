@@ -11,6 +11,7 @@ Read lazily (PyYAML is not imported on the hook's hot path). Known keys:
       mode: worktree       # or tracked
       max_file_bytes: 2MiB
       max_total_bytes: 2GiB
+      start_daemon: true   # a hook starts the daemon's file watcher for a large tree
     gates:                 # policy gates on tool calls, each off by default (docs/gates.md)
       require_task_for_edits: true
       protect_paths: [".env", "secrets/**"]

@@ -1,6 +1,6 @@
 """The restore lock and the journal's presence: all a checkpoint needs to know of restores.
 
-Kept apart from rewind.py so taking a checkpoint (on every hook that may write) imports nothing
+Kept apart from restore.py and rewind.py so taking a checkpoint (on every hook that may write) imports nothing
 of the restore machinery unless a restore was interrupted.
 """
 

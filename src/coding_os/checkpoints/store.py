@@ -2,9 +2,10 @@
 
 An object is the bytes of a file (or a symlink's target, or a checkpoint's manifest), stored once
 under `<state_dir>/checkpoints/objects/<algo>/<2 hex>/<rest>` as zlib-compressed bytes. Its id is
-`<algo>:<hex digest of the raw bytes>`, today always `sha256:…`; the algorithm is part of the id
-and of the path so a later one can live beside it. Two checkpoints that hold the same content
-share one object, and an object is never rewritten: a writer that finds it present stops there.
+`<algo>:<hex digest of the raw bytes>`, `sha256:…` for every object cos writes; the algorithm
+is part of the id and of the path so that objects of another algorithm can live beside them.
+Two checkpoints that hold the same content share one object, and an object is never rewritten:
+a writer that finds it present stops there.
 
 An object is written to a temporary file in its own directory, flushed to disk, then renamed into
 place, so a reader sees it whole or not at all, and one found in place is on disk; concurrent

@@ -1,6 +1,9 @@
 """`cos daemon`: the on-demand supervisor (DESIGN.md §6), one per user, in `~/.coding-os/daemon/`.
 
 It serves the file watcher that checkpoints ask (daemon/watcher.py, checkpoints/watch.py).
+`cos daemon start` starts it (`--detach`) and it runs until `cos daemon stop`; a hook that had to
+scan a large tree starts it too (daemon.client.start_in_background, `--until-idle`), and it then
+exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
 
 - `daemon.lock`: held (flock) by the running daemon for its whole life: the proof it runs. A
   second daemon started meanwhile finds it held and exits.

@@ -251,7 +251,7 @@ class Watches:
         for wd, mask, raw in self.inotify.read():
             if mask & IN_Q_OVERFLOW:
                 # Lost events may have created directories that never got a watch: each
-                # tree is watched anew at its next question (see daemon.py).
+                # tree is watched anew at its next question (see daemon/server.py).
                 for tree in self.trees.values():
                     tree.restart("the inotify queue overflowed")
                     tree.broken = "the inotify queue overflowed: events were lost"

@@ -910,7 +910,8 @@ def mcp_command(http: bool, port: int) -> None:
 @cli.group("daemon")
 def daemon_group() -> None:
     """The on-demand supervisor, one per user: it watches the trees checkpoints ask about, so a
-    checkpoint looks only at what changed (docs/daemon.md)."""
+    checkpoint looks only at what changed. The hooks start it by themselves for a tree of 2,000
+    tracked files or more (checkpoints.start_daemon: false turns that off; docs/daemon.md)."""
 
 
 def _daemon_lines(report: dict[str, Any]) -> None:

@@ -1,5 +1,5 @@
 """`cos mcp`: the MCP server through which agents ask coding-os about sessions, checkpoints,
-tasks, the work log and search (issue 5; the tools are listed in docs/mcp.md).
+tasks, the work log and search (the tools are listed in docs/mcp.md).
 
 A thin interface over `coding_os.api`, on the official `mcp` SDK (its own long-lived process;
 the SDK is never imported by the hook or by other commands). stdout is the wire: the SDK writes
