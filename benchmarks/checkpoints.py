@@ -8,8 +8,8 @@ opencode keep one: a snapshot is `git --git-dir=<shadow> --work-tree=<tree> add 
 the tree, interleaved (the order alternating per round), and divides the medians:
 
 1. Checkpoint after 5 files changed (5 random files edited before each round), with `cos daemon`
-   running, whose file watcher supplies the changed paths (as the issue foresees): judged is
-   `coding_os.checkpoints.create` in the process that takes it — a hook's (the hook runs for
+   running, whose file watcher supplies the changed paths: judged is
+   `coding_os.checkpoints.take.create` in the process that takes it — a hook's (the hook runs for
    every tool call anyway; the checkpoint is what it adds) or a Python agent runtime's — / the
    shadow's incremental snapshot. Target <= 0.5. Shown beside it: the whole process
    `cos checkpoint create --json` with the daemon and without it (then the tree is scanned); a
@@ -21,7 +21,7 @@ the tree, interleaved (the order alternating per round), and divides the medians
    clone).
 3. Restore of 5 files changed since the checkpoint (which also checkpoints the tree as it is, for
    the undo, and journals the restore) / `git --git-dir=<shadow> --work-tree=<tree> checkout
-   <tree-ish> -- <the 5 files>`. Target <= 1.0. Judged: `coding_os.checkpoints.rewind_code` in
+   <tree-ish> -- <the 5 files>`. Target <= 1.0. Judged: `coding_os.checkpoints.rewind.rewind_code` in
    the process that runs it, with the daemon; shown: `cos rewind CP --code --json` with and
    without the daemon (the anchor is about one Python interpreter start).
 4. Disk after 100 checkpoints of 5-file edits, from a fresh clone: on-disk bytes (st_blocks*512,

@@ -1,11 +1,14 @@
-"""`make demo`: the state layer end to end on a scratch project, printed readably.
+"""`make demo`: the main job end to end on a scratch project, printed readably.
 
 A scratch git repository with a linked worktree; `cos init` for Claude Code and Codex; then a
 scripted sequence of real-shaped hook payloads from two agents and two panels (one in the main
-checkout, one in the worktree), fired exactly as the installed hook commands run; then
-`cos where`, `cos whoami`, `cos hooks-log`, and a state ownership check that refuses another
-panel's marker. Everything runs the installed `cos` as a subprocess, with the embedded SQLite
-default, under a private HOME.
+checkout, one in the worktree), fired exactly as the installed hook commands run: the state layer
+(`cos where`, `cos whoami`, `cos hooks-log`, a state ownership check that refuses another panel's
+marker); one list of sessions across cos, Claude Code and Codex (the shared fixtures imported),
+resume, fork and export; checkpoints of what an edit tool and a shell command changed, a rewind
+and its undo, and the daemon's file watcher; the brain (a shared task board, an MCP call filed
+under its session, search). Everything runs the installed `cos` as a subprocess, with the
+embedded SQLite default, under a private HOME.
 """
 
 from __future__ import annotations

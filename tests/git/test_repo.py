@@ -1,5 +1,5 @@
 """Reading a repository's HEAD from its git dir's files instead of starting git
-(`snapshot._head_from_files`): what it reads must be what `git rev-parse` says in every layout it
+(`git.repo.head_from_files`): what it reads must be what `git rev-parse` says in every layout it
 reads (loose and packed refs, symrefs, worktrees, `.git` files, submodules, a rebase), and left to
 git (None) in the others (unborn branches, per-worktree refs, reftable)."""
 

@@ -934,7 +934,8 @@ def _daemon_lines(report: dict[str, Any]) -> None:
 @daemon_group.command("start")
 @json_option
 def daemon_start(as_json: bool) -> None:
-    """Start the daemon unless it runs, and wait until it answers."""
+    """Start the daemon unless it runs, and wait until it answers; the hooks may start it on
+    their own again."""
     report = api.daemon_start()
     if as_json:
         _emit_json(report)
@@ -948,7 +949,8 @@ def daemon_start(as_json: bool) -> None:
 @daemon_group.command("stop")
 @json_option
 def daemon_stop(as_json: bool) -> None:
-    """Stop the daemon (nothing to do when it is not running)."""
+    """Stop the daemon (nothing to do when it is not running); the hooks start none until the
+    next `cos daemon start`."""
     report = api.daemon_stop()
     if as_json:
         _emit_json(report)
