@@ -9,10 +9,11 @@ import json
 import shlex
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["ROOT", "Install", "run", "version_of", "uv_binary", "make_installs",
+__all__ = ["ROOT", "Install", "run", "timed", "version_of", "uv_binary", "make_installs",
            "installed_command"]
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,3 +100,14 @@ def make_installs(scratch: Path, which: tuple[str, ...] = ("bundled-pip", "curre
             f"pip install ({kind})")
         installs.append(Install(f"pip-{version_of(python, 'pip')}", venv))
     return installs
+
+
+def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes = b"") -> float:
+    """Seconds one run of `argv` took as a whole process; a failure ends the benchmark."""
+    start = time.perf_counter()
+    proc = subprocess.run(argv, env=env, cwd=cwd, input=stdin, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed: {proc.stderr.decode(errors='replace')}")
+    return elapsed

@@ -28,12 +28,11 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _installs import Install, installed_command, make_installs, run  # noqa: E402
+from _installs import Install, installed_command, make_installs, run, timed  # noqa: E402
 from _worktree import edit, make_tree  # noqa: E402
 
 FILES = int(os.environ.get("BENCH_FILES", "10000"))
@@ -42,16 +41,6 @@ WARMUP = int(os.environ.get("BENCH_WARMUP", "5"))
 EDITED = 5
 TARGET = 1.0
 SESSION_ID = "0b6c2c47-5a43-4f0e-9d2a-3f1e3c5f9a10"
-
-
-def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes = b"") -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=cwd, input=stdin, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed: {proc.stderr.decode(errors='replace')}")
-    return elapsed
 
 
 def shadow(shadow_dir: Path, tree: Path, *args: str) -> list[str]:

@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _installs import Install, installed_command, make_installs, run  # noqa: E402
+from _installs import Install, installed_command, make_installs, run, timed  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "30"))
 WARMUP = 3
@@ -91,16 +91,6 @@ def small_repository(project: Path, env: dict[str, str]) -> None:
     subprocess.run(["git", "add", "-A"], cwd=project, env=git_env, check=True)
     subprocess.run(["git", "commit", "-q", "-m", "small project"], cwd=project, env=git_env,
                    check=True)
-
-
-def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes) -> float:
-    start = time.perf_counter()
-    proc = subprocess.run(argv, env=env, cwd=cwd, input=stdin, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE)
-    elapsed = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{argv[0]} failed: {proc.stderr.decode(errors='replace')}")
-    return elapsed
 
 
 def top_imports(argv: list[str], env: dict[str, str], cwd: Path,
