@@ -865,3 +865,56 @@ def as_an_older_init_wrote_it(repo: Path, agent: str, cos_path: str) -> None:
     for record in data["installations"]:
         record.pop("launcher", None)
     manifest.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+
+
+# -- crafted repositories (DESIGN.md §11) ------------------------------------------------------
+
+
+def crafted_clone(tmp_path: Path, files: Mapping[str, bytes | str | None],
+                  links: Mapping[str, str] | None = None, name: str = "victim") -> Path:
+    """A repository made by someone else and cloned, as a user clones one: `files` (path ->
+    bytes or text; None makes a directory) and `links` (path -> symlink target) committed in an
+    attacker's repository, then `git clone`d to `tmp_path/name`. Returns the clone."""
+    attacker = tmp_path / f"{name}-attacker"
+    attacker.mkdir()
+    git(attacker, "init", "-q", "-b", "main")
+    (attacker / "README.md").write_text("a project\n", encoding="utf-8")
+    for rel, data in files.items():
+        path = attacker / rel
+        if data is None:
+            path.mkdir(parents=True, exist_ok=True)
+            (path / ".keep").write_bytes(b"")
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(data, str):
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(data)
+    for rel, target in (links or {}).items():
+        path = attacker / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, path)
+    git(attacker, "add", "-A", "--force")
+    git(attacker, "commit", "-q", "-m", "innocent")
+    victim = tmp_path / name
+    git(tmp_path, "clone", "-q", str(attacker), str(victim))
+    return victim.resolve()
+
+
+def tree_state(root: Path) -> dict[str, tuple[object, ...]]:
+    """Every path under `root` with what it is (file bytes and mode, link target, directory
+    mode): for asserting that nothing outside a project changed."""
+    found: dict[str, tuple[object, ...]] = {}
+    for top, dirs, names in os.walk(root):
+        for name in dirs + names:
+            full = os.path.join(top, name)
+            st = os.lstat(full)
+            rel = os.path.relpath(full, root)
+            if os.path.islink(full):
+                found[rel] = ("l", os.readlink(full))
+            elif os.path.isdir(full):
+                found[rel] = ("d", st.st_mode & 0o7777)
+            else:
+                with open(full, "rb") as f:
+                    found[rel] = ("f", f.read(), st.st_mode & 0o7777)
+    return found
