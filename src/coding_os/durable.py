@@ -18,7 +18,7 @@ from coding_os.errors import StateIOError
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
     "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
-    "last_line_start", "set_aside_torn",
+    "last_line_start", "set_aside_torn", "private",
 ]
 
 DIR_MODE = 0o700
@@ -122,11 +122,19 @@ def overwrite(path: str, data: bytes) -> None:
     except OSError as exc:
         raise io_error(path, exc) from None
     try:
+        private(fd, os.fstat(fd).st_mode)
         write_all(fd, data)
     except OSError as exc:
         raise io_error(path, exc) from None
     finally:
         os.close(fd)
+
+
+def private(fd: int, mode: int) -> None:
+    """Make the open file `fd` (of `mode`) 0600 when others could read or write it: a file cos
+    writes is private also when it existed before with wider modes."""
+    if mode & 0o077:
+        os.fchmod(fd, FILE_MODE)
 
 
 def sync_files(paths: list[str]) -> None:
@@ -187,8 +195,10 @@ def locked_append(path: str, record: bytes) -> None:
         raise io_error(path, exc) from None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
+        info = os.fstat(fd)
+        size = info.st_size
         try:
+            private(fd, info.st_mode)
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 size = _set_aside_torn_tail(fd, path, size)
         except OSError as exc:

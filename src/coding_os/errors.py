@@ -11,6 +11,8 @@ Exit codes (documented in docs/cli.md):
     6  the state directory cannot be written (read-only, full, not a directory); damage
        found (`cos checkpoints verify`, `cos doctor`)
     7  conflict: another session holds it (a task being done), or it changed meanwhile
+    8  the state dir is not this user's (a clone's, an archive's, another user's; COS_STATE_FOREIGN)
+    9  consent needed: a command the repository configures runs only after `cos trust`
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ __all__ = [
     "Ambiguous",
     "StateIOError",
     "Conflict",
+    "ForeignState",
+    "ConsentNeeded",
 ]
 
 
@@ -92,3 +96,18 @@ class Conflict(CosError):
     """Another session holds what was asked for, or it changed meanwhile."""
 
     exit_code = 7
+
+
+class ForeignState(CosError):
+    """The state dir is not this user's own: nothing is read from it or written to it."""
+
+    exit_code = 8
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"COS_STATE_FOREIGN: {message}")
+
+
+class ConsentNeeded(CosError):
+    """A command taken from the repository's configuration, which this user has not trusted."""
+
+    exit_code = 9

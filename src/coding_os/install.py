@@ -32,6 +32,7 @@ from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os import durable
 from coding_os.launcher import Launcher, hook_command, parse_hook_command, this_launcher
 from coding_os.launcher import write as write_launcher
+from coding_os.state import registry
 from coding_os.state.caller import Caller
 from coding_os.git.repo import checkout_root
 from coding_os.state.root import linked_worktree_main
@@ -241,13 +242,18 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
                                "run cos init with a HOME outside the project")
     rel = local_file if local and local_file else shared
     path = os.path.join(checkout, rel)
+    _refuse_links(path, checkout)
+    set_aside = _set_aside_foreign(state_dir, caller.resolution.hub, checkout)
     manifest_path = os.path.join(state_dir, "installed-manifest.json")
     manifest = read_manifest(manifest_path)
+    _check_manifest_paths(manifest, caller.resolution.project_root, manifest_path)
     record = _find_record(manifest, agent, path)
 
     data, raw = _load_settings(path)
     mcp_file, mcp_bytes, mcp_record, mcp_foreign = _plan_mcp(agent, checkout, cos_path,
                                                               manifest)
+    if mcp_file is not None:
+        _refuse_links(mcp_file, checkout)
     created_dir = not os.path.isdir(os.path.dirname(path))
     created_hooks_key = data.get("hooks") is None
     if created_hooks_key:
@@ -318,7 +324,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         registrations.append(mcp_record)
     # The launcher before any hook names it.
     launcher_changed = write_launcher(launcher)
-    _ensure_state_dir(state_dir, checkout, manifest)
+    _ensure_state_dir(state_dir, caller.resolution.hub, checkout, manifest)
     # The manifest first: a crash before the settings are written leaves a record whose entries
     # are simply not there to remove, never hooks that no record knows about.
     new_manifest = (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
@@ -334,6 +340,8 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
                            events=list(HOOK_EVENTS),
                            command=hook_command(agent, launcher, "<Event>"), state_dir=state_dir,
                            mcp_file=None if mcp_foreign else mcp_file, launcher=launcher.path)
+    if set_aside is not None:
+        report.notes.append(set_aside)
     if mcp_foreign:
         report.notes.append(f"{mcp_file} has a {MCP_SERVER_NAME} server entry that coding-os did "
                             "not write: kept as it is (and not approved); remove it and run "
@@ -350,9 +358,77 @@ def _find_record(manifest: dict[str, Any], agent: str, path: str) -> dict[str, A
     return None
 
 
-def _ensure_state_dir(state_dir: str, checkout: str, manifest: dict[str, Any]) -> None:
-    """Create the state dir and keep it out of git (`.git/info/exclude`), once."""
-    durable.ensure_dir(state_dir)
+def _refuse_links(path: str, checkout: str) -> None:
+    """Refuse a settings file reached through a symlink in the checkout (a repository's
+    `.claude` linked to `~/.claude` would take cos's hooks into the user's global settings).
+
+    Raises:
+        InvalidInput: the file, or a directory between the checkout and it, is a symlink.
+    """
+    rel = os.path.relpath(path, checkout)
+    here = checkout
+    for part in rel.split(os.sep):
+        here = os.path.join(here, part)
+        if os.path.islink(here):
+            raise InvalidInput(f"{here} is a symlink (to {os.path.realpath(here)}); cos writes "
+                               "its settings only into the checkout itself: nothing was changed")
+
+
+def _set_aside_foreign(state_dir: str, hub: str, checkout: str) -> str | None:
+    """Move a state dir that is not this user's (a clone's, an archive's) out of the way,
+    unread (DESIGN.md §11); returns the note saying where it went, or None.
+
+    Raises:
+        StateIOError: it cannot be moved.
+    """
+    import time
+
+    owner = registry.check(state_dir, hub, checkout)
+    if owner.status != "foreign":
+        return None
+    aside = registry.set_aside(state_dir, time.time())
+    return (f"{state_dir} was not this user's state dir ({owner.reason}): moved aside, unread, "
+            f"to {aside}; a fresh one was made")
+
+
+def _check_manifest_paths(manifest: dict[str, Any], project: str, manifest_path: str) -> None:
+    """Refuse a manifest naming a file outside the project (its checkout and linked
+    worktrees): its paths come from cos's own writes, and one that names another place was
+    not written by cos (DESIGN.md §11).
+
+    Raises:
+        InvalidInput: a path is absolute elsewhere, has `..`, or goes through a symlink.
+    """
+    files = [record.get("file") for record in manifest.get("installations", [])]
+    files += [record.get("file") for record in manifest.get("mcp", [])]
+    exclude = manifest.get("git_exclude")
+    if isinstance(exclude, dict):
+        files.append(exclude.get("file"))
+    if not files:
+        return
+    from coding_os.git.repo import linked_worktrees
+
+    tops = [os.path.realpath(project), *linked_worktrees(project)]
+    for name in files:
+        if not isinstance(name, str) or not _inside(name, tops):
+            raise InvalidInput(f"{manifest_path} names {str(name)[:200]!r}, which is not a file "
+                               f"of {project}; nothing was changed (move the manifest aside)")
+
+
+def _inside(path: str, tops: list[str]) -> bool:
+    """Whether `path` is a file under one of `tops`, reached without `..` or a symlink."""
+    if not os.path.isabs(path) or os.path.normpath(path) != path or os.path.islink(path):
+        return False
+    parent = os.path.dirname(path)
+    if os.path.realpath(parent) != parent:
+        return False
+    return any(parent == top or parent.startswith(top + os.sep) for top in tops)
+
+
+def _ensure_state_dir(state_dir: str, hub: str, checkout: str, manifest: dict[str, Any]) -> None:
+    """Create the state dir (registered as this user's) and keep it out of git
+    (`.git/info/exclude`), once."""
+    registry.create(state_dir, hub)
     if manifest.get("git_exclude"):
         return
     git_dir = os.path.join(checkout, ".git")
@@ -383,9 +459,10 @@ def uninstall(agent: str | None = None, *, caller: Caller | None = None) -> list
         InvalidInput: a settings file or the manifest is not readable JSON.
         StateIOError: a file cannot be written.
     """
-    caller = caller or Caller()
+    caller = caller or Caller(create=False)
     manifest_path = caller.tiers.manifest
     manifest = read_manifest(manifest_path)
+    _check_manifest_paths(manifest, caller.resolution.project_root, manifest_path)
     records = [r for r in manifest["installations"] if agent is None or r.get("agent") == agent]
     if not records:
         raise NotFound(f"coding-os hooks are not installed{' for ' + agent if agent else ''} "

@@ -738,8 +738,11 @@ def test_a_symlink_at_staging_is_never_followed_by_the_cleanup(project: Path,
         shutil_rm(staging)
     staging.symlink_to(victim)
     (folder / "journal.json.tmp").write_text("{}")  # a restore that never committed
-    cos("checkpoints", "--json", cwd=project)
-    assert not (folder / "journal.json.tmp").exists()
+    proc = cos("checkpoints", "--json", cwd=project)
+    # A symlink in the state dir makes it foreign: nothing is read from it, nor cleaned.
+    assert proc.returncode == 8 and "holds a symlink (checkpoints/staging)" in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+    assert (folder / "journal.json.tmp").exists()
     assert (victim / "precious.txt").exists()
 
 

@@ -13,7 +13,7 @@ from tests.helpers import copy_claude_fixtures, copy_codex_fixtures
 @pytest.fixture
 def checkout(isolated_env: Path, repo: Path) -> tuple[Path, dict[str, str]]:
     """An initialised checkout, and the environment pointing at fixture-filled native dirs."""
-    (repo / ".coding-os").mkdir()
+    (repo / ".coding-os").mkdir(mode=0o700)  # as cos makes it
     copy_claude_fixtures(isolated_env / ".claude")
     codex_home = isolated_env / "codex-home"
     copy_codex_fixtures(codex_home)

@@ -54,7 +54,7 @@ def test_hooks_log_limit_zero_returns_no_lines(repo: Path, isolated_env: Path) -
 
 
 def test_a_broken_database_does_not_fail_the_hook(repo: Path, isolated_env: Path) -> None:
-    (repo / ".coding-os").mkdir()
+    (repo / ".coding-os").mkdir(mode=0o700)  # as cos makes it
     (repo / ".coding-os" / "coding-os.db").write_bytes(b"this is not a database" * 100)
     result = fire(repo, isolated_env, "SessionStart", "n1", source="startup")
     assert result.exit_code == 0 and result.session == sid(repo, "n1")

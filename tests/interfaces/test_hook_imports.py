@@ -22,7 +22,7 @@ ALLOWED = {
     "coding_os.hooks.sessions",
     "coding_os.interfaces", "coding_os.interfaces.entry", "coding_os.interfaces.hook",
     "coding_os.state", "coding_os.state.caller", "coding_os.state.hookslog",
-    "coding_os.state.identity", "coding_os.state.observations",
+    "coding_os.state.identity", "coding_os.state.observations", "coding_os.state.registry",
     "coding_os.state.presence", "coding_os.state.root", "coding_os.state.statefile",
     "coding_os.state.tiers",
 }

@@ -569,7 +569,22 @@ def _journal_problem(checkpoints_dir: str, journal: object) -> str | None:
         return f"its journal is not usable ({exc})"
     if before.get("root") != journal.get("root"):
         return "its journal names another tree than its checkpoint"
+    if not _tree_of_project(checkpoints_dir, journal.get("root")):
+        return "its journal names a tree outside this state dir's project"
     return None
+
+
+def _tree_of_project(checkpoints_dir: str, root: object) -> bool:
+    """Whether `root` is a tree this state dir takes checkpoints of: its project (the state
+    dir's parent) or a linked worktree of it, or a directory below one (DESIGN.md §11: paths
+    come from the resolved root, never from a file)."""
+    from coding_os.git.repo import linked_worktrees
+
+    if not isinstance(root, str) or not os.path.isabs(root) or os.path.realpath(root) != root:
+        return False
+    project = os.path.dirname(os.path.dirname(os.path.realpath(checkpoints_dir)))
+    return any(root == top or root.startswith(top.rstrip(os.sep) + os.sep)
+               for top in (project, *linked_worktrees(project)))
 
 
 def _abandon(checkpoints_dir: str, journal: dict[str, object] | None, reason: str) -> NoReturn:

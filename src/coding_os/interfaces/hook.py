@@ -16,6 +16,7 @@ import os
 import sys
 
 __all__ = ["main", "MAX_PAYLOAD_BYTES", "EXIT_OK", "EXIT_ERROR", "EXIT_BLOCK", "EXIT_MISROUTE"]
+# A state dir that is not this user's exits 8 (errors.ForeignState) and writes nothing.
 
 MAX_PAYLOAD_BYTES = 64 << 20
 EXIT_OK = 0
@@ -52,7 +53,7 @@ def read_payload(stream: object) -> dict[str, object]:
 
 def main(argv: list[str]) -> int:
     """Run one hook event; `argv` is what follows `cos hook`."""
-    from coding_os.errors import CosError, Misroute
+    from coding_os.errors import CosError, ForeignState, Misroute
 
     event = argv[0] if argv else ""
     try:
@@ -67,6 +68,9 @@ def main(argv: list[str]) -> int:
     except Misroute as exc:
         _say(str(exc))
         return EXIT_MISROUTE
+    except ForeignState as exc:  # nothing is read from it, nor written into it
+        _say(str(exc))
+        return exc.exit_code
     except CosError as exc:
         _say(str(exc))
         _log_failure(event, str(exc))
@@ -105,14 +109,15 @@ def _log_failure(event: str, message: str) -> None:
     """Best effort: record the failed fire in the hooks log; a second failure is only stderr."""
     from coding_os import clock
     from coding_os.errors import CosError
-    from coding_os.state import hookslog
+    from coding_os.state import hookslog, registry
     from coding_os.state.root import resolve
     from coding_os.state.tiers import Tiers
 
     try:
-        tiers = Tiers(resolve().state_dir)
-        if not os.path.isdir(tiers.state_dir):
-            return  # never create a state dir just to complain in it
+        resolution = resolve()
+        tiers = Tiers(resolution.state_dir)
+        if not registry.registered(tiers.state_dir, resolution.hub):
+            return  # never create a state dir just to complain in it, nor write a foreign one
         safe_event = event if event.isascii() and event.isalnum() and len(event) <= 64 else None
         hookslog.append(tiers.hooks_log, {
             "ts": clock.utc_now(), "agent": os.environ.get("COS_AGENT"),

@@ -645,6 +645,7 @@ def _append(path: str, entry_type: str, fields: dict[str, object], tail: str,
             info = os.fstat(fd)
             if not stat.S_ISREG(info.st_mode):
                 raise StateIOError(f"cannot write state at {path}: not a regular file")
+            durable.private(fd, info.st_mode)
             seq, whole_size, torn = _continue_from(fd, info.st_size)
         except OSError as exc:
             raise durable.io_error(path, exc) from None
