@@ -53,13 +53,19 @@ if TYPE_CHECKING:
     _T = TypeVar("_T")
 
 
-def where(env: Mapping[str, str] | None = None, cwd: str | None = None) -> Resolution:
-    """Where this caller's state lives and which rule of §3.1 decided it.
+def where(env: Mapping[str, str] | None = None, cwd: str | None = None) -> dict[str, object]:
+    """Where this caller's state lives, which rule of §3.1 decided it, and whether the state
+    dir is this user's (`state_dir_status`: own, absent or foreign, with `foreign_reason`).
 
     Raises:
         Misroute: it would be the global hub or a symlinked state dir.
     """
-    return resolve(cwd, os.environ if env is None else env)
+    caller = Caller(env, cwd, create=False, foreign_ok=True)
+    found: dict[str, object] = {**caller.resolution.as_dict(),
+                                "state_dir_status": caller.ownership.status}
+    if caller.ownership.reason is not None:
+        found["foreign_reason"] = caller.ownership.reason
+    return found
 
 
 def whoami(env: Mapping[str, str] | None = None, cwd: str | None = None,
@@ -71,7 +77,7 @@ def whoami(env: Mapping[str, str] | None = None, cwd: str | None = None,
         InvalidId: COS_AGENT names an invalid agent.
     """
     native = payload.get("session_id") if payload else None
-    caller = Caller(env, cwd, native if isinstance(native, str) else None)
+    caller = Caller(env, cwd, native if isinstance(native, str) else None, create=False)
     session = caller.session()
     task = None
     if session is not None:
@@ -123,7 +129,7 @@ def state_check(name: str, env: Mapping[str, str] | None = None,
         InvalidInput: bad name, or a bad horizon in `.coding-os.yaml`.
     """
     validate_name(name)
-    caller = Caller(env, cwd)
+    caller = Caller(env, cwd, create=False)
     return _check(caller, name, caller.session())
 
 
@@ -153,9 +159,9 @@ def hooks_log(agent: str | None = None, session: str | None = None, limit: int |
     """
     if limit is not None and limit < 0:
         raise InvalidInput("-n must be zero or more")
-    caller_dir = resolve(cwd, os.environ if env is None else env).state_dir
-    return hookslog.read(os.path.join(caller_dir, ".hooks.log"), agent=agent, session=session,
-                         event=event, limit=limit)
+    caller = Caller(env, cwd, create=False)
+    return hookslog.read(caller.tiers.hooks_log, agent=agent, session=session, event=event,
+                         limit=limit)
 
 
 def hook(event: str, payload: dict[str, object], env: Mapping[str, str] | None = None,
@@ -179,7 +185,7 @@ def init(agent: str, local: bool = False, env: Mapping[str, str] | None = None,
     """
     from coding_os.install import install
 
-    return install(agent, local=local, caller=Caller(env, cwd))
+    return install(agent, local=local, caller=Caller(env, cwd, create=False, foreign_ok=True))
 
 
 def uninstall_hooks(agent: str | None = None, env: Mapping[str, str] | None = None,
@@ -191,7 +197,7 @@ def uninstall_hooks(agent: str | None = None, env: Mapping[str, str] | None = No
     """
     from coding_os.install import uninstall
 
-    return uninstall(agent, caller=Caller(env, cwd))
+    return uninstall(agent, caller=Caller(env, cwd, create=False))
 
 
 def gc_panels(dry_run: bool = False, env: Mapping[str, str] | None = None,
@@ -1113,7 +1119,7 @@ def recover_interrupted_restore(env: Mapping[str, str] | None = None,
     from coding_os.checkpoints.restore import recover_pending
     from coding_os.checkpoints.lock import pending
 
-    caller = Caller(env, cwd)
+    caller = Caller(env, cwd, create=False)
     if not pending(caller.tiers.checkpoints_dir):
         return None
     return recover_pending(caller.tiers)
@@ -1257,6 +1263,16 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
     if not isinstance(session, str):
         raise InvalidInput(f"checkpoint {checkpoint} belongs to no session: nothing to summarise")
     command = summarizer_command(load_config(caller.resolution.project_root))
+    skipped = None
+    if command is not None:
+        # A command from the repository: never under --dry-run, and only with consent.
+        if dry_run:
+            command, skipped = None, "summarizer.command is not run under --dry-run"
+        else:
+            from coding_os.trust import require
+
+            require(caller.resolution.project_root, caller.resolution.hub,
+                    f"summarizer.command ({command[:80]!r})")
     path = transcript.transcript_path(caller.tiers, session)
     if os.path.exists(path):
         kind, source = "cos", path
@@ -1265,8 +1281,32 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
         kind, source = str(row.get("kind")), str(row.get("source_path") or "")
         if not source:
             raise NotFound(f"session {session} has no log to summarise")
-    return summarize_around(caller.tiers, record, direction, kind, source, instructions, command,
-                            dry_run)
+    report = summarize_around(caller.tiers, record, direction, kind, source, instructions,
+                              command, dry_run)
+    if skipped is not None:
+        report["summarizer_note"] = skipped
+    return report
+
+
+# Consent to the repository's commands (DESIGN.md §11): coding_os.trust, imported when used.
+
+__all__ += ["trust"]
+
+
+def trust(revoke: bool = False, env: Mapping[str, str] | None = None,
+          cwd: str | None = None) -> dict[str, object]:
+    """Trust this project's `.coding-os.yaml` as it is now (its commands may run), or, with
+    `revoke`, take that back.
+
+    Raises:
+        InvalidInput: there is no `.coding-os.yaml` to trust, or it cannot be read.
+        StateIOError: the user's hub cannot be written.
+    """
+    from coding_os import trust as consent
+
+    caller = Caller(env, cwd, create=False)
+    root, hub = caller.resolution.project_root, caller.resolution.hub
+    return consent.revoke(root, hub) if revoke else consent.trust(root, hub)
 
 
 # Doctor: every health check of the project at once (coding_os.doctor, imported when used).

@@ -43,13 +43,17 @@ def cli() -> None:
 @json_option
 def where(as_json: bool) -> None:
     """Show the state dir, project root and the rule that chose them."""
-    resolution = api.where()
+    found = api.where()
     if as_json:
-        _emit_json(resolution.as_dict())
+        _emit_json(found)
         return
-    for key, value in resolution.as_dict().items():
-        if value is not None:
+    for key, value in found.items():
+        if value is not None and key not in ("state_dir_status", "foreign_reason"):
             click.echo(f"{key:<13}{value}")
+    if found["state_dir_status"] == "foreign":
+        click.echo(f"cos: {found['state_dir']} is not this user's state dir "
+                   f"({found.get('foreign_reason')}): nothing is read from it; `cos init` moves it "
+                   "aside and starts a fresh one", err=True)
 
 
 @cli.command()
@@ -185,6 +189,23 @@ def uninstall(agent: str | None, as_json: bool) -> None:
         click.echo(f"{report.agent}: {state} {report.file}")
         for note in report.notes:
             click.echo(f"  {note}")
+
+
+@cli.command()
+@json_option
+@click.option("--revoke", is_flag=True, help="Take the trust back.")
+def trust(as_json: bool, revoke: bool) -> None:
+    """Trust this project's .coding-os.yaml as it is now, so the commands it configures
+    (summarizer.command) may run; a changed file needs it again (docs/security.md)."""
+    report = api.trust(revoke=revoke)
+    if as_json:
+        _emit_json(report)
+        return
+    if report["trusted"]:
+        click.echo(f"trusted {report['file']} ({report['sha256']})")
+    else:
+        click.echo(f"{report['file']} is not trusted"
+                   + ("" if report["was_trusted"] else " (it was not)"))
 
 
 @cli.command()
