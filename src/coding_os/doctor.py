@@ -102,11 +102,29 @@ def run_checks(env: Mapping[str, str], cwd: str,
         resolution = None
         misroute = _one_line(exc)
     tiers = Tiers(resolution.state_dir) if resolution else None
-    initialised = bool(resolution and resolution.rule != "default"
+    foreign = None
+    if resolution is not None:
+        from coding_os.state import registry
+
+        owner = registry.check(resolution.state_dir, resolution.hub, resolution.project_root,
+                               adopt=False)
+        foreign = owner.reason if owner.status == "foreign" else None
+    initialised = bool(resolution and resolution.rule != "default" and foreign is None
                        and os.path.isdir(resolution.state_dir))
     ctx = _Context(env, cwd, resolution, tiers, initialised)
     checks: list[Check] = []
-    if resolution is None:
+    if resolution is not None and foreign is not None:
+        # Nothing is read from a state dir that is not this user's (DESIGN.md §11).
+        checks.append(Check("state_dir", "fail",
+                            f"{resolution.state_dir} is not this user's state dir: {foreign}; "
+                            "nothing is read from it",
+                            "cos init --agent claude (or --agent codex): it moves the state dir "
+                            "aside, unread, and starts a fresh one",
+                            {"state_dir": resolution.state_dir, "foreign": foreign}))
+        checks += [Check(name, "skip", "the state dir is not this user's")
+                   for name in ("hooks", "database", "index", "panels", "checkpoints")]
+        checks.sort(key=lambda check: CHECKS.index(check.name))
+    elif resolution is None:
         checks.append(Check("state_dir", "fail", misroute,
                             "run cos inside the project, or set COS_PROJECT_ROOT to it"))
         checks += [Check(name, "skip", "the state dir cannot be resolved")
@@ -698,9 +716,11 @@ def _mcp_fix(source: str, command: list[str] | None = None,
 
 
 def _mcp_command(ctx: _Context) -> tuple[str | None, list[str], dict[str, str], str, str | None]:
-    """(command, args, env, where it came from, why it cannot be used): the server registered in
-    the checkout's `.mcp.json` (Claude Code) or `.codex/config.toml` (Codex), else this
-    installation's `cos mcp`."""
+    """(command, args, env, where it came from, why it cannot be used): this installation's
+    `cos mcp`, which the checkout's `.mcp.json` (Claude Code) or `.codex/config.toml` (Codex)
+    must register as `cos init` writes it. Doctor never runs what the checkout names, nor with
+    the environment it gives (DESIGN.md §11): a registration that is not exactly this
+    installation's is reported, and this installation's server is what is started."""
     from coding_os.adapters.mcp import MCP_FILES, read_registration
     from coding_os.install import installed_cos
 
@@ -722,16 +742,32 @@ def _mcp_command(ctx: _Context) -> tuple[str | None, list[str], dict[str, str], 
         argv = [command, *(str(a) for a in args)]
         if os.path.isabs(command) and not os.path.exists(command):
             return None, [], {}, source, f"{path} runs {command}: No such file"
-        if not _is_cos_server(command, argv[1:]):
+        try:
+            ours = installed_cos()
+        except CosError as exc:
+            return None, [], {}, source, _one_line(exc)
+        if not _is_cos_server(command, argv[1:]) or not _same_file(command, ours) \
+                or argv[1:] != ["mcp"] or env not in ({}, {"COS_AGENT": agent}):
             # A checkout's file names it: running it would run whatever a clone brought along.
             return None, [], {}, source, (
-                f"{path}: its {MCP_SERVER_NAME} entry runs {shlex.join(argv)[:200]}, which is "
-                "not coding-os's `cos mcp`; doctor does not start it")
-        return command, argv[1:], {str(k): str(v) for k, v in env.items()}, source, None
+                f"{path}: its {MCP_SERVER_NAME} entry runs {shlex.join(argv)[:200]}"
+                f"{' with its own environment' if env else ''}, which is not this "
+                f"installation's `{ours} mcp`; doctor does not start it")
+        return ours, ["mcp"], {"COS_AGENT": agent}, source, None
     try:
         return installed_cos(), ["mcp"], {}, "this installation's cos", None
     except CosError as exc:
         return None, [], {}, "this installation's cos", _one_line(exc)
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether two paths name one file (compared as the kernel sees them, not by the words:
+    `/proc/self/cwd/tools/cos` is a file of the checkout, whatever it is called)."""
+    try:
+        first, second = os.stat(a), os.stat(b)
+    except OSError:
+        return False
+    return (first.st_dev, first.st_ino) == (second.st_dev, second.st_ino)
 
 
 def _is_cos_server(command: str, args: list[str]) -> bool:

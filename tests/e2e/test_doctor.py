@@ -428,11 +428,14 @@ def fake_cos(tmp_path: Path, body: str) -> Path:
     return script
 
 
-def test_an_mcp_server_that_never_answers_fails_after_the_timeout(healthy_project: Path,
-                                                                  tmp_path: Path) -> None:
+def test_an_mcp_server_that_never_answers_fails_after_the_timeout(
+        healthy_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os import install
     from coding_os.doctor import run_checks
 
     script = fake_cos(tmp_path, "import time\ntime.sleep(600)")
+    # Doctor starts this installation's server only: here, one that never answers.
+    monkeypatch.setattr(install, "installed_cos", lambda: str(script))
     (healthy_project / ".mcp.json").write_text(json.dumps(
         {"mcpServers": {"cos": {"command": str(script), "args": ["mcp"]}}}), encoding="utf-8")
     report = run_checks(dict(os.environ), str(healthy_project), mcp_timeout_s=1)
@@ -471,15 +474,20 @@ def test_a_registered_server_that_is_not_cos_is_reported_and_never_run(
     assert not marker.exists()
 
 
-def test_a_cos_server_that_cannot_start_fails_with_its_stderr(healthy_project: Path,
-                                                              tmp_path: Path) -> None:
+def test_a_cos_server_that_cannot_start_fails_with_its_stderr(
+        healthy_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os import install
+    from coding_os.doctor import run_checks
+
     script = fake_cos(tmp_path, "import sys\nsys.stderr.write('cannot start\\n')\nsys.exit(1)")
+    # Doctor starts this installation's server only: here, one that exits at once.
+    monkeypatch.setattr(install, "installed_cos", lambda: str(script))
     (healthy_project / ".mcp.json").write_text(json.dumps(
         {"mcpServers": {"cos": {"command": str(script), "args": ["mcp"]}}}), encoding="utf-8")
-    code, report = doctor(healthy_project)
-    check = by_name(report)["mcp"]
-    assert code == 6 and check["status"] == "fail", check
-    assert "stderr: cannot start" in check["detail"], check
+    report = run_checks(dict(os.environ), str(healthy_project))
+    check = {c.name: c for c in report.checks}["mcp"]
+    assert check.status == "fail", check
+    assert "stderr: cannot start" in check.detail, check
 
 
 def test_doctor_from_a_subdirectory_gives_the_same_answers(healthy_project: Path) -> None:
