@@ -1051,16 +1051,17 @@ __all__ += [
 REWIND_PARTS = ("code", "conversation", "both")
 
 
-def _checkpoint_context(env: Mapping[str, str] | None, cwd: str | None
+def _checkpoint_context(env: Mapping[str, str] | None, cwd: str | None, create: bool = True
                         ) -> tuple[Caller, str, CheckpointSettings]:
     """The caller, the tree its checkpoints cover (the top of its git working tree, else its
-    checkout) and the `checkpoints:` settings; an interrupted restore is completed first."""
+    checkout) and the `checkpoints:` settings; an interrupted restore is completed first. The
+    state dir is made only when `create` (a command that only reads or rewinds makes none)."""
     from coding_os.checkpoints.settings import Settings
     from coding_os.checkpoints.restore import recover_pending
     from coding_os.git.repo import checkout_root
 
     environ = os.environ if env is None else env
-    caller = Caller(env, cwd)
+    caller = Caller(env, cwd, create=create)
     checkout = _checkout_dir(caller, environ)
     root = checkout_root(checkout) or os.path.realpath(checkout)
     settings = Settings(load_config(caller.resolution.project_root))
@@ -1141,7 +1142,7 @@ def checkpoint_list(session: str | None = None, env: Mapping[str, str] | None = 
     started by /clear gets the cleared session's latest checkpoint first)."""
     from coding_os.checkpoints.rewind import listing
 
-    caller, _, _ = _checkpoint_context(env, cwd)
+    caller, _, _ = _checkpoint_context(env, cwd, create=False)
     sid = _caller_session(caller, session) if session is not None else None
     return listing(caller.tiers, sid)
 
@@ -1200,7 +1201,7 @@ def rewind(checkpoint: str, part: str = "code", dry_run: bool = False,
         raise InvalidInput(f"rewind --code, --conversation or --both, not {part!r}")
     if not points.valid_id(checkpoint):
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
-    caller, root, settings = _checkpoint_context(env, cwd)
+    caller, root, settings = _checkpoint_context(env, cwd, create=False)
     record = points.load(caller.tiers.checkpoints_dir, checkpoint)
     report: dict[str, object] = {"checkpoint": checkpoint, "part": part, "dry_run": dry_run}
     if part in ("code", "both"):
@@ -1229,7 +1230,7 @@ def rewind_undo(env: Mapping[str, str] | None = None,
     from coding_os.daemon.client import ask_watcher
     from coding_os.checkpoints.rewind import undo
 
-    caller, root, settings = _checkpoint_context(env, cwd)
+    caller, root, settings = _checkpoint_context(env, cwd, create=False)
     sid = _caller_session(caller, None)
     return {"undo": undo(caller.tiers, root, session=sid, agent=caller.agent,
                          settings=settings, watcher=ask_watcher)}
@@ -1257,7 +1258,7 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
         raise InvalidInput(f"summarize from or up-to, not {direction!r}")
     if not points.valid_id(checkpoint):
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
-    caller = Caller(env, cwd)
+    caller = Caller(env, cwd, create=False)
     record = points.load(caller.tiers.checkpoints_dir, checkpoint)
     session = record.get("session")
     if not isinstance(session, str):

@@ -198,8 +198,10 @@ print("SUMMARY lines=%d has-docs=%s" % (len(text.splitlines()), "now add the doc
 
 
 def _configure(project: Path, command: str) -> None:
+    """Configure `command` as the summariser, and trust the file as the user would."""
     (project / ".coding-os.yaml").write_text(
         f"summarizer:\n  command: {json.dumps(command)}\n", encoding="utf-8")
+    assert cos("trust", cwd=project).returncode == 0
 
 
 def test_a_configured_summarizer_command_gets_the_text_on_stdin_and_its_stdout_is_the_summary(

@@ -32,8 +32,7 @@ class Caller:
                  payload_session: str | None = None, *, create: bool = True,
                  foreign_ok: bool = False) -> None:
         """Identify the caller, and make sure its state dir is this user's (state/registry.py):
-        made and registered when it does not exist yet (unless not `create`, or no project was
-        found), refused when it
+        made and registered when it does not exist yet (unless not `create`), refused when it
         is foreign (unless `foreign_ok`: then `ownership` says so and nothing is read from it).
 
         Raises:
@@ -55,9 +54,9 @@ class Caller:
             raise ForeignState(f"{state_dir} is not this user's state dir: "
                                f"{self.ownership.reason}; `cos init` moves it aside and starts "
                                "a fresh one")
-        # Where no project was found (the "default" rule) a state dir is made only by whoever
-        # writes into it, never in passing by a command run from some directory.
-        if self.ownership.status == "absent" and create and self.resolution.rule != "default":
+        # Made here, registered, before any writer makes it in passing (durable.ensure_dir):
+        # a state dir cos made is always one it knows as this user's.
+        if self.ownership.status == "absent" and create:
             registry.create(state_dir, hub)
             self.ownership = registry.Ownership("own")
         own = self.ownership.status == "own"
