@@ -30,8 +30,16 @@ class restore_lock:  # noqa: N801 - used as a function: `with restore_lock(dir, 
         self.fd = -1
 
     def __enter__(self) -> None:
+        """Take the lock, waiting for it.
+
+        Raises:
+            StateIOError: the lock file cannot be made or opened (a read-only state dir).
+        """
         durable.ensure_dir(os.path.dirname(self.path))
-        self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            raise durable.io_error(self.path, exc) from None
         try:
             fcntl.flock(self.fd, fcntl.LOCK_EX if self.exclusive else fcntl.LOCK_SH)
         except BaseException:
