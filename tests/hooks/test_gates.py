@@ -258,6 +258,70 @@ def test_protect_paths_accepts_the_mapping_form(repo: Path, isolated_env: Path) 
     assert allowed(pre(repo, isolated_env, "Write", {"file_path": "b.txt", "content": "x"}))
 
 
+# Shell commands and whether they write `.env`: bash itself is asked too (below), so the table
+# cannot be wrong about the shell.
+SHELL_WRITES = [
+    ("echo x 1<>.env", True),
+    ("echo x <>.env", True),
+    ("exec 3<>.env", True),
+    ("echo x >|.env", True),
+    ("echo x 1>|.env", True),
+    ("echo x &>.env", True),
+    ("echo x &>>.env", True),
+    ("echo x >>.env", True),
+    ("echo x 2>.env", True),
+    ("echo x 2>>.env", True),
+    ("echo x 10>.env", True),
+    ("echo x {fd}>.env", True),
+    ("echo x >&.env", True),
+    ("echo x >& .env", True),
+    ("echo x;>.env", True),
+    ("true&&>.env", True),
+    ("echo x|>.env", True),
+    ("(>.env)", True),
+    ("echo x | cat >.env", True),
+    ("echo a#b >.env", True),
+    ("echo $'a\\'b' >.env", True),
+    ("echo x >$'\\x2eenv'", True),
+    ("echo x >'.env'", True),
+    ("echo x > .e\"nv\"", True),
+    ("echo x > \\.env", True),
+    ("echo x > .env # it's", True),
+    ("echo `>.env`", True),
+    ("echo \"$(echo x >.env)\"", True),
+    ("tee >(cat >.env) </dev/null", True),
+    ("cat <.env", False),
+    ("cat 0<.env", False),
+    ("cat <<<.env", False),
+    ("echo x 2>&1", False),
+    ("echo x >&2", False),
+    ("echo x 3>&-", False),
+    ("echo '>' .env", False),
+    ("echo x # >.env", False),
+    ("echo .env > out.txt", False),
+    ("tee out.txt <.env", False),
+]
+
+
+@pytest.mark.parametrize("command,writes", SHELL_WRITES)
+def test_protect_paths_blocks_every_redirect_that_writes_and_no_read(
+        repo: Path, isolated_env: Path, tmp_path: Path, command: str, writes: bool) -> None:
+    import subprocess
+
+    sandbox = tmp_path / "sandbox"
+    sandbox.mkdir()
+    subprocess.run(["bash", "-c", command], cwd=sandbox, stdin=subprocess.DEVNULL,
+                   capture_output=True, timeout=30)
+    assert (sandbox / ".env").exists() == writes, "the table is wrong about bash"
+    configure(repo, PROTECT)
+    start(repo, isolated_env)
+    result = pre(repo, isolated_env, "Bash", {"command": command})
+    if writes:
+        assert "protect_paths" in reason(result)
+    else:
+        assert allowed(result)
+
+
 # -- block_secrets -------------------------------------------------------------------------------
 
 

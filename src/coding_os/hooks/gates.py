@@ -70,8 +70,16 @@ _WRITING_COMMANDS = frozenset((
 _IN_PLACE_COMMANDS = frozenset(("sed", "perl", "ruby", "gsed"))  # writing only with -i
 _WRITING_GIT = frozenset(("checkout", "restore", "rm", "mv", "apply", "reset", "clean", "stash",
                           "am", "cherry-pick", "revert", "merge", "rebase", "pull", "switch"))
-_REDIRECTS = frozenset((">", ">>", ">|", "&>", "&>>", ">&", "1>", "2>"))
-_SEPARATORS = frozenset((";", "&&", "||", "|", "&", "(", ")", "|&", ";;", "\n"))
+# Shell operators, longest first: bash reads them greedily (`;>` is `;` then `>`, `1<>f` is
+# `1`, `<>`, `f`). A backquote starts or ends a command as `(` and `)` do.
+_OPERATORS = ("<<<", "<<-", "&>>", ";;&", "&&", "||", "|&", ";;", ";&", ">>", ">|", ">&", "&>",
+              "<<", "<>", "<&", ";", "&", "|", "(", ")", "<", ">", "`")
+_SEPARATORS = frozenset((";", "&&", "||", "|", "&", "(", ")", "|&", ";;", ";&", ";;&", "`"))
+# Redirects that open their word for writing (`<>` reads and writes); `>&` followed by a number
+# or `-` duplicates or closes a descriptor instead. `<`, `<&`, `<<`, `<<-`, `<<<` only read.
+_WRITE_REDIRECTS = frozenset((">", ">>", ">|", "&>", "&>>", "<>", ">&"))
+_ANSI_C_ESCAPES = {"a": "\a", "b": "\b", "e": "\x1b", "E": "\x1b", "f": "\f", "n": "\n",
+                   "r": "\r", "t": "\t", "v": "\v", "\\": "\\", "'": "'", '"': '"', "?": "?"}
 _COMPILED: dict[str, Any] = {}
 
 
@@ -446,34 +454,145 @@ def _shell_command(tool_input: object) -> str | None:
 def _shell_write_targets(command: str) -> list[str]:
     """The words of a shell command that it may write to (best effort, over-inclusive):
     redirect targets, and every argument of a segment that runs a writing command."""
-    import shlex
-
-    lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        words = list(lexer)
-    except ValueError:  # unbalanced quotes: fall back to plain words
-        words = command.split()
     targets: list[str] = []
-    segment: list[str] = []
-    for word in [*words, ";"]:
-        if word in _SEPARATORS:
+    segment: list[tuple[bool, str]] = []
+    for token in [*_shell_tokens(command), (True, ";")]:
+        if token[0] and token[1] in _SEPARATORS:
             targets.extend(_segment_targets(segment))
             segment = []
         else:
-            segment.append(word)
+            segment.append(token)
     return targets
 
 
-def _segment_targets(words: list[str]) -> list[str]:
-    targets = []
-    redirect = False
-    for word in words:
-        if redirect:
-            targets.append(word)
-            redirect = False
-        elif word in _REDIRECTS or word.endswith(">") and word.rstrip(">&|").isdigit():
-            redirect = True
+def _shell_tokens(command: str, depth: int = 0) -> list[tuple[bool, str]]:
+    """The words and operators of a shell command as bash splits them, `(True, op)` for an
+    operator: quotes and escapes removed (`$'...'` decoded), a `#` starting a word comments out
+    the line, a newline ends a command. What a command substitution inside double quotes runs
+    is added after the command, as a command of its own (10 levels deep at most)."""
+    tokens: list[tuple[bool, str]] = []
+    nested: list[tuple[bool, str]] = []
+    word: list[str] = []
+    quoted = False  # the word has a quoted part: '' is a word too
+    i, n = 0, len(command)
+    while i < n:
+        char = command[i]
+        if char in " \t\n" or char in ";&|()<>`":
+            if word or quoted:
+                tokens.append((False, "".join(word)))
+                word, quoted = [], False
+            if char == "\n":
+                tokens.append((True, ";"))
+            if char in " \t\n":
+                i += 1
+            else:
+                operator = next(op for op in _OPERATORS if command.startswith(op, i))
+                tokens.append((True, operator))
+                i += len(operator)
+        elif char == "#" and not word and not quoted:
+            i = command.find("\n", i)
+            i = n if i < 0 else i
+        elif char == "\\":
+            word.append(command[i + 1:i + 2].replace("\n", ""))  # backslash-newline joins lines
+            i += 2
+        elif char == "'":
+            close = command.find("'", i + 1)
+            close = n if close < 0 else close
+            word.append(command[i + 1:close])
+            quoted, i = True, close + 1
+        elif command.startswith("$'", i):
+            text, i = _ansi_c_quoted(command, i + 2)
+            word.append(text)
+            quoted = True
+        elif char == '"' or command.startswith('$"', i):
+            i += 1 if char == '"' else 2
+            while i < n and command[i] != '"':
+                if command[i] == "\\" and command[i + 1:i + 2] in ('"', "\\", "$", "`", "\n"):
+                    word.append(command[i + 1].replace("\n", ""))
+                    i += 2
+                    continue
+                if depth < 10 and (command.startswith("$(", i) or command[i] == "`"):
+                    inner, i = _substitution(command, i)
+                    nested += [(True, ";"), *_shell_tokens(inner, depth + 1)]
+                    continue
+                word.append(command[i])
+                i += 1
+            quoted, i = True, i + 1
+        else:
+            word.append(char)
+            i += 1
+    if word or quoted:
+        tokens.append((False, "".join(word)))
+    return tokens + nested
+
+
+def _substitution(command: str, start: int) -> tuple[str, int]:
+    """The command of the `$(...)` or backquoted substitution at `start`, and where it ends."""
+    if command[start] == "`":
+        close = command.find("`", start + 1)
+        close = len(command) if close < 0 else close
+        return command[start + 1:close], close + 1
+    depth, i = 0, start + 1
+    while i < len(command):
+        depth += {"(": 1, ")": -1}.get(command[i], 0)
+        if depth == 0:
+            break
+        i += 1
+    return command[start + 2:i], i + 1
+
+
+def _ansi_c_quoted(command: str, start: int) -> tuple[str, int]:
+    """The text of the `$'...'` whose body begins at `start`, escapes decoded as bash does
+    (`\\x2e` is `.`), and the index after its closing quote."""
+    text: list[str] = []
+    i, n = start, len(command)
+    while i < n and command[i] != "'":
+        if command[i] != "\\" or i + 1 >= n:
+            text.append(command[i])
+            i += 1
+            continue
+        escape = command[i + 1]
+        if escape in _ANSI_C_ESCAPES:
+            text.append(_ANSI_C_ESCAPES[escape])
+            i += 2
+            continue
+        if escape in "xuU":  # \xHH, \uHHHH, \UHHHHHHHH
+            width = {"x": 2, "u": 4, "U": 8}[escape]
+            digits_allowed, first = "0123456789abcdefABCDEF", i + 2
+        elif escape in "01234567":  # \NNN, octal
+            digits_allowed, first, width = "01234567", i + 1, 3
+        else:
+            text.append("\\" + escape)
+            i += 2
+            continue
+        end = first
+        while end < min(first + width, n) and command[end] in digits_allowed:
+            end += 1
+        value = int(command[first:end], 8 if width == 3 else 16) if end > first else None
+        if value is None or value > 0x10FFFF:
+            text.append("\\" + escape)
+            i += 2
+        else:
+            text.append(chr(value))
+            i = end
+    return "".join(text), i + 1
+
+
+def _segment_targets(tokens: list[tuple[bool, str]]) -> list[str]:
+    targets: list[str] = []
+    words: list[str] = []
+    redirect: str | None = None
+    for is_operator, text in tokens:
+        if is_operator:  # what is left of the operators in a segment: redirects
+            redirect = text
+            continue
+        if redirect is None:
+            words.append(text)
+            continue
+        duplicate = redirect == ">&" and (text.isdigit() or text == "-")
+        if redirect in _WRITE_REDIRECTS and not duplicate:
+            targets.append(text)
+        redirect = None  # a redirect's word is not an argument of the command
     names = [os.path.basename(w) for w in words]
     writes = (any(name in _WRITING_COMMANDS for name in names)
               or (any(name in _IN_PLACE_COMMANDS for name in names)
