@@ -112,16 +112,131 @@ def test_odd_requests_are_answered_and_the_daemon_keeps_running(
                  b"\xff\xfe\n"):
         answer = json.loads(raw_request(running, data))
         assert isinstance(answer.get("ok"), bool), (data[:40], answer)
-    # A client that connects and says nothing holds the daemon at most its 2 s read timeout.
-    idle = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    idle.connect(os.path.join(str(running["dir"]), "daemon.sock"))
-    try:
-        started = time.monotonic()
-        assert json.loads(raw_request(running, b'{"op": "ping"}\n'))["ok"] is True
-        assert time.monotonic() - started < 4
-    finally:
-        idle.close()
     assert server.status()["running"] is True
+
+
+def stalled_clients(running: dict[str, object], count: int) -> list[socket.socket]:
+    """`count` connections to the daemon, each holding a partial request (no newline)."""
+    held = []
+    for _ in range(count):
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(os.path.join(str(running["dir"]), "daemon.sock"))
+        sock.sendall(b'{"op": "ping"')
+        held.append(sock)
+    return held
+
+
+def test_clients_holding_a_partial_line_keep_no_checkpoint_waiting(
+        project: Path, running: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four stalled clients, each given the daemon's whole read timeout (2 s), while the
+    checkpoint's own request waits half of it: answered, it is fed by the watcher."""
+    from coding_os.daemon import client
+
+    tiers = Tiers(str(project / ".coding-os"))
+    root = str(project)
+    checkpoint_now(tiers, root)  # the watch starts
+    real = client.request
+    monkeypatch.setattr(client, "request",
+                        lambda folder, message, timeout=5.0: real(folder, message, 1.0))
+    held = stalled_clients(running, 4)
+    try:
+        (project / "meanwhile.txt").write_text("x\n")
+        record = checkpoint_now(tiers, root)
+    finally:
+        for sock in held:
+            sock.close()
+    assert record["scan"] == "watcher"
+    same(stored(tiers, record), whole(tiers, root))
+
+
+def test_a_client_that_says_nothing_is_dropped_by_the_daemon(
+        running: dict[str, object]) -> None:
+    held = stalled_clients(running, 1)[0]
+    try:
+        held.settimeout(30)  # far beyond the daemon's read timeout
+        assert held.recv(1024) == b""  # closed, unanswered
+    finally:
+        held.close()
+    assert json.loads(raw_request(running, b'{"op": "ping"}\n'))["ok"] is True
+
+
+def test_many_concurrent_clients_each_get_their_own_answer(
+        running: dict[str, object], tmp_path: Path) -> None:
+    """48 clients, six to a tree, among clients that stall: each is told of its own write."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    roots = []
+    for number in range(8):
+        root = tmp_path / f"tree{number}"
+        root.mkdir()
+        git(root, "init", "-q", "-b", "main")
+        roots.append(root)
+
+    def changes(root: Path, since: object) -> dict[str, object]:
+        message = {"op": "changes", "root": str(root), "state_dir": None, "env": {},
+                   "since": since}
+        answer = json.loads(raw_request(running, json.dumps(message).encode() + b"\n"))
+        assert answer["ok"] is True, answer
+        return answer  # type: ignore[no-any-return]
+
+    def ask(number: int) -> tuple[str, object, dict[str, object]]:
+        root = roots[number % len(roots)]
+        token = changes(root, None)["token"]
+        (root / f"f{number}").write_text("x\n")
+        changed = changes(root, token)["changed"]
+        return f"f{number}", changed, json.loads(raw_request(running, b'{"op": "ping"}\n'))
+
+    held = stalled_clients(running, 8)
+    try:
+        with ThreadPoolExecutor(16) as pool:
+            results = list(pool.map(ask, range(48)))
+    finally:
+        for sock in held:
+            sock.close()
+    for name, changed, ping in results:
+        assert isinstance(changed, list) and name in changed, (name, changed)
+        assert ping["ok"] is True and ping["pid"] == running["pid"], ping
+
+
+def test_the_daemon_socket_answers_no_other_user(
+        running: dict[str, object], tmp_path: Path) -> None:
+    """The daemon's directory keeps other users out (0700); one let in by a link to the
+    socket, opened to all, is still answered nothing (the peer's uid is checked)."""
+    import tempfile
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("setpriv as root is needed to act as another user (CI=true)")
+        pytest.skip("needs setpriv, run as root, to act as another user")
+    sock_path = os.path.join(str(running["dir"]), "daemon.sock")
+    assert os.stat(str(running["dir"])).st_mode & 0o077 == 0
+    mode = os.stat(sock_path).st_mode & 0o777
+    door = tempfile.mkdtemp(prefix="cos-door-")
+    try:
+        os.chmod(door, 0o755)
+        link = os.path.join(door, "sock")
+        os.link(sock_path, link)
+        os.chmod(link, 0o777)
+        probe = ("import socket, sys\n"
+                 "s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(20)\n"
+                 "s.connect(sys.argv[1])\n"
+                 "try:\n"
+                 "    s.sendall(b'{\"op\": \"ping\"}\\n'); answer = s.recv(4096)\n"
+                 "except (BrokenPipeError, ConnectionResetError):\n"
+                 "    answer = b''\n"
+                 "sys.stdout.write(repr(answer))\n")
+        proc = subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups",
+                               "/usr/bin/python3", "-I", "-c", probe, link],
+                              capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(door)
+        os.chmod(sock_path, mode)
+    assert proc.returncode == 0, proc.stderr  # it got in, and was answered nothing
+    assert proc.stdout == "b''", proc.stdout
+    log = (Path(str(running["dir"])) / "daemon.log").read_text()
+    assert "a connection from uid 65534 refused" in log
+    assert json.loads(raw_request(running, b'{"op": "ping"}\n'))["ok"] is True
 
 
 def test_a_killed_daemon_leaves_checkpoints_working_and_can_be_started_again(

@@ -7,9 +7,12 @@ exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
 
 - `daemon.lock`: held (flock) by the running daemon for its whole life: the proof it runs. A
   second daemon started meanwhile finds it held and exits.
-- `daemon.sock`: a Unix socket in a directory only the user can enter. One request per
-  connection: a JSON line in, a JSON line out. Requests: `ping`, `status`, `stop`, and
-  `changes` (`root`, `since`): the paths changed in `root` since a token, with a new token.
+- `daemon.sock`: a Unix socket in a directory only the user can enter (and a peer of another
+  uid is refused). One request per connection: a JSON line in, a JSON line out; connections
+  are read and answered side by side (a client that stalls is dropped after CLIENT_TIMEOUT_S,
+  keeping no other waiting), requests handled one at a time in the daemon's one thread.
+  Requests: `ping`, `status`, `stop`, and `changes` (`root`, `since`): the paths changed in
+  `root` since a token, with a new token.
 - `daemon.json`: pid, start time and version, for `cos daemon status`.
 - `daemon.log`: what it has to say (start, stop, a tree given up).
 
@@ -46,6 +49,8 @@ STOP_TIMEOUT_S = 15.0
 IDLE_FORGET_S = 6 * 3600  # a tree nobody asked about for this long is no longer watched
 SWEEP_S = 60.0  # how often idle trees are looked for
 MAX_REQUEST = 1 << 16
+CLIENT_TIMEOUT_S = 2.0  # to send its request line, and again to take the answer
+MAX_CLIENTS = 256  # connections open at once; beyond, the oldest is dropped
 
 
 def status(env: Mapping[str, str] | None = None) -> dict[str, object]:
@@ -465,17 +470,30 @@ def serve(folder: str, until_idle: bool = False) -> int:
     signal.signal(signal.SIGTERM, lambda *_: setattr(server, "running", False))
     signal.signal(signal.SIGINT, lambda *_: setattr(server, "running", False))
     _log(f"daemon started (pid {os.getpid()}, version {server.version})")
+    listener.setblocking(False)
     selector = selectors.DefaultSelector()
     selector.register(listener, selectors.EVENT_READ, "listener")
     selector.register(server.watches.inotify.fd, selectors.EVENT_READ, "inotify")
+    clients: set[_Client] = set()
     last_sweep = time.monotonic()
     try:
         while server.running:
-            for key, _ in selector.select(timeout=min(1.0, SWEEP_S)):
+            now = time.monotonic()
+            wait = min([1.0, SWEEP_S, *(client.deadline - now for client in clients)])
+            ready = selector.select(timeout=max(0.0, wait))
+            now = time.monotonic()
+            # Too slow to send its line or take its answer; one whose line came while another
+            # request was handled is ready, and served.
+            for client in clients - {key.data for key, _ in ready}:
+                if client.deadline < now:
+                    _drop(client, selector, clients)
+            for key, _ in ready:
                 if key.data == "inotify":
                     server.watches.drain()
+                elif key.data == "listener":
+                    _accept(listener, selector, clients)
                 else:
-                    _answer(server, listener)
+                    _serve(server, key.data, selector, clients)
             if time.monotonic() - last_sweep > SWEEP_S:
                 server.forget_idle()
                 last_sweep = time.monotonic()
@@ -483,6 +501,8 @@ def serve(folder: str, until_idle: bool = False) -> int:
                     _log("nothing asked for a while: the daemon started on demand stops")
                     break
     finally:
+        for client in list(clients):
+            _drop(client, selector, clients)
         try:
             if os.stat(path).st_ino == bound:
                 os.unlink(path)
@@ -498,37 +518,108 @@ def serve(folder: str, until_idle: bool = False) -> int:
     return 0
 
 
-def _answer(server: _Server, listener: socket.socket) -> None:
+# -- the connections: served side by side, none waited for ---------------------------------------
+
+
+class _Client:
+    """One connection: the request read so far, then the answer left to send, and when it is
+    dropped if it has not sent its line (or taken its answer) by then."""
+
+    __slots__ = ("sock", "data", "out", "deadline")
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.data = b""
+        self.out = b""
+        self.deadline = time.monotonic() + CLIENT_TIMEOUT_S
+
+
+def _accept(listener: socket.socket, selector: selectors.BaseSelector,
+            clients: set[_Client]) -> None:
+    """Take a waiting connection, of this user only (the directory keeps others out; the
+    peer's uid is checked besides). At MAX_CLIENTS the oldest connection is dropped."""
     try:
         conn, _ = listener.accept()
     except OSError:
         return
-    with conn:
-        conn.settimeout(2.0)
-        data = b""
+    uid = _peer_uid(conn)
+    if uid is not None and uid != os.geteuid():
+        _log(f"a connection from uid {uid} refused")
+        conn.close()
+        return
+    if len(clients) >= MAX_CLIENTS:
+        _drop(min(clients, key=lambda c: c.deadline), selector, clients)
+    conn.setblocking(False)
+    client = _Client(conn)
+    clients.add(client)
+    selector.register(conn, selectors.EVENT_READ, client)
+
+
+def _peer_uid(conn: socket.socket) -> int | None:
+    """The uid of the process at the other end (Linux); None where it cannot be told."""
+    import struct
+
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return None
+    try:
+        _, uid, _ = struct.unpack("iII", conn.getsockopt(socket.SOL_SOCKET, option,
+                                                         struct.calcsize("iII")))
+    except OSError:
+        return -1
+    return int(uid)
+
+
+def _serve(server: _Server, client: _Client, selector: selectors.BaseSelector,
+           clients: set[_Client]) -> None:
+    """Read what the client sent and, once its line is whole (or it stopped sending, or sent
+    too much), answer it; or send more of an answer it is taking slowly."""
+    if not client.out:
         try:
-            while not data.endswith(b"\n") and len(data) <= MAX_REQUEST:
-                chunk = conn.recv(1 << 16)
-                if not chunk:
-                    break
-                data += chunk
-        except OSError:
+            chunk = client.sock.recv(1 << 16)
+        except BlockingIOError:
             return
-        try:
-            message = json.loads(data) if len(data) <= MAX_REQUEST else None
-            answer = (server.handle(message) if message is not None
-                      else {"ok": False, "error": "the request is too long"})
-        except (ValueError, RecursionError):
-            answer = {"ok": False, "error": "the request is not JSON"}
-        except (CosError, OSError) as exc:
-            answer = {"ok": False, "error": str(exc)}
-        except Exception as exc:  # noqa: BLE001 - a bad request never stops the daemon
-            _log(f"internal error on a request: {type(exc).__name__}: {exc}")
-            answer = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
-        try:
-            conn.sendall(json.dumps(answer).encode() + b"\n")
         except OSError:
-            pass
+            _drop(client, selector, clients)
+            return
+        client.data += chunk
+        if chunk and not client.data.endswith(b"\n") and len(client.data) <= MAX_REQUEST:
+            return
+        client.out = _answer(server, client.data)
+        client.deadline = time.monotonic() + CLIENT_TIMEOUT_S
+        selector.modify(client.sock, selectors.EVENT_WRITE, client)
+    try:
+        client.out = client.out[client.sock.send(client.out):]
+    except BlockingIOError:
+        return
+    except OSError:
+        client.out = b""
+    if not client.out:
+        _drop(client, selector, clients)
+
+
+def _drop(client: _Client, selector: selectors.BaseSelector, clients: set[_Client]) -> None:
+    clients.discard(client)
+    try:
+        selector.unregister(client.sock)
+    except (KeyError, ValueError):
+        pass
+    client.sock.close()
+
+
+def _answer(server: _Server, data: bytes) -> bytes:
+    """The answer line to the request `data`; a bad request gets an error, never an exception."""
+    try:
+        answer = (server.handle(json.loads(data)) if len(data) <= MAX_REQUEST
+                  else {"ok": False, "error": "the request is too long"})
+    except (ValueError, RecursionError):
+        answer = {"ok": False, "error": "the request is not JSON"}
+    except (CosError, OSError) as exc:
+        answer = {"ok": False, "error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - a bad request never stops the daemon
+        _log(f"internal error on a request: {type(exc).__name__}: {exc}")
+        answer = {"ok": False, "error": f"internal error: {type(exc).__name__}"}
+    return json.dumps(answer).encode() + b"\n"
 
 
 def main(argv: list[str] | None = None) -> int:
