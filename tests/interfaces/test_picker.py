@@ -19,6 +19,16 @@ def test_the_preview_shows_the_first_and_last_prompt_one_line_each() -> None:
     assert len(lines) <= picker.PREVIEW_LINES
 
 
+def test_the_row_and_preview_show_control_characters_from_a_transcript_visibly() -> None:
+    row: dict[str, object] = {"id": "i", "agent": "claude", "messages": 1,
+                              "title": "t \x1b]0;pwned\x07 \x9b2J",
+                              "first_prompt": "p \x1b[2J\x1b[H"}
+    shown = [picker.session_row(row, 200), *picker._preview(row)]
+    assert not any(ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0 for line in shown for c in line)
+    assert shown[0].endswith("t ^[]0;pwned^G M-^[2J")
+    assert "first prompt p ^[[2J^[[H" in shown
+
+
 def test_the_preview_has_a_line_for_every_field_it_can_show() -> None:
     every = {"id": "i", "title": "t", "name": "n", "native_id": "u", "agent": "claude",
              "cwd": "/c", "branch": "b", "created": "c", "last_active": "l", "messages": 1,

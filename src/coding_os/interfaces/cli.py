@@ -14,11 +14,18 @@ import click
 
 from coding_os import __version__, api
 from coding_os.errors import Ambiguous, CosError, InvalidInput
-from coding_os.interfaces.output import dump_json, error_exit
+from coding_os.interfaces.output import dump_json, error_exit, escape_json_controls, visible
 
 __all__ = ["cli", "run"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+def echo(message: object = "", *, err: bool = False, nl: bool = True) -> None:
+    """Print `message` (on stderr with `err`) with its control characters made visible: what
+    cos prints readably holds text from transcripts and the store, which a terminal, or a file
+    later `cat`, would act on (docs/cli.md). JSON keeps the text: it escapes them."""
+    click.echo(visible(str(message)), err=err, nl=nl)
 
 
 def _emit_json(data: object) -> None:
@@ -49,9 +56,9 @@ def where(as_json: bool) -> None:
         return
     for key, value in found.items():
         if value is not None and key not in ("state_dir_status", "foreign_reason"):
-            click.echo(f"{key:<13}{value}")
+            echo(f"{key:<13}{value}")
     if found["state_dir_status"] == "foreign":
-        click.echo(f"cos: {found['state_dir']} is not this user's state dir "
+        echo(f"cos: {found['state_dir']} is not this user's state dir "
                    f"({found.get('foreign_reason')}): nothing is read from it; `cos init` moves it "
                    "aside and starts a fresh one", err=True)
 
@@ -70,7 +77,7 @@ def whoami(as_json: bool, payload_file: str | None) -> None:
         _emit_json(info)
         return
     for key, value in info.items():
-        click.echo(f"{key:<13}{'-' if value is None else value}")
+        echo(f"{key:<13}{'-' if value is None else value}")
 
 
 def _read_payload_file(name: str) -> dict[str, Any]:
@@ -105,7 +112,7 @@ def state_get(name: str) -> None:
 
     Reasons: no_file, malformed, session_mismatch, stale.
     """
-    click.echo(api.state_get(name))
+    echo(api.state_get(name))
 
 
 @state.command("check")
@@ -118,7 +125,7 @@ def state_check(name: str, as_json: bool) -> None:
         _emit_json(verdict)
         return
     for key, value in verdict.items():
-        click.echo(f"{key:<7}{'-' if value is None else value}")
+        echo(f"{key:<7}{'-' if value is None else value}")
 
 
 @cli.command("hooks-log")
@@ -137,7 +144,7 @@ def hooks_log(agent: str | None, session: str | None, event: str | None, limit: 
     from coding_os.state.hookslog import format_line
 
     for fields in lines:
-        click.echo(format_line(fields), nl=False)
+        echo(format_line(fields), nl=False)
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -166,13 +173,13 @@ def init(agent: str, local: bool, as_json: bool) -> None:
         _emit_json(report.as_dict())
         return
     verb = "installed hooks in" if report.changed else "hooks already installed in"
-    click.echo(f"{agent}: {verb} {report.file}")
-    click.echo(f"  command: {report.command}")
-    click.echo(f"  state dir: {report.state_dir}")
+    echo(f"{agent}: {verb} {report.file}")
+    echo(f"  command: {report.command}")
+    echo(f"  state dir: {report.state_dir}")
     if report.mcp_file:
-        click.echo(f"  MCP server: {report.mcp_file} (cos mcp)")
+        echo(f"  MCP server: {report.mcp_file} (cos mcp)")
     for note in report.notes:
-        click.echo(note)
+        echo(note)
 
 
 @cli.command()
@@ -186,9 +193,9 @@ def uninstall(agent: str | None, as_json: bool) -> None:
         return
     for report in reports:
         state = "removed hooks from" if report.changed else "nothing left to remove in"
-        click.echo(f"{report.agent}: {state} {report.file}")
+        echo(f"{report.agent}: {state} {report.file}")
         for note in report.notes:
-            click.echo(f"  {note}")
+            echo(f"  {note}")
 
 
 @cli.command()
@@ -202,9 +209,9 @@ def trust(as_json: bool, revoke: bool) -> None:
         _emit_json(report)
         return
     if report["trusted"]:
-        click.echo(f"trusted {report['file']} ({report['sha256']})")
+        echo(f"trusted {report['file']} ({report['sha256']})")
     else:
-        click.echo(f"{report['file']} is not trusted"
+        echo(f"{report['file']} is not trusted"
                    + ("" if report["was_trusted"] else " (it was not)"))
 
 
@@ -219,13 +226,13 @@ def doctor(as_json: bool) -> None:
         _emit_json(report.as_dict())
     else:
         for check in report.checks:
-            click.echo(f"{check.status.upper() if check.status == 'fail' else check.status:<5} "
+            echo(f"{check.status.upper() if check.status == 'fail' else check.status:<5} "
                        f"{check.name:<12} {check.detail}")
             if check.fix:
-                click.echo(f"{'':<18}fix: {check.fix}")
+                echo(f"{'':<18}fix: {check.fix}")
         counts = report.as_dict()["counts"]
         assert isinstance(counts, dict)
-        click.echo(", ".join(f"{n} {status}" for status, n in counts.items() if n))
+        echo(", ".join(f"{n} {status}" for status, n in counts.items() if n))
     if not report.ok:
         raise click.exceptions.Exit(6)
 
@@ -249,27 +256,27 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
         return
     verb = "would reap" if dry_run else "reaped"
     for entry in report.reaped:
-        click.echo(f"{verb} {entry.agent}/{entry.panel} (session {entry.session or '-'}, "
+        echo(f"{verb} {entry.agent}/{entry.panel} (session {entry.session or '-'}, "
                    f"heartbeat {entry.heartbeat_age_s}s ago)")
-    click.echo(f"{len(report.reaped)} {verb}, {report.kept} kept, {report.busy} busy")
+    echo(f"{len(report.reaped)} {verb}, {report.kept} kept, {report.busy} busy")
     errors = list(report.errors)
     if retention is not None:
         moved = "would move" if dry_run else "moved"
         for path in retention.trashed:
-            click.echo(f"{moved} {path} to the trash")
+            echo(f"{moved} {path} to the trash")
         for day in retention.purged:
-            click.echo(f"{'would empty' if dry_run else 'emptied'} {day}")
-        click.echo(f"{len(retention.trashed)} transcripts {moved} to the trash "
+            echo(f"{'would empty' if dry_run else 'emptied'} {day}")
+        echo(f"{len(retention.trashed)} transcripts {moved} to the trash "
                    f"(older than {retention.period_days:g} days), {retention.kept} kept")
         errors += retention.errors
     if objects is not None:
         gone = "would remove" if dry_run else "removed"
-        click.echo(f"{len(objects['checkpoints_removed'])} checkpoints {gone} (older than the "
+        echo(f"{len(objects['checkpoints_removed'])} checkpoints {gone} (older than the "
                    f"period), {objects['objects_removed']} unreferenced objects {gone} "
                    f"({objects['bytes_freed']} bytes)")
         errors += list(objects["problems"])
     for error in errors:
-        click.echo(f"error: {error}", err=True)
+        echo(f"error: {error}", err=True)
 
 
 @cli.command()
@@ -280,6 +287,8 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
 def export(session: str, fmt: str, output: str | None) -> None:
     """Export SESSION's conversation (cos-native, Claude Code or Codex; by id or native id)."""
     text = api.export_session(session, fmt)
+    # JSON stays faithful (its escapes are data); Markdown and HTML show control characters.
+    text = escape_json_controls(text) if fmt == "json" else visible(text)
     if output is None:
         click.echo(text, nl=False)
         return
@@ -305,21 +314,21 @@ def observations(session: str | None, limit: int | None, as_json: bool) -> None:
     for row in rows:
         tool = f" {row['tool']}" if row.get("tool") else ""
         text = f" {str(row['text'])[:100]!r}" if row.get("text") else ""
-        click.echo(f"{row['ts']} {row['session']} {row['event']}{tool}{text}")
+        echo(f"{row['ts']} {row['session']} {row['event']}{tool}{text}")
 
 
 def _print_refresh(report: dict[str, Any]) -> None:
-    click.echo(f"files: {report['files_seen']} seen, {report['files_unchanged']} unchanged, "
+    echo(f"files: {report['files_seen']} seen, {report['files_unchanged']} unchanged, "
                f"{report['files_read']} read")
-    click.echo(f"sessions: {report['sessions_added']} added, {report['sessions_updated']} "
+    echo(f"sessions: {report['sessions_added']} added, {report['sessions_updated']} "
                f"updated, {report['sessions_removed']} removed ({report['sessions']} in the logs, "
                f"{report['subagents']} subagents not listed)")
     if report["malformed_lines"] or report["unknown_types"]:
         unknown = sum(report["unknown_types"].values())
-        click.echo(f"skipped: {report['malformed_lines']} malformed lines, {unknown} lines of "
+        echo(f"skipped: {report['malformed_lines']} malformed lines, {unknown} lines of "
                    "unknown types")
     for path, reason in report["unreadable"]:
-        click.echo(f"unreadable: {path}: {reason}", err=True)
+        echo(f"unreadable: {path}: {reason}", err=True)
 
 
 @cli.command("import")
@@ -386,7 +395,7 @@ def sessions(ctx: click.Context, scope: str, agent: str | None, search: str | No
         _emit_json(rows)
         return
     for row in rows:
-        click.echo(_session_line(row))
+        echo(_session_line(row))
 
 
 @sessions.command("show")
@@ -406,9 +415,9 @@ def sessions_show(session: str, as_json: bool) -> None:
     path = row.pop("path")
     for key, value in row.items():
         shown = "-" if value is None else " ".join(str(value).split())  # prompts on one line
-        click.echo(f"{key:<13}{shown}")
+        echo(f"{key:<13}{shown}")
     if isinstance(repaired, list) and repaired:
-        click.echo(f"index repaired (found by {str(path).replace('_', ' ')}): "
+        echo(f"index repaired (found by {str(path).replace('_', ' ')}): "
                    + "; ".join(str(note) for note in repaired))
 
 
@@ -418,7 +427,7 @@ def sessions_show(session: str, as_json: bool) -> None:
 def sessions_rename(session: str, name: str) -> None:
     """Give SESSION the name NAME (one line; listed and searchable in `cos sessions`)."""
     row = api.rename_session(session, name)
-    click.echo(f"{row['id']}: named {row['name']}")
+    echo(f"{row['id']}: named {row['name']}")
 
 
 @sessions.command("rm")
@@ -433,14 +442,14 @@ def sessions_rm(session: str, as_json: bool) -> None:
     if as_json:
         _emit_json(result)
         return
-    click.echo(f"removed {result['id']}" + (f" (transcript in {result['trash']})"
+    echo(f"removed {result['id']}" + (f" (transcript in {result['trash']})"
                                             if result["trash"] else ""))
 
 
 def _print_report(fields: list[tuple[str, object]]) -> None:
     for key, value in fields:
         if value not in (None, "", []):
-            click.echo(f"{key:<11}{value}")
+            echo(f"{key:<11}{value}")
 
 
 def _label(session: dict[str, Any]) -> str:
@@ -546,9 +555,9 @@ def fork(session: str, at_seq: int | None, name: str | None, dry_run: bool,
         return
     handover = data["handover"]
     if report.session is not None:
-        click.echo(f"forked {data['source']['id']} at seq {report.fork_point} into "
+        echo(f"forked {data['source']['id']} at seq {report.fork_point} into "
                    f"{report.session} ({report.copied} entries copied)")
-        click.echo(f"transcript {report.transcript}")
+        echo(f"transcript {report.transcript}")
         return
     if dry_run or report.handover is None:
         what = handover["command"] if handover else (
@@ -567,8 +576,8 @@ def _hand_over(handover: Any, relocation: str | None, doing: str) -> None:
 
     def announce() -> None:
         if relocation:
-            click.echo(f"cos: {relocation}", err=True)
-        click.echo(f"cos: {doing}: {command}", err=True)
+            echo(f"cos: {relocation}", err=True)
+        echo(f"cos: {doing}: {command}", err=True)
 
     api.hand_over(handover, announce)
 
@@ -608,15 +617,15 @@ def checkpoint_create(session: str | None, mode: str | None, paths_flag: bool,
         raise click.UsageError("give the paths after --paths")
     record = api.checkpoint_create(session=session, mode=mode, paths=list(paths) or None)
     if record.get("pruned"):
-        click.echo(f"cos: checkpoints over their cap: pruned the {len(record['pruned'])} "
+        echo(f"cos: checkpoints over their cap: pruned the {len(record['pruned'])} "
                    "oldest", err=True)
     if as_json:
         _emit_json(record)
         return
-    click.echo(f"checkpoint {record['id']} ({record['mode']}): {record['objects_written']} new "
+    echo(f"checkpoint {record['id']} ({record['mode']}): {record['objects_written']} new "
                f"objects, {record['bytes_written']} bytes")
     for path, reason, size in record.get("skipped") or []:
-        click.echo(f"skipped {path}: {reason} ({size} bytes)", err=True)
+        echo(f"skipped {path}: {reason} ({size} bytes)", err=True)
 
 
 @cli.group("checkpoints", invoke_without_command=True)
@@ -636,9 +645,9 @@ def checkpoints(ctx: click.Context, session: str | None, as_json: bool) -> None:
     for row in rows:
         note = f"  (from the cleared session {row['from_cleared_session']})" \
             if row.get("from_cleared_session") else ""
-        click.echo(_checkpoint_line(row) + note)
+        echo(_checkpoint_line(row) + note)
     if not rows:
-        click.echo("no checkpoints", err=True)
+        echo("no checkpoints", err=True)
 
 
 @checkpoints.command("verify")
@@ -650,10 +659,10 @@ def checkpoints_verify(as_json: bool) -> None:
     if as_json:
         _emit_json(report)
     else:
-        click.echo(f"{report['objects_checked']} objects, {report['checkpoints']} checkpoints "
+        echo(f"{report['objects_checked']} objects, {report['checkpoints']} checkpoints "
                    f"checked: {'ok' if report['ok'] else 'DAMAGED'}")
         for item in [*report["damaged"], *report["missing"]]:
-            click.echo(f"damaged: {' '.join(str(v) for v in item.values())}")
+            echo(f"damaged: {' '.join(str(v) for v in item.values())}")
     if not report["ok"]:
         raise click.exceptions.Exit(6)
 
@@ -666,7 +675,7 @@ def checkpoints_du(as_json: bool) -> None:
     if as_json:
         _emit_json(report)
         return
-    click.echo(f"{report['checkpoints']} checkpoints, {report['objects']} objects: "
+    echo(f"{report['checkpoints']} checkpoints, {report['objects']} objects: "
                f"{report['total_bytes']} bytes ({report['percent_of_cap']}% of the "
                f"{report['cap_bytes']}-byte cap)")
 
@@ -712,9 +721,9 @@ def rewind_command(checkpoint: str | None, part: str | None, undo: bool, summari
         if as_json:
             _emit_json(report)
             return
-        click.echo(report["summary"])
+        echo(report["summary"])
         appended = report.get("appended")
-        click.echo(f"cos: summary entry at seq {appended['seq']}"
+        echo(f"cos: summary entry at seq {appended['seq']}"
                    if appended else f"cos: {report.get('note') or 'nothing written (dry run)'}",
                    err=True)
         return
@@ -727,20 +736,20 @@ def rewind_command(checkpoint: str | None, part: str | None, undo: bool, summari
         _print_code(report["code"], "would restore" if dry_run else "restored")
     conversation = report.get("conversation")
     if isinstance(conversation, dict):
-        click.echo(f"conversation: {conversation['note']}")
+        echo(f"conversation: {conversation['note']}")
 
 
 def _print_code(code: dict[str, Any], verb: str) -> None:
     row = code["checkpoint"]
-    click.echo(f"checkpoint {row['id']} ({code['mode']}, {row.get('ts')}, turn "
+    echo(f"checkpoint {row['id']} ({code['mode']}, {row.get('ts')}, turn "
                f"{row.get('turn') if row.get('turn') is not None else '-'})")
     for item in code["files"]:
         stat = ("" if "binary" not in item else "  binary" if item["binary"]
                 else f"  +{item['added']} -{item['removed']}")
         outside = "  [changed outside the session]" if item.get("changed_outside") else ""
-        click.echo(f"  {item['action']:<8} {item['path']}{stat}{outside}")
+        echo(f"  {item['action']:<8} {item['path']}{stat}{outside}")
     summary = code["summary"]
-    click.echo(f"{verb}: {summary['restore']} restored, {summary['create']} created, "
+    echo(f"{verb}: {summary['restore']} restored, {summary['create']} created, "
                f"{summary['delete']} deleted" + (f"; undo with cos rewind --undo"
                                                  if code.get("before") else ""))
 
@@ -752,12 +761,12 @@ def _recover_restore() -> None:
     try:
         done = api.recover_interrupted_restore()
     except RestoreError as exc:
-        click.echo(f"cos: {' '.join(str(exc).split())}", err=True)
+        echo(f"cos: {' '.join(str(exc).split())}", err=True)
         return
     except CosError:
         return  # the command itself reports what stands in its way
     if done is not None:
-        click.echo(f"cos: completed the interrupted rewind to {done.get('target')}", err=True)
+        echo(f"cos: completed the interrupted rewind to {done.get('target')}", err=True)
 
 
 # The brain: tasks, the work log, search (docs/brain.md) and the MCP server (docs/mcp.md).
@@ -787,9 +796,9 @@ def tasks_group(ctx: click.Context, status: str | None, owner: str | None, after
         _emit_json(page)
         return
     for task in page["tasks"]:  # type: ignore[attr-defined]
-        click.echo(_task_line(task))
+        echo(_task_line(task))
     if page["next_cursor"]:
-        click.echo(f"… more: cos tasks --after {page['next_cursor']}", err=True)
+        echo(f"… more: cos tasks --after {page['next_cursor']}", err=True)
 
 
 @tasks_group.command("new")
@@ -803,7 +812,7 @@ def tasks_new(title: str, body: str | None, status: str, as_json: bool) -> None:
     if as_json:
         _emit_json(task)
         return
-    click.echo(task["id"])
+    echo(task["id"])
 
 
 @tasks_group.command("move")
@@ -818,7 +827,7 @@ def tasks_move(task: str, status: str, note: str | None, force: bool, as_json: b
     if as_json:
         _emit_json(moved)
         return
-    click.echo(_task_line(moved))
+    echo(_task_line(moved))
 
 
 @tasks_group.command("show")
@@ -830,15 +839,15 @@ def tasks_show(task: str, as_json: bool) -> None:
     if as_json:
         _emit_json(shown)
         return
-    click.echo(_task_line(shown))
+    echo(_task_line(shown))
     if shown.get("body"):
-        click.echo(f"\n{shown['body']}\n")
+        echo(f"\n{shown['body']}\n")
     for move in shown.get("moves", []):  # type: ignore[attr-defined]
-        click.echo(f"  {move['ts']}  {move['from_status'] or '-':>7} -> {move['to_status']:<8}"
+        echo(f"  {move['ts']}  {move['from_status'] or '-':>7} -> {move['to_status']:<8}"
                    f"{move['session'] or '-'} ({move['attributed_by']})"
                    f"{'  ' + move['note'] if move['note'] else ''}")
     for entry in shown.get("work_log", []):  # type: ignore[attr-defined]
-        click.echo(f"  {entry['ts']}  log  {entry['session'] or '-'} ({entry['attributed_by']}):"
+        echo(f"  {entry['ts']}  log  {entry['session'] or '-'} ({entry['attributed_by']}):"
                    f" {entry['text']}")
 
 
@@ -859,7 +868,7 @@ def work_log_group(ctx: click.Context, session: str | None, task: str | None,
         _emit_json(page)
         return
     for entry in page["entries"]:  # type: ignore[attr-defined]
-        click.echo(f"{entry['seq']:>6}  {entry['ts']}  {entry['session'] or '-'}"
+        echo(f"{entry['seq']:>6}  {entry['ts']}  {entry['session'] or '-'}"
                    f"{'  ' + entry['task'] if entry['task'] else ''}: {entry['text']}")
 
 
@@ -873,7 +882,7 @@ def work_log_add(text: str, task: str | None, as_json: bool) -> None:
     if as_json:
         _emit_json(entry)
         return
-    click.echo(entry["seq"])
+    echo(entry["seq"])
 
 
 @cli.command("search")
@@ -894,17 +903,17 @@ def search_command(query: str, kinds: tuple[str, ...], session: str | None, limi
         _emit_json(page)
         return
     for hit in page["results"]:  # type: ignore[attr-defined]
-        click.echo(f"{hit['ts'][:19]}  {hit['kind']:<11} {hit['session'] or '-'}  "
+        echo(f"{hit['ts'][:19]}  {hit['kind']:<11} {hit['session'] or '-'}  "
                    f"{hit['snippet']}")
     if page["next_cursor"]:
-        click.echo(f"… more: --cursor {page['next_cursor']}", err=True)
+        echo(f"… more: --cursor {page['next_cursor']}", err=True)
 
 
 def _progress(quiet: bool = False) -> Callable[[str], None] | None:
     """Progress lines on stderr when it is a terminal."""
     if quiet or not sys.stderr.isatty():
         return None
-    return lambda message: click.echo(f"cos: {message}…", err=True)
+    return lambda message: echo(f"cos: {message}…", err=True)
 
 
 @cli.command("mcp")
@@ -937,19 +946,19 @@ def daemon_group() -> None:
 
 def _daemon_lines(report: dict[str, Any]) -> None:
     if not report.get("running"):
-        click.echo("the daemon is not running (cos daemon start)")
+        echo("the daemon is not running (cos daemon start)")
         return
     if not report.get("responding", True):
-        click.echo(f"the daemon holds its lock but does not answer ({report.get('error')}); "
+        echo(f"the daemon holds its lock but does not answer ({report.get('error')}); "
                    "checkpoints scan meanwhile")
         return
-    click.echo(f"the daemon runs: pid {report.get('pid')}, version {report.get('version')}, "
+    echo(f"the daemon runs: pid {report.get('pid')}, version {report.get('version')}, "
                f"since {report.get('started')}")
     for tree in report.get("trees") or []:
         state = f"not watched: {tree['broken']}" if tree.get("broken") else (
             f"{tree['watched_dirs']} directories watched, {tree['changed_paths']} changed "
             f"path{'' if tree['changed_paths'] == 1 else 's'} kept")
-        click.echo(f"  {tree['root']}  {state}")
+        echo(f"  {tree['root']}  {state}")
 
 
 @daemon_group.command("start")
@@ -962,7 +971,7 @@ def daemon_start(as_json: bool) -> None:
         _emit_json(report)
         return
     if report.get("already_running"):
-        click.echo(f"the daemon already runs (pid {report.get('pid')})")
+        echo(f"the daemon already runs (pid {report.get('pid')})")
     else:
         _daemon_lines(report)
 
@@ -976,7 +985,7 @@ def daemon_stop(as_json: bool) -> None:
     if as_json:
         _emit_json(report)
         return
-    click.echo(f"the daemon (pid {report.get('pid')}) stopped" if report.get("stopped")
+    echo(f"the daemon (pid {report.get('pid')}) stopped" if report.get("stopped")
                else "the daemon was not running")
 
 
@@ -1006,14 +1015,14 @@ def run(argv: list[str]) -> int:
         return int(exc.exit_code)
     except click.UsageError as exc:
         command = exc.ctx.command_path if exc.ctx else "cos"
-        click.echo(f"cos: {' '.join(exc.format_message().split())} (see '{command} --help')",
+        echo(f"cos: {' '.join(exc.format_message().split())} (see '{command} --help')",
                    err=True)
         return exc.exit_code
     except click.ClickException as exc:
-        click.echo(f"cos: {' '.join(exc.format_message().split())}", err=True)
+        echo(f"cos: {' '.join(exc.format_message().split())}", err=True)
         return exc.exit_code
     except click.exceptions.Abort:
-        click.echo("cos: aborted", err=True)
+        echo("cos: aborted", err=True)
         return 130
     except BrokenPipeError:
         return 0

@@ -24,6 +24,7 @@ from prompt_toolkit.styles import Style
 
 from coding_os import api
 from coding_os.errors import CosError
+from coding_os.interfaces.output import visible
 
 __all__ = ["PAGE", "PREVIEW_LINES", "Listing", "pick_session", "session_row"]
 
@@ -38,10 +39,11 @@ Loader = Callable[[str, str | None, bool, int], list[dict[str, object]]]
 
 
 def session_row(row: dict[str, object], width: int) -> str:
-    """One listed session: id or name, agent, last active, messages, title."""
-    key = str(row.get("name") or row["id"])
+    """One listed session: id or name, agent, last active, messages, title (control
+    characters visible)."""
+    key = visible(str(row.get("name") or row["id"]))
     when = str(row.get("last_active") or "-")[:16].replace("T", " ")
-    title = " ".join(str(row.get("title") or "-").split())
+    title = visible(" ".join(str(row.get("title") or "-").split()))
     line = f"{key[:38]:<38} {str(row['agent'])[:7]:<7} {when:<16} {row['messages']!s:>5}  {title}"
     return line[:max(width, 1)]
 
@@ -58,7 +60,7 @@ def _preview(row: dict[str, object] | None) -> list[str]:
               ("forked from", row.get("forked_from")),
               ("first prompt", row.get("first_prompt")), ("last prompt", row.get("last_prompt"))]
     # One line per field: a long prompt is cut by the pane's width, not wrapped.
-    return [f"{key:<{max(12, len(key) + 1)}}{' '.join(str(value).split())}"
+    return [f"{key:<{max(12, len(key) + 1)}}{visible(' '.join(str(value).split()))}"
             for key, value in fields
             if value not in (None, "")]
 

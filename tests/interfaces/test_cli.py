@@ -1,0 +1,81 @@
+"""The `cos` command line (interfaces/cli.py), run as a whole process."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from tests.helpers import COS, assistant, cos, user, write_jsonl
+
+SESSION = "e5c0e5c0-0000-4000-8000-000000000013"
+# What a transcript may carry: an OSC window title, a clear screen, a cursor move, a bell, and the
+# one-character CSI of C1 (U+009B).
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[H\x9b31m"
+
+
+def on_terminal(*args: str, cwd: Path) -> tuple[int, bytes]:
+    """Run `cos ARGS` with stdout and stderr on a pseudo-terminal; its exit code and the bytes
+    the terminal received."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.Popen([COS, *args], cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=secondary, stderr=secondary)
+    finally:
+        os.close(secondary)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: every writer has closed the terminal
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(primary)
+    return proc.wait(timeout=60), received
+
+
+def crafted_session(home: Path, cwd: Path) -> None:
+    """A Claude Code transcript whose title, prompt and answer hold terminal escapes."""
+    prompt = f"deploy {ESCAPES} marmoset"
+    entries = [user("u1", None, prompt, 0, SESSION),
+               assistant("a1", "u1", "msg_1", "req_1", 1, SESSION),
+               {"type": "custom-title", "sessionId": SESSION, "customTitle": f"title {ESCAPES}"}]
+    entries[1]["message"]["content"] = [{"type": "text", "text": f"done {ESCAPES} marmoset"}]
+    for entry in entries:
+        entry["cwd"] = str(cwd)
+    key = "".join(c if c.isalnum() else "-" for c in str(cwd))
+    write_jsonl(home / ".claude" / "projects" / key / f"{SESSION}.jsonl", entries)
+
+
+def test_text_from_a_transcript_reaches_a_terminal_with_its_control_characters_visible(
+        repo: Path, isolated_env: Path) -> None:
+    crafted_session(isolated_env, repo)
+    for args in (("sessions",), ("sessions", "show", SESSION), ("search", "marmoset"),
+                 ("export", SESSION), ("export", SESSION, "--format", "html")):
+        code, received = on_terminal(*args, cwd=repo)
+        assert code == 0, (args, received)
+        assert b"\x1b" not in received and b"\x07" not in received, (args, received)
+        text = received.decode("utf-8")
+        assert not any(0x80 <= ord(c) < 0xA0 for c in text), (args, text)
+        assert "^[]0;pwned^G" in text and "M-^[31m" in text, (args, text)
+
+
+def test_export_to_a_pipe_or_a_file_shows_control_characters_and_json_keeps_them(
+        repo: Path, isolated_env: Path) -> None:
+    crafted_session(isolated_env, repo)
+    piped = cos("export", SESSION, cwd=repo)
+    assert piped.returncode == 0 and "\x1b" not in piped.stdout
+    assert "done ^[]0;pwned^G^[[2J^[[HM-^[31m marmoset" in piped.stdout
+    assert cos("export", SESSION, "-o", str(repo / "out.md"), cwd=repo).returncode == 0
+    assert "\x1b" not in (repo / "out.md").read_text(encoding="utf-8")
+    exported = cos("export", SESSION, "--format", "json", cwd=repo).stdout
+    assert "\x1b" not in exported and "\x9b" not in exported
+    answers = [t["text"] for t in json.loads(exported)["turns"] if t["role"] == "assistant"]
+    assert answers == [f"done {ESCAPES} marmoset"]
+    listed = cos("sessions", "--json", cwd=repo).stdout
+    assert "\x9b" not in listed and json.loads(listed)[0]["title"] == f"title {ESCAPES}"

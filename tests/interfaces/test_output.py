@@ -1,0 +1,44 @@
+"""What cos prints (interfaces/output.py): text from transcripts and the store with its control
+characters made visible, JSON that carries none raw, errors as one line."""
+
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coding_os.errors import NotFound
+from coding_os.interfaces.output import dump_json, error_exit, visible
+
+
+def test_visible_shows_control_characters_as_cat_v_does() -> None:
+    assert visible("a\x1b]0;pwned\x07b") == "a^[]0;pwned^Gb"
+    assert visible("\x1b[2J\x1b[H") == "^[[2J^[[H"
+    assert visible("\x00\x7f\r\x9b31m\x85") == "^@^?^MM-^[31mM-^E"
+
+
+def test_visible_keeps_newlines_tabs_and_ordinary_text() -> None:
+    text = "line one\n\tline two: café, 日本語, → ✓ …\n"
+    assert visible(text) == text
+
+
+@given(st.text())
+def test_visible_text_holds_no_control_character_but_newline_and_tab(text: str) -> None:
+    shown = visible(text)
+    assert all(c in "\n\t" or not (ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0) for c in shown)
+
+
+@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+                    max_leaves=20))
+def test_json_carries_no_raw_control_character_and_reads_back_the_same(data: object) -> None:
+    text = dump_json(data)
+    assert all(c == "\n" or not (ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0) for c in text)
+    assert json.loads(text) == data
+
+
+def test_an_error_message_is_one_line_with_its_control_characters_visible(capsys) -> None:  # type: ignore[no-untyped-def]
+    code = error_exit(NotFound("no session \x1b]0;pwned\x07 here"))
+    assert code == NotFound.exit_code
+    assert capsys.readouterr().err == "cos: no session ^[]0;pwned^G here\n"
