@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.errors import StateIOError
+from coding_os.errors import InvalidInput, StateIOError
 from coding_os import durable
 
 
@@ -112,3 +112,23 @@ def test_overwrite_writes_in_place_and_never_through_a_symlink(tmp_path: Path) -
     with pytest.raises(StateIOError):
         durable.overwrite(str(link), b"through the link")
     assert victim.read_bytes() == b"keep"
+
+
+def test_read_regular_reads_a_regular_file_up_to_its_limit(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    assert durable.read_regular(str(path), 10) is None
+    path.write_bytes(b"0123456789")
+    assert durable.read_regular(str(path), 10) == b"0123456789"
+    with pytest.raises(InvalidInput, match="larger than"):
+        durable.read_regular(str(path), 9)
+
+
+def test_read_regular_refuses_devices_fifos_directories_and_symlinks_without_blocking(
+        tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # nobody writes it: opening it to read would wait forever
+    (tmp_path / "real").write_bytes(b"{}")
+    os.symlink(tmp_path / "real", tmp_path / "link")
+    for path in ("/dev/zero", str(fifo), str(tmp_path), str(tmp_path / "link")):
+        with pytest.raises(InvalidInput, match="not a regular file"):
+            durable.read_regular(path, 1 << 20)

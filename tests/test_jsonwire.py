@@ -191,3 +191,26 @@ def test_dumps_never_writes_a_duplicate_key() -> None:
     except TypeError:
         return
     assert len(json.loads(text)) == 2
+
+
+# -- the nesting limit: input from elsewhere (payloads, transcripts, settings) -----------------
+
+
+def test_loads_refuses_json_nested_deeper_than_its_limit_with_a_value_error() -> None:
+    deep = jsonwire.MAX_DEPTH + 1
+    with pytest.raises(ValueError, match="nested"):
+        jsonwire.loads("[" * deep + "]" * deep)
+    with pytest.raises(ValueError, match="nested"):
+        jsonwire.loads('{"a":' * deep + "1" + "}" * deep)
+    at_limit = "[" * jsonwire.MAX_DEPTH + "]" * jsonwire.MAX_DEPTH
+    assert jsonwire.loads(at_limit) == json.loads(at_limit)
+    # Brackets inside strings are text, not nesting.
+    assert jsonwire.loads(json.dumps(["[" * 10_000])) == ["[" * 10_000]
+
+
+def test_loads_reads_utf8_bytes_as_the_text_they_encode() -> None:
+    assert jsonwire.loads('{"a": "é"}'.encode()) == {"a": "é"}
+    with pytest.raises(ValueError):
+        jsonwire.loads(b'{"a": "\xff"}')
+    with pytest.raises(ValueError, match="nested"):
+        jsonwire.loads(b"[" * 100_000)

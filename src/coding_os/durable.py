@@ -12,12 +12,13 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import stat
 
-from coding_os.errors import StateIOError
+from coding_os.errors import InvalidInput, StateIOError
 
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
-    "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
+    "read_regular", "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
     "last_line_start", "set_aside_torn", "private",
 ]
 
@@ -287,6 +288,47 @@ def read_small_stat(path: str, limit: int = 1 << 20) -> tuple[bytes, float] | No
         return os.read(fd, limit), os.fstat(fd).st_mtime
     finally:
         os.close(fd)
+
+
+def read_regular(path: str, limit: int) -> bytes | None:
+    """The bytes of the regular file at `path`, or None when there is none: a file that a
+    repository or a manifest names (DESIGN.md §11, bounded input). It is opened without
+    following a final symlink and without blocking (a FIFO never stalls), and read only when it
+    is a regular file of at most `limit` bytes.
+
+    Raises:
+        InvalidInput: it is a symlink, a device, a FIFO or a directory, or larger than `limit`.
+        OSError: it cannot be opened or read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise InvalidInput(f"{path} is not a regular file (a symlink); not read") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InvalidInput(f"{path} is not a regular file; not read")
+        chunks = []
+        left = limit + 1
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise InvalidInput(f"{path} is larger than {_size(limit)}; not read")
+    return data
+
+
+def _size(count: int) -> str:
+    return f"{count >> 20} MiB" if count >= 1 << 20 and not count % (1 << 20) else f"{count} bytes"
 
 
 def unlink_quietly(path: str) -> None:

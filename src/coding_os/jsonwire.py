@@ -4,14 +4,24 @@
 whose whole budget is a few ms; see benchmarks/hook_latency.py). The hook reads one payload and
 writes a few small records, so it uses the same C scanner and string encoder directly. Output is
 compact, ASCII-only JSON that `json.loads` reads back unchanged (tests/test_jsonwire.py proves the
-round trip with hypothesis). Everything off the hot path uses the standard `json` module.
+round trip with hypothesis).
+
+`loads` is also the one reader of JSON from elsewhere — hook payloads, transcripts, a
+repository's `.claude/settings.json` and `.mcp.json`, install manifests (DESIGN.md §11, bounded
+input): a document nested deeper than MAX_DEPTH is a ValueError, like any other malformed
+document, never a RecursionError. Writing JSON off the hot path uses the standard `json` module.
 """
 
 from __future__ import annotations
 
 import _json
 
-__all__ = ["loads", "dumps"]
+__all__ = ["MAX_DEPTH", "loads", "dumps"]
+
+# Arrays and objects inside one another: far more than any agent, settings file or transcript
+# writes, and few enough that whatever walks a parsed value recursively stays clear of the
+# interpreter's recursion limit.
+MAX_DEPTH = 256
 
 _WHITESPACE = " \t\n\r"
 
@@ -33,12 +43,15 @@ _scan_once = _json.make_scanner(_ScannerContext())  # type: ignore[arg-type]
 _quote = _json.encode_basestring_ascii
 
 
-def loads(text: str) -> object:
-    """Parse one JSON document.
+def loads(text: str | bytes) -> object:
+    """Parse one JSON document (bytes are read as UTF-8).
 
     Raises:
-        ValueError: the text is not exactly one JSON document.
+        ValueError: the text is not exactly one JSON document, is not UTF-8, or nests arrays
+            and objects deeper than MAX_DEPTH.
     """
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")  # UnicodeDecodeError is a ValueError
     start = 0
     end = len(text)
     while start < end and text[start] in _WHITESPACE:
@@ -49,14 +62,34 @@ def loads(text: str) -> object:
         # Invalid JSON. The C scanner builds its error from json.decoder, and only when that
         # module is already imported (else it fails with a SystemError): let the standard
         # parser, off the hot path, find and describe the error.
-        return _standard_loads(text)
+        value, stop = _standard_loads(text), end
     except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        raise ValueError(_TOO_DEEP) from None
     while stop < end and text[stop] in _WHITESPACE:
         stop += 1
     if stop != end:
         raise ValueError(f"Extra data: char {stop}")
+    # Fewer brackets than the limit cannot nest deeper than it: one pass in C for most texts.
+    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+        raise ValueError(_TOO_DEEP)
     return value
+
+
+_TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels of arrays and objects)"
+
+
+def _deeper_than(value: object, limit: int) -> bool:
+    """Whether arrays and objects nest more than `limit` levels in `value` (no recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if not isinstance(item, (dict, list)):
+            continue
+        if depth > limit:
+            return True
+        stack.extend((inner, depth + 1) for inner in (item.values() if isinstance(item, dict)
+                                                       else item))
+    return False
 
 
 def _standard_loads(text: str) -> object:
@@ -65,7 +98,7 @@ def _standard_loads(text: str) -> object:
     try:
         return json.loads(text)
     except RecursionError:
-        raise ValueError("JSON nested too deeply") from None
+        raise ValueError(_TOO_DEEP) from None
 
 
 def dumps(value: object) -> str:
