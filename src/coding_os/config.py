@@ -18,6 +18,12 @@ Read lazily (PyYAML is not imported on the hook's hot path). Known keys:
       block_secrets: true
     summarizer:
       command: claude -p   # docs/checkpoints.md
+
+A repository brings this file, so it is read as data from elsewhere (DESIGN.md §11, bounded
+input): only a regular file (never through a symlink, never a device or a FIFO) of at most
+MAX_CONFIG_BYTES, with no aliases (`*name`: a configuration never needs one, and a few hundred
+bytes of them stand for billions of values), at most MAX_DEPTH levels of nesting and MAX_NODES
+values. Anything else is one InvalidInput.
 """
 
 from __future__ import annotations
@@ -30,9 +36,13 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
-__all__ = ["CONFIG_FILE", "load_config", "load_config_cached", "parse_duration"]
+__all__ = ["CONFIG_FILE", "MAX_CONFIG_BYTES", "MAX_DEPTH", "MAX_NODES", "load_config",
+           "load_config_cached", "parse_duration"]
 
 CONFIG_FILE = ".coding-os.yaml"
+MAX_CONFIG_BYTES = 1 << 20
+MAX_DEPTH = 64  # mappings and lists inside one another
+MAX_NODES = 10_000  # keys, values and list items in all
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -63,29 +73,80 @@ def load_config(project_root: str) -> dict[str, Any]:
     """The parsed `.coding-os.yaml` of the project, or {} when there is none.
 
     Raises:
-        InvalidInput: the file is not valid YAML or not a mapping.
+        InvalidInput: the file is not a regular file, is larger than MAX_CONFIG_BYTES, cannot
+            be read, is not valid YAML, holds an alias, nests deeper than MAX_DEPTH, holds more
+            than MAX_NODES values, or is not a mapping.
     """
+    from coding_os import durable
+
     path = os.path.join(project_root, CONFIG_FILE)
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        return {}
+        raw = durable.read_regular(path, MAX_CONFIG_BYTES)
     except OSError as exc:
-        raise InvalidInput(f"cannot read {path}: {exc.strerror}") from None
+        raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
+    if raw is None:
+        return {}
     import yaml
 
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
+        loader = _bounded_loader()(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise InvalidInput(f"{path}: not UTF-8 text") from None
+    try:
+        data = loader.get_single_data()
+    except _Refused as exc:
+        raise InvalidInput(f"{path} (line {exc.line}): {exc}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1})" if mark is not None else ""
         raise InvalidInput(f"{path}{where}: not valid YAML") from None
+    finally:
+        loader.dispose()
     if data is None:
         return {}
     if not isinstance(data, dict):
         raise InvalidInput(f"{path}: expected a mapping at the top level")
     return data
+
+
+class _Refused(Exception):
+    """What the bounded loader will not compose; `line` is where (1-based)."""
+
+    def __init__(self, message: str, line: int) -> None:
+        super().__init__(message)
+        self.line = line
+
+
+def _bounded_loader() -> type[Any]:
+    """PyYAML's SafeLoader, refusing aliases and counting depth and values as it composes the
+    document: the refusal comes before anything is built, and a document of aliases (which the
+    loader would share, not copy) never reaches code that walks it as a tree."""
+    import yaml
+
+    class BoundedLoader(yaml.SafeLoader):
+        def __init__(self, stream: str) -> None:
+            super().__init__(stream)
+            self.nodes = 0
+            self.depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            event = self.peek_event()  # type: ignore[no-untyped-call]
+            line = event.start_mark.line + 1
+            if isinstance(event, yaml.AliasEvent):
+                raise _Refused(f"aliases (*{event.anchor}) are not allowed in a configuration",
+                               line)
+            self.nodes += 1
+            if self.nodes > MAX_NODES:
+                raise _Refused(f"more than {MAX_NODES} values", line)
+            if self.depth >= MAX_DEPTH:
+                raise _Refused(f"nested more than {MAX_DEPTH} levels deep", line)
+            self.depth += 1
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return BoundedLoader
 
 
 def load_config_cached(project_root: str, state_dir: str) -> dict[str, Any]:
@@ -95,14 +156,14 @@ def load_config_cached(project_root: str, state_dir: str) -> dict[str, Any]:
     whole hook; the cache is read with the hot path's JSON reader instead.
 
     Raises:
-        InvalidInput: the file is not valid YAML or not a mapping.
+        InvalidInput: as `load_config`.
     """
     from coding_os import jsonwire
     from coding_os import durable
 
     path = os.path.join(project_root, CONFIG_FILE)
     try:
-        st = os.stat(path)
+        st = os.lstat(path)  # as load_config reads it: a symlink is refused, never followed
     except FileNotFoundError:
         return {}
     except OSError as exc:
