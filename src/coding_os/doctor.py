@@ -23,7 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from coding_os.adapters.mcp import MCP_SERVER_NAME, MCP_TOOLS
-from coding_os.errors import CosError
+from coding_os import durable
+from coding_os.errors import CosError, InvalidInput
 from coding_os.state.root import STATE_DIR_NAME, Resolution, resolve
 from coding_os.state.tiers import Tiers
 
@@ -232,20 +233,24 @@ def _hooks(ctx: _Context) -> Check:
 
 
 def _hook_commands(path: str, agent: str) -> tuple[str | None, list[tuple[str, HookCommand]]]:
-    """(why the file cannot be read, or None; [(event, command)] of the file's cos hooks)."""
-    import json
-
+    """(why the file cannot be read, or None; [(event, command)] of the file's cos hooks).
+    The manifest names the file: it is read only when it is a regular file of a settings
+    file's size, never through a symlink (DESIGN.md §11)."""
+    from coding_os import jsonwire
+    from coding_os.install import MAX_SETTINGS_BYTES
     from coding_os.launcher import parse_hook_command
 
     try:
-        with open(path, "rb") as f:
-            settings = json.loads(f.read() or b"{}")
-    except FileNotFoundError:
-        return f"{path} is missing", []
+        raw = durable.read_regular(path, MAX_SETTINGS_BYTES)
+        if raw is None:
+            return f"{path} is missing", []
+        settings = jsonwire.loads(raw) if raw.strip() else {}
+    except InvalidInput as exc:
+        return _one_line(exc), []
     except OSError as exc:
         return f"cannot read {path}: {exc.strerror or exc}", []
-    except ValueError:
-        return f"{path} is not valid JSON", []
+    except ValueError as exc:
+        return f"{path} is not valid JSON ({_one_line(exc)})", []
     hooks = settings.get("hooks") if isinstance(settings, dict) else None
     found: list[tuple[str, HookCommand]] = []
     for event, groups in (hooks.items() if isinstance(hooks, dict) else []):
@@ -357,8 +362,6 @@ def _judge_launcher(command: HookCommand, ours: Launcher | None, hub: str,
 
 
 def _read(path: str) -> bytes | None:
-    from coding_os import durable
-
     return durable.read_small(path, 1 << 20)
 
 
@@ -730,7 +733,7 @@ def _mcp_command(ctx: _Context) -> tuple[str | None, list[str], dict[str, str], 
         path = source = os.path.join(checkout, MCP_FILES[agent])
         try:
             entry = read_registration(agent, checkout)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, InvalidInput) as exc:
             return None, [], {}, source, f"cannot read {path}: {_one_line(exc)}"
         if entry is None:
             continue

@@ -29,7 +29,7 @@ from typing import Any
 from coding_os.adapters import HOOK_EVENTS
 from coding_os.adapters.mcp import MCP_FILES, MCP_SERVER_NAME
 from coding_os.errors import InvalidInput, NotFound, StateIOError
-from coding_os import durable
+from coding_os import durable, jsonwire
 from coding_os.launcher import Launcher, hook_command, parse_hook_command, this_launcher
 from coding_os.launcher import write as write_launcher
 from coding_os.state import registry
@@ -44,6 +44,7 @@ __all__ = [
     "uninstall",
     "installed_cos",
     "read_manifest",
+    "MAX_SETTINGS_BYTES",
     "is_python_script",
 ]
 
@@ -51,6 +52,8 @@ TOOL_EVENTS = ("PreToolUse", "PostToolUse")
 
 HOOK_TIMEOUT_S = 30
 MANIFEST_VERSION = 1
+# A settings file, an MCP file or the manifest: far larger than any cos or an agent writes.
+MAX_SETTINGS_BYTES = 16 << 20
 # agent -> (settings file, local settings file or None), relative to the checkout.
 AGENT_HOOK_FILES: dict[str, tuple[str, str | None]] = {
     "claude": (os.path.join(".claude", "settings.json"),
@@ -158,13 +161,17 @@ def read_manifest(manifest_path: str) -> dict[str, Any]:
     """The installed manifest, or an empty one.
 
     Raises:
-        InvalidInput: the manifest exists but is not readable JSON.
+        InvalidInput: the manifest is not a regular file, too large, or not readable JSON.
+        StateIOError: it cannot be read.
     """
-    data = durable.read_small(manifest_path, 16 << 20)
+    try:
+        data = durable.read_regular(manifest_path, MAX_SETTINGS_BYTES)
+    except OSError as exc:
+        raise durable.io_error(manifest_path, exc) from None
     if data is None:
         return {"version": MANIFEST_VERSION, "installations": []}
     try:
-        manifest = json.loads(data)
+        manifest = jsonwire.loads(data)
     except ValueError:
         raise InvalidInput(f"{manifest_path} is not valid JSON; fix or remove it") from None
     if not isinstance(manifest, dict) or not isinstance(manifest.get("installations"), list):
@@ -185,17 +192,22 @@ def _write_json(path: str, data: bytes) -> None:
 
 
 def _load_settings(path: str) -> tuple[dict[str, Any], bytes | None]:
+    """A settings file (the repository's: read with bounds, DESIGN.md §11) and its bytes.
+
+    Raises:
+        InvalidInput: not a regular file, too large, not a JSON object (or nested too deeply).
+        StateIOError: it cannot be read.
+    """
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except FileNotFoundError:
-        return {}, None
+        raw = durable.read_regular(path, MAX_SETTINGS_BYTES)
     except OSError as exc:
         raise StateIOError(f"cannot read {path}: {exc.strerror}") from None
+    if raw is None:
+        return {}, None
     if not raw.strip():
         return {}, raw
     try:
-        data = json.loads(raw)
+        data = jsonwire.loads(raw)
     except ValueError as exc:
         raise InvalidInput(f"{path} is not valid JSON ({exc}); nothing was changed") from None
     if not isinstance(data, dict):
@@ -295,7 +307,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
             enabled.append(MCP_SERVER_NAME)
             enabled_added = True
     rendered = _render(data)
-    changed = raw is None or (json.loads(raw) if raw.strip() else {}) != data
+    changed = raw is None or (jsonwire.loads(raw) if raw.strip() else {}) != data
     written = rendered if changed else raw
     assert written is not None
 
@@ -524,7 +536,7 @@ def _remove(record: dict[str, Any]) -> InstallReport:
     if original is not None:
         original_bytes = original.encode("utf-8", "surrogateescape")
         try:
-            original_data = json.loads(original_bytes) if original_bytes.strip() else {}
+            original_data = jsonwire.loads(original_bytes) if original_bytes.strip() else {}
         except ValueError:
             original_data = None
         if original_data == data:
@@ -601,10 +613,8 @@ def _plan_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any]
         return path, _render(data), new_record, False
     text: str | None
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        text = None
+        found = durable.read_regular(path, MAX_SETTINGS_BYTES)
+        text = found.decode("utf-8") if found is not None else None
     except (OSError, UnicodeDecodeError) as exc:
         raise StateIOError(f"cannot read {path}: {exc}") from None
     import tomllib
@@ -613,6 +623,9 @@ def _plan_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any]
         parsed = tomllib.loads(text or "")
     except tomllib.TOMLDecodeError as exc:
         raise InvalidInput(f"{path} is not valid TOML ({exc}); nothing was changed") from None
+    except RecursionError:  # tomllib reads nested arrays and tables recursively
+        raise InvalidInput(f"{path} is not valid TOML (nested too deeply); nothing was "
+                           "changed") from None
     block = _codex_block(cos_path)
     servers = parsed.get("mcp_servers") or {}
     if isinstance(servers, dict) and MCP_SERVER_NAME in servers:
@@ -662,7 +675,7 @@ def _unregister_mcp(record: dict[str, Any]) -> None:
     if original is not None:
         original_bytes = original.encode("utf-8", "surrogateescape")
         try:
-            same = (json.loads(original_bytes) if original_bytes.strip() else {}) == data
+            same = (jsonwire.loads(original_bytes) if original_bytes.strip() else {}) == data
         except ValueError:
             same = False
         if same:  # nothing else changed: the file gets its own bytes back

@@ -21,32 +21,38 @@ MCP_TOOLS = ("cos_sessions_search", "cos_session_show", "cos_checkpoints_list",
              "cos_rewind_preview", "cos_task_create", "cos_task_move", "cos_task_list",
              "cos_work_log_append", "cos_search")
 CONNECT_TIMEOUT_S = 0.3
+MAX_FILE_BYTES = 1 << 20
 
 
 def read_registration(agent: str, checkout: str) -> object:
     """The `cos` entry of the agent's project MCP file as written there (any JSON/TOML value),
-    or None when the file or the entry is not there.
+    or None when the file or the entry is not there. The file is the repository's: it is read
+    only when it is a regular file of at most MAX_FILE_BYTES, never through a symlink.
 
     Raises:
         OSError: the file exists but cannot be read.
-        ValueError: it is not valid JSON / TOML (or not UTF-8).
+        InvalidInput: it is a symlink or not a regular file, or too large.
+        ValueError: it is not valid JSON / TOML (or not UTF-8), or nested too deeply.
     """
     name = MCP_FILES.get(agent)
     if name is None:
         return None
-    try:
-        with open(os.path.join(checkout, name), "rb") as f:
-            raw = f.read(1 << 20)
-    except FileNotFoundError:
+    from coding_os import durable
+
+    raw = durable.read_regular(os.path.join(checkout, name), MAX_FILE_BYTES)
+    if raw is None:
         return None
     if agent == "codex":
         import tomllib
 
-        servers = tomllib.loads(raw.decode("utf-8")).get("mcp_servers")
+        try:
+            servers = tomllib.loads(raw.decode("utf-8")).get("mcp_servers")
+        except RecursionError:  # tomllib reads nested arrays and tables recursively
+            raise ValueError("TOML nested too deeply") from None
     else:
-        import json
+        from coding_os import jsonwire
 
-        data = json.loads(raw or b"{}")
+        data = jsonwire.loads(raw) if raw.strip() else {}
         servers = data.get("mcpServers") if isinstance(data, dict) else None
     return servers.get(MCP_SERVER_NAME) if isinstance(servers, dict) else None
 
@@ -54,9 +60,11 @@ def read_registration(agent: str, checkout: str) -> object:
 def registered_server(agent: str, checkout: str) -> dict[str, object] | None:
     """The `cos` entry of the agent's project MCP file, or None when it has none (or the file
     cannot be read: a broken file is the agent's to report)."""
+    from coding_os.errors import InvalidInput
+
     try:
         entry = read_registration(agent, checkout)
-    except (OSError, ValueError):
+    except (OSError, ValueError, InvalidInput):
         return None
     return entry if isinstance(entry, dict) else None
 

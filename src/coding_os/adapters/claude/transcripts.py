@@ -17,7 +17,6 @@ the earlier entries, uuids unchanged: such a copy is linked to the session it co
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import stat
@@ -25,6 +24,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from coding_os import jsonwire
 from coding_os.adapters.native import (
     FileRecord,
     ImportState,
@@ -503,7 +503,7 @@ def _refresh_meta(
         return previous
     report.bytes_read += len(raw)
     try:
-        meta = json.loads(raw)
+        meta = jsonwire.loads(raw)
     except ValueError:
         meta = None
     aggregate: dict[str, Any] = {}
