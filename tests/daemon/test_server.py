@@ -127,17 +127,13 @@ def stalled_clients(running: dict[str, object], count: int) -> list[socket.socke
 
 
 def test_clients_holding_a_partial_line_keep_no_checkpoint_waiting(
-        project: Path, running: dict[str, object], monkeypatch: pytest.MonkeyPatch) -> None:
-    """Four stalled clients, each given the daemon's whole read timeout (2 s), while the
-    checkpoint's own request waits half of it: answered, it is fed by the watcher."""
-    from coding_os.daemon import client
-
+        project: Path, running: dict[str, object]) -> None:
+    """Four stalled clients, each worth the daemon's whole read timeout (2 s) to a daemon
+    serving one connection at a time, while the checkpoint waits as long as one of them:
+    answered, it is fed by the watcher."""
     tiers = Tiers(str(project / ".coding-os"))
     root = str(project)
     checkpoint_now(tiers, root)  # the watch starts
-    real = client.request
-    monkeypatch.setattr(client, "request",
-                        lambda folder, message, timeout=5.0: real(folder, message, 1.0))
     held = stalled_clients(running, 4)
     try:
         (project / "meanwhile.txt").write_text("x\n")
