@@ -18,6 +18,7 @@ Read lazily (PyYAML is not imported on the hook's hot path). Known keys:
       block_secrets: true
     summarizer:
       command: claude -p   # docs/checkpoints.md
+    redact: true           # false keeps secrets in what cos logs, stores and indexes (redact.py)
 
 A repository brings this file, so it is read as data from elsewhere (DESIGN.md §11, bounded
 input): only a regular file (never through a symlink, never a device or a FIFO) of at most

@@ -209,3 +209,18 @@ def test_the_daemon_a_hook_starts_imports_the_hooks_own_coding_os(
     assert wait_until_it_answers(isolated_env)["running"] is True
     log = (isolated_env / ".coding-os" / "daemon" / "daemon.log").read_text(encoding="utf-8")
     assert "decoy" not in log and "clone ran" not in log
+
+
+def test_the_prompt_a_checkpoint_keeps_has_its_secrets_redacted(project: Path,
+                                                                  isolated_env: Path) -> None:
+    from tests.helpers import fire_in_process
+
+    secret = "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q"  # made up, built at run time
+    fire_in_process(project, isolated_env, "SessionStart", NATIVE, source="startup")
+    (project / "new.txt").write_text("changed\n", encoding="utf-8")
+    fire_in_process(project, isolated_env, "UserPromptSubmit", NATIVE,
+                    prompt=f"call the maps API with {secret}")
+    records = [json.loads(p.read_text(encoding="utf-8"))
+               for p in (project / ".coding-os" / "checkpoints" / "points").glob("*.json")]
+    assert [r["prompt"] for r in records if r.get("prompt")] == \
+        ["call the maps API with [REDACTED:google_api_key]"]

@@ -114,3 +114,38 @@ def test_projects_sharing_one_database_keep_every_observation(
         api.hook("Stop", {"session_id": project.name}, env=e, cwd=str(project))
     rows = api.session_observations(env=env(isolated_env, **shared), cwd=str(repo))
     assert len([r for r in rows if r["event"] == "UserPromptSubmit"]) == 6
+
+
+# Secrets: redacted before the log line and the observation are written (redact.py).
+
+SECRET = "sk-" + "ant-api03-Qw3rTy7uIoP1aSdFgHjKl9zXcVbNm2"  # made up, built at run time
+
+
+def stored_texts(repo: Path) -> str:
+    state = repo / ".coding-os"
+    return "".join(p.read_text(encoding="utf-8", errors="replace")
+                   for p in (state / ".hooks.log", state / ".observations.jsonl") if p.exists())
+
+
+def test_a_secret_a_cut_would_halve_is_redacted_whole_in_prompts_answers_and_commands(
+        repo: Path, isolated_env: Path) -> None:
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    for limit in (2000, 4000):  # the prompt's and answer's excerpt, the tool input's summary
+        around = "x " * ((limit - 10) // 2) + SECRET + " and more"
+        fire(repo, isolated_env, "UserPromptSubmit", "n1", prompt=around)
+        fire(repo, isolated_env, "PostToolUse", "n1", tool_name="Bash",
+             tool_input={"command": around}, tool_response={"stdout": ""})
+        fire(repo, isolated_env, "Stop", "n1", last_assistant_message=around)
+    stored = stored_texts(repo)
+    assert "[REDACTED:anthropic_api_key" in stored
+    for start in range(0, len(SECRET) - 6, 6):
+        assert SECRET[start:start + 12] not in stored
+
+
+def test_redact_false_keeps_the_texts_as_they_were(repo: Path, isolated_env: Path) -> None:
+    (repo / ".coding-os.yaml").write_text("redact: false\n", encoding="utf-8")
+    fire(repo, isolated_env, "SessionStart", "n1", source="startup")
+    fire(repo, isolated_env, "UserPromptSubmit", "n1", prompt=f"use {SECRET}")
+    fire(repo, isolated_env, "PostToolUse", "n1", tool_name="Bash",
+         tool_input={"command": f"ANTHROPIC_API_KEY={SECRET} make"}, tool_response={})
+    assert stored_texts(repo).count(SECRET) == 3  # the log's command, the two observations

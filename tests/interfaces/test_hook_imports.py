@@ -16,7 +16,7 @@ from tests.helpers import cos, fire
 ALLOWED = {
     "__future__", "_json", "errno", "fcntl", "gc",  # gc is built in: nothing is loaded
     "coding_os", "coding_os.adapters", "coding_os.clock", "coding_os.config",
-    "coding_os.durable", "coding_os.errors", "coding_os.jsonwire",
+    "coding_os.durable", "coding_os.errors", "coding_os.jsonwire", "coding_os.redact",
     "coding_os.git", "coding_os.git.command", "coding_os.git.repo", "coding_os.hooks",
     "coding_os.hooks.checkpoint", "coding_os.hooks.context", "coding_os.hooks.events",
     "coding_os.hooks.sessions",

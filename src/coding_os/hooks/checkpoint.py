@@ -1,12 +1,14 @@
 """The automatic checkpoints of DESIGN.md §5: before a prompt's edits, before a tool call that
 may write, and at a turn's end (what changes after it, until the next checkpoint of the session,
-changed outside the session). A checkpoint that fails is logged and never fails the hook.
+changed outside the session). A checkpoint that fails is logged and never fails the hook. The
+prompt a record keeps has its secrets redacted (redact.py), unless the project says `redact: false`.
 """
 
 from __future__ import annotations
 
 import os
 
+from coding_os import redact
 from coding_os.adapters import FILE_TOOLS, PATCH_TOOLS
 from coding_os.errors import CosError
 from coding_os.hooks.context import HookContext, string, tool_input_summary
@@ -55,10 +57,13 @@ def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> N
             if not paths:
                 return
         trigger = CHECKPOINT_EVENTS[ctx.event]
+        prompt = string(payload.get("prompt"))
+        if prompt and redact.enabled(config):
+            prompt = redact.redact(prompt)
         answers: list[dict[str, object] | None] = []
         record = create(ctx.tiers, root, session=session, agent=ctx.agent, mode=settings.mode,
                         paths=paths, trigger=f"tool:{tool}" if trigger == "tool" else trigger,
-                        prompt=string(payload.get("prompt")), settings=settings,
+                        prompt=prompt, settings=settings,
                         watcher=lambda message: _ask_watcher(message, answers, ctx.env))
         if record.get("scan") == "full" and answers == [None] and settings.start_daemon:
             _start_watcher(ctx, root, log)

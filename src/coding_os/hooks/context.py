@@ -18,7 +18,7 @@ from coding_os.state.tiers import spec_for
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any
 
     from coding_os.storage.base import Storage
@@ -195,10 +195,14 @@ class HookContext:
         return verdict.value if verdict.valid else None
 
 
-def tool_input_summary(tool: str | None, tool_input: object) -> tuple[str | None, list[str]]:
-    """A short text for a tool call's input, and the files it writes when it names them."""
+def tool_input_summary(tool: str | None, tool_input: object,
+                       clean: Callable[[str], str] | None = None
+                       ) -> tuple[str | None, list[str]]:
+    """A short text for a tool call's input, and the files it writes when it names them;
+    `clean` is applied to the text before it is cut (the hook redacts secrets with it)."""
+    clean = clean or _same
     if isinstance(tool_input, str):
-        return excerpt(tool_input, 4000), patch_paths(tool, tool_input)
+        return excerpt(clean(tool_input), 4000), patch_paths(tool, tool_input)
     if not isinstance(tool_input, dict):
         return None, []
     path_key = FILE_TOOLS.get(tool or "")
@@ -207,15 +211,19 @@ def tool_input_summary(tool: str | None, tool_input: object) -> tuple[str | None
     for key in _INPUT_KEYS:
         value = tool_input.get(key)
         if isinstance(value, str) and value:
-            return excerpt(value, 4000), paths or patch_paths(tool, value)
+            return excerpt(clean(value), 4000), paths or patch_paths(tool, value)
         if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-            return excerpt(" ".join(value), 4000), paths
+            return excerpt(clean(" ".join(value)), 4000), paths
     from coding_os import jsonwire
 
     try:
-        return excerpt(jsonwire.dumps(tool_input), 500), paths
+        return excerpt(clean(jsonwire.dumps(tool_input)), 500), paths
     except (TypeError, ValueError):
         return None, paths
+
+
+def _same(text: str) -> str:
+    return text
 
 
 def patch_paths(tool: str | None, patch: str) -> list[str]:

@@ -2,7 +2,8 @@
 behind `cos hook` (the interface only reads stdin and writes stdout).
 
 Every event: the panel's session (sessions.py), its heartbeat, the hooks-log line and what it
-observed (spooled for the database). PreToolUse: the policy gates (gates.py) and the attribution
+observed (spooled for the database), both with the secrets in their texts redacted first
+(redact.py; not with `redact: false` in `.coding-os.yaml`). PreToolUse: the policy gates (gates.py) and the attribution
 of a call of cos's own MCP tools. UserPromptSubmit, a writing PreToolUse and Stop: the automatic
 checkpoint (checkpoint.py).
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import os
 
-from coding_os import durable
+from coding_os import durable, redact
 from coding_os.adapters import HOOK_EVENTS
 from coding_os.errors import InvalidInput
 from coding_os.hooks.checkpoint import CHECKPOINT_EVENTS, take_checkpoint
@@ -114,13 +115,14 @@ def _handle(ctx: HookContext) -> HookResult:
                            event=ctx.event)
         from coding_os.state import observations  # not for a PreToolUse: it spools nothing
 
-        observations.spool(ctx.tiers.observations_spool, observation)
+        observations.spool(ctx.tiers.observations_spool, _private(ctx, observation),
+                           redact=False)
     output: dict[str, object] | None = None
     if ctx.event == "PreToolUse":
         blocked, warning = _gate(ctx, session, log)
         if blocked is not None:  # a policy gate refused the call: nothing to checkpoint
             log.update(ctx.log)
-            hookslog.append(ctx.tiers.hooks_log, log)
+            hookslog.append(ctx.tiers.hooks_log, _private(ctx, log), redact=False)
             return blocked
         output = _attribute_mcp_call(ctx, session, log)
         if warning:
@@ -141,8 +143,37 @@ def _handle(ctx: HookContext) -> HookResult:
         session_end(ctx, session)
         retry_pending_orphan(ctx, session)
     log.update(ctx.log)
-    hookslog.append(ctx.tiers.hooks_log, log)
+    hookslog.append(ctx.tiers.hooks_log, _private(ctx, log), redact=False)
     return HookResult(output, session)
+
+
+def _private(ctx: HookContext, record: dict[str, object]) -> dict[str, object]:
+    """`record` with the secrets in its texts redacted, unless the project says `redact: false`
+    (a configuration that cannot be read redacts). Costs nothing for a record holding no
+    trigger of a secret's shape: the configuration is read only when one is found."""
+    cleaned = redact.redact_value(record)
+    if cleaned is record or not _redacts(ctx):
+        return record
+    return cleaned  # type: ignore[return-value]
+
+
+def _redacts(ctx: HookContext) -> bool:
+    try:
+        return redact.enabled(ctx.config())
+    except InvalidInput:
+        return True
+
+
+def _clean(ctx: HookContext, text: str) -> str:
+    """`text` with its secrets redacted, unless the project says `redact: false`."""
+    cleaned = redact.redact(text)
+    return text if cleaned is text or not _redacts(ctx) else cleaned
+
+
+def _clip(ctx: HookContext, text: str, limit: int) -> str:
+    """`text` cut to `limit` characters, its secrets redacted before the cut (so that no cut
+    leaves part of one behind)."""
+    return excerpt(_clean(ctx, text), limit)
 
 
 def _observe(ctx: HookContext, log: dict[str, object]) -> dict[str, object] | None:
@@ -152,11 +183,12 @@ def _observe(ctx: HookContext, log: dict[str, object]) -> dict[str, object] | No
     if event == "UserPromptSubmit":
         prompt = string(payload.get("prompt")) or ""
         log["prompt_chars"] = len(prompt)
-        return {"text": excerpt(prompt, _EXCERPT),
+        return {"text": _clip(ctx, prompt, _EXCERPT),
                 "data": {"prompt_id": string(payload.get("prompt_id"))}}
     if event in ("PreToolUse", "PostToolUse"):
         tool = string(payload.get("tool_name"))
-        summary, paths = tool_input_summary(tool, payload.get("tool_input"))
+        summary, paths = tool_input_summary(tool, payload.get("tool_input"),
+                                            lambda text: _clean(ctx, text))
         log["tool"] = tool
         log["input"] = summary
         log["subagent"] = string(payload.get("agent_id"))
@@ -170,7 +202,7 @@ def _observe(ctx: HookContext, log: dict[str, object]) -> dict[str, object] | No
                          "tool_use_id": string(payload.get("tool_use_id"))}}
     if event == "Stop":
         message = string(payload.get("last_assistant_message")) or ""
-        return {"text": excerpt(message, _EXCERPT)}
+        return {"text": _clip(ctx, message, _EXCERPT)}
     if event in ("SubagentStart", "SubagentStop"):
         agent_id = string(payload.get("agent_id"))
         agent_type = string(payload.get("agent_type"))

@@ -4,13 +4,14 @@ Each line is `key=value` pairs, space separated, always starting
 `ts=… agent=… panel=… session=… task=… event=…`. A value made only of safe characters is
 written bare, anything else as a JSON string; a missing value is `-`. Lines are appended whole
 under an exclusive lock (durable.locked_append), so they never interleave whatever their length.
+Secrets of known shapes in the values are redacted before the line is written (redact.py).
 """
 
 from __future__ import annotations
 
 import os
 
-from coding_os import durable
+from coding_os import durable, redact as redaction
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -85,12 +86,15 @@ def parse_line(line: str) -> dict[str, str | None] | None:
     return fields
 
 
-def append(log_path: str, fields: dict[str, object]) -> None:
-    """Append one line for `fields` to the log at `log_path`.
+def append(log_path: str, fields: dict[str, object], redact: bool = True) -> None:
+    """Append one line for `fields` to the log at `log_path`, the secrets in its values
+    redacted (unless `redact` is false: the caller did it, or the project turned it off).
 
     Raises:
         StateIOError: the log cannot be written; it keeps its previous lines whole.
     """
+    if redact:
+        fields = redaction.redact_value(fields)  # type: ignore[assignment]
     durable.locked_append(log_path, format_line(fields).encode("utf-8", "surrogateescape"))
 
 

@@ -11,7 +11,8 @@ database. The spool lock is held only to read lines and to move that offset, nev
 database transaction, so a slow or locked database never stalls a tool-call hook. Each line
 carries a unique `oid` and inserts ignore known ones: reading a line twice (after a crash, or two
 ingesters at once) never duplicates a row, and the offset only ever advances to a line boundary
-of the spool file it was read from, so no line is ever skipped.
+of the spool file it was read from, so no line is ever skipped. Secrets of known shapes in an
+observation are redacted before it is spooled (redact.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import fcntl
 import os
 
 from coding_os import jsonwire
-from coding_os import durable
+from coding_os import durable, redact as redaction
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -31,12 +32,15 @@ __all__ = ["spool", "ingest", "SPOOL_TRUNCATE_BYTES"]
 SPOOL_TRUNCATE_BYTES = 1 << 20  # an ingested spool larger than this is emptied
 
 
-def spool(spool_path: str, record: dict[str, object]) -> None:
-    """Append one observation (with a fresh `oid`) to the spool.
+def spool(spool_path: str, record: dict[str, object], redact: bool = True) -> None:
+    """Append one observation (with a fresh `oid`) to the spool, the secrets in its texts
+    redacted (unless `redact` is false: the caller did it, or the project turned it off).
 
     Raises:
         StateIOError: the spool cannot be written.
     """
+    if redact:
+        record = redaction.redact_value(record)  # type: ignore[assignment]
     record = {"oid": os.urandom(8).hex(), **record}
     durable.locked_append(spool_path, (jsonwire.dumps(record) + "\n").encode("ascii"))
 
