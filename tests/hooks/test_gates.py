@@ -538,3 +538,16 @@ def test_cos_hook_blocks_with_deny_json_on_stdout_the_reason_on_stderr_and_exit_
                                        "tool_input": {"file_path": str(repo / "a"),
                                                       "content": "x"}}, cwd=repo)
     assert (allowed_proc.returncode, allowed_proc.stdout, allowed_proc.stderr) == (0, "", "")
+
+
+def test_block_secrets_blocks_an_aws_secret_access_key_and_logs_no_part_of_it(
+        repo: Path, isolated_env: Path) -> None:
+    secret = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYEXAMPLEKEY"  # made up, built at run time
+    configure(repo, "gates:\n  block_secrets: true\n")
+    start(repo, isolated_env)
+    for tool, tool_input in (
+            ("Write", {"file_path": "creds", "content": f"aws_secret_access_key = {secret}\n"}),
+            ("Bash", {"command": f"export AWS_SECRET_ACCESS_KEY={secret}"})):
+        text = reason(pre(repo, isolated_env, tool, tool_input))
+        assert "pattern aws_secret_access_key" in text
+    assert secret[:20] not in (repo / ".coding-os" / ".hooks.log").read_text(encoding="utf-8")

@@ -14,7 +14,8 @@ gate whose own check fails (a bad config value or glob, an unreadable state file
 the call through and says so in one line to the agent, unless it is `strict`: then it blocks.
 
 A secret found by `block_secrets` is never written anywhere: the reason and the log name the
-pattern only, and the logged input summary of the call is replaced.
+pattern only, and the logged input summary of the call is replaced. Its shapes are those of
+redact.py (`BLOCKING`), the module that also redacts every text the hooks log or store.
 
 Hot path: imported only when `gates:` is present; `re` is imported only by the gates that
 match text.
@@ -29,38 +30,15 @@ from coding_os.hooks.context import HookResult, excerpt
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import re
     from collections.abc import Callable
     from typing import Any
 
     from coding_os.hooks.context import HookContext
 
-__all__ = ["GATES", "SECRET_PATTERNS", "Verdict", "check", "blocked_result"]
+__all__ = ["GATES", "Verdict", "check", "blocked_result"]
 
 GATES = ("block_secrets", "protect_paths", "require_task_for_edits")  # the order they run in
 _EDIT_TOOLS = (*FILE_TOOLS, *PATCH_TOOLS)
-
-# Common secrets with a recognisable shape (low false positives): name, regular expression.
-SECRET_PATTERNS: tuple[tuple[str, str], ...] = (
-    ("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
-    ("github_token", r"\bgh[pousr]_[A-Za-z0-9]{36,}\b"),
-    ("github_fine_grained_token", r"\bgithub_pat_[A-Za-z0-9_]{22,}"),
-    ("gitlab_token", r"\bglpat-[A-Za-z0-9_-]{20,}"),
-    ("slack_token", r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    ("slack_webhook", r"https://hooks\.slack\.com/services/T[A-Za-z0-9_]+/B[A-Za-z0-9_]+/"
-                      r"[A-Za-z0-9_]+"),
-    ("private_key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----"),
-    ("anthropic_api_key", r"\bsk-ant-(?:api|admin|oat|sid)\d{2}-[A-Za-z0-9_-]{20,}"),
-    # sk- keys are mixed-case letters and digits; hyphenated words (`sk-some-long-name`) are not.
-    ("openai_api_key", r"\bsk-(?:proj-|svcacct-|admin-)?(?=[A-Za-z0-9_-]*\d)"
-                       r"(?=[A-Za-z0-9_-]*[A-Z])(?=[A-Za-z0-9_-]*[a-z])[A-Za-z0-9_-]{32,}"),
-    ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    ("stripe_live_key", r"\b(?:sk|rk)_live_[0-9A-Za-z]{16,}"),
-    ("npm_token", r"\bnpm_[A-Za-z0-9]{36}\b"),
-    ("pypi_token", r"\bpypi-AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}"),
-    ("huggingface_token", r"\bhf_[A-Za-z0-9]{34}\b"),
-    ("sendgrid_api_key", r"\bSG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}\b"),
-)
 
 # Shell words that change files when they name them (best effort: see docs/gates.md).
 _WRITING_COMMANDS = frozenset((
@@ -665,18 +643,11 @@ def _written_texts(tool: str, tool_input: object) -> list[str]:
 
 
 def _secret_kind(texts: list[str]) -> str | None:
-    """The name of the first secret pattern found in `texts`, or None."""
-    regex: re.Pattern[str] | None = _COMPILED.get("\0secrets")
-    if regex is None:
-        import re
+    """The name of the first secret shape found in `texts` (the shapes of redact.BLOCKING, those
+    recognised by the value itself), or None."""
+    from coding_os.redact import first_secret
 
-        regex = re.compile("|".join(f"(?P<{name}>{body})" for name, body in SECRET_PATTERNS))
-        _COMPILED["\0secrets"] = regex
-    for text in texts:
-        match = regex.search(text)
-        if match is not None:
-            return match.lastgroup or "secret"
-    return None
+    return first_secret(texts)
 
 
 _CHECKS: dict[str, Callable[..., str | None]] = {
