@@ -336,3 +336,19 @@ def test_a_native_transcripts_hits_are_shown_and_filtered_under_the_linked_cos_s
     for key in (cos_id, MAIN_1053):  # either id of the session filters to its transcript
         assert search_page(storage, "regenerating tui", session=key).hits == page.hits
     assert search_page(storage, "regenerating tui", session=SESSION).hits == []
+
+
+@pytest.mark.parametrize("redacting", [True, False], ids=["redacted", "redact-false"])
+def test_a_transcript_message_is_searchable_without_its_secrets(
+        storage: SQLiteStorage, tiers: Tiers, redacting: bool) -> None:
+    secret = "hf" + "_AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # made up, built at run time
+    if not redacting:
+        (Path(tiers.state_dir).parent / ".coding-os.yaml").write_text("redact: false\n",
+                                                                     encoding="utf-8")
+    append(transcript(tiers), entry(1, f"download the weasel model with {secret}"))
+    assert sync_transcripts(storage, tiers) == 1
+    assert texts(storage, "weasel") == [
+        "download the weasel model with "
+        + ("[REDACTED:huggingface_token]" if redacting else secret)]
+    page = search_page(storage, "weasel").to_dict()
+    assert (secret in json.dumps(page)) is not redacting

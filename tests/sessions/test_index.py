@@ -273,3 +273,32 @@ def test_a_cos_transcript_with_bad_lines_is_indexed_and_the_lines_counted(
     report = index.refresh(storage, tiers, str(tmp_path / "x"), str(tmp_path / "y"))
     assert report.sessions_added == 1 and report.malformed_lines == 2
     assert report.torn_files == [path]
+
+
+# secrets (redact.py)
+
+TOKEN = "xox" + "b-123456789012-abcdefABCDEF"  # made up, built at run time
+
+
+@pytest.mark.parametrize("redacting", [True, False], ids=["redacted", "redact-false"])
+def test_the_prompts_a_row_copies_from_a_log_have_their_secrets_redacted(
+        storage: SQLiteStorage, tiers: Tiers, tmp_path: Path, redacting: bool) -> None:
+    if not redacting:
+        (tmp_path / ".coding-os.yaml").write_text("redact: false\n", encoding="utf-8")
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    session = "11111111-2222-3333-4444-555555555555"
+    entries = conversation(session, 2)
+    entries[0]["message"]["content"] = f"post with {TOKEN} please"
+    entries[2]["message"]["content"] = f"and SLACK_TOKEN={TOKEN} again"
+    write_jsonl(claude / "projects" / "-work-app" / f"{session}.jsonl", entries)
+    cos_session = transcript.create(tiers, "claude", project="/abs/root", worktree="/abs/root")
+    transcript.append(tiers, cos_session, "user", {"text": f"my token {TOKEN}", "turn": 1})
+    index.refresh(storage, tiers, str(claude), str(codex))
+    rows = [storage.index_row(session), storage.index_row(cos_session)]
+    kept = repr(rows) + (Path(tiers.state_dir) / index.STATE_FILE).read_text(encoding="utf-8")
+    assert (TOKEN[5:] in kept) is not redacting
+    if redacting:
+        assert rows[0] is not None and rows[0].first_prompt == \
+            "post with [REDACTED:slack_token] please"
+        assert rows[0].last_prompt == "and SLACK_TOKEN=[REDACTED:slack_token] again"
+        assert rows[1] is not None and rows[1].title == "my token [REDACTED:slack_token]"

@@ -5,7 +5,9 @@ beside it (SQLite FTS5; PostgreSQL `tsvector` with a GIN index). Observations, w
 and tasks get their document in the transaction that stores them. Transcripts are canonical
 files, so their messages are read into documents incrementally when a search runs
 (`sync_transcripts`): each file's read position is kept in the database with its documents, in
-one transaction, so a crash or two searchers at once never duplicate or lose a message.
+one transaction, so a crash or two searchers at once never duplicate or lose a message. A
+message's secrets are redacted before it is stored (redact.py), unless the project says
+`redact: false`.
 
 A query is words, never syntax: each whitespace-separated word must occur (its letters and
 digits, as a phrase when punctuation splits it: `foo_bar` finds "foo bar"), in any case. Results
@@ -22,6 +24,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from coding_os import redact
 from coding_os.errors import InvalidInput
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import SEARCH_KINDS, SearchDoc, SearchHit, SourceMark, Storage
@@ -176,6 +179,7 @@ def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None =
     say = progress or (lambda message: None)
     marks = storage.source_marks()
     added = 0
+    redacting = redact.configured(tiers.state_dir)
     for path in marks:
         if not os.path.lexists(path):  # deleted, or moved to the trash: its text goes too
             storage.remove_source(path)
@@ -188,14 +192,14 @@ def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None =
         if mark is not None and mark.inode == st.st_ino and mark.read_to == st.st_size:
             continue
         try:
-            added += _sync_file(storage, path, fmt, st, mark, say)
+            added += _sync_file(storage, path, fmt, st, mark, say, redacting)
         except OSError:
             continue  # unreadable now: the next sync retries from the stored mark
     return added
 
 
 def _sync_file(storage: Storage, path: str, fmt: str, st: os.stat_result,
-               mark: SourceMark | None, say: Progress) -> int:
+               mark: SourceMark | None, say: Progress, redacting: bool = True) -> int:
     """Read one transcript from its mark (or from the start, when it was rewritten) in chunks
     of whole lines, each stored with the mark after it in one transaction."""
     session = _session_of(path, fmt)
@@ -217,7 +221,7 @@ def _sync_file(storage: Storage, path: str, fmt: str, st: os.stat_result,
                 whole = len(data)  # one line longer than a chunk: skipped, not searched
                 docs: list[SearchDoc] = []
             else:
-                docs = list(_messages(data[:whole], start, fmt, session, path))
+                docs = list(_messages(data[:whole], start, fmt, session, path, redacting))
             end = start + whole
             handle.seek(max(0, end - _TAIL_BYTES))
             tail = handle.read(min(end, _TAIL_BYTES))
@@ -247,10 +251,11 @@ def _session_of(path: str, fmt: str) -> str:
     return stem[-36:] if fmt == "codex" else stem
 
 
-def _messages(data: bytes, offset: int, fmt: str, session: str,
-              path: str) -> Iterator[SearchDoc]:
+def _messages(data: bytes, offset: int, fmt: str, session: str, path: str,
+              redacting: bool = True) -> Iterator[SearchDoc]:
     """The user and assistant texts of complete lines, each a document named by its file and
-    byte offset (stable across re-reads, unique in the database)."""
+    byte offset (stable across re-reads, unique in the database), its secrets redacted unless
+    `redacting` is false."""
     key = hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
     position = offset
     for raw in data.split(b"\n")[:-1] if data else []:
@@ -269,6 +274,8 @@ def _messages(data: bytes, offset: int, fmt: str, session: str,
         text = text.strip()
         if not text or text.startswith(_CONTEXT_PREFIXES):
             continue
+        if redacting:
+            text = redact.redact(text)
         yield SearchDoc("transcript", f"{key}:{at}", session, ts, text[:MESSAGE_CHARS])
 
 

@@ -11,7 +11,8 @@ Subagents and sidechains are never rows. The index can always be rebuilt from th
 from the kept import state without reading the logs again.
 
 Nothing here fails on a bad log: unknown entry types, malformed lines, torn tails and unreadable
-files are counted in the `RefreshReport`.
+files are counted in the `RefreshReport`. The texts a row copies from a log (title, first and last
+prompt) have their secrets redacted (redact.py), unless the project says `redact: false`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from coding_os.adapters.native import ImportState, NativeSession, ScanReport, clip
-from coding_os import durable
+from coding_os import durable, redact
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.storage.base import IndexRow, Storage, storable_text
@@ -128,6 +129,7 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
 
     rows: list[IndexRow] = []
     project_of: dict[str, tuple[str | None, str | None]] = {}
+    redacting = redact.configured(tiers.state_dir)
     for native in (*claude, *codex):
         report.sessions += 1
         report.subagents += len(native.subagents)
@@ -139,7 +141,7 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
             report.unknown_types[name] = report.unknown_types.get(name, 0) + count
         linked = storage.session_by_native(native.agent, native.native_id)
         rows.append(native_row(native, linked.id if linked else None,
-                               linked.status if linked else None, project_of))
+                               linked.status if linked else None, project_of, redacting))
 
     say("reading cos transcripts")
     previous_cos = document.get("cos_transcripts")
@@ -164,7 +166,7 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
             continue
         report.files_read += 1
         report.bytes_read += st.st_size
-        row, problems = cos_row(path)
+        row, problems = cos_row(path, redacting)
         report.malformed_lines += sum(1 for kind in problems if kind in _MALFORMED)
         if "torn_tail" in problems:
             report.torn_files.append(path)
@@ -192,6 +194,9 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
 
     if not (document and not changed and cos_records == previous_cos):
         document = state.to_dict()
+        if redacting:  # the importers keep each file's first and last prompt and command
+            for record in document["files"].values():
+                record["aggregate"] = redact.redact_value(record.get("aggregate"))
         document["cos_transcripts"] = cos_records
         durable.ensure_dir(tiers.state_dir)
         durable.atomic_write(state_path, json.dumps(document, ensure_ascii=False,
@@ -228,16 +233,17 @@ def _load(path: str) -> dict[str, Any]:
 
 def native_row(native: NativeSession, cos_id: str | None = None, status: str | None = None,
                project_cache: dict[str, tuple[str | None, str | None]] | None = None,
-               ) -> IndexRow:
+               redacting: bool = True) -> IndexRow:
     """The index row of a Claude Code or Codex session (`cos_id`: the cos session the hooks
-    linked to it, which becomes the row's id)."""
+    linked to it, which becomes the row's id), its texts redacted unless `redacting` is false."""
     project, worktree = _checkout(native.cwd, project_cache)
+    first, last = _private(native.first_prompt, redacting), _private(native.last_prompt, redacting)
     return IndexRow(
         id=cos_id or native.native_id,
         native_id=native.native_id,
         agent=native.agent,
         kind=native.agent,
-        title=native.title or _preview(native.first_prompt),
+        title=_private(native.title, redacting) or _preview(first),
         project=project,
         worktree=worktree,
         cwd=native.cwd,
@@ -250,13 +256,19 @@ def native_row(native: NativeSession, cos_id: str | None = None, status: str | N
         parent=None,
         status=status,
         source_path=native.path,
-        first_prompt=_prompt(native.first_prompt),
-        last_prompt=_prompt(native.last_prompt),
+        first_prompt=_prompt(first),
+        last_prompt=_prompt(last),
     )
 
 
-def cos_row(path: str) -> tuple[IndexRow | None, list[str]]:
-    """The index row of a cos-native transcript and the kinds of problems its read met.
+def _private(text: str | None, redacting: bool) -> str | None:
+    """`text` with its secrets redacted (when `redacting`), before a cut could halve one."""
+    return redact.redact(text) if text and redacting else text
+
+
+def cos_row(path: str, redacting: bool = True) -> tuple[IndexRow | None, list[str]]:
+    """The index row of a cos-native transcript and the kinds of problems its read met (its
+    texts redacted unless `redacting` is false).
 
     None for a sidechain (`parent` set) or a transcript without a valid session_meta; the
     problems are `["unreadable"]` when the file could not be read at all.
@@ -294,6 +306,8 @@ def cos_row(path: str) -> tuple[IndexRow | None, list[str]]:
     # The last prompt of the conversation as it stands: a rewound one is not its last.
     last_prompt = next((e["text"] for e in reversed(visible) if e["type"] == "user"), None)
     worktree = meta.get("worktree") or meta.get("project")
+    title, first_prompt = _private(title, redacting), _private(first_prompt, redacting)
+    last_prompt = _private(last_prompt, redacting)
     return IndexRow(
         id=meta["session"],
         native_id=meta.get("native_id"),
