@@ -6,6 +6,7 @@ clients' projects, and the `cos sessions` fixtures of tests/e2e."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -13,7 +14,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -918,3 +919,91 @@ def tree_state(root: Path) -> dict[str, tuple[object, ...]]:
                 with open(full, "rb") as f:
                     found[rel] = ("f", f.read(), st.st_mode & 0o7777)
     return found
+
+
+# -- cos mcp --http --------------------------------------------------------------------------------
+
+
+MCP_HTTP_START_TIMEOUT = 60.0
+MCP_HTTP_STOP_TIMEOUT = 15.0
+
+
+@dataclass
+class McpHttp:
+    """A running `cos mcp --http`: its URL, the bearer token it printed, its stderr so far."""
+    url: str
+    token: str
+    stderr: Path
+
+
+@contextlib.contextmanager
+def mcp_http_server(project: Path | str, env: Mapping[str, str] | None = None,
+                    ) -> Iterator[McpHttp]:
+    """`cos mcp --http --port 0` in `project` (COS_AGENT=claude unless `env` says otherwise):
+    ready once it printed its URL and token and accepts connections; stopped afterwards (its
+    whole process group, SIGKILL when SIGTERM is not enough)."""
+    import re
+    import signal
+    import socket
+    import tempfile
+    import time
+
+    full_env = {**os.environ, "COS_AGENT": "claude", **(env or {})}
+    log = Path(tempfile.mkdtemp(prefix="cos-mcp-http-")) / "stderr"
+    with open(log, "wb") as err:
+        process = subprocess.Popen([COS, "mcp", "--http", "--port", "0"], cwd=project,
+                                   env=full_env, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + MCP_HTTP_START_TIMEOUT
+        while True:
+            text = log.read_text(encoding="utf-8", errors="replace")
+            found = re.search(r"(http://127\.0\.0\.1:(\d+)/mcp)\b.*?Bearer ([A-Za-z0-9_-]+)", text)
+            if found:
+                try:
+                    socket.create_connection(("127.0.0.1", int(found[2])), timeout=1).close()
+                    break
+                except OSError:
+                    pass
+            assert process.poll() is None, f"cos mcp --http exited: {text}"
+            assert time.monotonic() < deadline, f"cos mcp --http did not start: {text}"
+            time.sleep(0.02)
+        yield McpHttp(found[1], found[3], log)
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGTERM)
+            try:
+                process.wait(timeout=MCP_HTTP_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        shutil.rmtree(log.parent, ignore_errors=True)
+
+
+def mcp_http_call(url: str, tool: str, arguments: Mapping[str, object],
+                  authorization: str | None = None, timeout: float = 30,
+                  headers: Mapping[str, str] | None = None) -> tuple[int, bytes]:
+    """One self-contained tools/call POST (protocol 2026-07-28, no session needed: what any
+    local process can send), with `authorization` as its Authorization header (and `headers`);
+    the HTTP status and body."""
+    import urllib.error
+    import urllib.request
+
+    version = "2026-07-28"
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": tool, "arguments": dict(arguments),
+        "_meta": {"io.modelcontextprotocol/protocolVersion": version,
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}
+    sent = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": version, "Mcp-Method": "tools/call", "Mcp-Name": tool,
+            **(headers or {})}
+    if authorization is not None:
+        sent["Authorization"] = authorization
+    request = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=sent,
+                                     method="POST")
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            return int(response.status), bytes(response.read())
+    except urllib.error.HTTPError as exc:
+        return int(exc.code), bytes(exc.read())

@@ -162,11 +162,14 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def point_mcp_json_at(cp: CosProject, url: str) -> None:
-    """Replace cos's stdio entry of `.mcp.json` by an HTTP one."""
+def point_mcp_json_at(cp: CosProject, url: str, token: str | None = None) -> None:
+    """Replace cos's stdio entry of `.mcp.json` by an HTTP one (sending the server's bearer
+    token, as docs/mcp.md says)."""
     path = cp.project / ".mcp.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     data["mcpServers"]["cos"] = {"type": "http", "url": url}
+    if token is not None:
+        data["mcpServers"]["cos"]["headers"] = {"Authorization": f"Bearer {token}"}
     path.write_text(json.dumps(data, indent=2), encoding="utf-8")
 
 
@@ -188,9 +191,9 @@ def wait_until(condition: Callable[[], bool], timeout: float, what: str) -> None
 
 
 @contextmanager
-def http_server(cp: CosProject) -> Iterator[str]:
-    """`cos mcp --http` for the project on a free port; yields its URL once it accepts
-    connections."""
+def http_server(cp: CosProject) -> Iterator[tuple[str, str]]:
+    """`cos mcp --http` for the project on a free port; yields its URL and bearer token (kept
+    in the hub) once it accepts connections."""
     port = free_port()
     log = cp.project.parent / f"cos-mcp-{port}.log"
     with open(log, "wb") as out:
@@ -208,7 +211,8 @@ def http_server(cp: CosProject) -> Iterator[str]:
             return True
 
         wait_until(listening, SERVER_START_TIMEOUT, "cos mcp --http listening")
-        yield f"http://127.0.0.1:{port}/mcp"
+        token = (cp.home / ".coding-os" / "mcp-token").read_text(encoding="utf-8").strip()
+        yield f"http://127.0.0.1:{port}/mcp", token
     finally:
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGTERM)
@@ -316,8 +320,8 @@ def run_two_panels(cp: CosProject, extra_args: Sequence[str] = ()
     """Both panels at once against one `cos mcp --http`; per marker its cos session, the work
     log, and the rendezvous."""
     rendezvous = Rendezvous(list(PANELS))
-    with http_server(cp) as url, ModelServer(two_panel_scripts(rendezvous)) as server:
-        point_mcp_json_at(cp, url)
+    with http_server(cp) as (url, token), ModelServer(two_panel_scripts(rendezvous)) as server:
+        point_mcp_json_at(cp, url, token)
         prompts = [f"{marker}: plan your part of the work" for marker in PANELS]
         natives = run_claudes(cp, server, prompts, extra_args)
     sessions = {marker: panel_session(cp, native) for marker, native in zip(PANELS, natives)}

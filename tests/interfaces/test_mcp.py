@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -454,3 +455,161 @@ def test_results_stay_small_for_a_context_window(project: Path) -> None:
     assert preview.endswith("…") and len(preview) <= 301 and long_body.startswith(preview[:-1])
     (hit,) = found["results"]
     assert "needle" in hit["snippet"] and len(hit["snippet"]) <= 242
+
+
+# -- over HTTP: a bearer token as well as a loopback Host (DESIGN.md §11) -------------------------
+
+
+def task_titles(project: Path) -> list[str]:
+    listed = cos_json("tasks", cwd=project)
+    assert isinstance(listed, dict)
+    return [task["title"] for task in listed["tasks"]]
+
+
+def test_over_http_a_call_without_the_bearer_token_is_refused_with_401_and_runs_nothing(
+        project: Path) -> None:
+    from tests.helpers import mcp_http_call, mcp_http_server
+
+    with mcp_http_server(project) as server:
+        created = mcp_http_call(server.url, "cos_task_create", {"title": "made by anyone"})
+        searched = mcp_http_call(server.url, "cos_search", {"query": "deploy"})
+    for status, body in (created, searched):
+        assert status == 401, body
+        assert json.loads(body)["error"] == "invalid_token"
+    assert task_titles(project) == []
+
+
+def test_over_http_a_wrong_token_is_refused_with_401(project: Path) -> None:
+    from tests.helpers import mcp_http_call, mcp_http_server
+
+    with mcp_http_server(project) as server:
+        token = server.token
+        wrong = [f"Bearer {token[:-1]}", f"Bearer {token}x", f"Bearer {'A' * len(token)}",
+                 f"Basic {token}", token, "Bearer", "Bearer ", f"Bearer {token[::-1]}"]
+        answers = [mcp_http_call(server.url, "cos_task_create", {"title": "guessed"},
+                                 authorization=value) for value in wrong]
+    assert [status for status, _ in answers] == [401] * len(wrong)
+    assert task_titles(project) == []
+
+
+def test_over_http_the_token_does_not_lift_the_loopback_host_check(project: Path) -> None:
+    from tests.helpers import mcp_http_call, mcp_http_server
+
+    with mcp_http_server(project) as server:
+        status, body = mcp_http_call(server.url, "cos_task_create", {"title": "rebound"},
+                                     authorization=f"Bearer {server.token}",
+                                     headers={"Host": "attacker.example"})
+    assert status == 421, body
+    assert task_titles(project) == []
+
+
+def test_over_http_a_client_sending_the_token_is_served(project: Path) -> None:
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from tests.helpers import mcp_http_call, mcp_http_server
+
+    async def listed(url: str, token: str) -> list[str]:
+        async with create_mcp_http_client(headers={"Authorization": f"Bearer {token}"}) as http:
+            async with Client(streamable_http_client(url, http_client=http),
+                              read_timeout_seconds=60) as client:
+                return [tool.name for tool in (await client.list_tools()).tools]
+
+    with mcp_http_server(project) as server:
+        names = asyncio.run(listed(server.url, server.token))
+        status, body = mcp_http_call(server.url, "cos_task_create", {"title": "with the token"},
+                                     authorization=f"Bearer {server.token}")
+        errors = server.stderr.read_text(encoding="utf-8")
+    assert sorted(names) == sorted(TOOL_NAMES)
+    assert status == 200, body
+    assert task_titles(project) == ["with the token"]
+    assert "Traceback" not in errors
+
+
+def test_the_http_token_is_kept_0600_in_the_hub_and_the_same_at_the_next_start(
+        project: Path, isolated_env: Path) -> None:
+    from tests.helpers import mcp_http_server
+
+    hub = isolated_env / ".coding-os"
+    with mcp_http_server(project) as first:
+        started = first.stderr.read_text(encoding="utf-8")
+    with mcp_http_server(project) as second:
+        pass
+    path = hub / "mcp-token"
+    assert path.read_text(encoding="utf-8").strip() == first.token == second.token
+    assert len(first.token) >= 40
+    assert path.stat().st_mode & 0o777 == 0o600 and hub.stat().st_mode & 0o777 == 0o700
+    # stderr (never stdout: that may be the wire) says where to connect and with what
+    (line,) = [line for line in started.splitlines() if first.url in line]
+    assert f"Authorization: Bearer {first.token}" in line and str(path) in line
+
+
+def test_a_token_file_others_could_read_is_replaced_by_a_private_one(
+        project: Path, isolated_env: Path) -> None:
+    from tests.helpers import mcp_http_call, mcp_http_server
+
+    hub = isolated_env / ".coding-os"
+    hub.mkdir()
+    hub.chmod(0o755)
+    path = hub / "mcp-token"
+    known = "K" * 43  # another user may have read it: it must not open the server
+    path.write_text(known + "\n", encoding="utf-8")
+    path.chmod(0o644)
+    with mcp_http_server(project) as server:
+        status, _ = mcp_http_call(server.url, "cos_task_create", {"title": "with a read token"},
+                                  authorization=f"Bearer {known}")
+    assert status == 401 and server.token != known
+    assert path.read_text(encoding="utf-8").strip() == server.token
+    assert path.stat().st_mode & 0o777 == 0o600 and hub.stat().st_mode & 0o777 == 0o700
+    assert task_titles(project) == []
+
+
+OTHER_USER_CLIENT = """
+import json, sys, urllib.error, urllib.request
+token_path, url = sys.argv[1], sys.argv[2]
+try:
+    open(token_path, encoding="utf-8").read()
+    read = "read"
+except PermissionError:
+    read = "refused"
+body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    "name": "cos_search", "arguments": {"query": "deploy"},
+    "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+              "io.modelcontextprotocol/clientCapabilities": {}}}}
+request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST", headers={
+    "Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "cos_search"})
+try:
+    status = urllib.request.build_opener(urllib.request.ProxyHandler({})).open(request).status
+except urllib.error.HTTPError as exc:
+    status = exc.code
+print(read, status)
+"""
+
+
+def test_another_local_user_can_neither_read_the_http_token_nor_call_the_server(
+        project: Path) -> None:
+    import shutil
+    import tempfile
+
+    from tests.helpers import mcp_http_server
+
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("setpriv as root is needed to act as another user (CI=true)")
+        pytest.skip("needs setpriv, run as root, to act as another user")
+    # A HOME the other user can walk into (a test's tmp_path is behind 0700 directories): only
+    # the hub's and the token's own modes keep the token.
+    home = Path(tempfile.mkdtemp(prefix="cos-open-home-"))
+    try:
+        home.chmod(0o755)
+        with mcp_http_server(project, env={"HOME": str(home)}) as server:
+            proc = subprocess.run(
+                [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", sys.executable,
+                 "-c", OTHER_USER_CLIENT, str(home / ".coding-os" / "mcp-token"), server.url],
+                capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.split() == ["refused", "401"]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)

@@ -11,10 +11,17 @@ through, and its description tells the model to leave it alone.
 
 The default transport is stdio (one server per agent process). `--http` serves the streamable
 HTTP transport on 127.0.0.1, one server for several panels at once, which is where the hook's
-`agent_session` is the only way to tell the callers apart.
+`agent_session` is the only way to tell the callers apart. Any local user can reach a loopback
+port, so over HTTP every request must carry `Authorization: Bearer <token>` (checked before the
+SDK sees the request, 401 otherwise), as well as the loopback Host the SDK checks; the token is
+kept 0600 in the user's hub and printed to stderr at start (DESIGN.md §11).
 """
 
+import errno
+import hmac
 import os
+import re
+import stat
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -25,15 +32,17 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field
 
-from coding_os import clock
+from coding_os import clock, durable
 from coding_os.state import hookslog
 from coding_os import api
 from coding_os.adapters.mcp import MCP_SERVER_NAME as SERVER_NAME
 from coding_os.adapters.mcp import MCP_TOOLS as TOOL_NAMES
 from coding_os.errors import CosError
 from coding_os.state.caller import Caller
+from coding_os.state.root import hub_dir
 
-__all__ = ["build_server", "serve", "TOOL_NAMES", "SERVER_NAME"]
+__all__ = ["build_server", "serve", "http_token", "BearerGate", "TOOL_NAMES", "SERVER_NAME",
+           "TOKEN_FILE"]
 
 MAX_PAGE = 50
 PREVIEW_FILES = 50  # files listed per group of a rewind preview
@@ -52,6 +61,10 @@ Cursor = Annotated[str | int | None, Field(description=(
 AgentSession = Annotated[str | None, Field(max_length=200, description=(
     "Set by coding-os's hook to the calling session; leave it out."))]
 Status = Literal["todo", "doing", "blocked", "done"]
+HTTP_HOST = "127.0.0.1"
+HTTP_PATH = "/mcp"
+TOKEN_FILE = "mcp-token"  # in the user's hub: the bearer token of `cos mcp --http`
+TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32,200}")
 
 
 def build_server(env: Mapping[str, str] | None = None, cwd: str | None = None) -> Any:
@@ -212,12 +225,138 @@ def build_server(env: Mapping[str, str] | None = None, cwd: str | None = None) -
 
 def serve(transport: str = "stdio", port: int = 0, env: Mapping[str, str] | None = None,
           cwd: str | None = None) -> None:
-    """Run the server until its client goes away (stdio) or it is stopped (http)."""
+    """Run the server until its client goes away (stdio) or it is stopped (http).
+
+    Raises:
+        StateIOError: (http) the token cannot be kept in the hub.
+        CosError: (http) the port cannot be listened on.
+    """
     server = build_server(env, cwd)
     if transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host="127.0.0.1", port=port)
+        return
+    import anyio
+
+    hub = hub_dir(os.environ if env is None else env)
+    token = http_token(hub)
+    listener = _listen(port)
+    url = f"http://{HTTP_HOST}:{listener.getsockname()[1]}{HTTP_PATH}"
+    sys.stderr.write(f"cos mcp: serving {url}; clients send the header \"Authorization: Bearer "
+                     f"{token}\" (kept in {os.path.join(hub, TOKEN_FILE)})\n")
+    sys.stderr.flush()
+    anyio.run(_serve_http, server, token, listener)
+
+
+def http_token(hub: str) -> str:
+    """The bearer token of `cos mcp --http`: the one kept in the hub's `mcp-token` while only
+    this user could read it, else a new random one written there (0600, the hub 0700), so that
+    a token another user may have read never opens the server.
+
+    Raises:
+        StateIOError: the hub or the token file cannot be made private or written.
+    """
+    durable.ensure_dir(hub)
+    try:
+        st = os.lstat(hub)
+        if st.st_mode & 0o077 and stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid():
+            os.chmod(hub, durable.DIR_MODE)
+    except OSError as exc:
+        raise durable.io_error(hub, exc) from None
+    path = os.path.join(hub, TOKEN_FILE)
+    kept = _kept_token(path)
+    if kept is not None:
+        return kept
+    import secrets
+
+    token = secrets.token_urlsafe(32)
+    durable.atomic_write(path, token.encode("ascii") + b"\n")
+    return token
+
+
+def _kept_token(path: str) -> str | None:
+    """The token in `path` when it is a regular file of this user's that no one else could
+    read or write, and well formed; None otherwise (a new one is made)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return None  # a symlink: atomic_write refuses to replace it, in one line
+        raise durable.io_error(path, exc) from None
+    try:
+        st = os.fstat(fd)
+        if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid()
+                or st.st_mode & 0o077):
+            return None
+        text = os.read(fd, 256).decode("ascii", "replace").strip()
+    except OSError as exc:
+        raise durable.io_error(path, exc) from None
+    finally:
+        os.close(fd)
+    return text if TOKEN_SHAPE.fullmatch(text) else None
+
+
+def _listen(port: int) -> Any:
+    """A socket bound to the loopback `port` (0: any free one), so the URL printed is right.
+
+    Raises:
+        CosError: the port is taken or cannot be used.
+    """
+    import socket
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((HTTP_HOST, port))
+    except OSError as exc:
+        listener.close()
+        raise CosError(f"cannot listen on {HTTP_HOST}:{port}: {exc.strerror or exc}") from None
+    return listener
+
+
+async def _serve_http(server: Any, token: str, listener: Any) -> None:
+    """The SDK's streamable HTTP app (its loopback Host check included) behind the token
+    check, on uvicorn, until it is stopped."""
+    import uvicorn
+
+    app = BearerGate(server.streamable_http_app(streamable_http_path=HTTP_PATH, host=HTTP_HOST),
+                     token)
+    config = uvicorn.Config(app, log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[listener])
+
+
+class BearerGate:
+    """ASGI middleware: an HTTP or websocket request without `Authorization: Bearer <token>`
+    gets 401 (or a closed socket) before the app sees any of it; lifespan events pass."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = token.encode("ascii")
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan" or self.authorized(scope.get("headers") or ()):
+            await self.app(scope, receive, send)
+        elif scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+        else:
+            body = (b'{"error": "invalid_token", "error_description": "cos mcp needs the header '
+                    b'Authorization: Bearer <the token in ~/.coding-os/mcp-token>"}')
+            await send({"type": "http.response.start", "status": 401, "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode("ascii")),
+                (b"www-authenticate", b'Bearer realm="cos mcp"')]})
+            await send({"type": "http.response.body", "body": body})
+
+    def authorized(self, headers: Any) -> bool:
+        """Whether exactly one Authorization header carries the Bearer token (compared in
+        constant time)."""
+        values = [value for name, value in headers if name.lower() == b"authorization"]
+        if len(values) != 1:
+            return False
+        scheme, _, credentials = bytes(values[0]).partition(b" ")
+        return scheme.lower() == b"bearer" and hmac.compare_digest(credentials.strip(),
+                                                                   self.expected)
 
 
 def _offset(cursor: str | int | None) -> int:
