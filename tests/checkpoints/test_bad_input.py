@@ -3,6 +3,7 @@ documented exit code, and the tree (and anything outside it) untouched."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,45 @@ def test_a_tracked_path_under_a_symlink_outside_is_refused_and_not_followed(
     assert "not followed" in one_line_failure(proc, 1)
     assert raw_bytes(outside) == before_outside
     assert tree(project) == before_tree
+
+
+def holds_bytes(folder: Path, data: bytes) -> bool:
+    """Whether any file under `folder` holds `data`, as it is or in a zlib stream (objects)."""
+    import zlib
+
+    for path in folder.rglob("*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        raw = path.read_bytes()
+        if data in raw:
+            return True
+        for start in range(len(raw)):  # packs hold several streams, one after another
+            if raw[start:start + 1] != b"x":
+                continue
+            try:
+                if data in zlib.decompressobj().decompress(raw[start:]):
+                    return True
+            except zlib.error:
+                continue
+    return False
+
+
+@pytest.mark.parametrize("target", ["outside", "inside"])
+def test_a_tracked_path_through_a_symlinked_directory_exits_2_and_stores_nothing(
+        project: Path, tmp_path: Path, target: str) -> None:
+    # `keys/id_rsa` with `keys` a symlink: outside the tree (a fake ~/.ssh), or to a directory
+    # of the tree itself (the file has a path of its own there).
+    secret = b"-----BEGIN OPENSSH PRIVATE KEY-----\nc2VjcmV0LW5vdC10by1zdG9yZQ==\n"
+    if target == "outside":
+        folder = tmp_path / "fake-ssh"
+    else:
+        folder = project / "real-keys"
+    folder.mkdir()
+    (folder / "id_rsa").write_bytes(secret)
+    (project / "keys").symlink_to(folder)
+    for given in ("keys/id_rsa", str(project / "keys" / "id_rsa"), "./keys/../keys/id_rsa"):
+        proc = cos("checkpoint", "create", "--mode", "tracked", "--paths", given, cwd=project)
+        assert "symlink" in one_line_failure(proc, 2)
+    proc = cos("checkpoints", "--json", cwd=project)
+    assert proc.returncode == 0 and json.loads(proc.stdout) == [], proc.stdout
+    assert not holds_bytes(project / ".coding-os", secret)

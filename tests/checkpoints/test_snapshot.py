@@ -86,3 +86,24 @@ def test_link_checks_see_through_a_symlinked_directory_component(
     git(tmp_path, "init", "-q", str(nested))
     (repo / "to_nested").symlink_to(nested)
     assert _in_nested(root, "to_nested/x.txt")  # errs on the side of a scan
+
+
+def test_a_tracked_path_under_a_symlinked_directory_is_absent_and_never_read(
+        project: Path, tmp_path: Path) -> None:
+    # As a rewind's snapshot of the tree before it finds it: `keys` now a symlink to a fake
+    # ~/.ssh. The tree holds no file at `keys/id_rsa`; the one the link leads to is not read.
+    from coding_os.checkpoints.snapshot import capture
+
+    secret = b"-----BEGIN OPENSSH PRIVATE KEY-----\nnot-to-be-stored\n"
+    folder = tmp_path / "fake-ssh"
+    folder.mkdir()
+    (folder / "id_rsa").write_bytes(secret)
+    (project / "keys").symlink_to(folder)
+    tiers = Tiers(str(tmp_path / "state"))
+    store = ObjectStore(tiers.checkpoints_dir)
+    cap = capture_of(tiers, str(project), store, Settings())
+    manifest = capture(cap, "tracked", ["keys/id_rsa", "keys"])
+    overlay = manifest["layers"][0]["overlay"]  # type: ignore[index]
+    assert overlay["keys/id_rsa"] is None
+    assert overlay["keys"][0] == "l"
+    assert cap.files_hashed == 0

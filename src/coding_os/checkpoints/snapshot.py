@@ -53,7 +53,7 @@ from coding_os.errors import CosError, InvalidInput
 
 __all__ = [
     "IGNORE_FILE", "Capture", "StatCache", "capture", "capture_changed", "capture_of",
-    "snapshot_now", "scope", "beyond_link",
+    "snapshot_now", "scope", "beyond_link", "symlink_above",
 ]
 
 IGNORE_FILE = ".cosignore"
@@ -236,7 +236,9 @@ def capture(cap: Capture, mode: str = "worktree",
     if mode == "tracked":
         overlay: dict[str, Entry | None] = {}
         for path in paths or []:
-            overlay[check_path(path)] = cap.entry(path)
+            # Under a symlinked directory the tree holds no file at this path: absent.
+            overlay[check_path(path)] = (None if symlink_above(cap.root, path) is not None
+                                         else cap.entry(path))
         layers: list[dict[str, object]] = [{"dir": "", "commit": None, "overlay": overlay}]
     elif mode == "worktree":
         layers = _layers(cap, "")
@@ -266,7 +268,7 @@ def _git_layers(cap: Capture, prefix: str,
     few = ("-c", "core.preloadIndex=false") if pathspecs is not None else ()
     out = git(top, *few, "status", "--porcelain=v2", "-z", "--untracked-files=all",
               "--no-renames", "--branch", "--no-ahead-behind", "--ignore-submodules=dirty",
-              "--ignored=matching", "--", *(pathspecs or ["."]))
+              "--ignored=matching", "--", *(pathspecs or ["."]), nested=bool(prefix))
     if not prefix:
         cap.git_root = True
     commit: str | None = None
@@ -542,6 +544,22 @@ def beyond_link(root: str, path: str) -> bool:
             return True
         at = path.find("/", at + 1)
     return False
+
+
+def symlink_above(root: str, path: str) -> str | None:
+    """The first directory on the way to `path` (from the root) that is a symlink, or None:
+    the file there is another path's (outside the tree, or elsewhere in it) and never read
+    through it. A missing directory ends the look: nothing lies beyond it."""
+    at = path.find("/")
+    while at > 0:
+        try:
+            st = os.lstat(os.path.join(root, path[:at]))
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        if stat.S_ISLNK(st.st_mode):
+            return path[:at]
+        at = path.find("/", at + 1)
+    return None
 
 
 def _in_nested(root: str, path: str) -> bool:

@@ -184,15 +184,21 @@ def _inside(root: str, path: str) -> str:
     """`path` (absolute, or relative to `root`) as a path relative to `root`.
 
     Raises:
-        InvalidInput: it is outside the tree.
+        InvalidInput: it is outside the tree, or a directory on the way is a symlink (followed,
+            it may lead anywhere: a checkpoint never stores a file through one).
     """
     from coding_os.checkpoints.manifest import check_path
+    from coding_os.checkpoints.snapshot import symlink_above
 
     full = os.path.normpath(path if os.path.isabs(path) else os.path.join(root, path))
     rel = os.path.relpath(full, root)
     if rel.startswith(".."):
         raise InvalidInput(f"{path} is outside the tree {root}")
-    return check_path(rel.replace(os.sep, "/"))
+    rel = check_path(rel.replace(os.sep, "/"))
+    link = symlink_above(root, rel)
+    if link is not None:
+        raise InvalidInput(f"{path} lies under the symlink {link}: not followed")
+    return rel
 
 
 
