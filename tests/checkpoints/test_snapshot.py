@@ -107,3 +107,30 @@ def test_a_tracked_path_under_a_symlinked_directory_is_absent_and_never_read(
     assert overlay["keys/id_rsa"] is None
     assert overlay["keys"][0] == "l"
     assert cap.files_hashed == 0
+
+
+def test_a_nested_repository_whose_git_dir_lies_outside_the_tree_is_read_as_plain_files(
+        project: Path, tmp_path: Path) -> None:
+    """A `.git` file in the tree pointing at a repository elsewhere (as a clone can bring) does
+    not make git read that repository's index or objects: the directory is a plain layer, every
+    file listed, no commit of the other repository's."""
+    from coding_os.checkpoints.snapshot import capture
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    git(elsewhere, "init", "-q", "-b", "main")
+    (elsewhere / "secret.txt").write_text("the user's other repository\n")
+    commit_all(elsewhere, "other")
+    (project / "vendored").mkdir()
+    (project / "vendored" / "lib.txt").write_text("lib\n")
+    (project / "vendored" / ".git").write_text(f"gitdir: {elsewhere / '.git'}\n")
+    inside = project / "inside"
+    git(project, "init", "-q", "-b", "main", str(inside))
+    (inside / "kept.txt").write_text("kept\n")
+    commit_all(inside, "inside")
+    tiers = Tiers(str(tmp_path / "state"))
+    cap = capture_of(tiers, str(project), ObjectStore(tiers.checkpoints_dir), Settings())
+    layers = {layer["dir"]: layer for layer in capture(cap, "worktree")["layers"]}  # type: ignore[union-attr]
+    assert layers["vendored"]["commit"] is None
+    assert set(layers["vendored"]["overlay"]) == {"lib.txt"}  # type: ignore[arg-type]
+    assert layers["inside"]["commit"] is not None  # a clone kept inside is still its own layer

@@ -251,12 +251,24 @@ def capture(cap: Capture, mode: str = "worktree",
 
 def _layers(cap: Capture, prefix: str) -> list[dict[str, object]]:
     top = os.path.join(cap.root, prefix) if prefix else cap.root
-    if os.path.lexists(os.path.join(top, ".git")):
+    if os.path.lexists(os.path.join(top, ".git")) and (not prefix or _kept_inside(cap.root, top)):
         return _git_layers(cap, prefix)
     if not prefix and checkout_root(cap.root) is not None:
         # The root is inside a repository but not at its top: git still decides what is ignored.
         return _git_layers(cap, prefix)
     return [{"dir": prefix, "commit": None, "overlay": _plain_overlay(cap, prefix)}]
+
+
+def _kept_inside(root: str, top: str) -> bool:
+    """Whether the repository nested at `top` keeps its git dir (and common dir) inside the
+    tree at `root`: one whose `.git` points elsewhere (a `gitdir:` file or a symlink a clone
+    brought) is read as a plain directory, so that git never reads an index or objects outside
+    the project for it."""
+    dirs = git_dirs(top)
+    if dirs is None:
+        return False
+    real_root = os.path.realpath(root)
+    return all(os.path.realpath(found).startswith(real_root + os.sep) for found in dirs)
 
 
 def _git_layers(cap: Capture, prefix: str,
