@@ -237,6 +237,7 @@ def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
         InvalidId, NotFound: as `show_session`.
         InvalidInput: an unknown format.
     """
+    from coding_os.redact import configured
     from coding_os.sessions.export import FORMATS, read_turns, render
 
     if fmt not in FORMATS:
@@ -245,7 +246,8 @@ def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
     source = row.get("source_path")
     if not isinstance(source, str) or not source:
         raise NotFound(f"session {session} has no log to export")
-    meta, turns = read_turns(source, str(row.get("kind")))
+    meta, turns = read_turns(source, str(row.get("kind")),
+                             configured(Caller(env, cwd).tiers.state_dir))
     meta.update({key: row[key] for key in ("id", "native_id", "agent", "title", "name", "cwd")
                  if row.get(key) is not None})
     meta["title"] = row.get("name") or row.get("title") or row.get("id")

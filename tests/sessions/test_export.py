@@ -60,3 +60,43 @@ def test_bad_format_kind_and_missing_file_are_clear_errors(tmp_path: Path) -> No
         read_turns(str(CLAUDE), "gemini")
     with pytest.raises(NotFound):
         read_turns(str(tmp_path / "gone.jsonl"), "claude")
+
+
+def test_a_line_nested_too_deeply_is_skipped_as_import_skips_it(tmp_path: Path) -> None:
+    session = "c7c7c7c7-0000-0000-0000-0000000000aa"
+    lines = [
+        {"type": "user", "sessionId": session, "timestamp": "2025-01-01T00:00:00Z",
+         "message": {"role": "user", "content": "before"}},
+        "[" * 100_000,
+        '{"type": "user", "message": {"content": ' + "[" * 5_000 + "]" * 5_000 + "}}",
+        {"type": "assistant", "sessionId": session, "timestamp": "2025-01-01T00:00:01Z",
+         "message": {"role": "assistant", "content": [
+             {"type": "tool_use", "name": "Bash", "input": {"deep": [[[["kept"]]]]}}]}},
+    ]
+    log = tmp_path / f"{session}.jsonl"
+    log.write_text("\n".join(line if isinstance(line, str) else json.dumps(line)
+                             for line in lines) + "\n", encoding="utf-8")
+    for kind in ("claude", "codex"):
+        read_turns(str(log), kind)  # no RecursionError, whatever the reader
+    meta, turns = read_turns(str(log), "claude")
+    assert [(t.role, t.text) for t in turns] == [
+        ("user", "before"), ("tool_call", '{"deep": [[[["kept"]]]]}')]
+
+
+def test_an_export_shows_no_secret_unless_redaction_is_off(tmp_path: Path) -> None:
+    secret = "gl" + "pat-xY7zQ2wE9rT4uI1oP6aS"  # made up, built at run time
+    path = tmp_path / "s.jsonl"
+    lines = [{"type": "user", "sessionId": "s", "timestamp": "2026-01-01T00:00:00Z",
+              "message": {"role": "user", "content": f"push with {secret}"}},
+             {"type": "assistant", "sessionId": "s", "timestamp": "2026-01-01T00:00:01Z",
+              "message": {"role": "assistant", "content": [
+                  {"type": "tool_use", "name": "Bash",
+                   "input": {"command": "x " * 1990 + f" GITLAB_TOKEN={secret}"}}]}}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    meta, turns = read_turns(str(path), "claude")
+    for fmt in ("md", "json", "html"):
+        assert secret[6:16] not in render(meta, turns, fmt)
+    assert turns[0].text == "push with [REDACTED:gitlab_token]"
+    assert turns[1].text.endswith("x  …") and "GITLA" not in turns[1].text  # cut before it
+    meta, turns = read_turns(str(path), "claude", redacting=False)
+    assert secret in turns[0].text

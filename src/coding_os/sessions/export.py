@@ -3,7 +3,8 @@
 Reads the session where it lives — a cos-native transcript (its visible conversation: rewound
 entries hidden), a Claude Code transcript, or a Codex rollout — into one list of turns, then
 renders it. Native logs are only read, never changed. Sidechain (subagent) entries inline in a
-Claude transcript are left out, as they are from the session list.
+Claude transcript are left out, as they are from the session list. Secrets of known shapes in the
+conversation are redacted (redact.py), unless the project says `redact: false`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from coding_os import jsonwire
 from coding_os.errors import InvalidInput, NotFound
 
 __all__ = ["Turn", "FORMATS", "KINDS", "read_turns", "render"]
@@ -34,7 +36,8 @@ class Turn:
 
 
 def _lines(path: str) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a JSONL file; lines that are not JSON objects are skipped."""
+    """The JSON objects of a JSONL file; lines that are not JSON objects (or nest deeper than
+    jsonwire.MAX_DEPTH) are skipped, as the importer skips them."""
     try:
         f = open(path, encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -42,7 +45,7 @@ def _lines(path: str) -> Iterator[dict[str, Any]]:
     with f:
         for line in f:
             try:
-                entry = json.loads(line)
+                entry = jsonwire.loads(line)
             except ValueError:
                 continue
             if isinstance(entry, dict):
@@ -55,7 +58,16 @@ def _mapping(value: object) -> dict[str, Any]:
 
 def _short(value: object) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= TOOL_TEXT_MAX else text[: TOOL_TEXT_MAX - 1] + "…"
+    if len(text) <= TOOL_TEXT_MAX:
+        return text
+    head = text[: TOOL_TEXT_MAX - 1]
+    # Never end in part of a word: a secret the cut halved would escape its redaction.
+    whole = head.rstrip(_WORD_CHARACTERS)
+    return (whole if len(head) - len(whole) <= 256 else head) + "…"
+
+
+_WORD_CHARACTERS = ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+                    "_-+/=.~:@%")
 
 
 def _cos_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
@@ -145,8 +157,9 @@ def _codex_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     return meta, turns
 
 
-def read_turns(path: str, kind: str) -> tuple[dict[str, Any], list[Turn]]:
-    """The session's metadata and conversation from its log at `path`, of `kind` (KINDS).
+def read_turns(path: str, kind: str, redacting: bool = True) -> tuple[dict[str, Any], list[Turn]]:
+    """The session's metadata and conversation from its log at `path`, of `kind` (KINDS), the
+    secrets in it redacted unless `redacting` is false.
 
     Raises:
         InvalidInput: an unknown kind.
@@ -155,7 +168,13 @@ def read_turns(path: str, kind: str) -> tuple[dict[str, Any], list[Turn]]:
     readers = {"cos": _cos_turns, "claude": _claude_turns, "codex": _codex_turns}
     if kind not in readers:
         raise InvalidInput(f"unknown session kind {kind!r}: expected one of {', '.join(KINDS)}")
-    return readers[kind](path)
+    meta, turns = readers[kind](path)
+    if redacting:
+        from coding_os import redact
+
+        meta = redact.redact_value(meta)  # type: ignore[assignment]
+        turns = [Turn(t.role, redact.redact(t.text), t.ts, t.tool) for t in turns]
+    return meta, turns
 
 
 _LABELS = {"user": "User", "assistant": "Assistant", "tool_call": "Tool call",
