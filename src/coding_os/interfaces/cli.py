@@ -919,9 +919,10 @@ def _progress(quiet: bool = False) -> Callable[[str], None] | None:
 @cli.command("mcp")
 @click.option("--http", "http", is_flag=True,
               help="Serve streamable HTTP on 127.0.0.1 (one server for several panels) "
-                   "instead of stdio.")
+                   "instead of stdio; every request needs the bearer token kept in "
+                   "~/.coding-os/mcp-token (printed on stderr at start).")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
-              help="The port for --http.")
+              help="The port for --http (0: any free port, printed at start).")
 def mcp_command(http: bool, port: int) -> None:
     """Run the MCP server (stdio by default; logs go to stderr and the hooks log)."""
     try:
