@@ -1007,3 +1007,27 @@ def mcp_http_call(url: str, tool: str, arguments: Mapping[str, object],
             return int(response.status), bytes(response.read())
     except urllib.error.HTTPError as exc:
         return int(exc.code), bytes(exc.read())
+
+
+def on_terminal(*args: str, cwd: Path) -> tuple[int, bytes]:
+    """Run `cos ARGS` with stdout and stderr on a pseudo-terminal; its exit code and the bytes
+    the terminal received."""
+    import pty
+
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.Popen([COS, *args], cwd=cwd, stdin=subprocess.DEVNULL,
+                                stdout=secondary, stderr=secondary)
+    finally:
+        os.close(secondary)
+    received = b""
+    while True:
+        try:
+            chunk = os.read(primary, 65536)
+        except OSError:  # EIO: every writer has closed the terminal
+            break
+        if not chunk:
+            break
+        received += chunk
+    os.close(primary)
+    return proc.wait(timeout=60), received

@@ -7,36 +7,12 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.helpers import COS, assistant, cos, user, write_jsonl
+from tests.helpers import assistant, cos, on_terminal, user, write_jsonl
 
 SESSION = "e5c0e5c0-0000-4000-8000-000000000013"
 # What a transcript may carry: an OSC window title, a clear screen, a cursor move, a bell, and the
 # one-character CSI of C1 (U+009B).
 ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[H\x9b31m"
-
-
-def on_terminal(*args: str, cwd: Path) -> tuple[int, bytes]:
-    """Run `cos ARGS` with stdout and stderr on a pseudo-terminal; its exit code and the bytes
-    the terminal received."""
-    import pty
-
-    primary, secondary = pty.openpty()
-    try:
-        proc = subprocess.Popen([COS, *args], cwd=cwd, stdin=subprocess.DEVNULL,
-                                stdout=secondary, stderr=secondary)
-    finally:
-        os.close(secondary)
-    received = b""
-    while True:
-        try:
-            chunk = os.read(primary, 65536)
-        except OSError:  # EIO: every writer has closed the terminal
-            break
-        if not chunk:
-            break
-        received += chunk
-    os.close(primary)
-    return proc.wait(timeout=60), received
 
 
 def crafted_session(home: Path, cwd: Path) -> None:
