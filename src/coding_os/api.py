@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
+from coding_os import redact
 from coding_os.state import hookslog
 from coding_os.state.tiers import horizon_for
 from coding_os.config import load_config
@@ -237,7 +238,6 @@ def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
         InvalidId, NotFound: as `show_session`.
         InvalidInput: an unknown format.
     """
-    from coding_os.redact import configured
     from coding_os.sessions.export import FORMATS, read_turns, render
 
     if fmt not in FORMATS:
@@ -247,7 +247,7 @@ def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
     if not isinstance(source, str) or not source:
         raise NotFound(f"session {session} has no log to export")
     meta, turns = read_turns(source, str(row.get("kind")),
-                             configured(Caller(env, cwd).tiers.state_dir))
+                             redact.configured(Caller(env, cwd).tiers.state_dir))
     meta.update({key: row[key] for key in ("id", "native_id", "agent", "title", "name", "cwd")
                  if row.get(key) is not None})
     meta["title"] = row.get("name") or row.get("title") or row.get("id")
@@ -915,7 +915,7 @@ def task_create(title: object, body: object = None, status: object = "todo",
     caller = Caller(env, cwd)
     with _storage(caller, env) as storage:
         task = tasks.create_task(storage, caller.tiers, title, body, _who(caller, who, env),
-                                 status)
+                                 status, redacting=redact.configured(caller.tiers.state_dir))
         return tasks.task_dict(task, moves=tasks.MOVES_IN_RESULT, storage=storage)
 
 
@@ -935,7 +935,7 @@ def task_move(task: object, status: object, note: object = None, force: bool = F
     caller = Caller(env, cwd)
     with _storage(caller, env) as storage:
         moved = tasks.move_task(storage, caller.tiers, task, status, _who(caller, who, env),
-                                note, force)
+                                note, force, redacting=redact.configured(caller.tiers.state_dir))
         return tasks.task_dict(moved, moves=tasks.MOVES_IN_RESULT, storage=storage)
 
 
@@ -990,7 +990,8 @@ def work_log_append(text: object, task: object = None, who: Attribution | None =
 
     caller = Caller(env, cwd)
     with _storage(caller, env) as storage:
-        entry = tasks.append_work_log(storage, text, _who(caller, who, env), task)
+        entry = tasks.append_work_log(storage, text, _who(caller, who, env), task,
+                                      redacting=redact.configured(caller.tiers.state_dir))
         return tasks.work_log_dict(entry)
 
 

@@ -288,3 +288,36 @@ def test_control_characters_are_refused_but_newlines_and_tabs_kept(
             append_work_log(storage, bad, who)
     entry = append_work_log(storage, "line one\r\nline\ttwo", who)
     assert entry.text == "line one\nline\ttwo"
+
+
+@pytest.mark.parametrize("redacting", [True, False], ids=["redacted", "redact-false"])
+def test_tasks_and_work_log_lines_are_stored_without_their_secrets(project: Path,
+                                                                   redacting: bool) -> None:
+    """A key pasted into a task's title, body or move note, or a work-log line, is stored
+    redacted (the database file holds no byte of it); `redact: false` keeps it as written."""
+    import sqlite3
+
+    key = "AKIA" + "QW7HZ2LX5RT4MBNE"
+    token = "ghp_" + "x7Kq2Lm9Pz4Rt8Vw3Yb6Nc1Dh5Fj0Gs2Ha9J"
+    if not redacting:
+        (project / ".coding-os.yaml").write_text("redact: false\n", encoding="utf-8")
+
+    def cos(*args: str) -> str:
+        proc = subprocess.run([COS, *args], cwd=project, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout
+
+    cos("tasks", "new", f"rotate {key}", "--body", f"the token {token} leaked")
+    cos("tasks", "move", "TASK-1", "doing", "--note", f"GITHUB_TOKEN={token}")
+    cos("work-log", "add", f"revoked {key} and {token}")
+    shown = cos("tasks", "show", "TASK-1", "--json") + cos("work-log", "--json")
+    db = project / ".coding-os" / "coding-os.db"
+    with sqlite3.connect(db) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    stored = db.read_bytes()
+    for secret in (key, token):
+        assert (secret in shown) is not redacting
+        assert (secret.encode() in stored) is not redacting
+    if redacting:
+        assert "[REDACTED:" in shown

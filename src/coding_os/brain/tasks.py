@@ -16,7 +16,7 @@ from dataclasses import asdict
 from coding_os.brain.attribution import Attribution
 from coding_os.brain.paging import page_size, parse_cursor
 from coding_os.errors import Conflict, InvalidInput, NotFound, StateIOError
-from coding_os import durable
+from coding_os import durable, redact
 from coding_os.clock import utc_now
 from coding_os.state.identity import agent_of_session, is_session_id
 from coding_os.state.statefile import parse_state, write_state
@@ -66,9 +66,11 @@ def check_status(value: object) -> str:
                        f"{', '.join(TASK_STATUSES)}")
 
 
-def _text(value: object, what: str, limit: int, required: bool = False) -> str:
+def _text(value: object, what: str, limit: int, required: bool = False,
+          redacting: bool = True) -> str:
     """`value` as stored text: a string within `limit`, without control characters other than
-    newlines and tabs (they would reach other agents' and people's terminals as they are).
+    newlines and tabs (they would reach other agents' and people's terminals as they are), and
+    with the secrets it holds redacted (redact.py) when `redacting`.
 
     Raises:
         InvalidInput: it is not.
@@ -86,19 +88,21 @@ def _text(value: object, what: str, limit: int, required: bool = False) -> str:
     if bad:
         raise InvalidInput(f"{what} must not contain control characters "
                            f"(found U+{ord(bad.group()):04X})")
-    return value
+    return redact.redact(value) if redacting else value
 
 
 def create_task(storage: Storage, tiers: Tiers, title: object, body: object,
-                who: Attribution, status: object = "todo") -> Task:
-    """Add a task; created as `doing`, it is claimed by its creator.
+                who: Attribution, status: object = "todo", redacting: bool = True) -> Task:
+    """Add a task; created as `doing`, it is claimed by its creator. Its title and body are
+    stored with their secrets redacted, unless not `redacting`.
 
     Raises:
         InvalidInput: empty or too long title, too long body, unknown status.
         StorageError: the database cannot be written.
     """
-    title_text = " ".join(_text(title, "title", MAX_TITLE_CHARS, required=True).split())
-    body_text = _text(body, "body", MAX_BODY_CHARS)
+    title_text = " ".join(_text(title, "title", MAX_TITLE_CHARS, required=True,
+                                redacting=redacting).split())
+    body_text = _text(body, "body", MAX_BODY_CHARS, redacting=redacting)
     state = check_status(status)
     owner = who.session if state == "doing" else None
     task = storage.create_task(title_text, body_text, state, owner, who.session, who.source,
@@ -113,8 +117,10 @@ def create_task(storage: Storage, tiers: Tiers, title: object, body: object,
 
 
 def move_task(storage: Storage, tiers: Tiers, task_id: object, status: object,
-              who: Attribution, note: object = None, force: bool = False) -> Task:
+              who: Attribution, note: object = None, force: bool = False,
+              redacting: bool = True) -> Task:
     """Move a task to `status`; to `doing`, it becomes the mover's (see the module docstring).
+    A note is stored with its secrets redacted, unless not `redacting`.
 
     Raises:
         InvalidInput: a bad task id, status or note.
@@ -124,7 +130,7 @@ def move_task(storage: Storage, tiers: Tiers, task_id: object, status: object,
     """
     n = parse_task_id(task_id)
     state = check_status(status)
-    note_text = _text(note, "note", MAX_NOTE_CHARS) or None
+    note_text = _text(note, "note", MAX_NOTE_CHARS, redacting=redacting) or None
     task = storage.task(n)
     if task is None:
         raise NotFound(f"no task TASK-{n}")
@@ -156,15 +162,16 @@ def move_task(storage: Storage, tiers: Tiers, task_id: object, status: object,
 
 
 def append_work_log(storage: Storage, text: object, who: Attribution,
-                    task_id: object = None) -> WorkLogEntry:
-    """Add a line to the work log, optionally for a task.
+                    task_id: object = None, redacting: bool = True) -> WorkLogEntry:
+    """Add a line to the work log, optionally for a task; stored with its secrets redacted,
+    unless not `redacting`.
 
     Raises:
         InvalidInput: empty or too long text, a bad task id.
         NotFound: the task does not exist.
         StorageError: the database cannot be written.
     """
-    line = _text(text, "text", MAX_LOG_CHARS, required=True)
+    line = _text(text, "text", MAX_LOG_CHARS, required=True, redacting=redacting)
     n = None
     if task_id is not None:
         n = parse_task_id(task_id)
