@@ -10,16 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import stat
 
 from coding_os import durable
-from coding_os.config import CONFIG_FILE
+from coding_os.config import CONFIG_FILE, MAX_CONFIG_BYTES
 from coding_os.errors import ConsentNeeded, InvalidInput
 
 __all__ = ["TRUST_FILE", "digest", "trust", "revoke", "is_trusted", "require"]
 
 TRUST_FILE = "trust.json"  # in the user's hub
-MAX_CONFIG_BYTES = 1 << 20
 
 
 def _config_path(project_root: str) -> str:
@@ -34,19 +32,11 @@ def digest(project_root: str) -> str | None:
     """
     path = _config_path(project_root)
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-    except FileNotFoundError:
-        return None
+        data = durable.read_regular(path, MAX_CONFIG_BYTES)
     except OSError as exc:
         raise InvalidInput(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InvalidInput(f"{path} is not a regular file")
-        data = os.read(fd, MAX_CONFIG_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > MAX_CONFIG_BYTES:
-        raise InvalidInput(f"{path} is larger than {MAX_CONFIG_BYTES >> 20} MiB")
+    if data is None:
+        return None
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
