@@ -178,6 +178,7 @@ def test_after_cos_daemon_stop_the_hooks_start_none_until_cos_daemon_start(
     os.unlink(isolated_env / ".coding-os" / "daemon" / "stopped")  # as `cos daemon start` does
     os.utime(isolated_env / ".coding-os" / "daemon" / "autostart", (0, 0))
     assert bash_call(project)["daemon_started"] == "1"
+    wait_until_it_answers(isolated_env)  # so that the teardown finds it to stop it
 
 
 def test_the_daemon_a_hook_starts_imports_the_hooks_own_coding_os(
