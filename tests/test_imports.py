@@ -17,7 +17,8 @@ LAYERS = (
     ("storage", "git"),
     ("state", "adapters"),
     ("sessions", "checkpoints", "brain"),
-    ("hooks", "runtime", "daemon", "integrations"),
+    ("runtime",),
+    ("hooks", "daemon", "integrations"),
     ("install", "launcher", "doctor", "trust", "api"),
     ("interfaces",),
 )
@@ -185,4 +186,4 @@ def test_the_checks_find_a_circle_a_private_name_and_an_upward_import(tmp_path: 
     made_up = Imports(package, "coding_os")
     assert made_up.circles() == [["coding_os.state.a", "coding_os.state.b"]]
     assert made_up.private == ["coding_os.state.b takes _helper from coding_os.hooks.c"]
-    assert made_up.upward() == ["coding_os.state.b (layer 2) imports coding_os.hooks.c (layer 4)"]
+    assert made_up.upward() == ["coding_os.state.b (layer 2) imports coding_os.hooks.c (layer 5)"]

@@ -110,6 +110,10 @@ class Tiers:
         """The session's transcript (DESIGN.md §4.1): `<agent>/transcripts/<sid>.jsonl`."""
         return os.path.join(self.state_dir, agent, "transcripts", f"{session}.jsonl")
 
+    def events_path(self, agent: str, session: str) -> str:
+        """The session's events log (DESIGN.md §6, §7): `<agent>/events/<sid>.jsonl`."""
+        return os.path.join(self.state_dir, agent, "events", f"{session}.jsonl")
+
     def state_path(self, agent: str, panel: str, name: str) -> str:
         """Where the state file `name` of this agent and panel lives, by its tier."""
         if spec_for(name)[1] == AGENT:

@@ -1,0 +1,724 @@
+"""The events log of a session (DESIGN.md §6, §7): `<agent>/events/<sid>.jsonl`, append only.
+
+Each line is one event in the envelope of the protocol, with the format version and the time:
+
+    {"v":1,"seq":1,"ts":"2026-11-29T16:20:00.123Z","session":"ses-…","id":null,
+     "msg":{"type":"agent_message","text":"…"}}
+
+`id` is the client submission the event answers (null when none), `msg` the event: its `type` (one
+of EVENT_FIELDS) and that type's fields. `seq` starts at 1 and is dense and strictly increasing
+per session, so a client that has seen nothing resumes with `last_seq` 0.
+
+Writer. `EventLog` keeps the file open; each `append` takes an exclusive `flock` on it, notices
+lines another process wrote since (the file grew), numbers the event after the last line, writes
+it with one write and, as the durability mode asks, fsyncs — then returns. Writers in any number of
+processes get unique, dense seqs and never interleave a line. Opening, and an append that finds
+the file changed, read the last seq from the tail only. A torn last line (a writer killed
+mid-append) is copied to `<sid>.jsonl.torn` and cut off before the next line is written: nothing
+is silently dropped.
+
+Reader. `replay` (and `read_since`) give the events with seq > K. Seqs being dense and ordered,
+it bisects over byte offsets to the first line after K and reads on from there: catch-up costs
+the events missed, not the whole log. It notes the file's length under a shared lock (so it sees
+whole appends only), never yields a torn last line, and reports it with any line it skips.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import stat
+import threading
+
+from coding_os import durable, jsonwire
+from coding_os.clock import utc_now
+from coding_os.errors import InvalidInput, NotFound, StateIOError
+from coding_os.sessions.transcript import session_agent
+from coding_os.state.identity import is_session_id, validate_session_id
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Mapping
+    from types import TracebackType
+    from typing import Any, BinaryIO, TypeAlias
+
+    from coding_os.state.tiers import Tiers
+
+    Event: TypeAlias = dict[str, Any]
+
+__all__ = [
+    "FORMAT_VERSION",
+    "FIRST_SEQ",
+    "EVENT_FIELDS",
+    "EVENT_TYPES",
+    "ABORT_REASONS",
+    "DURABILITY_MODES",
+    "DEFAULT_DURABILITY",
+    "TASK_ENDS",
+    "TORN_TAIL",
+    "BLANK_LINE",
+    "NOT_JSON",
+    "INVALID_EVENT",
+    "SEQ_GAP",
+    "SEQ_ORDER",
+    "EventLog",
+    "Problem",
+    "ReplayReport",
+    "Replayed",
+    "events_path",
+    "replay",
+    "read_since",
+    "last_seq",
+]
+
+FORMAT_VERSION = 1
+FIRST_SEQ = 1
+
+# The events of §7 and the fields each must carry beside `type`: string, bool, json (any JSON
+# value), ref (a string or an integer: a task or request id), reason (one of ABORT_REASONS); a
+# trailing "?" also allows null. Other fields are kept (readers ignore what they do not know).
+EVENT_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
+    "session_configured": (("native_id", "string?"), ("agent", "string"), ("cwd", "string")),
+    "task_started": (("task", "ref"),),
+    "agent_message": (("text", "string"),),
+    "agent_message_delta": (("text", "string"),),
+    "tool_call": (("call_id", "string"), ("tool", "string"), ("input", "json")),
+    "tool_result": (("call_id", "string"), ("ok", "bool"), ("output", "json")),
+    "approval_request": (("request", "ref"), ("tool", "string"), ("input", "json")),
+    "task_complete": (("task", "ref"), ("usage", "json")),
+    "turn_aborted": (("task", "ref"), ("reason", "reason")),
+    "error": (("message", "string"), ("fatal", "bool")),
+    "native": (("raw", "json"),),
+}
+EVENT_TYPES = tuple(EVENT_FIELDS)
+ABORT_REASONS = ("interrupted", "replaced", "backend_exit", "shutdown")
+
+# "event": fsync after every event; "turn": after the events that end a task; "none": never.
+# In every mode the line is in the file (the page cache) when `append` returns, so it outlives
+# the process that wrote it; the mode decides what outlives the machine.
+DURABILITY_MODES = ("event", "turn", "none")
+DEFAULT_DURABILITY = "turn"
+TASK_ENDS = ("task_complete", "turn_aborted")
+
+# Problem kinds a ReplayReport lists.
+TORN_TAIL = "torn_tail"
+BLANK_LINE = "blank_line"
+NOT_JSON = "not_json"
+INVALID_EVENT = "invalid_event"
+SEQ_GAP = "seq_gap"
+SEQ_ORDER = "seq_order"
+
+_PREFIX = b'{"v":1,"seq":'
+_HEAD = 40  # enough bytes of a line for its prefix and seq
+_WINDOW = 1 << 14  # the bisection stops when the range is this small and reads on from there
+_CHUNK = 1 << 16
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a log must not hang us
+
+
+def events_path(tiers: Tiers, session: str) -> str:
+    """Where the events log of `session` lives: `<state_dir>/<agent>/events/<sid>.jsonl`.
+
+    Raises:
+        InvalidId: `session` is not a valid session id.
+    """
+    return tiers.events_path(session_agent(session), session)
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation and encoding
+
+
+def _is_seq(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _kind_problem(kind: str, value: object) -> str | None:
+    if kind.endswith("?"):
+        if value is None:
+            return None
+        kind = kind[:-1]
+    if kind == "json":
+        return None
+    if kind == "string":
+        return None if isinstance(value, str) else "must be a string"
+    if kind == "bool":
+        return None if isinstance(value, bool) else "must be true or false"
+    if kind == "ref":
+        ok = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+        return None if ok else "must be a string or an integer"
+    if value in ABORT_REASONS:  # reason
+        return None
+    return f"must be one of {', '.join(ABORT_REASONS)}"
+
+
+def _msg_problem(msg: object) -> str | None:
+    """What keeps `msg` from being an event of §7 (`type` and its fields), or None."""
+    if not isinstance(msg, dict):
+        return f"an event must be a JSON object, not {type(msg).__name__}"
+    event_type = msg.get("type")
+    required = EVENT_FIELDS.get(event_type) if isinstance(event_type, str) else None
+    if required is None:
+        return f"unknown event type {str(event_type)[:40]!r}"
+    for name, kind in required:
+        if name not in msg:
+            return f"{event_type}: missing field {name!r}"
+        problem = _kind_problem(kind, msg[name])
+        if problem:
+            return f"{event_type}: {name} {problem}"
+    return None
+
+
+def _event_problem(event: object) -> str | None:
+    """What keeps `event` (a parsed line) from being a stored event, or None."""
+    if not isinstance(event, dict):
+        return f"a line must be a JSON object, not {type(event).__name__}"
+    if event.get("v") != FORMAT_VERSION or type(event.get("v")) is not int:
+        return f"unsupported format version {str(event.get('v'))[:20]!r}"
+    seq = event.get("seq")
+    if not (isinstance(seq, int) and not isinstance(seq, bool) and seq >= FIRST_SEQ):
+        return f"seq must be an integer >= {FIRST_SEQ}"
+    if not isinstance(event.get("ts"), str):
+        return "ts must be a string"
+    if not is_session_id(event.get("session")):
+        return "session must be a session id"
+    if event.get("id") is not None and not isinstance(event.get("id"), str):
+        return "id must be a string or null"
+    return _msg_problem(event.get("msg"))
+
+
+def _encode_msg(event_type: str, fields: Mapping[str, object] | None) -> tuple[str, Event]:
+    """The event's `msg` as JSON, and as a dict, validated.
+
+    Raises:
+        InvalidInput: unknown type, `type` among the fields, a missing or mistyped field, or a
+            value JSON cannot hold.
+    """
+    fields = dict(fields or {})
+    if "type" in fields:
+        raise InvalidInput(f"{str(event_type)[:40]}: field 'type' is the event type, "
+                           "not a field")
+    msg: Event = {"type": event_type, **fields}
+    problem = _msg_problem(msg)
+    if problem:
+        raise InvalidInput(problem)
+    try:
+        text = jsonwire.dumps(msg)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"{event_type}: a field is not JSON: {exc}") from None
+    return text, msg
+
+
+def _line(seq: int, ts: str, session: str, reply_to: str | None, msg: str) -> bytes:
+    # The head is always first and in this order: a reader finds a line's seq in its prefix.
+    reply = "null" if reply_to is None else jsonwire.dumps(reply_to)
+    return (f'{{"v":1,"seq":{seq},"ts":"{ts}","session":"{session}","id":{reply},'
+            f'"msg":{msg}}}\n').encode("ascii")
+
+
+def _check_durability(durability: str) -> None:
+    if durability not in DURABILITY_MODES:
+        raise InvalidInput(f"unknown durability {str(durability)[:40]!r}: "
+                           f"expected one of {', '.join(DURABILITY_MODES)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading seqs from the file without parsing it
+
+
+def _prefix_seq(head: bytes) -> int | None:
+    """The seq in a line's prefix `{"v":1,"seq":N,`, or None when the line has no such prefix."""
+    if not head.startswith(_PREFIX):
+        return None
+    end = len(_PREFIX)
+    while end < len(head) and 0x30 <= head[end] <= 0x39:
+        end += 1
+    if len(_PREFIX) < end < len(head) and head[end] == 0x2C:  # ","
+        return int(head[len(_PREFIX):end])
+    return None
+
+
+def _line_seq(fd: int, start: int, end: int) -> int | None:
+    """The seq of the whole line at [start, end): from its prefix, else from the parsed line;
+    None when it holds no event (blank or corrupt)."""
+    seq = _prefix_seq(os.pread(fd, min(end - start, _HEAD), start))
+    if seq is not None:
+        return seq
+    try:
+        event = jsonwire.loads(os.pread(fd, end - start, start))
+    except ValueError:  # UnicodeDecodeError is one
+        return None
+    if _event_problem(event) is not None:
+        return None
+    assert isinstance(event, dict)
+    return int(event["seq"])
+
+
+def _torn_start(fd: int, size: int) -> int:
+    """Where the torn last line of the first `size` bytes begins; `size` when there is none."""
+    if size and os.pread(fd, 1, size - 1) != b"\n":
+        return durable.last_line_start(fd, size)
+    return size
+
+
+def _continue_from(fd: int, size: int) -> tuple[int, int]:
+    """(next seq, length of the whole lines) of the first `size` bytes, read from the tail.
+
+    The next seq follows the last line that has one; whole lines after it that have none
+    (corrupt ones, which a reader reports) are counted too, so a damaged event's seq is never
+    given to another.
+    """
+    whole = _torn_start(fd, size)
+    end = whole
+    skipped = 0
+    while end > 0:
+        # The line is [start, end - 1), its newline at end - 1.
+        start = durable.last_line_start(fd, end - 1)
+        seq = _line_seq(fd, start, end - 1)
+        if seq is not None:
+            return seq + 1 + skipped, whole
+        if os.pread(fd, min(end - 1 - start, _HEAD), start).strip():
+            skipped += 1
+        end = start
+    return FIRST_SEQ + skipped, whole
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing
+
+
+class EventLog:
+    """The events log of one session, open for appending. Not for use after `close`.
+
+    One object may be shared by the threads of a process; any number of processes may each
+    hold their own on the same session.
+    """
+
+    __slots__ = ("path", "session", "durability", "torn_bytes", "_fd", "_size", "_next",
+                 "_unsynced", "_mutex")
+
+    def __init__(self, path: str, session: str, *,
+                 durability: str = DEFAULT_DURABILITY) -> None:
+        """Open (or create) the log at `path` for `session` and find where it continues.
+
+        Raises:
+            InvalidId: `session` is not a session id.
+            InvalidInput: a bad durability.
+            StateIOError: the log cannot be created, opened or repaired; it is a symlink or not
+                a regular file.
+        """
+        validate_session_id(session)
+        _check_durability(durability)
+        self.path = path
+        self.session = session
+        self.durability = durability
+        self.torn_bytes = 0  # bytes of torn lines this log moved to `<path>.torn`
+        self._size = -1  # length of the file after this log's last look at it
+        self._next = FIRST_SEQ
+        self._unsynced = False
+        self._mutex = threading.Lock()
+        durable.ensure_dir(os.path.dirname(path))
+        try:
+            self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW
+                               | _O_CLOEXEC | _O_NONBLOCK, durable.FILE_MODE)
+        except OSError as exc:
+            raise durable.io_error(path, exc) from None
+        try:
+            info = os.fstat(self._fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise StateIOError(f"cannot write state at {path}: not a regular file")
+            durable.private(self._fd, info.st_mode)
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                self._settle()
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        except OSError as exc:
+            os.close(self._fd)
+            raise durable.io_error(path, exc) from None
+        except BaseException:
+            os.close(self._fd)
+            raise
+
+    @classmethod
+    def open(cls, tiers: Tiers, session: str, *,
+             durability: str = DEFAULT_DURABILITY) -> EventLog:
+        """The events log of `session` in `tiers`, open for appending (created when missing).
+
+        Raises:
+            As `EventLog`.
+        """
+        return cls(events_path(tiers, session), session, durability=durability)
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the last event in the log as this writer last saw it (0: none yet)."""
+        return self._next - 1
+
+    def _settle(self) -> None:
+        """Under the exclusive lock: when the file changed since this log last looked (another
+        writer, a crash), find the next seq from its tail and set a torn last line aside."""
+        size = os.fstat(self._fd).st_size
+        if size == self._size:
+            return
+        self._next, whole = _continue_from(self._fd, size)
+        if whole < size:
+            torn = os.pread(self._fd, size - whole, whole)
+            try:
+                # Kept whole in the log until it is safe aside.
+                durable.set_aside_torn(self.path, torn)
+            except OSError as exc:
+                raise durable.io_error(self.path + ".torn", exc) from None
+            os.ftruncate(self._fd, whole)
+            self.torn_bytes += len(torn)
+        self._size = whole
+
+    def append(self, event_type: str, fields: Mapping[str, object] | None = None, *,
+               reply_to: str | None = None) -> Event:
+        """Number `event_type` with `fields` as the next event, write it, and return it as
+        stored: `{"v", "seq", "ts", "session", "id", "msg": {"type", …fields}}`.
+
+        When it returns, the line is in the file (and on disk, as the durability mode says):
+        only then may the event be sent to a client. `reply_to` is the submission it answers.
+
+        Raises:
+            InvalidInput: unknown type, a missing or mistyped field, a value JSON cannot hold,
+                a `reply_to` that is not a string.
+            StateIOError: the write failed (the log keeps exactly its previous events), or the
+                log was closed.
+        """
+        if reply_to is not None and not isinstance(reply_to, str):
+            raise InvalidInput(f"reply_to must be a string, not {type(reply_to).__name__}")
+        text, msg = _encode_msg(event_type, fields)
+        sync = self.durability == "event" or (self.durability == "turn"
+                                              and event_type in TASK_ENDS)
+        with self._mutex:
+            if self._fd < 0:
+                raise StateIOError(f"the events log {self.path} is closed")
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+            try:
+                try:
+                    self._settle()
+                except OSError as exc:
+                    raise durable.io_error(self.path, exc) from None
+                seq, ts = self._next, utc_now()
+                record = _line(seq, ts, self.session, reply_to, text)
+                try:
+                    durable.write_all(self._fd, record)
+                    if sync:
+                        os.fsync(self._fd)
+                except OSError as exc:
+                    # Never leave half an event (or one not known durable) behind.
+                    try:
+                        os.ftruncate(self._fd, self._size)
+                    except OSError:
+                        pass
+                    raise durable.io_error(self.path, exc) from None
+                self._size += len(record)
+                self._next = seq + 1
+                self._unsynced = not sync
+            finally:
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        return {"v": FORMAT_VERSION, "seq": seq, "ts": ts, "session": self.session,
+                "id": reply_to, "msg": msg}
+
+    def sync(self) -> None:
+        """Flush every event written so far to disk.
+
+        Raises:
+            StateIOError: the flush failed, or the log was closed.
+        """
+        with self._mutex:
+            if self._fd < 0:
+                raise StateIOError(f"the events log {self.path} is closed")
+            try:
+                os.fsync(self._fd)
+            except OSError as exc:
+                raise durable.io_error(self.path, exc) from None
+            self._unsynced = False
+
+    def close(self) -> None:
+        """Flush what is not yet on disk (unless the mode is "none") and close the file.
+
+        Raises:
+            StateIOError: the flush failed (the file is closed all the same).
+        """
+        with self._mutex:
+            if self._fd < 0:
+                return
+            fd, self._fd = self._fd, -1
+            try:
+                if self._unsynced and self.durability != "none":
+                    os.fsync(fd)
+            except OSError as exc:
+                raise durable.io_error(self.path, exc) from None
+            finally:
+                os.close(fd)
+
+    def __enter__(self) -> EventLog:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading
+
+
+class Problem:
+    """One thing a reader skipped or noticed: its kind, where (byte offset), and detail."""
+
+    __slots__ = ("kind", "offset", "length", "detail")
+
+    def __init__(self, kind: str, offset: int, length: int, detail: str) -> None:
+        self.kind = kind
+        self.offset = offset
+        self.length = length  # bytes of the line, its newline not counted
+        self.detail = detail
+
+    def as_dict(self) -> dict[str, object]:
+        return {"kind": self.kind, "offset": self.offset, "length": self.length,
+                "detail": self.detail}
+
+    def __repr__(self) -> str:
+        return f"Problem({self.kind}, offset={self.offset}: {self.detail})"
+
+
+class ReplayReport:
+    """What one replay saw: where it began reading, the events it gave, and every problem."""
+
+    __slots__ = ("path", "after_seq", "size", "start", "lines", "events", "last_seq",
+                 "problems")
+
+    def __init__(self, path: str, after_seq: int) -> None:
+        self.path = path
+        self.after_seq = after_seq
+        self.size = 0  # the file's length when the replay began
+        self.start = 0  # the byte offset it read on from
+        self.lines = 0  # lines read from there
+        self.events = 0  # events given
+        self.last_seq: int | None = None  # of the last event given
+        self.problems: list[Problem] = []
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def torn(self) -> Problem | None:
+        """The torn last line the replay left out, if the file ended in one."""
+        for problem in self.problems:
+            if problem.kind == TORN_TAIL:
+                return problem
+        return None
+
+    def kinds(self) -> list[str]:
+        """The kinds of the problems, in file order."""
+        return [p.kind for p in self.problems]
+
+    def as_dict(self) -> dict[str, object]:
+        return {"path": self.path, "after_seq": self.after_seq, "size": self.size,
+                "start": self.start, "lines": self.lines, "events": self.events,
+                "last_seq": self.last_seq, "problems": [p.as_dict() for p in self.problems]}
+
+
+class Replayed:
+    """The events a replay gave, in seq order, and its report."""
+
+    __slots__ = ("events", "report")
+
+    def __init__(self, events: list[Event], report: ReplayReport) -> None:
+        self.events = events
+        self.report = report
+
+
+def _open_snapshot(path: str) -> tuple[BinaryIO, int]:
+    """The log open for reading, and its length at a moment no append was in progress.
+
+    Raises:
+        NotFound: no file at `path`.
+        StateIOError: it cannot be read, is a symlink or not a regular file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK)
+    except FileNotFoundError:
+        raise NotFound(f"no events log at {path}") from None
+    except OSError as exc:
+        reason = ("refusing to follow a symlink" if exc.errno == errno.ELOOP
+                  else exc.strerror or str(exc))
+        raise StateIOError(f"cannot read events log {path}: {reason}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise StateIOError(f"cannot read events log {path}: not a regular file")
+        # Appenders hold the exclusive lock for one line: under the shared lock the length is
+        # at a line boundary (unless a crash left a torn tail); the read never blocks them.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return os.fdopen(fd, "rb"), size
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _seq_at_or_after(fd: int, offset: int, limit: int) -> tuple[int, int] | None:
+    """(start, seq) of the first line starting in [offset, limit) whose prefix holds a seq."""
+    if offset > 0 and os.pread(fd, 1, offset - 1) != b"\n":
+        offset = _next_line(fd, offset, limit)
+    while offset < limit:
+        seq = _prefix_seq(os.pread(fd, min(limit - offset, _HEAD), offset))
+        if seq is not None:
+            return offset, seq
+        offset = _next_line(fd, offset, limit)
+    return None
+
+
+def _next_line(fd: int, offset: int, limit: int) -> int:
+    """The start of the line after the one holding `offset` (`limit` when it is not before).
+    Reads small blocks first: most lines are short, and a probe should cost about one."""
+    block_size = 512
+    while offset < limit:
+        block = os.pread(fd, min(limit - offset, block_size), offset)
+        if not block:
+            break
+        newline = block.find(b"\n")
+        if newline >= 0:
+            return offset + newline + 1
+        offset += len(block)
+        block_size = min(block_size * 2, _CHUNK)
+    return limit
+
+
+def _first_after(fd: int, size: int, after_seq: int) -> int:
+    """A line start at or before the first line with seq > `after_seq`, close to it: a
+    bisection over byte offsets, which dense, increasing seqs allow."""
+    low, high = 0, size  # every line before `low` holds a seq <= after_seq
+    while high - low > _WINDOW:
+        middle = (low + high) // 2
+        found = _seq_at_or_after(fd, middle, high)
+        if found is None or found[1] > after_seq:
+            high = middle
+        else:
+            low = found[0]
+    return low
+
+
+def replay(path: str, after_seq: int = 0,
+           report: ReplayReport | None = None) -> Iterator[Event]:
+    """The events of the log at `path` with seq > `after_seq`, in order, filling `report` as it
+    goes. The file is opened (and its length noted) at the call; the cost of the iteration
+    follows the events after `after_seq`, not the length of the log.
+
+    Raises:
+        InvalidInput: `after_seq` is not an integer >= 0.
+        NotFound: no log at `path`.
+        StateIOError: it cannot be read.
+    """
+    if not _is_seq(after_seq):
+        raise InvalidInput(f"last_seq must be an integer >= 0, not {str(after_seq)[:40]!r}")
+    report = ReplayReport(path, after_seq) if report is None else report
+    handle, size = _open_snapshot(path)
+    try:
+        fd = handle.fileno()
+        whole = _torn_start(fd, size)
+        start = _first_after(fd, whole, after_seq) if after_seq >= FIRST_SEQ else 0
+    except BaseException:
+        handle.close()
+        raise
+    report.size, report.start = size, start
+    if whole < size:
+        report.problems.append(Problem(
+            TORN_TAIL, whole, size - whole,
+            f"the last line is unterminated ({size - whole} bytes; a crash during an append) "
+            "— the next writer moves it to .torn"))
+    return _events(handle, start, whole, report)
+
+
+def _events(handle: BinaryIO, offset: int, end: int, report: ReplayReport) -> Iterator[Event]:
+    """The events of the whole lines in [offset, end) with seq > report.after_seq."""
+    after = report.after_seq
+    try:
+        with handle:
+            handle.seek(offset)
+            while offset < end:
+                raw = handle.readline(end - offset)
+                if not raw:
+                    break
+                report.lines += 1
+                start, offset = offset, offset + len(raw)
+                line = raw[:-1]
+                if report.last_seq is None:
+                    seq = _prefix_seq(line[:_HEAD])
+                    if seq is not None and seq <= after:
+                        continue  # before the replay's start: not parsed
+                event = _parse(line, start, report)
+                if event is None or (report.last_seq is None and event["seq"] <= after):
+                    continue
+                if _in_order(event, start, len(line), report):
+                    yield event
+    finally:
+        report.problems.sort(key=lambda problem: problem.offset)
+
+
+def _parse(line: bytes, offset: int, report: ReplayReport) -> Event | None:
+    """The event on one whole line, or None with the reason added to `report`."""
+    def skip(kind: str, detail: str) -> None:
+        report.problems.append(Problem(kind, offset, len(line), detail))
+
+    if not line.strip():
+        skip(BLANK_LINE, "an empty line")
+        return None
+    try:
+        event = jsonwire.loads(line)
+    except ValueError as exc:  # UnicodeDecodeError is one
+        skip(NOT_JSON, f"not JSON ({str(exc)[:80]}): {line[:60]!r}")
+        return None
+    problem = _event_problem(event)
+    if problem:
+        skip(INVALID_EVENT, problem)
+        return None
+    assert isinstance(event, dict)
+    return event
+
+
+def _in_order(event: Event, offset: int, length: int, report: ReplayReport) -> bool:
+    """Check `event`'s seq against the previous one given; False when it must be skipped."""
+    seq = event["seq"]
+    previous = report.after_seq if report.last_seq is None else report.last_seq
+    if seq <= previous:
+        report.problems.append(Problem(SEQ_ORDER, offset, length,
+                                       f"seq {seq} after seq {previous}; event skipped"))
+        return False
+    if seq > previous + 1:
+        missing = (f"seq {previous + 1}" if seq == previous + 2
+                   else f"seqs {previous + 1}..{seq - 1}")
+        report.problems.append(Problem(SEQ_GAP, offset, length, f"{missing} missing"))
+    report.last_seq = seq
+    report.events += 1
+    return True
+
+
+def read_since(path: str, after_seq: int = 0) -> Replayed:
+    """Every event with seq > `after_seq` of the log at `path`, with the report of the read.
+
+    Raises:
+        As `replay`.
+    """
+    report = ReplayReport(path, after_seq)
+    return Replayed(list(replay(path, after_seq, report)), report)
+
+
+def last_seq(path: str) -> int:
+    """The seq the log at `path` has reached (0 when it holds no event), read from its tail.
+
+    Raises:
+        NotFound: no log at `path`.
+        StateIOError: it cannot be read.
+    """
+    handle, size = _open_snapshot(path)
+    with handle:
+        return _continue_from(handle.fileno(), size)[0] - 1
