@@ -84,6 +84,9 @@ def test_an_event_of_an_unknown_type_or_without_its_fields_is_refused_and_nothin
             ("tool_result", {"call_id": "c", "ok": "yes", "output": None}),
             ("tool_result", {"call_id": "c", "ok": True, "output": float("nan")}),
             ("native", {"raw": object()}),
+            ("native", {1: "a key that is not a string"}),  # type: ignore[dict-item]
+            ("agent_message", 5),  # type: ignore[list-item]
+            ("agent_message", ["text"]),  # type: ignore[list-item]
         ]
         for event_type, fields in bad:
             with pytest.raises(InvalidInput):

@@ -193,10 +193,14 @@ def _encode_msg(event_type: str, fields: Mapping[str, object] | None) -> tuple[s
     """The event's `msg` as JSON, and as a dict, validated.
 
     Raises:
-        InvalidInput: unknown type, `type` among the fields, a missing or mistyped field, or a
-            value JSON cannot hold.
+        InvalidInput: fields that are not a mapping, unknown type, `type` among the fields, a
+            missing or mistyped field, or a value JSON cannot hold.
     """
-    fields = dict(fields or {})
+    try:
+        fields = dict(fields or {})
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{str(event_type)[:40]}: the fields must be a mapping, not "
+                           f"{type(fields).__name__}") from None
     if "type" in fields:
         raise InvalidInput(f"{str(event_type)[:40]}: field 'type' is the event type, "
                            "not a field")
@@ -384,8 +388,8 @@ class EventLog:
         only then may the event be sent to a client. `reply_to` is the submission it answers.
 
         Raises:
-            InvalidInput: unknown type, a missing or mistyped field, a value JSON cannot hold,
-                a `reply_to` that is not a string.
+            InvalidInput: fields that are not a mapping, unknown type, a missing or mistyped
+                field, a value JSON cannot hold, a `reply_to` that is not a string.
             StateIOError: the write failed (the log keeps exactly its previous events), or the
                 log was closed.
         """
