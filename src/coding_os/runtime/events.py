@@ -34,7 +34,15 @@ import threading
 from coding_os import durable, jsonwire
 from coding_os.clock import utc_now
 from coding_os.errors import InvalidInput, NotFound, StateIOError
-from coding_os.sessions.transcript import session_agent
+from coding_os.sessions.transcript import (
+    BLANK_LINE,
+    NOT_JSON,
+    SEQ_GAP,
+    SEQ_ORDER,
+    TORN_TAIL,
+    Problem,
+    session_agent,
+)
 from coding_os.state.identity import is_session_id, validate_session_id
 
 TYPE_CHECKING = False
@@ -101,13 +109,9 @@ DURABILITY_MODES = ("event", "turn", "none")
 DEFAULT_DURABILITY = "turn"
 TASK_ENDS = ("task_complete", "turn_aborted")
 
-# Problem kinds a ReplayReport lists.
-TORN_TAIL = "torn_tail"
-BLANK_LINE = "blank_line"
-NOT_JSON = "not_json"
+# Problem kinds a ReplayReport lists: the transcript's (torn tail, blank line, not JSON, seq gap
+# and order) and this one.
 INVALID_EVENT = "invalid_event"
-SEQ_GAP = "seq_gap"
-SEQ_ORDER = "seq_order"
 
 _PREFIX = b'{"v":1,"seq":'
 _HEAD = 40  # enough bytes of a line for its prefix and seq
@@ -473,25 +477,6 @@ class EventLog:
 # Reading
 
 
-class Problem:
-    """One thing a reader skipped or noticed: its kind, where (byte offset), and detail."""
-
-    __slots__ = ("kind", "offset", "length", "detail")
-
-    def __init__(self, kind: str, offset: int, length: int, detail: str) -> None:
-        self.kind = kind
-        self.offset = offset
-        self.length = length  # bytes of the line, its newline not counted
-        self.detail = detail
-
-    def as_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "offset": self.offset, "length": self.length,
-                "detail": self.detail}
-
-    def __repr__(self) -> str:
-        return f"Problem({self.kind}, offset={self.offset}: {self.detail})"
-
-
 class ReplayReport:
     """What one replay saw: where it began reading, the events it gave, and every problem."""
 
@@ -636,7 +621,7 @@ def replay(path: str, after_seq: int = 0,
     report.size, report.start = size, start
     if whole < size:
         report.problems.append(Problem(
-            TORN_TAIL, whole, size - whole,
+            TORN_TAIL, whole, None, size - whole,
             f"the last line is unterminated ({size - whole} bytes; a crash during an append) "
             "— the next writer moves it to .torn"))
     return _events(handle, start, whole, report)
@@ -671,7 +656,7 @@ def _events(handle: BinaryIO, offset: int, end: int, report: ReplayReport) -> It
 def _parse(line: bytes, offset: int, report: ReplayReport) -> Event | None:
     """The event on one whole line, or None with the reason added to `report`."""
     def skip(kind: str, detail: str) -> None:
-        report.problems.append(Problem(kind, offset, len(line), detail))
+        report.problems.append(Problem(kind, offset, None, len(line), detail))
 
     if not line.strip():
         skip(BLANK_LINE, "an empty line")
@@ -694,13 +679,13 @@ def _in_order(event: Event, offset: int, length: int, report: ReplayReport) -> b
     seq = event["seq"]
     previous = report.after_seq if report.last_seq is None else report.last_seq
     if seq <= previous:
-        report.problems.append(Problem(SEQ_ORDER, offset, length,
+        report.problems.append(Problem(SEQ_ORDER, offset, None, length,
                                        f"seq {seq} after seq {previous}; event skipped"))
         return False
     if seq > previous + 1:
         missing = (f"seq {previous + 1}" if seq == previous + 2
                    else f"seqs {previous + 1}..{seq - 1}")
-        report.problems.append(Problem(SEQ_GAP, offset, length, f"{missing} missing"))
+        report.problems.append(Problem(SEQ_GAP, offset, None, length, f"{missing} missing"))
     report.last_seq = seq
     report.events += 1
     return True
