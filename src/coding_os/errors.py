@@ -30,6 +30,7 @@ __all__ = [
     "Conflict",
     "ForeignState",
     "ConsentNeeded",
+    "BackendError",
 ]
 
 
@@ -111,3 +112,9 @@ class ConsentNeeded(CosError):
     """A command taken from the repository's configuration, which this user has not trusted."""
 
     exit_code = 9
+
+
+class BackendError(CosError):
+    """An agent's program cannot be started, or ended before it answered (DESIGN.md §6)."""
+
+    exit_code = 1
