@@ -1,0 +1,540 @@
+"""The `codex` backend (DESIGN.md §6): the real Codex CLI driven through `codex app-server`.
+
+The app-server speaks JSON-RPC on stdio, one message a line, without the `jsonrpc` field. The
+backend sends `initialize` then the `initialized` notification, and `thread/start` (or
+`thread/resume`, or `thread/fork`) for the session; the thread id is the native id. A user input
+is `turn/start`, an interrupt `turn/interrupt`. The server tells what happens by notifications
+(`item/started`, `item/completed`, `turn/completed`, …) and asks for approvals by requests of its
+own, which `answer` responds to. Message shapes are those of the schema Codex 0.169 writes with
+`codex app-server generate-json-schema`.
+
+One reader task reads stdout: responses go to the request awaiting them, everything else becomes
+a `BackendEvent` on a queue that `events()` gives out, ending when stdout closes. A line that is
+not JSON becomes a `native` event; one longer than MAX_LINE is skipped with an `error` event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import os
+import shutil
+import signal
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from coding_os import jsonwire
+from coding_os.errors import BackendError, InvalidInput
+from coding_os.runtime.backend import BackendConfig, BackendEvent
+
+__all__ = ["APPROVAL_POLICIES", "MAX_LINE", "CodexBackend"]
+
+# A permission mode (cos's, Claude Code's names, or Codex's own) → Codex's `approvalPolicy`.
+# The default asks before any command not known to be safe, so every approval reaches the user.
+APPROVAL_POLICIES = {
+    "default": "untrusted",
+    "untrusted": "untrusted",
+    "acceptEdits": "on-request",
+    "on-request": "on-request",
+    "bypassPermissions": "never",
+    "never": "never",
+}
+
+MAX_LINE = 16 * 1024 * 1024  # a resumed thread's history comes in one line; excludeTurns keeps it short
+REQUEST_TIMEOUT = 60.0  # seconds for the app-server to answer a request of ours
+CLOSE_TIMEOUT = 5.0  # seconds for the app-server to end once its stdin is closed
+STDERR_TAIL = 20  # lines of stderr kept for error messages
+OUTPUT_LIMIT = 64 * 1024  # characters of a command's output kept for its tool_result
+
+_TOOL_ITEMS = frozenset({"commandExecution", "fileChange", "mcpToolCall", "dynamicToolCall",
+                         "collabAgentToolCall", "webSearch", "imageView", "imageGeneration"})
+# Server requests that are approvals → the decisions (allow, deny) their response names.
+_APPROVALS = {
+    "item/commandExecution/requestApproval": ("commandExecution", "accept", "decline"),
+    "item/fileChange/requestApproval": ("fileChange", "accept", "decline"),
+    "execCommandApproval": ("commandExecution", "approved", "denied"),
+    "applyPatchApproval": ("fileChange", "approved", "denied"),
+}
+_METHOD_NOT_FOUND = -32601
+_OVERLONG = object()  # what the reader returns for a line over MAX_LINE
+
+
+class CodexBackend:
+    """A Codex thread in a `codex app-server` process of its own."""
+
+    agent = "codex"
+
+    def __init__(self) -> None:
+        self._process: asyncio.subprocess.Process | None = None
+        self._thread_id: str | None = None
+        self._turn_id: str | None = None
+        self._next_id = 1
+        self._pending: dict[int, asyncio.Future[Any]] = {}
+        self._approvals: dict[str, tuple[str | int, str, str]] = {}  # str(id) → id, allow, deny
+        self._queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()
+        self._reader: asyncio.Task[None] | None = None
+        self._stderr_reader: asyncio.Task[None] | None = None
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
+        self._items: dict[str, dict[str, Any]] = {}  # tool items started, by id
+        self._outputs: dict[str, list[str]] = {}  # output deltas of commands running, by item id
+        self._usage: dict[str, Any] = {}  # the running turn's token usage
+        self._responses: set[asyncio.Task[None]] = set()  # answers being sent to the server
+        self._closed = False
+
+    # -- the Backend calls -----------------------------------------------------------------------
+
+    async def start(self, config: BackendConfig) -> str | None:
+        """Spawn `codex app-server`, initialize it, and start, resume or fork the thread.
+
+        Raises:
+            BackendError: the program is missing, ended at once, or refused the thread.
+            InvalidInput: a permission mode Codex has no approval policy for.
+        """
+        policy = _approval_policy(config.permission_mode)
+        env = dict(config.env) if config.env is not None else dict(os.environ)
+        program = str(config.options.get("program") or "codex")
+        found = shutil.which(program, path=env.get("PATH"))
+        if found is None:
+            raise BackendError(f"codex: program {program!r} not found on PATH")
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                found, "app-server", cwd=config.cwd, env=env, limit=MAX_LINE,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+        except OSError as error:
+            raise BackendError(f"codex: cannot run {found}: {error.strerror or error}") from None
+        self._stderr_reader = asyncio.create_task(self._drain_stderr(config.options))
+        self._reader = asyncio.create_task(self._read_stdout())
+        try:
+            from coding_os import __version__
+
+            await self._request("initialize", {"clientInfo": {
+                "name": "coding-os", "title": "coding-os", "version": __version__}})
+            await self._send({"method": "initialized"})
+            params: dict[str, Any] = {"cwd": config.cwd, "approvalPolicy": policy}
+            if config.model:
+                params["model"] = config.model
+            sandbox = config.options.get("sandbox")
+            if sandbox:
+                params["sandbox"] = sandbox
+            if config.native_id is None:
+                result = await self._request("thread/start", params)
+            else:
+                params.update(threadId=config.native_id, excludeTurns=True)
+                result = await self._request("thread/fork" if config.fork else "thread/resume",
+                                             params)
+            thread_id = result["thread"]["id"] if isinstance(result, dict) else None
+            if not isinstance(thread_id, str):
+                raise BackendError(f"codex: the app-server gave no thread id: {result!r:.200}")
+        except BaseException:
+            await self.close()
+            raise
+        self._thread_id = thread_id
+        return thread_id
+
+    async def submit(self, text: str) -> None:
+        """Start a turn with `text` as the user's input.
+
+        Raises:
+            BackendError: the app-server refused the turn or is gone.
+        """
+        self._usage = {}
+        result = await self._request("turn/start", {
+            "threadId": self._thread_id, "input": [{"type": "text", "text": text}]})
+        turn = result.get("turn") if isinstance(result, dict) else None
+        if isinstance(turn, dict) and isinstance(turn.get("id"), str):
+            self._turn_id = turn["id"]
+
+    async def interrupt(self) -> None:
+        """Ask the app-server to stop the running turn; it completes as interrupted.
+
+        Raises:
+            BackendError: the app-server is gone.
+        """
+        if self._turn_id is None:
+            return
+        try:
+            await self._request("turn/interrupt",
+                                {"threadId": self._thread_id, "turnId": self._turn_id})
+        except _Refused:
+            pass  # the turn ended meanwhile: there is nothing left to stop
+
+    async def answer(self, request: str | int, allow: bool) -> None:
+        """Respond to the approval request `request` with the schema's accept or decline.
+
+        An unknown or already answered request gets an `error` event, not an exception.
+
+        Raises:
+            BackendError: the app-server is gone.
+        """
+        pending = self._approvals.pop(str(request), None)
+        if pending is None:
+            self._queue.put_nowait(BackendEvent("error", {
+                "message": f"codex: no approval request {request!r} is waiting", "fatal": False}))
+            return
+        native_id, accept, decline = pending
+        await self._send({"id": native_id, "result": {"decision": accept if allow else decline}})
+
+    async def events(self) -> AsyncIterator[BackendEvent]:
+        """The events of the thread, in order, until the app-server's stdout closes."""
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                self._queue.put_nowait(None)  # for any later reader too
+                return
+            yield event
+
+    async def close(self) -> None:
+        """Close the app-server's stdin, wait a while for it to end, then end its process group."""
+        process = self._process
+        if process is None or self._closed:
+            return
+        self._closed = True
+        if process.stdin is not None and not process.stdin.is_closing():
+            process.stdin.close()
+        try:
+            await asyncio.wait_for(process.wait(), CLOSE_TIMEOUT)
+        except asyncio.TimeoutError:
+            _signal_group(process.pid, signal.SIGTERM)
+            try:
+                await asyncio.wait_for(process.wait(), CLOSE_TIMEOUT)
+            except asyncio.TimeoutError:
+                pass
+        # The npm shim starts the native binary as a child, and commands the agent started
+        # may still run: end whatever is left of the group.
+        _signal_group(process.pid, signal.SIGKILL)
+        await process.wait()
+        for task in (self._reader, self._stderr_reader):
+            if task is not None:
+                try:
+                    await asyncio.wait_for(task, CLOSE_TIMEOUT)
+                except asyncio.TimeoutError:
+                    pass
+
+    # -- JSON-RPC --------------------------------------------------------------------------------
+
+    async def _send(self, message: Mapping[str, Any]) -> None:
+        process = self._process
+        if process is None or process.stdin is None:
+            raise BackendError("codex: the app-server is not started")
+        try:
+            if process.stdin.is_closing():
+                raise BrokenPipeError
+            process.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
+            await process.stdin.drain()
+        except (BrokenPipeError, ConnectionResetError):
+            raise await self._ended() from None
+
+    async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
+        request_id = self._next_id
+        self._next_id += 1
+        answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = answer
+        try:
+            await self._send({"id": request_id, "method": method, "params": params})
+            return await asyncio.wait_for(answer, REQUEST_TIMEOUT)
+        except asyncio.TimeoutError:
+            raise BackendError(f"codex: no answer to {method} in {REQUEST_TIMEOUT:.0f}s") from None
+        except _Refused as refused:
+            raise _Refused(f"codex: {method} refused: {refused}") from None
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def _read_stdout(self) -> None:
+        process = self._process
+        assert process is not None and process.stdout is not None
+        try:
+            while True:
+                line = await _read_line(process.stdout)
+                if line is None:
+                    break
+                if line is _OVERLONG:
+                    self._queue.put_nowait(BackendEvent("error", {
+                        "message": f"codex: a line over {MAX_LINE} bytes skipped", "fatal": False}))
+                    continue
+                assert isinstance(line, bytes)
+                if line.strip():
+                    self._take(line)
+        finally:
+            ended = await self._ended()
+            for answer in self._pending.values():
+                if not answer.done():
+                    answer.set_exception(ended)
+            self._queue.put_nowait(None)
+
+    async def _ended(self) -> BackendError:
+        """The error saying that the app-server has ended: its exit code and last stderr line."""
+        process = self._process
+        assert process is not None
+        if self._stderr_reader is not None:  # its last lines say why the process ended
+            await asyncio.wait({self._stderr_reader}, timeout=1.0)
+        code = await _exit_code(process)
+        return BackendError(f"codex: the app-server ended (exit code {code}){self._stderr_hint()}")
+
+    async def _drain_stderr(self, options: Mapping[str, object]) -> None:
+        process = self._process
+        assert process is not None and process.stderr is not None
+        path = options.get("stderr_path")
+        sink = open(str(path), "ab") if path else None
+        try:
+            while True:
+                chunk = await process.stderr.read(65536)
+                if not chunk:
+                    return
+                if sink is not None:
+                    sink.write(chunk)
+                    sink.flush()
+                for text in chunk.decode("utf-8", errors="replace").splitlines():
+                    if text.strip():
+                        self._stderr_tail.append(text[:500])
+        finally:
+            if sink is not None:
+                sink.close()
+
+    def _stderr_hint(self) -> str:
+        # The bubblewrap and model-metadata warnings come first and say nothing of a failure.
+        lines = [line for line in self._stderr_tail
+                 if "bubblewrap" not in line and "PATH aliases" not in line]
+        return f": {lines[-1].strip()}" if lines else ""
+
+    def _take(self, line: bytes) -> None:
+        """Route one line: a response to its request, anything else to the events."""
+        try:
+            message = jsonwire.loads(line)
+        except ValueError:
+            self._emit("native", raw=line.decode("utf-8", errors="replace").rstrip("\n"))
+            return
+        if not isinstance(message, dict):
+            self._emit("native", raw=message)
+            return
+        method = message.get("method")
+        if method is None and "id" in message:
+            self._resolve(message)
+        elif isinstance(method, str) and "id" in message:
+            self._server_request(method, message)
+        elif isinstance(method, str):
+            self._notification(method, message)
+        else:
+            self._emit("native", raw=message)
+
+    def _resolve(self, message: dict[str, Any]) -> None:
+        answer = self._pending.get(message["id"]) if isinstance(message["id"], int) else None
+        if answer is None or answer.done():
+            self._emit("native", raw=message)
+        elif "error" in message:
+            error = message["error"]
+            text = error.get("message") if isinstance(error, dict) else None
+            answer.set_exception(_Refused(str(text or error)))
+        else:
+            answer.set_result(message.get("result"))
+
+    def _server_request(self, method: str, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        if not isinstance(params, dict):
+            params = {}
+        approval = _APPROVALS.get(method)
+        if approval is None:
+            # Nothing cos can answer (user input forms, auth refresh…): refuse rather than let
+            # the turn wait forever, and let UIs see it.
+            self._emit("native", raw=message)
+            self._respond_later({"id": message["id"], "error": {
+                "code": _METHOD_NOT_FOUND, "message": f"coding-os does not handle {method}"}})
+            return
+        tool, accept, decline = approval
+        self._approvals[str(message["id"])] = (message["id"], accept, decline)
+        call_id = params.get("itemId") or params.get("callId")
+        self._emit("approval_request", request=message["id"], tool=tool,
+                   input=_approval_input(params, self._items.get(str(call_id))),
+                   call_id=call_id)
+
+    def _respond_later(self, message: Mapping[str, Any]) -> None:
+        async def respond() -> None:
+            try:
+                await self._send(message)
+            except BackendError:
+                pass  # the app-server is gone; events() is ending anyway
+        task = asyncio.get_running_loop().create_task(respond())
+        self._responses.add(task)
+        task.add_done_callback(self._responses.discard)
+
+    def _notification(self, method: str, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        if not isinstance(params, dict) or params.get("threadId") not in (None, self._thread_id):
+            self._emit("native", raw=message)  # another thread's (a subagent's) doing
+            return
+        if method == "item/agentMessage/delta" and isinstance(params.get("delta"), str):
+            self._emit("agent_message_delta", text=params["delta"])
+        elif method == "item/commandExecution/outputDelta" and isinstance(params.get("delta"), str):
+            self._keep_output(str(params.get("itemId")), params["delta"])
+            self._emit("native", raw=message)
+        elif method == "item/started" and _item_type(params) in _TOOL_ITEMS:
+            item = params["item"]
+            self._items[str(item.get("id"))] = item
+            self._emit("tool_call", call_id=item.get("id"), tool=_tool_name(item),
+                       input=_tool_input(item))
+        elif method == "item/completed" and _item_type(params) == "agentMessage":
+            self._emit("agent_message", text=str(params["item"].get("text") or ""))
+        elif method == "item/completed" and _item_type(params) in _TOOL_ITEMS:
+            item = params["item"]
+            item_id = str(item.get("id"))
+            self._items.pop(item_id, None)
+            output = "".join(self._outputs.pop(item_id, []))
+            ok, result, extra = _tool_result(item, output)
+            self._emit("tool_result", call_id=item.get("id"), ok=ok, output=result, **extra)
+        elif method == "thread/tokenUsage/updated":
+            self._add_usage(params.get("tokenUsage"))
+            self._emit("native", raw=message)
+        elif method == "turn/started" and isinstance(params.get("turn"), dict):
+            self._turn_id = params["turn"].get("id") or self._turn_id
+            self._emit("native", raw=message)
+        elif method == "turn/completed":
+            self._turn_completed(params.get("turn"), message)
+        elif method == "error" and not params.get("willRetry"):
+            error = params.get("error")
+            text = error.get("message") if isinstance(error, dict) else error
+            self._emit("error", message=f"codex: {text}", fatal=False)
+        else:
+            self._emit("native", raw=message)
+
+    def _turn_completed(self, turn: object, message: dict[str, Any]) -> None:
+        if not isinstance(turn, dict):
+            self._emit("native", raw=message)
+            return
+        if turn.get("id") == self._turn_id:
+            self._turn_id = None
+        status = turn.get("status")
+        if status == "interrupted":
+            self._emit("turn_aborted", reason="interrupted")
+            return
+        if status == "failed":
+            error = turn.get("error")
+            text = error.get("message") if isinstance(error, dict) else None
+            self._emit("error", message=f"codex: the turn failed: {text or 'no reason given'}",
+                       fatal=False)
+        self._emit("task_complete", usage=self._usage, status=status)
+        self._usage = {}
+
+    def _add_usage(self, usage: object) -> None:
+        """Sum the turn's model calls (`last` of each update) in cos's usage names."""
+        if not isinstance(usage, dict) or not isinstance(usage.get("last"), dict):
+            return
+        last = usage["last"]
+        for ours, theirs in (("input", "inputTokens"), ("output", "outputTokens"),
+                             ("cached_input", "cachedInputTokens"),
+                             ("reasoning_output", "reasoningOutputTokens")):
+            if isinstance(last.get(theirs), int):
+                self._usage[ours] = self._usage.get(ours, 0) + last[theirs]
+
+    def _keep_output(self, item_id: str, delta: str) -> None:
+        parts = self._outputs.setdefault(item_id, [])
+        if sum(len(part) for part in parts) < OUTPUT_LIMIT:
+            parts.append(delta)
+
+    def _emit(self, event_type: str, **fields: object) -> None:
+        self._queue.put_nowait(BackendEvent(event_type, fields))
+
+
+class _Refused(BackendError):
+    """The app-server answered a request of ours with a JSON-RPC error."""
+
+
+def _approval_policy(permission_mode: str | None) -> str:
+    if permission_mode is None:
+        return "untrusted"
+    policy = APPROVAL_POLICIES.get(permission_mode)
+    if policy is None:
+        raise InvalidInput(f"codex: no approval policy for permission mode {permission_mode!r}: "
+                           f"expected one of {', '.join(APPROVAL_POLICIES)}")
+    return policy
+
+
+def _item_type(params: dict[str, Any]) -> object:
+    item = params.get("item")
+    return item.get("type") if isinstance(item, dict) else None
+
+
+def _tool_name(item: dict[str, Any]) -> str:
+    """The item's tool: its own name where it has one (MCP, dynamic, subagent), else its type."""
+    tool = item.get("tool")
+    if item.get("type") == "mcpToolCall" and item.get("server"):
+        return f"mcp:{item['server']}/{tool}"
+    return str(tool) if isinstance(tool, str) and tool else str(item.get("type"))
+
+
+def _tool_input(item: dict[str, Any]) -> object:
+    kind = item.get("type")
+    if kind == "commandExecution":
+        return {"command": item.get("command"), "cwd": item.get("cwd")}
+    if kind == "fileChange":
+        return {"changes": item.get("changes")}
+    if kind in ("mcpToolCall", "dynamicToolCall"):
+        return item.get("arguments")
+    if kind == "collabAgentToolCall":
+        return {"prompt": item.get("prompt"), "receiverThreadIds": item.get("receiverThreadIds")}
+    if kind == "webSearch":
+        return {"query": item.get("query")}
+    return {key: value for key, value in item.items() if key not in ("id", "type", "status")}
+
+
+def _tool_result(item: dict[str, Any], output: str) -> tuple[bool, object, dict[str, object]]:
+    """Whether the tool succeeded, its output, and extra fields (a command's exit code)."""
+    kind = item.get("type")
+    status = item.get("status")
+    if kind == "commandExecution":
+        code = item.get("exitCode")
+        text = item.get("aggregatedOutput")
+        ok = status == "completed" and code in (None, 0)
+        return ok, text if isinstance(text, str) else output, {"exit_code": code, "status": status}
+    if kind == "mcpToolCall":
+        return status == "completed" and not item.get("error"), \
+            item.get("result") if item.get("result") is not None else item.get("error"), {}
+    if kind == "dynamicToolCall":
+        return bool(item.get("success")), item.get("contentItems"), {}
+    ok = status in (None, "completed")
+    return ok, {key: value for key, value in item.items() if key not in ("id", "type")}, \
+        {"status": status}
+
+
+def _approval_input(params: dict[str, Any], item: dict[str, Any] | None) -> dict[str, object]:
+    """What the approval is about: the command and where it runs, or the changes to files."""
+    shown: dict[str, object] = {}
+    for key in ("command", "cwd", "reason", "grantRoot"):
+        if params.get(key) is not None:
+            shown[key] = params[key]
+    if params.get("fileChanges") is not None:
+        shown["changes"] = params["fileChanges"]
+    elif item is not None and item.get("type") == "fileChange":
+        shown["changes"] = item.get("changes")
+    return shown
+
+
+async def _read_line(stream: asyncio.StreamReader) -> bytes | object | None:
+    """The next line (None at the end), or _OVERLONG for a line over the stream's limit."""
+    overlong = False
+    while True:
+        try:
+            line = await stream.readuntil(b"\n")
+        except asyncio.IncompleteReadError as end:
+            if overlong:
+                return _OVERLONG
+            return end.partial or None
+        except asyncio.LimitOverrunError as over:
+            overlong = True
+            await stream.read(max(over.consumed, 1))
+            continue
+        return _OVERLONG if overlong else line
+
+
+async def _exit_code(process: asyncio.subprocess.Process) -> int | str:
+    try:
+        return await asyncio.wait_for(process.wait(), 1.0)
+    except asyncio.TimeoutError:
+        return "unknown: still running"
+
+
+def _signal_group(pid: int, signum: int) -> None:
+    try:
+        os.killpg(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
