@@ -114,7 +114,7 @@ def test_an_allowed_tool_runs_and_the_turn_reports_each_step(
             ("Write", call.fields["call_id"], True)
         assert [e.fields["text"] for e in seen if e.type == "agent_message"] == ["Wrote it."]
         usage = done.fields["usage"]
-        assert isinstance(usage, dict) and usage["input_tokens"] > 0 and usage["output_tokens"] > 0
+        assert isinstance(usage, dict) and usage["input"] > 0 and usage["output"] > 0
         assert target.read_text(encoding="utf-8") == "hi\n"
         assert {request["model"] for request in at.agent_requests()} == {"scripted-model"}
         assert native_id is not None and native_id == backend.native_id
@@ -278,7 +278,7 @@ print(json.dumps({{"type": "result", "subtype": "success", "usage": {{"input_tok
         assert seen[0] == BackendEvent("native", {"raw": "a banner, not JSON"})
         assert [e.type for e in seen[1:]] == ["error", "task_complete", "error"]
         assert "skipped" in str(seen[1].fields["message"])
-        assert seen[2].fields == {"usage": {"input_tokens": 1}}
+        assert seen[2].fields == {"usage": {"input": 1}}
         assert seen[3].fields["fatal"] is True  # the process ended by itself
 
     run(test)

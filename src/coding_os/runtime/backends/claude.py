@@ -410,12 +410,15 @@ def _output(content: Any) -> Any:
 
 
 def _usage(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The turn's token counts (and cost) from a `result` message."""
+    """The turn's token counts and cost from a `result` message, named as the codex backend
+    names its own (`input` counts what was not read from the cache, as Claude reports it)."""
     usage = result.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    keys = ("input_tokens", "output_tokens", "cache_read_input_tokens",
-            "cache_creation_input_tokens")
-    picked: dict[str, Any] = {key: usage[key] for key in keys if isinstance(usage.get(key), int)}
+    names = {"input_tokens": "input", "output_tokens": "output",
+             "cache_read_input_tokens": "cached_input",
+             "cache_creation_input_tokens": "cache_creation_input"}
+    picked: dict[str, Any] = {name: usage[key] for key, name in names.items()
+                              if isinstance(usage.get(key), int)}
     cost = result.get("total_cost_usd")
     if isinstance(cost, (int, float)):
         picked["cost_usd"] = cost
