@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from pathlib import Path
@@ -249,6 +251,46 @@ def test_a_program_that_exits_at_once_is_a_backend_error_naming_its_last_words(
         with pytest.raises(BackendError, match="exited at once.*code 3.*no such session"):
             await backend.start(BackendConfig(cwd=str(tmp_path), options={"program": program}))
         await backend.close()
+
+    run(test)
+
+
+def test_a_start_that_gets_no_answer_or_is_cancelled_leaves_no_process(tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    # It never answers; it writes its pid whole (a rename), then waits.
+    program = fake_program(tmp_path, f"""
+import os, time
+with open({str(pid_file)!r} + ".new", "w") as f:
+    f.write(str(os.getpid()))
+os.replace({str(pid_file)!r} + ".new", {str(pid_file)!r})
+time.sleep(60)
+""")
+
+    def left_running() -> bool:
+        """Whether the stand-in still runs (one that never wrote its pid did not outlive start:
+        it is ended and waited for before start returns)."""
+        if not pid_file.exists():
+            return False
+        pid = int(pid_file.read_text(encoding="utf-8"))
+        pid_file.unlink()
+        assert pid > 1
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        os.kill(pid, signal.SIGKILL)  # the test fails, and leaves nothing behind
+        return True
+
+    async def test() -> None:
+        config = BackendConfig(cwd=str(tmp_path), options={"program": program,
+                                                           "start_timeout": 0.5})
+        with pytest.raises(BackendError, match="did not answer initialize within 0.5s"):
+            await ClaudeBackend().start(config)
+        assert not left_running()
+        with pytest.raises(TimeoutError):  # the engine's own bound on start
+            await asyncio.wait_for(ClaudeBackend().start(BackendConfig(
+                cwd=str(tmp_path), options={"program": program})), 0.5)
+        assert not left_running()
 
     run(test)
 

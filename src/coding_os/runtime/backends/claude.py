@@ -91,8 +91,13 @@ class ClaudeBackend:
         if config.permission_mode:
             argv += ["--permission-mode", config.permission_mode]
         self.native_id = native_id
-        await self._spawn(argv, config, env)
-        await self._initialize(_timeout_option(config.options, "start_timeout", START_TIMEOUT))
+        try:
+            await self._spawn(argv, config, env)
+            await self._initialize(_timeout_option(config.options, "start_timeout",
+                                                   START_TIMEOUT))
+        except BaseException:  # also a caller's timeout (cancellation): no process is left
+            await self._abort()
+            raise
         return native_id
 
     async def submit(self, text: str) -> None:
@@ -192,7 +197,6 @@ class ClaudeBackend:
                 stdout=asyncio.subprocess.PIPE, stderr=stderr, limit=LINE_LIMIT,
                 start_new_session=True)  # the npm shim starts the native client as a child
         except OSError as error:
-            await self.close()
             raise BackendError(f"claude: cannot start {argv[0]}: {error.strerror or error}") \
                 from error
         if self._process.stderr is not None:
@@ -222,11 +226,15 @@ class ClaudeBackend:
                         return
                     self._early.append(line)
         except TimeoutError:
-            await self.close()
             raise BackendError(f"claude did not answer initialize within {timeout:g}s") from None
-        except BackendError:
-            await self.close()
-            raise
+
+    async def _abort(self) -> None:
+        """End a start that failed or was cancelled: kill the process group, release the rest."""
+        self._closing = True
+        process = self._process
+        if process is not None and process.returncode is None:
+            _signal_group(process, signal.SIGKILL)
+        await asyncio.shield(self.close())
 
     async def _drain_stderr(self, stderr: asyncio.StreamReader) -> None:
         while True:
