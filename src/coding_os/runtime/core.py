@@ -1,0 +1,621 @@
+"""The session core of the engine (DESIGN.md §6, §7): one cos session, its events log, one
+backend and the one active task.
+
+`SessionCore` turns client ops (configure, user input, interrupt, approval, shutdown) into calls
+on its backend, and what the backend does into numbered events: each is appended to the events
+log first, then handed to every subscriber. Subscribers (`subscribe(after_seq)`) get the stored
+events after their seq, then the live ones: appends and hand-outs happen in the event loop with no
+await between them, so each subscriber gets every event exactly once, in seq order.
+
+The core adds what only it knows: `session_configured` when a backend starts, `task_started`
+when an input is given, the task ids of `task_complete` and `turn_aborted`, and the reason of an
+abort it asked for (`replaced`, `interrupted`, `shutdown`). A backend whose events end during a
+task leaves `turn_aborted` `backend_exit` and a fatal `error`; the next input starts it again,
+resuming its native session. A log that ends in a `task_started` without its end (the serving
+process was killed) gets the same two events when the session is next opened.
+
+For the `python` and `exec` backends cos is the session's own record: the core writes its
+transcript (§4.1) beside the events, so it lists, exports and forks like any cos-native session.
+Claude and Codex sessions keep their native logs; the core links the native id to the cos id in
+the index, so the index files them under the cos id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from coding_os.errors import BackendError, CosError, CrossProject, InvalidInput, NotFound
+from coding_os.runtime import events
+from coding_os.runtime.backend import BACKEND_EVENT_TYPES, Backend, BackendConfig, BackendEvent
+from coding_os.runtime.backends import BACKENDS, backend_for
+from coding_os.sessions import transcript
+from coding_os.state.caller import Caller
+from coding_os.state.identity import mint_session_id, validate_agent, validate_session_id
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.state.tiers import Tiers
+
+__all__ = [
+    "NATIVE_TRANSCRIPT_AGENTS",
+    "SessionSettings",
+    "Timeouts",
+    "Subscription",
+    "SessionCore",
+    "create_session",
+    "open_session",
+    "fork_session",
+]
+
+Event = dict[str, Any]
+
+# Backends whose session cos records itself (its transcript is the session's canonical log).
+NATIVE_TRANSCRIPT_AGENTS = ("python", "exec")
+# Fields of session_configured beyond §7's, kept so a later process can start the backend again.
+_SETTINGS_FIELDS = ("model", "permission_mode", "options")
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """What a session runs: the agent, where, and the backend's own options."""
+
+    agent: str
+    cwd: str
+    model: str | None = None
+    permission_mode: str | None = None
+    options: Mapping[str, object] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """The bounded waits of the core, in seconds.
+
+    `start`: for a backend to start; `call`: for submit, answer and close to return; `stop`:
+    for a task to end after an interrupt; `reply`: for the agent to say anything during a task
+    (then an `error` event and an interrupt; None waits as long as the task runs).
+    """
+
+    start: float = 60.0
+    call: float = 30.0
+    stop: float = 5.0
+    reply: float | None = 600.0
+
+
+class Subscription:
+    """The events of one session for one client, in seq order: `await get()` until None."""
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[Event | None] = asyncio.Queue()
+        self.closed = False
+
+    def push(self, event: Event) -> None:
+        if not self.closed:
+            self._queue.put_nowait(event)
+
+    def close(self) -> None:
+        """End the stream: `get` gives what was pushed before, then None."""
+        if not self.closed:
+            self.closed = True
+            self._queue.put_nowait(None)
+
+    async def get(self) -> Event | None:
+        """The next event, or None once the subscription is closed and drained."""
+        return await self._queue.get()
+
+
+def _say(message: str) -> None:
+    """A diagnostic of the engine: stderr, never stdout (the protocol's wire)."""
+    sys.stderr.write(f"cos: {message}\n")
+
+
+class SessionCore:
+    """One running cos session. Its methods are called from one event loop."""
+
+    def __init__(self, tiers: Tiers, session: str, log: events.EventLog, *,
+                 settings: SessionSettings | None, project: str | None,
+                 env: Mapping[str, str] | None = None, timeouts: Timeouts = Timeouts(),
+                 native_id: str | None = None, next_task: int = 1,
+                 backends: Callable[[str], Backend] = backend_for) -> None:
+        self.tiers = tiers
+        self.session = session
+        self.agent = validate_agent(session[4:].rsplit("-", 3)[0])
+        self.project = project
+        self.settings = settings
+        self.native_id = native_id
+        self.timeouts = timeouts
+        self._env = env
+        self._backends = backends  # agent name → a new backend
+        self._log = log
+        self._subscribers: list[Subscription] = []
+        self._backend: Backend | None = None
+        self._pump: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+        self._task: int | None = None
+        self._task_reply: str | None = None
+        self._task_done = asyncio.Event()
+        self._abort_reason: str | None = None
+        self._stale_ends = 0  # task ends the backend still owes for tasks the core closed
+        self._approvals: set[str | int] = set()
+        self._next_task = next_task
+        self._last_heard = 0.0
+        self._closing = False
+        self._turn = 0
+        self.closed = False
+
+    # -- events ----------------------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int:
+        return self._log.last_seq
+
+    @property
+    def task(self) -> int | None:
+        """The id of the running task, if any."""
+        return self._task
+
+    @property
+    def events_path(self) -> str:
+        return self._log.path
+
+    def _record(self, event_type: str, fields: Mapping[str, object],
+                reply_to: str | None = None) -> Event:
+        """Store one event, then hand it to every subscriber."""
+        event = self._log.append(event_type, fields, reply_to=reply_to)
+        for subscriber in self._subscribers:
+            subscriber.push(event)
+        if self.agent in NATIVE_TRANSCRIPT_AGENTS:
+            self._transcribe(event_type, fields)
+        return event
+
+    def _transcribe(self, event_type: str, fields: Mapping[str, object]) -> None:
+        """Keep the cos transcript of a python or exec session in step with its events."""
+        kind = "assistant" if event_type == "agent_message" else event_type
+        names = {"agent_message": ("text",), "tool_call": ("tool", "input", "call_id"),
+                 "tool_result": ("call_id", "ok", "output")}.get(event_type)
+        if names is None:
+            return
+        entry: dict[str, object] = {"turn": self._turn}
+        entry.update((name, fields[name]) for name in names)
+        try:
+            transcript.append(self.tiers, self.session, kind, entry)
+        except CosError as exc:
+            _say(f"{self.session}: the transcript was not written: {exc}")
+
+    def subscribe(self, after_seq: int = 0) -> Subscription:
+        """A stream of the stored events with seq > `after_seq`, then every live one.
+
+        Raises:
+            InvalidInput: `after_seq` is not an integer >= 0, or is beyond the log's end.
+            StateIOError: the log cannot be read.
+        """
+        if not isinstance(after_seq, int) or isinstance(after_seq, bool) or after_seq < 0:
+            raise InvalidInput(f"last_seq must be an integer >= 0, not {str(after_seq)[:40]!r}")
+        if after_seq > self.last_seq:
+            raise InvalidInput(f"last_seq {after_seq} is beyond the end of {self.session} "
+                               f"(its last seq is {self.last_seq})")
+        subscription = Subscription()
+        if after_seq < self.last_seq:
+            for event in events.replay(self._log.path, after_seq):
+                subscription.push(event)
+        self._subscribers.append(subscription)
+        return subscription
+
+    def unsubscribe(self, subscription: Subscription) -> None:
+        """Stop handing events to `subscription` and close it."""
+        if subscription in self._subscribers:
+            self._subscribers.remove(subscription)
+        subscription.close()
+
+    # -- the backend -----------------------------------------------------------------------
+
+    async def configure(self, settings: SessionSettings | None = None,
+                        reply_to: str | None = None) -> None:
+        """Start the backend (resuming the native session when one is known).
+
+        Raises:
+            InvalidInput: the session runs already, or another agent is asked for.
+        """
+        async with self._lock:
+            if self._backend is not None:
+                raise InvalidInput(f"{self.session} is configured already")
+            if settings is not None and settings.agent != self.agent:
+                raise InvalidInput(f"{self.session} is a session of {self.agent}, "
+                                   f"not {settings.agent}")
+            if settings is not None:
+                self.settings = settings
+            await self._start(reply_to)
+
+    async def _start(self, reply_to: str | None) -> bool:
+        """Start the backend; on failure record a fatal error and return False."""
+        settings = self.settings or SessionSettings(agent=self.agent, cwd=os.getcwd())
+        self.settings = settings
+        native_id = self.native_id
+        if self.agent == "python":
+            native_id = self.session  # a python session's native session is the cos session
+        config = BackendConfig(cwd=settings.cwd, native_id=native_id, model=settings.model,
+                               permission_mode=settings.permission_mode, env=self._env,
+                               options=dict(settings.options))
+        try:
+            backend = self._backends(self.agent)
+            native = await asyncio.wait_for(backend.start(config), self.timeouts.start)
+        except (CosError, OSError, ImportError, TimeoutError) as exc:
+            message = (f"the {self.agent} backend did not start within {self.timeouts.start:g}s"
+                       if isinstance(exc, TimeoutError) else
+                       f"the {self.agent} backend did not start: {exc}")
+            self._record("error", {"message": message, "fatal": True}, reply_to)
+            return False
+        self._backend = backend
+        self.native_id = native if native is not None else self.native_id
+        fields: dict[str, object] = {"native_id": self.native_id, "agent": self.agent,
+                                     "cwd": settings.cwd, "model": settings.model,
+                                     "permission_mode": settings.permission_mode,
+                                     "options": dict(settings.options)}
+        self._record("session_configured", fields, reply_to)
+        self._link_native()
+        self._pump = asyncio.create_task(self._run_pump(backend))
+        return True
+
+    def _link_native(self) -> None:
+        """File a Claude or Codex session's native id under the cos id in the index."""
+        if self.agent in NATIVE_TRANSCRIPT_AGENTS or not self.native_id:
+            return
+        from coding_os.clock import utc_now
+        from coding_os.sessions.database import with_index
+        from coding_os.storage.base import SessionRecord, StorageError
+
+        now = utc_now()
+        record = SessionRecord(id=self.session, agent=self.agent, panel="engine",
+                               native_id=self.native_id, project=self.project,
+                               cwd=self.settings.cwd if self.settings else None,
+                               source="engine", started=now, last_active=now)
+        try:
+            with_index(self.tiers, os.environ if self._env is None else self._env,
+                       lambda storage: storage.upsert_session(record))
+        except (StorageError, CosError) as exc:
+            _say(f"{self.session}: not linked in the index: {exc}")
+
+    async def _run_pump(self, backend: Backend) -> None:
+        """Record what the backend does until its events end."""
+        try:
+            async for event in backend.events():
+                self._on_backend_event(event)
+        except Exception as exc:  # the backend's own failure: recorded, never a crash
+            self._record("error", {"message": f"the {self.agent} backend failed: "
+                                              f"{type(exc).__name__}: {exc}", "fatal": True},
+                         self._task_reply)
+        if self._backend is backend:
+            self._backend = None
+        if self._task is not None:
+            self._end_task("turn_aborted", {"reason": "backend_exit"})
+            self._record("error", {"message": f"the {self.agent} process ended during the "
+                                              "task; the next input resumes its session",
+                                   "fatal": True}, None)
+        elif not self._closing:
+            self._record("error", {"message": f"the {self.agent} process ended; the next "
+                                              "input resumes its session", "fatal": False})
+
+    def _on_backend_event(self, event: BackendEvent) -> None:
+        self._last_heard = asyncio.get_running_loop().time()
+        kind = event.type
+        if kind not in BACKEND_EVENT_TYPES:
+            self._record("error", {"message": f"the backend sent an event of unknown type "
+                                              f"{str(kind)[:40]!r}", "fatal": False},
+                         self._task_reply)
+            return
+        fields = dict(event.fields)
+        if kind in events.TASK_ENDS:
+            if self._task is None or self._stale_ends:
+                if self._stale_ends:
+                    self._stale_ends -= 1
+                return  # the end of a task the core closed already
+            self._end_task(kind, fields)
+            return
+        if kind == "approval_request" and "request" in fields:
+            request = fields["request"]
+            if isinstance(request, (str, int)):
+                self._approvals.add(request)
+        try:
+            self._record(kind, fields, self._task_reply if self._task is not None else None)
+        except InvalidInput as exc:
+            self._record("error", {"message": f"the backend sent a bad {kind} event: {exc}",
+                                   "fatal": False}, self._task_reply)
+
+    def _end_task(self, kind: str, fields: dict[str, object]) -> None:
+        task, reply_to = self._task, self._task_reply
+        if task is None:
+            return
+        fields["task"] = task
+        if kind == "turn_aborted":
+            fields["reason"] = self._abort_reason or fields.get("reason") or "interrupted"
+            if fields["reason"] not in events.ABORT_REASONS:
+                fields["reason"] = "interrupted"
+        else:
+            fields.setdefault("usage", None)
+        self._task = None
+        self._approvals.clear()
+        self._task_done.set()
+        if self._watchdog is not None and self._watchdog is not asyncio.current_task():
+            self._watchdog.cancel()
+        self._watchdog = None
+        try:
+            self._record(kind, fields, reply_to)
+        except InvalidInput as exc:  # a bad usage: the task still ends
+            self._record("error", {"message": f"the backend ended the task badly: {exc}",
+                                   "fatal": False}, reply_to)
+            self._record("task_complete", {"task": task, "usage": None}, reply_to)
+
+    async def _watch(self, task: int) -> None:
+        """An agent that says nothing for `timeouts.reply` seconds: an error, then an interrupt."""
+        limit = self.timeouts.reply
+        assert limit is not None
+        loop = asyncio.get_running_loop()
+        while self._task == task:
+            if self._approvals:  # waiting for the user is not the agent's silence
+                self._last_heard = loop.time()
+            remaining = self._last_heard + limit - loop.time()
+            if remaining > 0:
+                await asyncio.sleep(remaining)
+                continue
+            self._record("error", {"message": f"no answer from the agent in {limit:g}s; "
+                                              "interrupting the task", "fatal": False},
+                         self._task_reply)
+            self._watchdog = None
+            async with self._lock:
+                if self._task == task:
+                    await self._abort("interrupted")
+            return
+
+    # -- ops -------------------------------------------------------------------------------
+
+    async def user_input(self, text: str, reply_to: str | None = None) -> int | None:
+        """Start a task with `text` (a running one ends `replaced`); its id, or None when the
+        backend could not be started (an error event says why).
+
+        Raises:
+            InvalidInput: `text` is not a string.
+        """
+        if not isinstance(text, str):
+            raise InvalidInput("user_input needs a text (a string)")
+        async with self._lock:
+            if self._task is not None:
+                await self._abort("replaced")
+            if self._backend is None and not await self._start(reply_to):
+                return None
+            backend = self._backend
+            assert backend is not None
+            task = self._next_task
+            self._next_task += 1
+            self._task, self._task_reply, self._abort_reason = task, reply_to, None
+            self._task_done = asyncio.Event()
+            self._turn += 1
+            self._last_heard = asyncio.get_running_loop().time()
+            self._record("task_started", {"task": task}, reply_to)
+            if self.agent in NATIVE_TRANSCRIPT_AGENTS:
+                try:
+                    transcript.append(self.tiers, self.session, "user",
+                                      {"turn": self._turn, "text": text})
+                except CosError as exc:
+                    _say(f"{self.session}: the transcript was not written: {exc}")
+            if self.timeouts.reply is not None:
+                self._watchdog = asyncio.create_task(self._watch(task))
+            try:
+                await asyncio.wait_for(backend.submit(text), self.timeouts.call)
+            except (BackendError, OSError, TimeoutError) as exc:
+                message = ("the agent did not take the input in time"
+                           if isinstance(exc, TimeoutError) else f"the input failed: {exc}")
+                self._record("error", {"message": message, "fatal": True}, reply_to)
+                self._end_task("turn_aborted", {"reason": "backend_exit"})
+            return task
+
+    async def interrupt(self, reply_to: str | None = None) -> None:
+        """End the running task (`turn_aborted` `interrupted`).
+
+        Raises:
+            InvalidInput: no task is running.
+        """
+        async with self._lock:
+            if self._task is None:
+                raise InvalidInput("no task is running")
+            await self._abort("interrupted")
+
+    async def _abort(self, reason: str) -> None:
+        """Interrupt the backend and wait a bounded time for the task to end; past that the
+        core ends it itself (and drops the backend's late end)."""
+        task, done, backend = self._task, self._task_done, self._backend
+        if task is None:
+            return
+        self._abort_reason = reason
+        if backend is not None:
+            try:
+                await asyncio.wait_for(backend.interrupt(), self.timeouts.stop)
+            except (BackendError, OSError, TimeoutError) as exc:
+                _say(f"{self.session}: interrupt: {exc or type(exc).__name__}")
+        try:
+            await asyncio.wait_for(done.wait(), self.timeouts.stop)
+        except TimeoutError:
+            if self._task == task:
+                reply_to = self._task_reply
+                self._end_task("turn_aborted", {"reason": reason})
+                self._stale_ends += 1
+                self._record("error", {"message": f"the agent did not stop within "
+                                                  f"{self.timeouts.stop:g}s; task {task} "
+                                                  "recorded as ended", "fatal": False},
+                             reply_to)
+
+    async def approval(self, request: str | int, allow: bool,
+                       reply_to: str | None = None) -> None:
+        """Answer the approval request `request` of the running task.
+
+        Raises:
+            InvalidInput: no such request is waiting.
+        """
+        async with self._lock:
+            if request not in self._approvals or self._backend is None:
+                raise InvalidInput(f"no approval request {str(request)[:40]!r} is waiting")
+            self._approvals.discard(request)
+            try:
+                await asyncio.wait_for(self._backend.answer(request, allow), self.timeouts.call)
+            except (BackendError, OSError, TimeoutError) as exc:
+                self._record("error", {"message": f"the answer was not taken: "
+                                                  f"{exc or type(exc).__name__}",
+                                       "fatal": False}, reply_to)
+
+    async def wait_idle(self) -> None:
+        """Return once no task runs (a task still ends by itself, an interrupt or the reply
+        watchdog)."""
+        while self._task is not None:
+            await self._task_done.wait()
+
+    async def shutdown(self, reply_to: str | None = None) -> None:
+        """End the running task (`shutdown`), close the backend and the log; idempotent."""
+        if self.closed:
+            return
+        async with self._lock:
+            self._closing = True
+            if self._task is not None:
+                await self._abort("shutdown")
+            backend, pump = self._backend, self._pump
+            self._backend = None
+            if backend is not None:
+                try:
+                    await asyncio.wait_for(backend.close(), self.timeouts.call)
+                except (BackendError, OSError, TimeoutError) as exc:
+                    _say(f"{self.session}: close: {exc or type(exc).__name__}")
+            if pump is not None:
+                try:
+                    await asyncio.wait_for(asyncio.shield(pump), self.timeouts.stop)
+                except TimeoutError:
+                    pump.cancel()
+            if self._watchdog is not None:
+                self._watchdog.cancel()
+            for subscriber in self._subscribers:
+                subscriber.close()
+            self._subscribers.clear()
+            self._log.close()
+            self.closed = True
+
+
+# -- making and opening sessions -----------------------------------------------------------
+
+
+def _caller(cwd: str, env: Mapping[str, str] | None) -> Caller:
+    return Caller(env, cwd)
+
+
+def create_session(settings: SessionSettings, *, env: Mapping[str, str] | None = None,
+                   timeouts: Timeouts = Timeouts(),
+                   durability: str = events.DEFAULT_DURABILITY) -> SessionCore:
+    """A new cos session for `settings.agent` in the project of `settings.cwd` (not started).
+
+    Raises:
+        InvalidInput: no backend of that agent. Misroute, StateIOError: as the state dir.
+    """
+    if settings.agent not in BACKENDS:
+        raise InvalidInput(f"no backend {settings.agent!r}: expected one of "
+                           f"{', '.join(BACKENDS)}")
+    caller = _caller(settings.cwd, env)
+    project = caller.resolution.project_root
+    if settings.agent in NATIVE_TRANSCRIPT_AGENTS:
+        from coding_os.git.repo import branch
+
+        worktree = caller.resolution.worktree or project
+        session = transcript.create(caller.tiers, settings.agent, project=project,
+                                    worktree=worktree, branch=branch(worktree))
+    else:
+        session = mint_session_id(settings.agent)
+    log = events.EventLog.open(caller.tiers, session, durability=durability)
+    return SessionCore(caller.tiers, session, log, settings=settings, project=project,
+                       env=env, timeouts=timeouts)
+
+
+def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None,
+                 timeouts: Timeouts = Timeouts(),
+                 durability: str = events.DEFAULT_DURABILITY) -> SessionCore:
+    """An existing session of the project of `cwd`, ready to resume (its backend not started).
+
+    A log ending in a task without its end (the process that served it was killed) gets
+    `turn_aborted` `backend_exit` and an `error` now.
+
+    Raises:
+        InvalidId: not a session id. NotFound: no such session in this project.
+        CrossProject: it is a session of another project.
+    """
+    validate_session_id(session)
+    caller = _caller(cwd, env)
+    tiers = caller.tiers
+    project = caller.resolution.project_root
+    path = events.events_path(tiers, session)
+    if not os.path.exists(path):
+        meta = None
+        try:
+            meta = transcript.read_meta(transcript.transcript_path(tiers, session))
+        except CosError:
+            pass
+        if meta is not None and meta.get("project") not in (None, project):
+            raise CrossProject(f"{session} is a session of {meta.get('project')}: "
+                               f"cd {meta.get('project')} and resume it there")
+        raise NotFound(f"no session {session} run by cos in this project")
+    settings: SessionSettings | None = None
+    native_id: str | None = None
+    open_task: tuple[int | str, str | None] | None = None
+    last_task = 0
+    for event in events.replay(path, 0):
+        msg = event["msg"]
+        kind = msg["type"]
+        if kind == "session_configured":
+            if msg.get("project") not in (None, project):
+                raise CrossProject(f"{session} is a session of another project")
+            options = msg.get("options")
+            settings = SessionSettings(
+                agent=msg["agent"], cwd=msg["cwd"], model=msg.get("model"),
+                permission_mode=msg.get("permission_mode"),
+                options=options if isinstance(options, dict) else {})
+            native_id = msg.get("native_id") or native_id
+        elif kind == "task_started":
+            open_task = (msg["task"], event.get("id"))
+            if isinstance(msg["task"], int):
+                last_task = max(last_task, msg["task"])
+        elif kind in events.TASK_ENDS:
+            open_task = None
+    log = events.EventLog.open(tiers, session, durability=durability)
+    core = SessionCore(tiers, session, log, settings=settings, project=project, env=env,
+                       timeouts=timeouts, native_id=native_id, next_task=last_task + 1)
+    if open_task is not None:
+        task, reply_to = open_task
+        log.append("turn_aborted", {"task": task, "reason": "backend_exit"}, reply_to=reply_to)
+        log.append("error", {"message": f"the process serving {session} ended during task "
+                                        f"{task}; the next input resumes its session",
+                             "fatal": True}, reply_to=reply_to)
+    return core
+
+
+def fork_session(source: str, cwd: str, at: int | None = None, *,
+                 env: Mapping[str, str] | None = None, timeouts: Timeouts = Timeouts(),
+                 durability: str = events.DEFAULT_DURABILITY) -> SessionCore:
+    """A new session forked from the python session `source` (its transcript up to `at`),
+    with the source's settings (not started).
+
+    Raises:
+        InvalidInput: `source` is not a python session, or a bad `at`. NotFound, CrossProject:
+            as `open_session`.
+    """
+    validate_session_id(source)
+    agent = transcript.session_agent(source)
+    if agent != "python":
+        raise InvalidInput(f"fork of a {agent} session is not supported by the engine yet; "
+                           "only python sessions fork")
+    parent = open_session(source, cwd, env=env, timeouts=timeouts, durability="none")
+    settings = parent.settings
+    parent._log.close()
+    forked = transcript.fork(parent.tiers, source, at)
+    log = events.EventLog.open(parent.tiers, forked.session, durability=durability)
+    if settings is None:
+        settings = SessionSettings(agent=agent, cwd=cwd)
+    return SessionCore(parent.tiers, forked.session, log, settings=replace(settings),
+                       project=parent.project, env=env, timeouts=timeouts)
