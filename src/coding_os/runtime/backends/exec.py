@@ -1,0 +1,176 @@
+"""The `exec` backend (DESIGN.md §6): a shell command as a session without a model.
+
+Each user input is one task that runs one command with `/bin/sh -c` in the session's cwd, in a
+process group of its own: the input's text is the command, unless the session was configured
+with `options["command"]`, which then runs for every input with the input's text on its stdin.
+Each line the command prints is an `agent_message` (`stream`: `stdout` or `stderr`); its exit
+ends the task with `task_complete` (`usage`: `{"exit_code": N}`, negative for a signal). An
+interrupt sends SIGTERM to its process group, then SIGKILL after a grace period; the task ends
+`turn_aborted`. It never asks for approval.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import AsyncIterator
+
+from coding_os.errors import BackendError
+from coding_os.runtime.backend import BackendConfig, BackendEvent
+
+__all__ = ["ExecBackend", "LINE_MAX", "GRACE_SECONDS"]
+
+LINE_MAX = 64 * 1024  # a longer line is given in pieces of this many characters
+GRACE_SECONDS = 2.0  # from SIGTERM to SIGKILL
+_CHUNK = 64 * 1024
+
+
+class ExecBackend:
+    """Runs one shell command per user input; its output lines are the events."""
+
+    agent = "exec"
+
+    def __init__(self) -> None:
+        self._queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()
+        self._cwd = "."
+        self._env: dict[str, str] | None = None
+        self._command: str | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._run: asyncio.Task[None] | None = None
+        self._interrupted = False
+        self._closed = False
+
+    async def start(self, config: BackendConfig) -> str | None:
+        """Note where and what to run; there is no native session.
+
+        Raises:
+            BackendError: the cwd is not a directory, or `options["command"]` is not a string.
+        """
+        if not os.path.isdir(config.cwd):
+            raise BackendError(f"no directory {config.cwd}")
+        command = config.options.get("command")
+        if command is not None and not isinstance(command, str):
+            raise BackendError("options.command must be a string")
+        self._cwd = config.cwd
+        self._env = dict(config.env) if config.env is not None else None
+        self._command = command or None
+        return None
+
+    async def submit(self, text: str) -> None:
+        """Run the command of this input.
+
+        Raises:
+            BackendError: the backend is closed, or the shell cannot be started.
+        """
+        if self._closed:
+            raise BackendError("the exec backend is closed")
+        command = self._command if self._command is not None else text
+        self._interrupted = False
+        if not command.strip():
+            self._queue.put_nowait(BackendEvent("error", {"message": "nothing to run: the "
+                                                          "input is empty", "fatal": False}))
+            self._queue.put_nowait(BackendEvent("task_complete", {"usage": {"exit_code": None}}))
+            return
+        try:
+            process = await asyncio.create_subprocess_exec(
+                "/bin/sh", "-c", command, cwd=self._cwd, env=self._env,
+                stdin=asyncio.subprocess.PIPE if self._command is not None
+                else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                start_new_session=True)
+        except OSError as exc:
+            raise BackendError(f"cannot run /bin/sh: {exc.strerror or exc}") from None
+        self._process = process
+        if process.stdin is not None:
+            try:
+                process.stdin.write(text.encode("utf-8", "surrogateescape"))
+                await process.stdin.drain()
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the command does not read its input
+            process.stdin.close()
+        self._run = asyncio.create_task(self._follow(process))
+
+    async def _follow(self, process: asyncio.subprocess.Process) -> None:
+        assert process.stdout is not None and process.stderr is not None
+        await asyncio.gather(self._lines(process.stdout, "stdout"),
+                             self._lines(process.stderr, "stderr"))
+        code = await process.wait()
+        if self._process is process:
+            self._process = None
+        if self._interrupted:
+            self._queue.put_nowait(BackendEvent("turn_aborted", {"reason": "interrupted"}))
+        else:
+            self._queue.put_nowait(BackendEvent("task_complete", {"usage": {"exit_code": code}}))
+
+    async def _lines(self, stream: asyncio.StreamReader, name: str) -> None:
+        pending = b""
+        while True:
+            chunk = await stream.read(_CHUNK)
+            if not chunk:
+                break
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self._message(line, name)
+            while len(pending) > LINE_MAX:
+                self._message(pending[:LINE_MAX], name)
+                pending = pending[LINE_MAX:]
+        if pending:
+            self._message(pending, name)
+
+    def _message(self, line: bytes, stream: str) -> None:
+        text = line.decode("utf-8", "replace").removesuffix("\r")
+        self._queue.put_nowait(BackendEvent("agent_message", {"text": text, "stream": stream}))
+
+    async def interrupt(self) -> None:
+        """SIGTERM to the command's process group; SIGKILL if it is still there after a grace
+        period. The task ends `turn_aborted` when the command has exited."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        self._interrupted = True
+        self._signal(process, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(process.wait(), GRACE_SECONDS)
+        except TimeoutError:
+            self._signal(process, signal.SIGKILL)
+
+    @staticmethod
+    def _signal(process: asyncio.subprocess.Process, number: int) -> None:
+        try:
+            os.killpg(process.pid, number)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    async def answer(self, request: str | int, allow: bool) -> None:
+        """A command asks for no approval: there is nothing to answer.
+
+        Raises:
+            BackendError: always.
+        """
+        raise BackendError("the exec backend asks for no approval")
+
+    async def events(self) -> AsyncIterator[BackendEvent]:
+        """The output lines and task ends, until `close`."""
+        while True:
+            event = await self._queue.get()
+            if event is None:
+                return
+            yield event
+
+    async def close(self) -> None:
+        """Kill a command still running (its whole process group) and end `events`."""
+        if self._closed:
+            return
+        self._closed = True
+        process = self._process
+        if process is not None and process.returncode is None:
+            self._interrupted = True
+            self._signal(process, signal.SIGKILL)
+        if self._run is not None:
+            try:
+                await asyncio.wait_for(self._run, GRACE_SECONDS * 2)
+            except TimeoutError:
+                self._run.cancel()
+        self._queue.put_nowait(None)
