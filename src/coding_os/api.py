@@ -1360,3 +1360,23 @@ def daemon_status(env: Mapping[str, str] | None = None) -> dict[str, object]:
     from coding_os.daemon.server import status
 
     return status(env)
+
+
+def serve_protocol(session: str | None = None, agent: str | None = None,
+                   cwd: str | None = None, env: Mapping[str, str] | None = None) -> int:
+    """`cos protocol`: the protocol of DESIGN.md §7 on stdin and stdout until shutdown or the
+    end of stdin; its exit status. `session` serves that session (of this project); `agent` is
+    the agent a `configure` without one starts; `cwd` the project and the agent's directory.
+
+    Raises:
+        InvalidInput: both a session and an agent, or an agent without a backend.
+    """
+    from coding_os.runtime.backends import BACKENDS
+    from coding_os.runtime.protocol import serve_stdio
+
+    if session is not None and agent is not None:
+        raise InvalidInput("give --session or --agent, not both")
+    if agent is not None and agent not in BACKENDS:
+        raise InvalidInput(f"no backend {agent!r}: expected one of {', '.join(BACKENDS)}")
+    return serve_stdio(session=session, agent=agent,
+                       cwd=os.path.abspath(cwd) if cwd is not None else None, env=env)

@@ -935,6 +935,21 @@ def mcp_command(http: bool, port: int) -> None:
     serve("http" if http else "stdio", port)
 
 
+@cli.command("protocol")
+@click.option("--session", "session", metavar="ID",
+              help="Serve this session of the project (a resume op replays its events).")
+@click.option("--agent", "agent", metavar="A",
+              help="The agent a configure op without one starts: claude, codex, python, exec.")
+@click.option("--cwd", "cwd", type=click.Path(file_okay=False), metavar="P",
+              help="The project and the agent's working directory (default: here).")
+def protocol_command(session: str | None, agent: str | None, cwd: str | None) -> None:
+    """Speak the session protocol on stdio: one JSON op per line in, one JSON event per line
+    out (docs/protocol.md). Bad input gets an error event; it serves until shutdown or EOF."""
+    code = api.serve_protocol(session=session, agent=agent, cwd=cwd)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
 # -- the daemon (DESIGN.md §6) ----------------------------------------------------------------------
 
 

@@ -1,0 +1,301 @@
+"""The protocol of DESIGN.md §7 on a stream: newline-delimited JSON, one object per line.
+
+UI → core: `{"id": "<client id>", "op": {"type": …}}` with the ops `configure`, `user_input`,
+`interrupt`, `approval`, `resume`, `fork` and `shutdown`. Core → UI: the events of the session as
+its events log stores them (`{"v":1,"seq":N,"ts":…,"session":…,"id":…,"msg":{"type":…}}`).
+
+A bad op (not JSON, too long, unknown, missing a field, naming an unknown session) is answered by
+an `error` event sent to this client only: it is not part of the session, so it is not stored
+and its `seq` is null. The server keeps serving. `serve_stdio` is `cos protocol`: stdout carries
+the wire only (whatever else writes to file descriptor 1, an agent's `print` included, goes to
+stderr).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from coding_os import jsonwire
+from coding_os.errors import CosError, InvalidInput
+from coding_os.runtime import core
+from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
+
+__all__ = ["LINE_MAX", "OPS", "Server", "serve_stdio"]
+
+LINE_MAX = 1 << 20  # a longer input line is refused (and skipped up to its newline)
+OPS = ("configure", "user_input", "interrupt", "approval", "resume", "fork", "shutdown")
+
+
+class _Refused(Exception):
+    """An op that gets an error event and nothing else."""
+
+
+def _field(op: Mapping[str, Any], name: str, kinds: type | tuple[type, ...],
+           optional: bool = False) -> Any:
+    value = op.get(name)
+    if value is None and optional:
+        return None
+    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in (
+            kinds if isinstance(kinds, tuple) else (kinds,)):
+        what = "missing" if value is None else "of the wrong type"
+        raise _Refused(f"{op.get('type')}: the field {name!r} is {what}")
+    return value
+
+
+class Server:
+    """Serves one client (a reader of lines and a writer of lines) over one session at a time."""
+
+    def __init__(self, write: Callable[[bytes], None], *, agent: str | None = None,
+                 cwd: str | None = None, env: Mapping[str, str] | None = None,
+                 timeouts: Timeouts = Timeouts()) -> None:
+        self._write = write
+        self.agent = agent
+        self.cwd = cwd or os.getcwd()
+        self._env = env
+        self._timeouts = timeouts
+        self.core: SessionCore | None = None
+        self._subscription: Subscription | None = None
+        self._forwarder: asyncio.Task[None] | None = None
+        self.done = False
+        self.stopped = asyncio.Event()  # set by stop(): shut down now
+
+    def stop(self) -> None:
+        """Shut down as soon as the op being carried out is done (SIGTERM)."""
+        self.done = True
+        self.stopped.set()
+
+    # -- output ----------------------------------------------------------------------------
+
+    def _send(self, event: Mapping[str, Any]) -> None:
+        self._write(jsonwire.dumps(event).encode("ascii") + b"\n")
+
+    def send_error(self, message: str, reply_to: object = None) -> None:
+        """An error for this client only: not stored, `seq` null."""
+        self._send({"id": reply_to if isinstance(reply_to, (str, int)) else None, "seq": None,
+                    "session": self.core.session if self.core else None,
+                    "msg": {"type": "error", "message": message, "fatal": False}})
+
+    async def _forward(self, subscription: Subscription) -> None:
+        while True:
+            event = await subscription.get()
+            if event is None:
+                return
+            self._send(event)
+
+    async def _attach(self, session: SessionCore, after_seq: int) -> None:
+        """Send this client the events of `session` after `after_seq`, then the live ones."""
+        subscription = session.subscribe(after_seq)  # a bad seq leaves the old one in place
+        await self._detach()
+        self._subscription = subscription
+        self._forwarder = asyncio.create_task(self._forward(self._subscription))
+
+    async def _detach(self) -> None:
+        subscription, forwarder = self._subscription, self._forwarder
+        self._subscription = self._forwarder = None
+        if subscription is not None:
+            if self.core is not None:
+                self.core.unsubscribe(subscription)
+            subscription.close()
+        if forwarder is not None:
+            await forwarder  # what was handed to it is written before anything else
+
+    async def _switch(self, session: SessionCore, after_seq: int) -> None:
+        """Serve `session` from now on (the previous one is shut down)."""
+        await self._detach()
+        if self.core is not None and self.core is not session:
+            await self.core.shutdown()
+        self.core = session
+        await self._attach(session, after_seq)
+
+    # -- input -----------------------------------------------------------------------------
+
+    async def handle_line(self, line: bytes) -> None:
+        """Carry out one line of input; a bad one gets an error event."""
+        reply_to: object = None
+        try:
+            try:
+                message = jsonwire.loads(line)
+            except ValueError:
+                raise _Refused("not JSON: each line must be one JSON object") from None
+            if not isinstance(message, dict):
+                raise _Refused("each line must be a JSON object with an op")
+            reply_to = message.get("id")
+            if reply_to is not None and not isinstance(reply_to, (str, int)):
+                raise _Refused("the id must be a string or an integer")
+            op = message.get("op")
+            if not isinstance(op, dict) or not isinstance(op.get("type"), str):
+                raise _Refused("the line has no op (an object with a type)")
+            kind = op["type"]
+            if kind not in OPS:
+                raise _Refused(f"unknown op {kind[:40]!r}: expected one of {', '.join(OPS)}")
+            submission = str(reply_to) if reply_to is not None else None
+            await getattr(self, f"_op_{kind}")(op, submission)
+        except _Refused as exc:
+            self.send_error(str(exc), reply_to)
+        except CosError as exc:
+            self.send_error(str(exc), reply_to)
+
+    def _session(self) -> SessionCore:
+        if self.core is None or self.core.closed:
+            raise _Refused("no session: send configure (a new one) or resume (an old one) "
+                           "first")
+        return self.core
+
+    async def _op_configure(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        agent = _field(op, "agent", str, optional=True) or (
+            self.core.agent if self.core else self.agent)
+        if agent is None:
+            raise _Refused("configure: the field 'agent' is missing")
+        cwd = _field(op, "cwd", str, optional=True) or (
+            self.core.settings.cwd if self.core and self.core.settings else self.cwd)
+        options = dict(_field(op, "options", dict, optional=True) or {})
+        for name in ("command", "target"):
+            if op.get(name) is not None:
+                options[name] = _field(op, name, str)
+        settings = SessionSettings(
+            agent=agent, cwd=os.path.abspath(cwd),
+            model=_field(op, "model", str, optional=True),
+            permission_mode=_field(op, "permission_mode", str, optional=True),
+            options=options)
+        if self.core is not None and not self.core.closed:
+            await self.core.configure(settings, reply_to)
+            return
+        session = core.create_session(settings, env=self._env, timeouts=self._timeouts)
+        await self._switch(session, 0)
+        await session.configure(None, reply_to)
+
+    async def _op_user_input(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        text = _field(op, "text", str)
+        await self._session().user_input(text, reply_to)
+
+    async def _op_interrupt(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        await self._session().interrupt(reply_to)
+
+    async def _op_approval(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        request = _field(op, "request", (str, int))
+        decision = _field(op, "decision", str)
+        if decision not in ("allow", "deny"):
+            raise _Refused("approval: the decision must be allow or deny")
+        await self._session().approval(request, decision == "allow", reply_to)
+
+    async def _op_resume(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        session = _field(op, "session", str)
+        last_seq = _field(op, "last_seq", int)
+        if last_seq < 0:
+            raise _Refused("resume: last_seq must be 0 or more")
+        if self.core is not None and not self.core.closed and self.core.session == session:
+            await self._attach(self.core, last_seq)
+            return
+        opened = core.open_session(session, self.cwd, env=self._env, timeouts=self._timeouts)
+        if last_seq > opened.last_seq:
+            await opened.shutdown()
+            raise _Refused(f"last_seq {last_seq} is beyond the end of {session} "
+                           f"(its last seq is {opened.last_seq})")
+        await self._switch(opened, last_seq)
+
+    async def _op_fork(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        source = _field(op, "session", str)
+        at = _field(op, "at", int, optional=True)
+        forked = core.fork_session(source, self.cwd, at, env=self._env,
+                                   timeouts=self._timeouts)
+        await self._switch(forked, 0)
+        await forked.configure(None, reply_to)
+
+    async def _op_shutdown(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        await self.close(reply_to)
+
+    async def close(self, reply_to: str | None = None) -> None:
+        """Shut the session down and write what is left to send; the server is done."""
+        self.done = True
+        if self.core is not None:
+            await self.core.shutdown(reply_to)
+        await self._detach()
+
+    async def open(self, session: str) -> None:
+        """Serve `session` (`--session`): its events from now on; `resume` replays older ones.
+
+        Raises:
+            InvalidId, NotFound, CrossProject: as `core.open_session`.
+        """
+        opened = core.open_session(session, self.cwd, env=self._env, timeouts=self._timeouts)
+        await self._switch(opened, opened.last_seq)
+
+
+async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes | None, bool]:
+    """The next line (None at the end of input) and whether it was too long (then skipped)."""
+    too_long = False
+    while True:
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:
+            if too_long:
+                return b"", True
+            return (exc.partial or None), False
+        except asyncio.LimitOverrunError as exc:
+            too_long = True
+            await reader.readexactly(max(exc.consumed, 1))
+            continue
+        return (b"" if too_long else line), too_long
+
+
+async def serve(reader: asyncio.StreamReader, server: Server, session: str | None = None) -> int:
+    """Serve ops from `reader` until `shutdown` or the end of input (after which the running
+    task is let finish); the exit status."""
+    if session is not None:
+        try:
+            await server.open(session)
+        except CosError as exc:
+            server.send_error(str(exc))
+    while not server.done:
+        line, too_long = await _read_line(reader)
+        if line is None:
+            break
+        if too_long:
+            server.send_error(f"the line is longer than {LINE_MAX} bytes; it was skipped")
+            continue
+        if line.strip():
+            await server.handle_line(line)
+    if not server.done and server.core is not None and not server.core.closed:
+        # The end of input lets the running task finish, unless a stop comes first.
+        idle = asyncio.create_task(server.core.wait_idle())
+        stopped = asyncio.create_task(server.stopped.wait())
+        await asyncio.wait({idle, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        idle.cancel()
+        stopped.cancel()
+    await server.close()
+    return 0
+
+
+def serve_stdio(*, session: str | None = None, agent: str | None = None,
+                cwd: str | None = None, env: Mapping[str, str] | None = None) -> int:
+    """`cos protocol`: serve stdin and stdout until shutdown, the end of stdin or SIGTERM."""
+    wire = os.fdopen(os.dup(1), "wb", buffering=0)
+    os.dup2(2, 1)  # nothing but the wire reaches the client's stdout
+    sys.stdout = sys.stderr
+
+    def write(data: bytes) -> None:
+        wire.write(data)
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=LINE_MAX)
+        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        server = Server(write, agent=agent, cwd=cwd, env=env)
+        serving = asyncio.create_task(serve(reader, server, session))
+
+        def stop() -> None:  # SIGTERM: shut down now, the running task aborted (shutdown)
+            server.stop()
+            reader.feed_eof()
+
+        loop.add_signal_handler(signal.SIGTERM, stop)
+        return await serving
+
+    try:
+        return asyncio.run(main())
+    finally:
+        wire.close()

@@ -1,0 +1,236 @@
+"""`cos protocol` as a whole process (runtime/protocol.py): the conformance scenarios of §7 over
+every backend the `backend` fixture lists, re-attach across a SIGKILL, and bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coding_os.runtime import events
+from coding_os.state.tiers import Tiers
+
+Start = Any  # the `protocol` fixture: starts a cos protocol process
+
+
+def kinds(got: list[dict[str, Any]]) -> list[str]:
+    return [event["msg"]["type"] for event in got]
+
+
+def stored(project: Path, session: str) -> list[dict[str, Any]]:
+    return events.read_since(events.events_path(Tiers(str(project / ".coding-os")), session),
+                             0).events
+
+
+def configured(client: Any, backend: Any) -> str:
+    client.send("configure", **backend.configure)
+    event = client.until_type("session_configured")[-1]
+    assert event["msg"]["agent"] == backend.agent
+    return str(event["session"])
+
+
+def test_a_task_runs_to_task_complete_with_the_agents_messages(protocol: Start, backend: Any,
+                                                                project: Path) -> None:
+    client = protocol()
+    session = configured(client, backend)
+    submission = client.send("user_input", text=backend.quick)
+    got = client.until_type("task_complete")
+    assert kinds(got)[0] == "task_started"
+    assert backend.quick_says in [e["msg"].get("text") for e in got]
+    assert all(e["id"] == submission and e["session"] == session for e in got)
+    assert got[-1]["msg"]["task"] == got[0]["msg"]["task"]
+    seqs = [e["seq"] for e in client.seen]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert client.seen == stored(project, session)
+
+
+def test_an_interrupt_mid_task_aborts_it_and_the_next_input_works(protocol: Start,
+                                                                    backend: Any) -> None:
+    client = protocol()
+    configured(client, backend)
+    client.send("user_input", text=backend.slow)
+    client.until_says(backend.slow_says)
+    client.send("interrupt")
+    aborted = client.until_type("turn_aborted")[-1]
+    assert aborted["msg"]["reason"] == "interrupted"
+    client.send("user_input", text=backend.quick)
+    got = client.until_type("task_complete")
+    assert backend.quick_says in [e["msg"].get("text") for e in got]
+
+
+def test_a_second_input_mid_task_replaces_the_running_one(protocol: Start,
+                                                           backend: Any) -> None:
+    client = protocol()
+    configured(client, backend)
+    client.send("user_input", text=backend.slow)
+    first = client.until_says(backend.slow_says)[0]
+    client.send("user_input", text=backend.quick)
+    aborted = client.until_type("turn_aborted")[-1]
+    assert aborted["msg"] == {"type": "turn_aborted", "reason": "replaced",
+                              "task": first["msg"]["task"]}
+    got = client.until_type("task_complete")
+    assert kinds(got)[0] == "task_started"
+    assert got[-1]["msg"]["task"] != first["msg"]["task"]
+    assert backend.quick_says in [e["msg"].get("text") for e in got]
+
+
+def test_an_approval_denied_then_allowed_runs_the_tool_only_after_allow(
+        protocol: Start, backend: Any, project: Path) -> None:
+    if not backend.approvals:
+        pytest.skip(f"{backend.agent} asks for no approval")
+    client = protocol()
+    configured(client, backend)
+    target = project / "notes.txt"
+    client.send("user_input", text="write notes.txt: first")
+    asked = client.until_type("approval_request")[-1]["msg"]
+    assert asked["tool"] == "Write" and not target.exists()
+    client.send("approval", request=asked["request"], decision="deny")
+    got = client.until_type("task_complete")
+    assert "tool_call" not in kinds(got) and not target.exists()
+    client.send("user_input", text="write notes.txt: second")
+    asked = client.until_type("approval_request")[-1]["msg"]
+    assert not target.exists()
+    client.send("approval", request=asked["request"], decision="allow")
+    got = client.until_type("task_complete")
+    assert kinds(got)[:2] == ["tool_call", "tool_result"]
+    assert target.read_text(encoding="utf-8") == "second\n"
+
+
+def test_shutdown_ends_the_process_with_exit_status_zero(protocol: Start,
+                                                          backend: Any) -> None:
+    client = protocol()
+    configured(client, backend)
+    client.send("user_input", text=backend.slow)
+    client.until_says(backend.slow_says)
+    client.send("shutdown")
+    aborted = client.until_type("turn_aborted")[-1]
+    assert aborted["msg"]["reason"] == "shutdown"
+    assert client.proc.wait(timeout=15) == 0
+
+
+@pytest.mark.parametrize("run", range(3))
+def test_a_new_process_resumes_after_a_sigkill_mid_task_with_no_gap_and_no_duplicate(
+        protocol: Start, backend: Any, project: Path, run: int) -> None:
+    first = protocol()
+    session = configured(first, backend)
+    first.send("user_input", text=backend.quick)
+    first.until_type("task_complete")
+    first.send("user_input", text=backend.slow)
+    slow = first.until_says(backend.slow_says)[-1]["msg"]["text"]
+    seen_before = list(first.seen)
+    first.kill()
+    if backend.agent == "exec":  # its command outlives the killed process: end it here
+        os.killpg(int(slow.split()[-1]), signal.SIGKILL)
+    # The client saw up to some seq (a different one each run), then resumes from there.
+    last_seen = seen_before[-1 - run]["seq"] if run < len(seen_before) else 0
+    second = protocol()
+    second.send("resume", session=session, last_seq=last_seen)
+    replayed = second.until(lambda e: e["msg"]["type"] == "error" and e["msg"]["fatal"])
+    assert [e["msg"]["type"] for e in replayed[-2:]] == ["turn_aborted", "error"]
+    assert replayed[-2]["msg"]["reason"] == "backend_exit"
+    second.send("user_input", text=backend.quick)
+    second.until_type("task_complete")
+    union = {e["seq"]: e for e in seen_before if e["seq"] <= last_seen}
+    for event in second.seen:
+        assert event["seq"] not in union
+        union[event["seq"]] = event
+    log = stored(project, session)
+    assert [union[s] for s in sorted(union)] == log
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+    # The resumed session started its backend again with the stored settings.
+    restarted = [e for e in second.seen if e["msg"]["type"] == "session_configured"]
+    assert restarted and restarted[0]["msg"]["agent"] == backend.agent
+
+
+def test_resume_in_the_same_process_replays_from_last_seq_then_goes_on_live(
+        protocol: Start, backend: Any) -> None:
+    client = protocol()
+    session = configured(client, backend)
+    client.send("user_input", text=backend.quick)
+    client.until_type("task_complete")
+    before = list(client.seen)
+    client.send("resume", session=session, last_seq=1)
+    replayed = client.until(lambda e: e["seq"] == before[-1]["seq"])
+    assert replayed == before[1:]
+    client.send("user_input", text=backend.quick)
+    live = client.until_type("task_complete")
+    assert live[0]["seq"] == before[-1]["seq"] + 1
+
+
+def bad(client: Any) -> dict[str, Any]:
+    event: dict[str, Any] = client.read()
+    assert event["msg"]["type"] == "error" and event["seq"] is None, event
+    return event
+
+
+def test_bad_input_gets_error_events_and_the_process_keeps_serving(
+        protocol: Start, project: Path, tmp_path: Path) -> None:
+    client = protocol("--agent", "exec")
+    client.send_raw(b"this is not json\n")
+    assert "not JSON" in bad(client)["msg"]["message"]
+    client.send_raw(b"[1, 2]\n")
+    bad(client)
+    client.send("reticulate")
+    assert "unknown op" in bad(client)["msg"]["message"]
+    client.send("user_input", text="echo x")
+    assert "no session" in bad(client)["msg"]["message"]
+    client.send_raw(b'{"id": "big", "op": {"type": "user_input", "text": "'
+                    + b"x" * (3 << 20) + b'"}}\n')
+    assert "longer than" in bad(client)["msg"]["message"]
+    client.send("resume", session="ses-exec-20200101-000000-abcd", last_seq=0)
+    assert "no session" in bad(client)["msg"]["message"]
+    client.send("resume", session="not-an-id", last_seq=0)
+    bad(client)
+    client.send("configure")
+    session = client.until_type("session_configured")[-1]["session"]
+    client.send("user_input")
+    assert "'text'" in bad(client)["msg"]["message"]
+    client.send("approval", request="r9", decision="allow")
+    assert "no approval" in bad(client)["msg"]["message"]
+    client.send("interrupt")
+    assert "no task" in bad(client)["msg"]["message"]
+    client.send("fork", session=session)
+    assert "not supported" in bad(client)["msg"]["message"]
+    client.send("resume", session=session, last_seq=99)
+    assert "beyond the end" in bad(client)["msg"]["message"]
+    # still serving, and nothing of the above was stored
+    client.send("user_input", text="echo still here")
+    got = client.until_type("task_complete")
+    assert "still here" in [e["msg"].get("text") for e in got]
+    assert all(e["seq"] is not None for e in stored(project, str(session)))
+
+
+def test_resume_of_a_session_of_another_project_is_an_error(protocol: Start, project: Path,
+                                                            tmp_path: Path) -> None:
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / ".git").mkdir()
+    elsewhere = protocol("--cwd", str(other))
+    elsewhere.send("configure", agent="exec")
+    session = elsewhere.until_type("session_configured")[-1]["session"]
+    client = protocol()
+    client.send("resume", session=session, last_seq=0)
+    assert "no session" in bad(client)["msg"]["message"]
+
+
+def test_the_wire_is_one_json_object_per_line_and_nothing_else(protocol: Start,
+                                                                project: Path) -> None:
+    agent = project / "noisy.py"
+    agent.write_text(
+        "class Noisy:\n"
+        "    async def run_turn(self, session, text):\n"
+        "        print('this goes to stderr')\n"
+        "        yield {'type': 'agent_message', 'text': 'quiet'}\n", encoding="utf-8")
+    client = protocol()
+    client.send("configure", agent="python", target="noisy.py:Noisy")
+    client.until_type("session_configured")
+    client.send("user_input", text="hi")
+    got = client.until_type("task_complete")
+    assert "quiet" in [e["msg"].get("text") for e in got]
+    client.send("shutdown")
+    assert client.proc.wait(timeout=15) == 0
+    assert json.loads(json.dumps(client.seen)) == client.seen
