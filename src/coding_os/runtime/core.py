@@ -140,7 +140,7 @@ class SessionCore:
         self._task_reply: str | None = None
         self._task_done = asyncio.Event()
         self._abort_reason: str | None = None
-        self._stale_ends = 0  # task ends the backend still owes for tasks the core closed
+        self._discarded: set[asyncio.Task[None]] = set()  # backends being closed
         self._approvals: set[str | int] = set()
         self._next_task = next_task
         self._last_heard = 0.0
@@ -284,13 +284,15 @@ class SessionCore:
         """Record what the backend does until its events end."""
         try:
             async for event in backend.events():
-                self._on_backend_event(event)
+                if self._backend is backend:  # a discarded backend's events are dropped
+                    self._on_backend_event(event)
         except Exception as exc:  # the backend's own failure: recorded, never a crash
             self._record("error", {"message": f"the {self.agent} backend failed: "
                                               f"{type(exc).__name__}: {exc}", "fatal": True},
                          self._task_reply)
-        if self._backend is backend:
-            self._backend = None
+        if self._backend is not backend:
+            return  # discarded or closed by the core: its end is no event
+        self._backend = None
         if self._task is not None:
             self._end_task("turn_aborted", {"reason": "backend_exit"})
             self._record("error", {"message": f"the {self.agent} process ended during the "
@@ -310,9 +312,7 @@ class SessionCore:
             return
         fields = dict(event.fields)
         if kind in events.TASK_ENDS:
-            if self._task is None or self._stale_ends:
-                if self._stale_ends:
-                    self._stale_ends -= 1
+            if self._task is None:
                 return  # the end of a task the core closed already
             self._end_task(kind, fields)
             return
@@ -442,11 +442,24 @@ class SessionCore:
             if self._task == task:
                 reply_to = self._task_reply
                 self._end_task("turn_aborted", {"reason": reason})
-                self._stale_ends += 1
                 self._record("error", {"message": f"the agent did not stop within "
                                                   f"{self.timeouts.stop:g}s; task {task} "
-                                                  "recorded as ended", "fatal": False},
-                             reply_to)
+                                                  "recorded as ended and its process closed; "
+                                                  "the next input resumes its session",
+                                       "fatal": False}, reply_to)
+                # Nothing it says later belongs to a task: it is closed, and the next input
+                # starts the backend again.
+                if backend is not None and self._backend is backend:
+                    self._backend = None
+                    closing = asyncio.create_task(self._discard(backend))
+                    self._discarded.add(closing)
+                    closing.add_done_callback(self._discarded.discard)
+
+    async def _discard(self, backend: Backend) -> None:
+        try:
+            await asyncio.wait_for(backend.close(), self.timeouts.call)
+        except (BackendError, OSError, TimeoutError) as exc:
+            _say(f"{self.session}: close: {exc or type(exc).__name__}")
 
     async def approval(self, request: str | int, allow: bool,
                        reply_to: str | None = None) -> None:
@@ -494,6 +507,8 @@ class SessionCore:
                     pump.cancel()
             if self._watchdog is not None:
                 self._watchdog.cancel()
+            if self._discarded:
+                await asyncio.wait(set(self._discarded), timeout=self.timeouts.call)
             for subscriber in self._subscribers:
                 subscriber.close()
             self._subscribers.clear()

@@ -1,0 +1,220 @@
+"""The session core (runtime/core.py), in process: subscribers, task rules, bounded waits, the
+repair of a task a killed process left open, and what a python session leaves behind."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+from coding_os import api
+from coding_os.runtime import core, events
+from coding_os.runtime.backend import BackendConfig, BackendEvent
+from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
+from coding_os.sessions import transcript
+
+ECHO = str(Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py") + ":EchoAgent"
+
+
+def run(work: Callable[[], Awaitable[None]]) -> None:
+    asyncio.run(asyncio.wait_for(work(), 20))
+
+
+async def until(subscription: Subscription, kind: str) -> list[dict[str, Any]]:
+    """Events of `subscription` up to and including the first of type `kind`."""
+    got = []
+    while True:
+        event = await asyncio.wait_for(subscription.get(), 10)
+        assert event is not None, got
+        got.append(event)
+        if event["msg"]["type"] == kind:
+            return got
+
+
+class ScriptedBackend:
+    """A backend whose agent does what the test says: it can end its process, or ignore an
+    interrupt. Stands in for the agent, not for the core under test."""
+
+    agent = "exec"
+
+    def __init__(self, ignore_interrupts: bool = False) -> None:
+        self.queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()
+        self.ignore_interrupts = ignore_interrupts
+        self.inputs: list[str] = []
+        self.configs: list[BackendConfig] = []
+
+    async def start(self, config: BackendConfig) -> str | None:
+        self.configs.append(config)
+        return "native-1"
+
+    async def submit(self, text: str) -> None:
+        self.inputs.append(text)
+        self.queue.put_nowait(BackendEvent("agent_message", {"text": f"got {text}"}))
+        if text == "quick":
+            self.queue.put_nowait(BackendEvent("task_complete", {"usage": {"n": 1}}))
+        elif text == "die":
+            self.queue.put_nowait(None)
+
+    async def interrupt(self) -> None:
+        if not self.ignore_interrupts:
+            self.queue.put_nowait(BackendEvent("turn_aborted", {"reason": "interrupted"}))
+
+    async def answer(self, request: str | int, allow: bool) -> None:
+        return None
+
+    async def events(self) -> AsyncIterator[BackendEvent]:
+        while (event := await self.queue.get()) is not None:
+            yield event
+
+    async def close(self) -> None:
+        self.queue.put_nowait(None)
+
+
+def scripted_session(project: Path, backend: ScriptedBackend, **timeouts: float) -> SessionCore:
+    made = core.create_session(SessionSettings("exec", str(project)), timeouts=Timeouts(**timeouts))
+    made._backends = lambda agent: backend  # type: ignore[assignment]
+    return made
+
+
+def kinds(got: list[dict[str, Any]]) -> list[str]:
+    return [event["msg"]["type"] for event in got]
+
+
+def test_every_subscriber_gets_every_event_once_in_seq_order(project: Path) -> None:
+    async def work() -> None:
+        session = core.create_session(SessionSettings("exec", str(project)))
+        early = session.subscribe(0)
+        await session.configure()
+        await session.user_input("echo one; echo two")
+        await until(early, "task_complete")
+        late = session.subscribe(2)  # joins after seq 2: gets the rest, then live
+        await session.user_input("echo three")
+        await until(early, "task_complete")
+        await session.shutdown()
+        stored = events.read_since(session.events_path, 0).events
+        early_seen = [e async for e in drained(early)]
+        late_seen = [e async for e in drained(late)]
+        assert [e["seq"] for e in stored] == list(range(1, len(stored) + 1))
+        assert early_seen == [] and late_seen[-1] == stored[-1]
+        assert [e["seq"] for e in late_seen] == list(range(3, len(stored) + 1))
+
+    run(work)
+
+
+async def drained(subscription: Subscription) -> AsyncIterator[dict[str, Any]]:
+    while (event := await asyncio.wait_for(subscription.get(), 5)) is not None:
+        yield event
+
+
+def test_a_backend_that_ends_mid_task_leaves_backend_exit_and_a_fatal_error_and_restarts(
+        project: Path) -> None:
+    async def work() -> None:
+        backend = ScriptedBackend()
+        session = scripted_session(project, backend)
+        stream = session.subscribe(0)
+        await session.user_input("die")
+        got = await until(stream, "error")
+        assert kinds(got)[-2:] == ["turn_aborted", "error"]
+        assert got[-2]["msg"]["reason"] == "backend_exit" and got[-1]["msg"]["fatal"] is True
+        backend.queue = asyncio.Queue()
+        await session.user_input("quick")  # starts the backend again, resuming native-1
+        got = await until(stream, "task_complete")
+        assert kinds(got)[:2] == ["session_configured", "task_started"]
+        assert backend.configs[-1].native_id == "native-1"
+        await session.shutdown()
+
+    run(work)
+
+
+def test_an_agent_that_ignores_an_interrupt_is_recorded_aborted_after_a_bounded_wait(
+        project: Path) -> None:
+    async def work() -> None:
+        started: list[ScriptedBackend] = []
+
+        def stubborn(agent: str) -> ScriptedBackend:
+            started.append(ScriptedBackend(ignore_interrupts=True))
+            return started[-1]
+
+        session = core.create_session(SessionSettings("exec", str(project)),
+                                      timeouts=Timeouts(stop=0.2))
+        session._backends = stubborn  # type: ignore[assignment]
+        stream = session.subscribe(0)
+        await session.user_input("slow")
+        await session.user_input("quick")
+        got = await until(stream, "task_complete")
+        assert kinds(got) == ["session_configured", "task_started", "agent_message",
+                              "turn_aborted", "error", "session_configured", "task_started",
+                              "agent_message", "task_complete"]
+        assert got[3]["msg"]["reason"] == "replaced" and got[4]["msg"]["fatal"] is False
+        # the stubborn one was closed; a second one, resuming its native session, ran the input
+        assert len(started) == 2 and started[1].configs[0].native_id == "native-1"
+        assert started[0].inputs == ["slow"] and started[1].inputs == ["quick"]
+        await session.shutdown()
+
+    run(work)
+
+
+def test_an_agent_that_never_answers_gets_an_error_then_an_interrupt(project: Path) -> None:
+    async def work() -> None:
+        session = core.create_session(SessionSettings("python", str(project),
+                                                      options={"target": ECHO}),
+                                      timeouts=Timeouts(reply=0.3))
+        stream = session.subscribe(0)
+        await session.user_input("sleep 60")
+        got = await until(stream, "turn_aborted")
+        assert kinds(got)[-2:] == ["error", "turn_aborted"]
+        assert "no answer" in got[-2]["msg"]["message"]
+        assert got[-1]["msg"]["reason"] == "interrupted"
+        await session.shutdown()
+
+    run(work)
+
+
+def test_opening_a_log_that_ends_in_an_open_task_closes_it_as_backend_exit(
+        project: Path) -> None:
+    async def work() -> None:
+        session = core.create_session(SessionSettings("exec", str(project)))
+        await session.configure()
+        session._log.append("task_started", {"task": 7}, reply_to="ui-1")
+        session._log.close()  # as a killed process leaves it: no end of task 7
+        reopened = core.open_session(session.session, str(project))
+        stored = events.read_since(reopened.events_path, 0).events
+        assert [e["msg"] for e in stored[-2:]][0] == {"type": "turn_aborted", "task": 7,
+                                                      "reason": "backend_exit"}
+        assert stored[-1]["msg"]["type"] == "error" and stored[-1]["id"] == "ui-1"
+        stream = reopened.subscribe(reopened.last_seq)
+        task = await reopened.user_input("echo again")
+        assert task == 8
+        got = await until(stream, "task_complete")
+        assert got[0]["msg"]["type"] == "session_configured"
+        await reopened.shutdown()
+
+    run(work)
+
+
+def test_a_python_session_is_a_cos_session_that_lists_and_forks(project: Path) -> None:
+    async def work() -> None:
+        session = core.create_session(SessionSettings("python", str(project),
+                                                      options={"target": ECHO}))
+        stream = session.subscribe(0)
+        await session.user_input("hello")
+        await until(stream, "task_complete")
+        await session.shutdown()
+        read = transcript.read(transcript.transcript_path(session.tiers, session.session))
+        assert [(e["type"], e.get("text")) for e in read.entries[1:]] == [
+            ("user", "hello"), ("assistant", "echo: hello")]
+        listed = api.list_sessions(cwd=str(project))
+        assert session.session in [row["id"] for row in listed]
+        forked = core.fork_session(session.session, str(project))
+        stream = forked.subscribe(0)
+        await forked.user_input("again")
+        got = await until(stream, "task_complete")
+        assert got[0]["msg"]["native_id"] == forked.session != session.session
+        await forked.shutdown()
+        child = transcript.read(transcript.transcript_path(forked.tiers, forked.session))
+        assert [e.get("text") for e in child.entries if e["type"] == "user"] == [
+            "hello", "again"]
+
+    run(work)
+
