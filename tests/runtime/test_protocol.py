@@ -234,3 +234,53 @@ def test_the_wire_is_one_json_object_per_line_and_nothing_else(protocol: Start,
     client.send("shutdown")
     assert client.proc.wait(timeout=15) == 0
     assert json.loads(json.dumps(client.seen)) == client.seen
+
+
+def test_a_python_session_forks_into_a_new_session_that_answers(protocol: Start,
+                                                                 project: Path) -> None:
+    client = protocol()
+    echo = Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py"
+    client.send("configure", agent="python", target=f"{echo}:EchoAgent")
+    source = client.until_type("session_configured")[-1]["session"]
+    client.send("user_input", text="hello")
+    client.until_type("task_complete")
+    client.send("fork", session=source)
+    forked = client.until_type("session_configured")[-1]
+    assert forked["session"] != source and forked["seq"] == 1
+    client.send("user_input", text="again")
+    got = client.until_type("task_complete")
+    assert {e["session"] for e in got} == {forked["session"]}
+    assert "echo: again" in [e["msg"].get("text") for e in got]
+
+
+def test_an_agent_that_cannot_start_is_a_stored_fatal_error_and_the_process_keeps_serving(
+        protocol: Start, project: Path) -> None:
+    client = protocol()
+    client.send("configure", agent="python", target="missing_agent.py:Agent")
+    failed = client.until_type("error")[-1]
+    assert failed["seq"] == 1 and failed["msg"]["fatal"] is True
+    assert "did not start" in failed["msg"]["message"]
+    (project / "missing_agent.py").write_text(
+        "class Agent:\n"
+        "    async def run_turn(self, session, text):\n"
+        "        yield {'type': 'agent_message', 'text': 'here now'}\n", encoding="utf-8")
+    client.send("user_input", text="hi")  # starts it with the stored settings
+    got = client.until_type("task_complete")
+    assert kinds(got)[:2] == ["session_configured", "task_started"]
+    assert "here now" in [e["msg"].get("text") for e in got]
+
+
+def test_a_process_started_with_session_serves_it_from_now_on(protocol: Start,
+                                                               backend: Any) -> None:
+    first = protocol()
+    session = configured(first, backend)
+    first.send("user_input", text=backend.quick)
+    first.until_type("task_complete")
+    first.send("shutdown")
+    assert first.proc.wait(timeout=15) == 0
+    last = first.seen[-1]["seq"]
+    second = protocol("--session", session)
+    second.send("user_input", text=backend.quick)
+    got = second.until_type("task_complete")
+    assert got[0]["seq"] == last + 1
+    assert kinds(got)[:2] == ["session_configured", "task_started"]
