@@ -35,7 +35,7 @@ from coding_os.runtime.backend import BACKEND_EVENT_TYPES, Backend, BackendConfi
 from coding_os.runtime.backends import BACKENDS, backend_for
 from coding_os.sessions import transcript
 from coding_os.state.caller import Caller
-from coding_os.state.identity import mint_session_id, validate_agent, validate_session_id
+from coding_os.state.identity import mint_session_id, validate_session_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -56,8 +56,6 @@ Event = dict[str, Any]
 
 # Backends whose session cos records itself (its transcript is the session's canonical log).
 NATIVE_TRANSCRIPT_AGENTS = ("python", "exec")
-# Fields of session_configured beyond §7's, kept so a later process can start the backend again.
-_SETTINGS_FIELDS = ("model", "permission_mode", "options")
 
 
 @dataclass(frozen=True)
@@ -123,7 +121,7 @@ class SessionCore:
                  backends: Callable[[str], Backend] = backend_for) -> None:
         self.tiers = tiers
         self.session = session
-        self.agent = validate_agent(session[4:].rsplit("-", 3)[0])
+        self.agent = transcript.session_agent(session)
         self.project = project
         self.settings = settings
         self.native_id = native_id
@@ -255,7 +253,8 @@ class SessionCore:
         fields: dict[str, object] = {"native_id": self.native_id, "agent": self.agent,
                                      "cwd": settings.cwd, "model": settings.model,
                                      "permission_mode": settings.permission_mode,
-                                     "options": dict(settings.options)}
+                                     "options": dict(settings.options),
+                                     "project": self.project}
         self._record("session_configured", fields, reply_to)
         self._link_native()
         self._pump = asyncio.create_task(self._run_pump(backend))
