@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from coding_os.install import InstallReport
     from coding_os.state.gc import PanelGcReport
     from coding_os.hooks.context import HookResult
+    from coding_os.runtime.core import SessionSettings
+    from coding_os.runtime.foreground import View as RunView
 
 __all__ = [
     "where",
@@ -1380,3 +1382,49 @@ def serve_protocol(session: str | None = None, agent: str | None = None,
         raise InvalidInput(f"no backend {agent!r}: expected one of {', '.join(BACKENDS)}")
     return serve_stdio(session=session, agent=agent,
                        cwd=os.path.abspath(cwd) if cwd is not None else None, env=env)
+
+
+def run_agent_settings(agent: str, cwd: str | None = None) -> SessionSettings:
+    """The session settings `cos run --agent AGENT` names: `claude`, `codex`, `exec`, or
+    `python:TARGET` with TARGET `module:attr`, `path/to/file.py:attr` (from here) or the name of
+    an entry point of the group `coding_os.agents`.
+
+    Raises:
+        InvalidInput: no backend of that name, or `python` without a target.
+    """
+    from coding_os.runtime.backends import BACKENDS
+    from coding_os.runtime.core import SessionSettings  # noqa: F811 - at run time
+
+    name, _, target = agent.partition(":")
+    if name not in BACKENDS:
+        raise InvalidInput(f"no agent {name!r}: expected one of {', '.join(BACKENDS)} "
+                           "(python:MODULE:ATTR for a Python agent)")
+    options: dict[str, object] = {}
+    if name == "python":
+        if not target:
+            raise InvalidInput("a Python agent is named python:MODULE:ATTR, "
+                               "python:FILE.py:ATTR or python:ENTRY_POINT")
+        module, sep, attr = target.rpartition(":")
+        if sep and (module.endswith(".py") or os.sep in module):
+            target = f"{os.path.abspath(module)}:{attr}"  # a file named from here
+        options["target"] = target
+    elif target:
+        raise InvalidInput(f"the {name} agent takes no target ({agent!r})")
+    return SessionSettings(agent=name, cwd=os.path.abspath(cwd or os.getcwd()),
+                           options=options)
+
+
+def run_session(prompt: str, view: RunView, *, agent: str = "claude", cwd: str | None = None,
+                approvals: str = "deny", env: Mapping[str, str] | None = None) -> int:
+    """`cos run`: run `prompt` in a new session of `agent` in the foreground, then each further
+    prompt `view` reads, showing every event through `view`; the exit status of the last task
+    (0 completed, 1 failed or aborted, 130 ended by Ctrl-C). `approvals`: `ask` (the view asks),
+    `allow` or `deny` every request.
+
+    Raises:
+        InvalidInput: a bad agent or approvals policy. Misroute, StateIOError: as the state dir.
+    """
+    from coding_os.runtime.foreground import run_foreground
+
+    return run_foreground(run_agent_settings(agent, cwd), prompt, view, approvals=approvals,
+                          env=env)

@@ -950,6 +950,39 @@ def protocol_command(session: str | None, agent: str | None, cwd: str | None) ->
         raise click.exceptions.Exit(code)
 
 
+@cli.command("run")
+@click.option("--agent", "agent", metavar="A", default="claude", show_default=True,
+              help="claude, codex, exec (the prompt is a shell command) or python:TARGET "
+                   "(MODULE:ATTR, FILE.py:ATTR, or an entry point of coding_os.agents).")
+@click.option("--cwd", "cwd", type=click.Path(file_okay=False), metavar="P",
+              help="The project and the agent's working directory (default: here).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the session's events as cos protocol sends them, one JSON object a "
+                   "line; ask nothing (approvals as --approve, default deny).")
+@click.option("--approve", "approvals", type=click.Choice(["ask", "allow", "deny"]),
+              help="Answer approval requests: ask (the default on a terminal), allow every "
+                   "one, or deny every one (the default without a terminal and with --json).")
+@click.argument("prompt")
+def run_command(agent: str, cwd: str | None, as_json: bool, approvals: str | None,
+                prompt: str) -> None:
+    """Run PROMPT in a new session in the foreground and show what the agent does. On a
+    terminal, approvals are asked (y/n, default no), Ctrl-C interrupts the task (again at the
+    prompt: quit) and further prompts are read until an empty line or Ctrl-D. Exit 0 when the
+    last task completed, 1 when it failed or was aborted, 130 after Ctrl-C."""
+    from coding_os.interfaces.console import JsonView, TextView
+
+    interactive = not as_json and sys.stdin.isatty()
+    if approvals is None:
+        approvals = "ask" if interactive else "deny"
+    elif approvals == "ask" and not interactive:
+        raise InvalidInput("--approve ask needs a terminal on stdin and no --json; "
+                           "use --approve allow or deny")
+    view = JsonView() if as_json else TextView(interactive=interactive)
+    code = api.run_session(prompt, view, agent=agent, cwd=cwd, approvals=approvals)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
 # -- the daemon (DESIGN.md §6) ----------------------------------------------------------------------
 
 

@@ -1,0 +1,206 @@
+"""`cos run` as a whole process: the events as JSON lines, text with approvals asked, Ctrl-C and
+further prompts on a real terminal (a pty that is the process's controlling terminal)."""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import COS, on_terminal
+
+ROOT = Path(__file__).resolve().parents[2]
+ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
+
+
+def run(project: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([COS, "run", *args], cwd=project, input=stdin, capture_output=True,
+                          text=True, timeout=60)
+
+
+class Terminal:
+    """`cos run` on a pty that is its controlling terminal: type, and read what it shows."""
+
+    def __init__(self, project: Path, *args: str) -> None:
+        self.primary, secondary = os.openpty()
+        try:
+            # setsid -c: a session of its own whose controlling terminal is the pty, so a
+            # typed Ctrl-C is the terminal's SIGINT.
+            self.proc = subprocess.Popen(["setsid", "-c", COS, "run", *args], cwd=project,
+                                         stdin=secondary, stdout=secondary, stderr=secondary)
+        finally:
+            os.close(secondary)
+        self.shown = b""
+        self._mark = 0
+
+    def expect(self, text: str, timeout: float = 20) -> str:
+        """What was shown since the last expect, up to and including `text`."""
+        wanted = text.encode()
+        deadline = time.monotonic() + timeout
+        while wanted not in self.shown[self._mark:]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{text!r} not shown in {timeout}s: {self.shown!r}")
+            ready, _, _ = select.select([self.primary], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.primary, 65536)
+                except OSError:  # EIO: the process closed the terminal
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"{text!r} never shown: {self.shown!r}")
+                self.shown += chunk
+        end = self.shown.index(wanted, self._mark) + len(wanted)
+        seen, self._mark = self.shown[self._mark:end], end
+        return seen.decode("utf-8", "replace")
+
+    def type(self, data: str) -> None:
+        os.write(self.primary, data.encode())
+
+    def wait(self, timeout: float = 20) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.primary], [], [], 0.1)
+            if ready:
+                try:
+                    self.shown += os.read(self.primary, 65536)
+                except OSError:
+                    pass
+        return self.proc.wait(timeout=1)
+
+    def end(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        os.close(self.primary)
+
+
+@pytest.fixture
+def terminal(project: Path) -> Iterator[list[Terminal]]:
+    started: list[Terminal] = []
+    yield started
+    for each in started:
+        each.end()
+
+
+def on_pty(started: list[Terminal], project: Path, *args: str) -> Terminal:
+    term = Terminal(project, *args)
+    started.append(term)
+    return term
+
+
+def test_json_prints_the_events_exactly_as_they_are_stored(project: Path) -> None:
+    done = run(project, "--agent", ECHO, "--json", "hello")
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [e["msg"]["type"] for e in events] == [
+        "session_configured", "task_started", "agent_message", "task_complete"]
+    assert events[2]["msg"]["text"] == "echo: hello"
+    assert [e["seq"] for e in events] == [1, 2, 3, 4]
+    session = events[0]["session"]
+    log = next(project.rglob(f"events/{session}.jsonl")).read_text(encoding="utf-8")
+    assert done.stdout == log
+
+
+def test_json_denies_an_approval_and_asks_nothing(project: Path) -> None:
+    done = run(project, "--agent", ECHO, "--json", "write notes.txt: a line")
+    assert done.returncode == 0, done.stderr
+    kinds = [json.loads(line)["msg"]["type"] for line in done.stdout.splitlines()]
+    assert "approval_request" in kinds and "tool_call" not in kinds
+    assert not (project / "notes.txt").exists()
+    assert "denied" in done.stderr
+
+
+def test_approve_allow_lets_the_tool_run_without_a_terminal(project: Path) -> None:
+    done = run(project, "--agent", ECHO, "--approve", "allow", "write notes.txt: a line")
+    assert done.returncode == 0, done.stderr
+    assert (project / "notes.txt").read_text(encoding="utf-8") == "a line\n"
+    assert "▸ Write " in done.stdout and "· ok" in done.stdout
+
+
+def test_without_a_terminal_text_is_shown_and_approvals_are_denied_with_a_note(
+        project: Path) -> None:
+    done = run(project, "--agent", ECHO, "write notes.txt: a line")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "not allowed to write notes.txt\n"
+    assert "approval r1 denied" in done.stderr
+    assert not (project / "notes.txt").exists()
+
+
+def test_exit_status_is_one_when_the_last_task_failed(project: Path) -> None:
+    done = run(project, "--agent", "exec", "echo out; exit 3")
+    assert done.returncode == 1
+    assert done.stdout == "out\n"
+    assert "exited 3" in done.stderr
+
+
+def test_an_unknown_agent_or_a_python_agent_without_target_is_a_one_line_error(
+        project: Path) -> None:
+    for agent in ("nope", "python", "exec:x"):
+        done = run(project, "--agent", agent, "hello")
+        assert done.returncode != 0 and done.stdout == ""
+        assert len(done.stderr.splitlines()) == 1, done.stderr
+
+
+def test_text_on_a_terminal_shows_control_characters_visibly(project: Path) -> None:
+    code, shown = on_terminal("run", "--agent", "exec", "printf 'a\\033]0;T\\007b\\n'",
+                              cwd=project)
+    assert code == 0
+    assert b"a^[]0;T^Gb" in shown
+    assert b"\x1b]0;T" not in shown
+
+
+def test_an_approval_answered_y_on_the_terminal_makes_the_write_happen(
+        terminal: list[Terminal], project: Path) -> None:
+    term = on_pty(terminal, project, "--agent", ECHO, "write notes.txt: yes line")
+    term.expect("[y/N] ")
+    term.type("y\n")
+    term.expect("wrote notes.txt")
+    term.expect("› ")
+    term.type("\n")
+    assert term.wait() == 0
+    assert (project / "notes.txt").read_text(encoding="utf-8") == "yes line\n"
+    assert "▸ Write " in term.shown.decode()
+
+
+def test_an_approval_answered_n_on_the_terminal_writes_nothing(
+        terminal: list[Terminal], project: Path) -> None:
+    term = on_pty(terminal, project, "--agent", ECHO, "write notes.txt: no line")
+    term.expect("[y/N] ")
+    term.type("n\n")
+    term.expect("not allowed to write notes.txt")
+    term.expect("› ")
+    term.type("\x04")  # Ctrl-D ends
+    assert term.wait() == 0
+    assert not (project / "notes.txt").exists()
+
+
+def test_ctrl_c_interrupts_a_slow_task_and_the_next_prompt_works(
+        terminal: list[Terminal], project: Path) -> None:
+    term = on_pty(terminal, project, "--agent", ECHO, "sleep 30")
+    term.expect("sleeping 30s")
+    started = time.monotonic()
+    term.type("\x03")
+    term.expect("aborted (interrupted)")
+    assert time.monotonic() - started < 10
+    term.expect("› ")
+    term.type("hello again\n")
+    term.expect("echo: hello again")
+    term.expect("› ")
+    term.type("\n")
+    assert term.wait() == 0  # the last task completed
+
+
+def test_ctrl_c_at_the_prompt_exits_130(terminal: list[Terminal], project: Path) -> None:
+    term = on_pty(terminal, project, "--agent", ECHO, "hello")
+    term.expect("echo: hello")
+    term.expect("› ")
+    term.type("\x03")
+    assert term.wait() == 130
