@@ -204,3 +204,36 @@ def test_ctrl_c_at_the_prompt_exits_130(terminal: list[Terminal], project: Path)
     term.expect("› ")
     term.type("\x03")
     assert term.wait() == 130
+
+
+def a_package_with_an_agent_entry_point(folder: Path) -> Path:
+    """An installed-looking package in `folder` (a dist-info with entry_points.txt, no pip):
+    the entry point `greeter` of the group coding_os.agents names greeter_agent:Greeter."""
+    folder.mkdir()
+    (folder / "greeter_agent.py").write_text(
+        "class Greeter:\n"
+        "    async def run_turn(self, session, text):\n"
+        "        yield {'type': 'agent_message', 'text': f'greetings, {text}'}\n",
+        encoding="utf-8")
+    info = folder / "greeter_agent-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: greeter-agent\nVersion: 1.0\n",
+                                   encoding="utf-8")
+    (info / "entry_points.txt").write_text("[coding_os.agents]\ngreeter = greeter_agent:Greeter\n",
+                                           encoding="utf-8")
+    return folder
+
+
+def test_a_python_agent_named_by_an_entry_point_of_coding_os_agents_runs(
+        project: Path, tmp_path: Path) -> None:
+    packages = a_package_with_an_agent_entry_point(tmp_path / "site")
+    env = {**os.environ, "PYTHONPATH": str(packages)}
+    done = subprocess.run([COS, "run", "--agent", "python:greeter", "--json", "you"],
+                          cwd=project, env=env, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    messages = [json.loads(line)["msg"] for line in done.stdout.splitlines()]
+    assert {"type": "agent_message", "text": "greetings, you"} in messages
+    missing = subprocess.run([COS, "run", "--agent", "python:nobody", "you"], cwd=project,
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1
+    assert "no entry point of that name in the group coding_os.agents" in missing.stderr

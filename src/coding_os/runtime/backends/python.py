@@ -2,7 +2,8 @@
 
 The agent is named `module:attr` (`options["target"]`): an importable module, or a path to a
 `.py` file (relative to the session's cwd), and the name of an object in it — or of a class,
-instantiated with no arguments. The object has
+instantiated with no arguments; or by a plain name, an entry point of the group
+`coding_os.agents` that an installed package declares. The object has
 
     async def run_turn(self, session: AgentSession, user_input: str) -> AsyncIterator[event]
 
@@ -29,24 +30,29 @@ from collections.abc import AsyncIterator, Mapping
 from coding_os.errors import BackendError
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 
-__all__ = ["AgentSession", "PythonBackend", "load_target", "STOP_SECONDS"]
+__all__ = ["AgentSession", "ENTRY_POINT_GROUP", "PythonBackend", "load_target", "STOP_SECONDS"]
 
+ENTRY_POINT_GROUP = "coding_os.agents"  # an installed package's agents, by name
 STOP_SECONDS = 5.0  # an interrupted turn that does not end in this time is left to the engine
 _AGENT_TYPES = ("agent_message", "agent_message_delta", "tool_call", "tool_result", "error",
                 "native", "task_complete")
 
 
 def load_target(target: str, cwd: str) -> object:
-    """The agent `target` names (`module:attr` or `path/to/file.py:attr`), instantiated when
-    it is a class.
+    """The agent `target` names (`module:attr`, `path/to/file.py:attr`, or the name of an entry
+    point of the group `coding_os.agents`), instantiated when it is a class.
 
     Raises:
         BackendError: a malformed target, a module that cannot be imported, no such attribute,
             or an object without `run_turn`.
     """
+    if ":" not in target and target:
+        agent = _entry_point(target)
+        return _instantiated(agent, target)
     module_name, _, attr = target.rpartition(":")
     if not module_name or not attr:
-        raise BackendError(f"a python agent is named module:attr, not {target[:80]!r}")
+        raise BackendError(f"a python agent is named module:attr or by an entry point of "
+                           f"{ENTRY_POINT_GROUP}, not {target[:80]!r}")
     try:
         if module_name.endswith(".py") or os.sep in module_name:
             path = os.path.join(cwd, module_name)
@@ -67,6 +73,35 @@ def load_target(target: str, cwd: str) -> object:
     agent = getattr(module, attr, None)
     if agent is None:
         raise BackendError(f"{module_name} has no {attr}")
+    return _instantiated(agent, target)
+
+
+def _entry_point(name: str) -> object:
+    """The object the entry point `name` of the group `coding_os.agents` names.
+
+    Raises:
+        BackendError: no such entry point, or it cannot be loaded.
+    """
+    from importlib.metadata import entry_points
+
+    found = entry_points(group=ENTRY_POINT_GROUP, name=name)
+    if not found:
+        raise BackendError(f"no python agent {name!r}: not module:attr, and no entry point "
+                           f"of that name in the group {ENTRY_POINT_GROUP}")
+    point = sorted(found, key=lambda each: each.value)[0]
+    try:
+        return point.load()
+    except Exception as exc:  # the user's package failed to import: say how, in one line
+        raise BackendError(f"cannot load the entry point {name} ({point.value}): "
+                           f"{type(exc).__name__}: {exc}") from None
+
+
+def _instantiated(agent: object, target: str) -> object:
+    """`agent`, instantiated when it is a class, checked to have `run_turn`.
+
+    Raises:
+        BackendError: its constructor fails, or it has no `run_turn`.
+    """
     if inspect.isclass(agent):
         try:
             agent = agent()
