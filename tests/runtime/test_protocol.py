@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -284,3 +286,60 @@ def test_a_process_started_with_session_serves_it_from_now_on(protocol: Start,
     got = second.until_type("task_complete")
     assert got[0]["seq"] == last + 1
     assert kinds(got)[:2] == ["session_configured", "task_started"]
+
+
+def drained(client: Any) -> None:
+    """Read every whole line the ended process wrote into `client.seen` (a torn last line was
+    never sent whole, so it is no event)."""
+    client.proc.wait(timeout=15)
+    while True:
+        try:
+            client.read(timeout=5)
+        except AssertionError:  # the end of its output
+            return
+
+
+def test_fifty_sigkills_at_random_moments_replay_every_stored_event_and_invent_none(
+        protocol: Start, project: Path) -> None:
+    (project / "ticker.py").write_text(
+        "import asyncio\n"
+        "class Ticker:\n"
+        "    async def run_turn(self, session, text):\n"
+        "        for i in range(100000):\n"
+        "            yield {'type': 'agent_message', 'text': f'tick {i}'}\n"
+        "            await asyncio.sleep(0.002)\n", encoding="utf-8")
+    rng = random.Random(15)
+    client = protocol()
+    client.send("configure", agent="python", target="ticker.py:Ticker")
+    session = str(client.until_type("session_configured")[-1]["session"])
+    seen: dict[int, dict[str, Any]] = {}  # what the user's client saw, by seq
+    sent: list[dict[str, Any]] = []  # everything a killed process wrote to its client
+
+    def saw(events_seen: list[dict[str, Any]]) -> None:
+        for event in events_seen:  # dense from the resume point: no gap, no duplicate
+            assert event["seq"] == len(seen) + 1, (event, len(seen))
+            seen[event["seq"]] = event
+
+    for run in range(50):
+        client.send("user_input", text="tick")
+        if run % 2:
+            client.until_type("task_started")
+        for _ in range(rng.randint(0, 30)):  # replayed or live: a random number of events
+            client.read()
+        time.sleep(rng.uniform(0, 0.004))  # not a wait: the kill lands at a random moment
+        read = len(client.seen)
+        client.kill()
+        drained(client)
+        saw(client.seen[:read])
+        sent.extend(client.seen)
+        client = protocol()
+        client.send("resume", session=session, last_seq=len(seen))
+    client.send("shutdown")
+    drained(client)
+    saw(client.seen)
+    log = stored(project, session)
+    assert [seen[seq] for seq in sorted(seen)] == log
+    by_seq = {event["seq"]: event for event in log}
+    assert all(by_seq.get(event["seq"]) == event for event in sent)
+    # Every other kill lands after its task started: each left a task the next process closed.
+    assert kinds(log).count("turn_aborted") >= 25
