@@ -237,3 +237,28 @@ def test_a_python_agent_named_by_an_entry_point_of_coding_os_agents_runs(
                              env=env, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1
     assert "no entry point of that name in the group coding_os.agents" in missing.stderr
+
+
+def test_sigint_without_a_terminal_interrupts_the_task_and_exits_130(project: Path) -> None:
+    proc = subprocess.Popen([COS, "run", "--agent", ECHO, "--json", "sleep 30"], cwd=project,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        shown, deadline = b"", time.monotonic() + 20
+        while b'"sleeping 30s"' not in shown:
+            assert time.monotonic() < deadline, shown
+            ready, _, _ = select.select([proc.stdout], [], [], 1)
+            if ready:
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                assert chunk, shown
+                shown += chunk
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=20)
+        assert proc.returncode == 130
+        ends = [json.loads(line)["msg"] for line in (shown + rest).decode().splitlines()]
+        assert {"type": "turn_aborted", "task": 1, "reason": "interrupted"} in ends
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)

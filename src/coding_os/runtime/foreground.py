@@ -8,7 +8,8 @@ task until the view has none. SIGINT (Ctrl-C) interrupts the running task; a sec
 interrupt is under way, or one while the view waits for a prompt, ends the run (exit 130).
 
 The exit status is that of the last task: 0 when it completed, 1 when it failed (an agent's
-error, a command's non-zero exit) or was aborted, 130 when Ctrl-C ended the run.
+error, a command's non-zero exit) or was aborted, 130 when Ctrl-C interrupted it or ended the
+run.
 """
 
 from __future__ import annotations
@@ -144,6 +145,8 @@ class _Run:
         while True:
             text = await self.view.next_prompt()
             if text is None:
+                if self.interrupting is not None:
+                    return EXIT_INTERRUPTED  # Ctrl-C stopped the last task
                 return 1 if failed else 0
             failed = await self.run_task(text)
 
@@ -176,7 +179,7 @@ def run_foreground(settings: SessionSettings, prompt: str, view: View, *,
                    approvals: str = "deny", env: Mapping[str, str] | None = None,
                    timeouts: Timeouts = Timeouts()) -> int:
     """Run `prompt` (then the view's further prompts) in a new session of `settings`; the exit
-    status of the last task (0, 1, or 130 when Ctrl-C ended the run).
+    status of the last task (0, 1, or 130 when Ctrl-C interrupted it or ended the run).
 
     Raises:
         InvalidInput: an unknown agent or approvals policy. Misroute, StateIOError: as the
