@@ -262,3 +262,16 @@ def test_sigint_without_a_terminal_interrupts_the_task_and_exits_130(project: Pa
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=10)
+
+
+def test_json_stdout_holds_the_events_only_when_the_agent_prints(project: Path) -> None:
+    (project / "noisy.py").write_text(
+        "class Noisy:\n"
+        "    async def run_turn(self, session, text):\n"
+        "        print('chatter')\n"
+        "        yield {'type': 'agent_message', 'text': 'quiet'}\n", encoding="utf-8")
+    done = run(project, "--agent", "python:noisy.py:Noisy", "--json", "hi")
+    assert done.returncode == 0, done.stderr
+    assert [json.loads(line)["msg"]["type"] for line in done.stdout.splitlines()] == [
+        "session_configured", "task_started", "agent_message", "task_complete"]
+    assert "chatter" in done.stderr

@@ -977,7 +977,17 @@ def run_command(agent: str, cwd: str | None, as_json: bool, approvals: str | Non
     elif approvals == "ask" and not interactive:
         raise InvalidInput("--approve ask needs a terminal on stdin and no --json; "
                            "use --approve allow or deny")
-    view = JsonView() if as_json else TextView(interactive=interactive)
+    if as_json:
+        import os
+
+        # stdout is the wire: whatever else writes to file descriptor 1 (a python agent's
+        # print) goes to stderr, as with `cos protocol`.
+        wire = os.fdopen(os.dup(1), "w", encoding="ascii", newline="\n")
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        view: JsonView | TextView = JsonView(out=wire)
+    else:
+        view = TextView(interactive=interactive)
     code = api.run_session(prompt, view, agent=agent, cwd=cwd, approvals=approvals)
     if code:
         raise click.exceptions.Exit(code)
