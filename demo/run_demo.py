@@ -163,6 +163,7 @@ def main() -> None:
         checkpoints_part(repo)
         daemon_part(repo)
         brain_part(repo)
+        engine_part(repo)
         heading("What the state dir holds")
         for path in sorted((repo / ".coding-os").rglob("*")):
             if path.is_file() and ".tmp-" not in path.name and "trash" not in path.parts \
@@ -287,6 +288,24 @@ def daemon_part(repo: Path) -> None:
         run([COS, "daemon", "status"], repo, {})
     finally:
         run([COS, "daemon", "stop"], repo, {})
+
+
+def engine_part(repo: Path) -> None:
+    """cos runs a session itself: a Python agent with no model, in the foreground and then over
+    the protocol, re-attached from a seq; every event was stored before it was shown."""
+    agent = str(Path(__file__).resolve().parents[1] / "examples" / "echo_agent.py") + ":EchoAgent"
+    heading("cos run: the engine drives a Python agent (examples/echo_agent.py, no model)")
+    ran = run([COS, "run", "--agent", f"python:{agent}", "--approve", "allow",
+               "write notes.txt: written by the agent"], repo, {})
+    session = next(word for word in ran.stderr.split() if word.startswith("ses-"))
+    print(f"notes.txt now holds: {(repo / 'notes.txt').read_text(encoding='utf-8').strip()!r}")
+    heading("cos protocol: a UI re-attaches to that session from seq 2 and gets the rest")
+    ops = "\n".join(json.dumps({"id": str(n), "op": op}) for n, op in enumerate([
+        {"type": "resume", "session": session, "last_seq": 2}, {"type": "shutdown"}], 1))
+    replayed = run([COS, "protocol"], repo, {}, stdin=ops + "\n", show=False)
+    for line in replayed.stdout.splitlines():
+        event = json.loads(line)
+        print(f"  seq {event['seq']}: {event['msg']['type']}")
 
 
 def brain_part(repo: Path) -> None:
