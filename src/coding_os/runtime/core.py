@@ -117,7 +117,7 @@ class SessionCore:
     def __init__(self, tiers: Tiers, session: str, log: events.EventLog, *,
                  settings: SessionSettings | None, project: str | None,
                  env: Mapping[str, str] | None = None, timeouts: Timeouts = Timeouts(),
-                 native_id: str | None = None, next_task: int = 1,
+                 native_id: str | None = None, next_task: int = 1, fork: bool = False,
                  backends: Callable[[str], Backend] = backend_for) -> None:
         self.tiers = tiers
         self.session = session
@@ -125,6 +125,7 @@ class SessionCore:
         self.project = project
         self.settings = settings
         self.native_id = native_id
+        self._fork = fork  # the first start forks `native_id` into a native session of its own
         self.timeouts = timeouts
         self._env = env
         self._backends = backends  # agent name → a new backend
@@ -236,7 +237,8 @@ class SessionCore:
         native_id = self.native_id
         if self.agent == "python":
             native_id = self.session  # a python session's native session is the cos session
-        config = BackendConfig(cwd=settings.cwd, native_id=native_id, model=settings.model,
+        config = BackendConfig(cwd=settings.cwd, native_id=native_id,
+                               fork=self._fork and native_id is not None, model=settings.model,
                                permission_mode=settings.permission_mode, env=self._env,
                                options=dict(settings.options))
         try:
@@ -250,6 +252,7 @@ class SessionCore:
             return False
         self._backend = backend
         self.native_id = native if native is not None else self.native_id
+        self._fork = False
         fields: dict[str, object] = {"native_id": self.native_id, "agent": self.agent,
                                      "cwd": settings.cwd, "model": settings.model,
                                      "permission_mode": settings.permission_mode,
@@ -612,21 +615,35 @@ def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None
 def fork_session(source: str, cwd: str, at: int | None = None, *,
                  env: Mapping[str, str] | None = None, timeouts: Timeouts = Timeouts(),
                  durability: str = events.DEFAULT_DURABILITY) -> SessionCore:
-    """A new session forked from the python session `source` (its transcript up to `at`),
-    with the source's settings (not started).
+    """A new session forked from `source`, with the source's settings (not started).
+
+    A python session forks its transcript up to `at`. A Claude or Codex session forks its
+    whole native session: the new session's first start asks the backend for a fork of the
+    source's native id (BackendConfig.fork), which gives the new session a native id of its own.
 
     Raises:
-        InvalidInput: `source` is not a python session, or a bad `at`. NotFound, CrossProject:
-            as `open_session`.
+        InvalidInput: `source` is an exec session, a Claude or Codex session that never started
+            (no native id) or is given `at`, or a bad `at`. NotFound, CrossProject: as
+            `open_session`.
     """
     validate_session_id(source)
     agent = transcript.session_agent(source)
-    if agent != "python":
-        raise InvalidInput(f"fork of a {agent} session is not supported by the engine yet; "
-                           "only python sessions fork")
+    if agent not in BACKENDS or agent in NATIVE_TRANSCRIPT_AGENTS and agent != "python":
+        raise InvalidInput(f"fork of a {agent} session is not supported by the engine; "
+                           "python, claude and codex sessions fork")
+    if agent != "python" and at is not None:
+        raise InvalidInput(f"a {agent} session forks whole: 'at' is for python sessions")
     parent = open_session(source, cwd, env=env, timeouts=timeouts, durability="none")
     settings = parent.settings
     parent._log.close()
+    if agent != "python":
+        if parent.native_id is None or settings is None:
+            raise InvalidInput(f"{source} has no {agent} session to fork yet: it never started")
+        session = mint_session_id(agent)
+        log = events.EventLog.open(parent.tiers, session, durability=durability)
+        return SessionCore(parent.tiers, session, log, settings=replace(settings),
+                           project=parent.project, env=env, timeouts=timeouts,
+                           native_id=parent.native_id, fork=True)
     forked = transcript.fork(parent.tiers, source, at)
     log = events.EventLog.open(parent.tiers, forked.session, durability=durability)
     if settings is None:
