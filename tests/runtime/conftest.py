@@ -9,7 +9,7 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -58,9 +58,10 @@ Event = dict[str, Any]
 class ProtocolProcess:
     """A `cos protocol` subprocess: send ops, read events with bounded waits."""
 
-    def __init__(self, cwd: Path, *args: str) -> None:
-        self.proc = subprocess.Popen([COS, "protocol", *args], cwd=cwd, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    def __init__(self, cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen([COS, "protocol", *args], cwd=cwd, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
         self._buffer = b""
         self.seen: list[Event] = []
         self._next_id = 0
