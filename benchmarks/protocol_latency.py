@@ -64,6 +64,7 @@ class Lines:
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                      start_new_session=True)
         self._buffer = b""
+        self.name = " ".join(os.path.basename(arg) for arg in argv[:3])
 
     def send(self, message: dict[str, Any]) -> None:
         assert self.proc.stdin is not None
@@ -78,10 +79,10 @@ class Lines:
             left = deadline - time.monotonic()
             ready, _, _ = select.select([fd], [], [], max(left, 0))
             if not ready:
-                raise SystemExit(f"{self.proc.args[:2]}: no line in {WAIT}s")
+                raise SystemExit(f"{self.name}: no line in {WAIT}s")
             chunk = os.read(fd, 1 << 16)
             if not chunk:
-                raise SystemExit(f"{self.proc.args[:2]} ended (exit {self.proc.wait()})")
+                raise SystemExit(f"{self.name} ended (exit {self.proc.wait()})")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
