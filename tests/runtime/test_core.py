@@ -8,7 +8,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from coding_os import api
+from coding_os.errors import InvalidInput
 from coding_os.runtime import core, events
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
@@ -218,3 +221,45 @@ def test_a_python_session_is_a_cos_session_that_lists_and_forks(project: Path) -
 
     run(work)
 
+
+
+class NativeBackend(ScriptedBackend):
+    """A backend of an agent with native sessions: a fork gets a native id of its own."""
+
+    async def start(self, config: BackendConfig) -> str | None:
+        self.configs.append(config)
+        return "native-2" if config.fork else (config.native_id or "native-1")
+
+
+def test_a_claude_session_forks_once_from_its_native_id_into_a_new_cos_session(
+        project: Path) -> None:
+    async def work() -> None:
+        source_backend, fork_backend = NativeBackend(), NativeBackend()
+        source = core.create_session(SessionSettings("claude", str(project), model="m"))
+        source._backends = lambda agent: source_backend  # type: ignore[assignment]
+        with pytest.raises(InvalidInput, match="never started"):
+            core.fork_session(source.session, str(project))
+        await source.configure()
+        await source.shutdown()
+        with pytest.raises(InvalidInput, match="forks whole"):
+            core.fork_session(source.session, str(project), at=2)
+        forked = core.fork_session(source.session, str(project))
+        forked._backends = lambda agent: fork_backend  # type: ignore[assignment]
+        stream = forked.subscribe(0)
+        await forked.user_input("quick")
+        got = await until(stream, "task_complete")
+        assert forked.session != source.session and forked.agent == "claude"
+        assert got[0]["msg"]["native_id"] == "native-2" and got[0]["msg"]["model"] == "m"
+        assert [(c.native_id, c.fork) for c in fork_backend.configs] == [("native-1", True)]
+        await fork_backend.close()  # its process ends: the next input resumes the fork itself
+        await until(stream, "error")
+        await forked.user_input("quick")
+        await until(stream, "task_complete")
+        assert [(c.native_id, c.fork) for c in fork_backend.configs][1:] == [("native-2", False)]
+        await forked.shutdown()
+        exec_session = core.create_session(SessionSettings("exec", str(project)))
+        await exec_session.shutdown()
+        with pytest.raises(InvalidInput, match="not supported"):
+            core.fork_session(exec_session.session, str(project))
+
+    run(work)
