@@ -15,11 +15,12 @@ backend's process ends, `events()` ends: during a task, the engine records `turn
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["BACKEND_EVENT_TYPES", "BackendConfig", "BackendEvent", "Backend"]
+__all__ = ["BACKEND_EVENT_TYPES", "BackendConfig", "BackendEvent", "Backend", "queued_events"]
 
 BACKEND_EVENT_TYPES = ("agent_message", "agent_message_delta", "tool_call", "tool_result",
                        "approval_request", "error", "native", "task_complete", "turn_aborted")
@@ -83,3 +84,12 @@ class Backend(Protocol):
     async def close(self) -> None:
         """End the native session's process (the native session itself stays resumable)."""
         ...
+
+
+async def queued_events(queue: asyncio.Queue[BackendEvent | None]) -> AsyncIterator[BackendEvent]:
+    """The events a backend puts on `queue`, in order, until it puts None (its `close`)."""
+    while True:
+        event = await queue.get()
+        if event is None:
+            return
+        yield event

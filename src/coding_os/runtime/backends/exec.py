@@ -17,7 +17,7 @@ import signal
 from collections.abc import AsyncIterator
 
 from coding_os.errors import BackendError
-from coding_os.runtime.backend import BackendConfig, BackendEvent
+from coding_os.runtime.backend import BackendConfig, BackendEvent, queued_events
 
 __all__ = ["ExecBackend", "LINE_MAX", "GRACE_SECONDS"]
 
@@ -151,13 +151,9 @@ class ExecBackend:
         """
         raise BackendError("the exec backend asks for no approval")
 
-    async def events(self) -> AsyncIterator[BackendEvent]:
+    def events(self) -> AsyncIterator[BackendEvent]:
         """The output lines and task ends, until `close`."""
-        while True:
-            event = await self._queue.get()
-            if event is None:
-                return
-            yield event
+        return queued_events(self._queue)
 
     async def close(self) -> None:
         """Kill a command still running (its whole process group) and end `events`."""

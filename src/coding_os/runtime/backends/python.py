@@ -28,7 +28,7 @@ import sys
 from collections.abc import AsyncIterator, Mapping
 
 from coding_os.errors import BackendError
-from coding_os.runtime.backend import BackendConfig, BackendEvent
+from coding_os.runtime.backend import BackendConfig, BackendEvent, queued_events
 
 __all__ = ["AgentSession", "ENTRY_POINT_GROUP", "PythonBackend", "load_target", "STOP_SECONDS"]
 
@@ -232,13 +232,9 @@ class PythonBackend:
         if self._session is None or not self._session.answer(request, allow):
             raise BackendError(f"no approval {str(request)[:40]!r} is waiting")
 
-    async def events(self) -> AsyncIterator[BackendEvent]:
+    def events(self) -> AsyncIterator[BackendEvent]:
         """The events of the agent's turns, until `close`."""
-        while True:
-            event = await self._queue.get()
-            if event is None:
-                return
-            yield event
+        return queued_events(self._queue)
 
     async def close(self) -> None:
         """Cancel a running turn and end `events`."""
