@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ class Client:
         options: dict[str, str] = {"program": str(self.program)}
         if self.agent == "codex":  # its default sandbox in a git checkout is read-only
             options["sandbox"] = "workspace-write"
+        options.update(fields.pop("options", {}))
         return {"agent": self.agent, "options": options, **fields}
 
 
@@ -287,3 +289,53 @@ def cos_json(real: Real, *args: str) -> str:
     assert done.returncode == 0, done.stderr
     return done.stdout
 
+
+def test_with_the_hooks_installed_an_engine_task_is_one_session_checkpointed_exported_and_found(
+        real: Real) -> None:
+    installed = cos_run(real, "init", "--agent", real.client.agent)
+    assert installed.returncode == 0, installed.stderr
+    options: dict[str, str] = {}
+    if real.client.agent == "codex":  # hooks run in a trusted project, once trusted themselves
+        with open(real.home / ".codex" / "config.toml", "a", encoding="utf-8") as config:
+            config.write(f'\n[projects.{json.dumps(str(real.project))}]\ntrust_level = "trusted"\n')
+        trusting = real.home / "codex-trusting-hooks"
+        trusting.write_text(f'#!/bin/sh\nexec {CODEX_BIN} --dangerously-bypass-hook-trust "$@"\n',
+                            encoding="utf-8")
+        trusting.chmod(0o755)
+        options = {"program": str(trusting)}
+    real.script([real.client.tool("echo kept > kept.txt"), Text("Wrote kept.txt for you.")])
+    process = real.start()
+    configured = real.configured(process, permission_mode="bypassPermissions", options=options)
+    session, native_id = configured["session"], configured["msg"]["native_id"]
+    process.send("user_input", text="write the WOMBAT file")
+    process.until_type("task_complete", WAIT)
+    process.send("shutdown")
+    assert process.proc.wait(timeout=WAIT) == 0
+    assert (real.project / "kept.txt").read_text(encoding="utf-8") == "kept\n"
+    rows = json.loads(cos_json(real, "sessions", "--json", "--agent", real.client.agent))
+    linked = [row["id"] for row in rows if row.get("native_id") == native_id]
+    assert len(linked) == 1, rows  # one cos session for the native id, not two
+    listed = linked[0]
+    exported = cos_run(real, "export", native_id)
+    assert exported.returncode == 0, exported.stderr
+    assert "write the WOMBAT file" in exported.stdout
+    assert "Wrote kept.txt for you." in exported.stdout
+    found = json.loads(cos_json(real, "search", "WOMBAT", "--json"))["results"]
+    assert found and {hit["session"] for hit in found} == {listed}
+    if real.client.agent == "codex":
+        pytest.xfail("`codex app-server` runs no project hooks (it reads .codex/hooks.json, "
+                     "the project trusted, hook trust bypassed): no checkpoints yet for an "
+                     "engine-run Codex session")
+    checkpoints = json.loads(cos_json(real, "checkpoints", "--json"))
+    assert [(row["trigger"], row["session"], row["prompt"]) for row in reversed(checkpoints)
+            ][0] == ("prompt", listed, "write the WOMBAT file")
+    assert any("kept.txt" in row["changed"] for row in checkpoints)
+    # Known gap: Claude Code's SessionStart (source startup) makes the hooks mint a cos session
+    # of their own for the native id; it, not the engine's `session`, is the one listed and
+    # holding the checkpoints, and `cos export <session>` does not know the engine's id.
+    assert session.startswith("ses-claude-")
+
+
+def cos_run(real: Real, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([COS, *args], cwd=real.project, env=real.env, capture_output=True,
+                          text=True, timeout=WAIT)
