@@ -2,8 +2,9 @@
 
 Each test runs CodexBackend from asyncio against the scripted model server: a command that asks
 for approval, allowed and denied; an interrupt during a slow command; resume and fork of a thread
-in new processes; a program that is missing or ends at once; and, with a few lines standing in
-for the app-server, lines that are not events.
+in new processes; bypassed permissions letting a command write in the workspace; a command a
+read-only sandbox refuses, reported all the same; a program that is missing or ends at once;
+and, with a few lines standing in for the app-server, lines that are not events.
 """
 
 from __future__ import annotations
@@ -188,6 +189,52 @@ def test_a_thread_resumes_in_a_new_process_and_forks_under_a_new_id(tmp_path: Pa
     forked_request = next(r for r in requests if "And in the fork?" in r)
     assert "PAPAYA" in resumed_request and "PAPAYA" in forked_request
     assert "Which word was it?" in forked_request  # the fork holds the whole thread so far
+
+
+def test_bypassing_permissions_lets_a_command_write_in_the_workspace(tmp_path: Path) -> None:
+    script = [ToolCall("exec_command", {"cmd": "echo bypassed > ran.txt"}), Text("Wrote it.")]
+    with ModelServer(script) as server:
+        config = codex_config(tmp_path, server, permission_mode="bypassPermissions")
+
+        async def scenario(backend: CodexBackend, native_id: str | None) -> None:
+            events = backend.events()
+            await backend.submit("Write the file")
+            seen = await until(events, {"task_complete", "turn_aborted"})
+            assert not of_type(seen, "approval_request")  # nothing asked: permissions bypassed
+            result = of_type(seen, "tool_result")[0]
+            assert (result.fields["ok"], result.fields["exit_code"]) == (True, 0)
+            assert seen[-1].type == "task_complete"
+
+        run_backend(config, scenario)
+    assert (Path(config.cwd) / "ran.txt").read_text(encoding="utf-8") == "bypassed\n"
+
+
+def test_a_command_the_sandbox_stops_still_shows_as_a_failed_tool_call(tmp_path: Path) -> None:
+    """Codex sends no item for a command its sandbox refused; the backend still reports it."""
+    script = [ToolCall("exec_command", {"cmd": "echo sandboxed > ran.txt"}), Text("It failed.")]
+    with ModelServer(script) as server:
+        config = codex_config(tmp_path, server, permission_mode="bypassPermissions")
+        config = dataclasses.replace(config, options={**config.options, "sandbox": "read-only"})
+
+        async def scenario(backend: CodexBackend, native_id: str | None) -> None:
+            events = backend.events()
+            await backend.submit("Write the file")
+            seen = await until(events, {"task_complete", "turn_aborted"})
+            calls, results = of_type(seen, "tool_call"), of_type(seen, "tool_result")
+            assert len(calls) == 1 and len(results) == 1
+            assert seen.index(calls[0]) < seen.index(results[0])
+            assert calls[0].fields["tool"] == "commandExecution"
+            assert "echo sandboxed > ran.txt" in str(calls[0].fields["input"]["command"])
+            result = results[0].fields
+            assert result["call_id"] == calls[0].fields["call_id"]
+            assert (result["ok"], result["exit_code"]) == (False, 1)
+            assert "Read-only file system" in str(result["output"])
+            assert [e.fields["text"] for e in of_type(seen, "agent_message")] == ["It failed."]
+            assert not [e for e in of_type(seen, "native")
+                        if str(e.fields["raw"].get("method", "")).startswith("rawResponse")]
+
+        run_backend(config, scenario)
+    assert not (Path(config.cwd) / "ran.txt").exists()
 
 
 def test_a_missing_program_is_a_backend_error(tmp_path: Path) -> None:

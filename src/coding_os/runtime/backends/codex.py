@@ -6,7 +6,9 @@ backend sends `initialize` then the `initialized` notification, and `thread/star
 is `turn/start`, an interrupt `turn/interrupt`. The server tells what happens by notifications
 (`item/started`, `item/completed`, `turn/completed`, …) and asks for approvals by requests of its
 own, which `answer` responds to. Message shapes are those of the schema Codex 0.169 writes with
-`codex app-server generate-json-schema`.
+`codex app-server generate-json-schema`. A permission mode sets both the approval policy and the
+sandbox (PERMISSION_MODES). A new thread also asks for the raw response items, the only trace of
+a command the sandbox refused: the backend reports such a command as a tool call and its result.
 
 One reader task reads stdout: responses go to the request awaiting them, everything else becomes
 a `BackendEvent` on a queue that `events()` gives out, ending when stdout closes. A line that is
@@ -19,6 +21,7 @@ import asyncio
 import collections
 import json
 import os
+import re
 import shutil
 import signal
 from collections.abc import AsyncIterator, Mapping
@@ -28,17 +31,20 @@ from coding_os import jsonwire
 from coding_os.errors import BackendError, InvalidInput
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 
-__all__ = ["APPROVAL_POLICIES", "MAX_LINE", "CodexBackend"]
+__all__ = ["MAX_LINE", "PERMISSION_MODES", "CodexBackend"]
 
-# A permission mode (cos's, Claude Code's names, or Codex's own) → Codex's `approvalPolicy`.
-# The default asks before any command not known to be safe, so every approval reaches the user.
-APPROVAL_POLICIES = {
-    "default": "untrusted",
-    "untrusted": "untrusted",
-    "acceptEdits": "on-request",
-    "on-request": "on-request",
-    "bypassPermissions": "never",
-    "never": "never",
+# A permission mode (cos's, Claude Code's names, or Codex's own approval policies) → Codex's
+# (`approvalPolicy`, `sandbox`); a None sandbox leaves Codex's default (read-only), and
+# options["sandbox"] overrides it. The default asks before any command not known to be safe, so
+# every approval reaches the user. Bypassing permissions lets commands write in the workspace
+# without asking, never outside it (that would be `danger-full-access`, which takes the option).
+PERMISSION_MODES: dict[str, tuple[str, str | None]] = {
+    "default": ("untrusted", None),
+    "untrusted": ("untrusted", None),
+    "acceptEdits": ("on-request", "workspace-write"),
+    "on-request": ("on-request", "workspace-write"),
+    "bypassPermissions": ("never", "workspace-write"),
+    "never": ("never", "workspace-write"),
 }
 
 MAX_LINE = 16 * 1024 * 1024  # a resumed thread's history comes in one line; excludeTurns keeps it short
@@ -56,6 +62,10 @@ _APPROVALS = {
     "execCommandApproval": ("commandExecution", "approved", "denied"),
     "applyPatchApproval": ("fileChange", "approved", "denied"),
 }
+# Model tools that run a command: a call of theirs that Codex reports no item for (its sandbox
+# refused the command) is reported from the raw response items.
+_SHELL_TOOLS = frozenset({"exec_command", "shell", "shell_command"})
+_EXIT_CODE = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.MULTILINE)
 _METHOD_NOT_FOUND = -32601
 _OVERLONG = object()  # what the reader returns for a line over MAX_LINE
 
@@ -77,6 +87,9 @@ class CodexBackend:
         self._stderr_reader: asyncio.Task[None] | None = None
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self._items: dict[str, dict[str, Any]] = {}  # tool items started, by id
+        self._announced: set[str] = set()  # ids of the turn's tool calls given as tool_call
+        self._shell_calls: dict[str, dict[str, Any]] = {}  # the turn's raw shell calls, by call id
+        self._cwd = ""
         self._outputs: dict[str, list[str]] = {}  # output deltas of commands running, by item id
         self._usage: dict[str, Any] = {}  # the running turn's token usage
         self._responses: set[asyncio.Task[None]] = set()  # answers being sent to the server
@@ -91,7 +104,8 @@ class CodexBackend:
             BackendError: the program is missing, ended at once, or refused the thread.
             InvalidInput: a permission mode Codex has no approval policy for.
         """
-        policy = _approval_policy(config.permission_mode)
+        policy, default_sandbox = _permission_mode(config.permission_mode)
+        self._cwd = config.cwd
         env = dict(config.env) if config.env is not None else dict(os.environ)
         program = str(config.options.get("program") or "codex")
         found = shutil.which(program, path=env.get("PATH"))
@@ -109,17 +123,21 @@ class CodexBackend:
         try:
             from coding_os import __version__
 
+            # The experimental API gives the raw response items, the only trace of a command
+            # the sandbox refused (see _raw_item).
             await self._request("initialize", {"clientInfo": {
-                "name": "coding-os", "title": "coding-os", "version": __version__}})
+                "name": "coding-os", "title": "coding-os", "version": __version__},
+                "capabilities": {"experimentalApi": True}})
             await self._send({"method": "initialized"})
             params: dict[str, Any] = {"cwd": config.cwd, "approvalPolicy": policy}
             if config.model:
                 params["model"] = config.model
-            sandbox = config.options.get("sandbox")
+            sandbox = config.options.get("sandbox") or default_sandbox
             if sandbox:
                 params["sandbox"] = sandbox
             if config.native_id is None:
-                result = await self._request("thread/start", params)
+                result = await self._request("thread/start",
+                                             {**params, "experimentalRawEvents": True})
             else:
                 params.update(threadId=config.native_id, excludeTurns=True)
                 result = await self._request("thread/fork" if config.fork else "thread/resume",
@@ -371,17 +389,21 @@ class CodexBackend:
         elif method == "item/started" and _item_type(params) in _TOOL_ITEMS:
             item = params["item"]
             self._items[str(item.get("id"))] = item
-            self._emit("tool_call", call_id=item.get("id"), tool=_tool_name(item),
-                       input=_tool_input(item))
+            self._announce(item)
         elif method == "item/completed" and _item_type(params) == "agentMessage":
             self._emit("agent_message", text=str(params["item"].get("text") or ""))
         elif method == "item/completed" and _item_type(params) in _TOOL_ITEMS:
             item = params["item"]
             item_id = str(item.get("id"))
-            self._items.pop(item_id, None)
+            if self._items.pop(item_id, None) is None and item_id not in self._announced:
+                self._announce(item)  # completed without having started
             output = "".join(self._outputs.pop(item_id, []))
             ok, result, extra = _tool_result(item, output)
             self._emit("tool_result", call_id=item.get("id"), ok=ok, output=result, **extra)
+        elif method == "rawResponseItem/completed":
+            self._raw_item(params.get("item"))  # the items say it all already, and at length
+        elif method == "rawResponse/completed":
+            pass  # asked for with the raw items; the token usage updates say the same
         elif method == "thread/tokenUsage/updated":
             self._add_usage(params.get("tokenUsage"))
             self._emit("native", raw=message)
@@ -403,6 +425,8 @@ class CodexBackend:
             return
         if turn.get("id") == self._turn_id:
             self._turn_id = None
+        self._announced.clear()
+        self._shell_calls.clear()
         status = turn.get("status")
         if status == "interrupted":
             self._emit("turn_aborted", reason="interrupted")
@@ -414,6 +438,40 @@ class CodexBackend:
                        fatal=False)
         self._emit("task_complete", usage=self._usage, status=status)
         self._usage = {}
+
+    def _announce(self, item: dict[str, Any]) -> None:
+        self._announced.add(str(item.get("id")))
+        self._emit("tool_call", call_id=item.get("id"), tool=_tool_name(item),
+                   input=_tool_input(item))
+
+    def _raw_item(self, item: object) -> None:
+        """Report a shell call that got its output without any item of Codex's.
+
+        Codex 0.169 sends no `item/started` or `item/completed` for a command its sandbox
+        refused (a write under a read-only sandbox, with no approval to ask for): the model's
+        `function_call` and its `function_call_output` are all there is of it.
+        """
+        if not isinstance(item, dict) or not isinstance(item.get("call_id"), str):
+            return
+        call_id = item["call_id"]
+        if item.get("type") == "function_call" and item.get("name") in _SHELL_TOOLS:
+            self._shell_calls[call_id] = item
+            return
+        call = self._shell_calls.pop(call_id, None)
+        if item.get("type") != "function_call_output" or call is None \
+                or call_id in self._announced:
+            return
+        self._announced.add(call_id)
+        self._emit("tool_call", call_id=call_id, tool="commandExecution",
+                   input=_shell_input(call, self._cwd))
+        output = item.get("output")
+        text = output if isinstance(output, str) else json.dumps(output)
+        found = _EXIT_CODE.search(text)
+        code = int(found.group(1)) if found else None
+        _, marker, rest = text.partition("\nOutput:\n")
+        self._emit("tool_result", call_id=call_id, ok=code == 0,
+                   output=rest if marker else text, exit_code=code,
+                   status="completed" if code == 0 else "failed")
 
     def _add_usage(self, usage: object) -> None:
         """Sum the turn's model calls (`last` of each update) in cos's usage names."""
@@ -439,14 +497,27 @@ class _Refused(BackendError):
     """The app-server answered a request of ours with a JSON-RPC error."""
 
 
-def _approval_policy(permission_mode: str | None) -> str:
+def _permission_mode(permission_mode: str | None) -> tuple[str, str | None]:
+    """Codex's approval policy and sandbox (None: its default) for a permission mode."""
     if permission_mode is None:
-        return "untrusted"
-    policy = APPROVAL_POLICIES.get(permission_mode)
-    if policy is None:
+        return PERMISSION_MODES["default"]
+    mode = PERMISSION_MODES.get(permission_mode)
+    if mode is None:
         raise InvalidInput(f"codex: no approval policy for permission mode {permission_mode!r}: "
-                           f"expected one of {', '.join(APPROVAL_POLICIES)}")
-    return policy
+                           f"expected one of {', '.join(PERMISSION_MODES)}")
+    return mode
+
+
+def _shell_input(call: dict[str, Any], cwd: str) -> dict[str, object]:
+    """A raw shell call's command and working directory, as a command item gives them."""
+    try:
+        arguments = jsonwire.loads(str(call.get("arguments") or "{}"))
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        return {"command": call.get("arguments"), "cwd": cwd}
+    command = arguments.get("cmd", arguments.get("command"))
+    return {"command": command, "cwd": arguments.get("workdir") or cwd}
 
 
 def _item_type(params: dict[str, Any]) -> object:
