@@ -160,3 +160,23 @@ def test_a_reftable_like_layout_is_left_to_git(tmp_path: Path) -> None:
     (top / ".git" / "HEAD").write_text("ref: refs/heads/.invalid\n")
     (top / ".git" / "refs" / "heads").write_text("this repository uses the reftable format\n")
     assert head_from_files(str(top)) is None
+
+
+def test_the_checkout_is_found_as_git_finds_it_passing_over_an_empty_dot_git(
+        repo: Path, tmp_path: Path) -> None:
+    """An empty `.git` directory (Codex's sandbox leaves one where it ran) or a `.git` file that
+    names no git dir is no repository to git: the walk passes over it to the real checkout
+    above, or finds none; a `.git` file with `gitdir:` (a linked worktree) is one."""
+    from coding_os.git.repo import checkout_root
+
+    (repo / "plain" / ".git").mkdir(parents=True)
+    (repo / "plain" / "deep").mkdir()
+    assert checkout_root(str(repo / "plain" / "deep")) == str(repo.resolve())
+    (repo / "notes").mkdir()
+    (repo / "notes" / ".git").write_text("not a pointer\n", encoding="utf-8")
+    assert checkout_root(str(repo / "notes")) == str(repo.resolve())
+    alone = tmp_path / "alone"
+    (alone / ".git").mkdir(parents=True)
+    assert checkout_root(str(alone)) is None or checkout_root(str(alone)) != str(alone)
+    git(repo, "worktree", "add", "-q", str(tmp_path / "wt"))
+    assert checkout_root(str(tmp_path / "wt")) == str((tmp_path / "wt").resolve())

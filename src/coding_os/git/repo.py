@@ -18,14 +18,28 @@ __all__ = ["checkout_root", "git_dirs", "linked_worktrees", "head", "head_from_f
 
 
 def checkout_root(start: str) -> str | None:
-    """The top of the git checkout holding `start` (the nearest ancestor with `.git`), or None."""
+    """The top of the git checkout holding `start` (the nearest ancestor whose `.git` git would
+    take for a repository), or None."""
     here = os.path.realpath(start)
-    while not os.path.lexists(os.path.join(here, ".git")):
+    while not _is_repository(os.path.join(here, ".git")):
         parent = os.path.dirname(here)
         if parent == here:
             return None
         here = parent
     return here
+
+
+def _is_repository(dot_git: str) -> bool:
+    """Whether git takes `dot_git` for a repository, as its discovery does: a directory with a
+    HEAD, or a `gitdir:` file. An empty `.git` directory (Codex's sandbox leaves one as a mount
+    point where it ran) is passed over, and the walk goes on upward."""
+    if os.path.isdir(dot_git):
+        return os.path.lexists(os.path.join(dot_git, "HEAD"))
+    try:
+        with open(dot_git, "rb") as f:
+            return f.read(8) == b"gitdir: "
+    except OSError:
+        return False
 
 
 def git_dirs(top: str) -> tuple[str, str] | None:
