@@ -205,3 +205,26 @@ def test_a_dead_process_of_another_pid_namespace_is_not_judged_here(
     record_path.write_text(json.dumps(record))
     fire(repo, isolated_env, "SessionStart", "here", source="startup")
     assert db_rows(repo, "SELECT count(*) FROM session_summaries WHERE session = ?", other) == [(0,)]
+
+
+def test_startup_of_a_native_id_the_engine_filed_binds_the_engines_session(
+        repo: Path, isolated_env: Path) -> None:
+    """cos's engine gives Claude Code its session id and files it in the index before the
+    agent starts (runtime/core.py): its SessionStart binds that cos session, and no second one
+    is made for the same native id."""
+    from coding_os.clock import utc_now
+    from coding_os.sessions.database import with_index
+    from coding_os.state.caller import Caller
+    from coding_os.storage.base import SessionRecord
+
+    e = env(isolated_env)
+    now = utc_now()
+    engine = SessionRecord(id="ses-claude-20261202-000000-e0e0", agent="claude", panel="engine",
+                           native_id="n7", project=str(repo), cwd=str(repo), source="engine",
+                           started=now, last_active=now)
+    with_index(Caller(e, str(repo)).tiers, e, lambda storage: storage.upsert_session(engine))
+    fire(repo, isolated_env, "SessionStart", "n7", source="startup")
+    assert sid(repo, "n7") == engine.id
+    assert db_rows(repo, "SELECT id FROM sessions WHERE native_id = ?", "n7") == [(engine.id,)]
+    fire(repo, isolated_env, "SessionStart", "n8", source="startup")  # one it never filed
+    assert sid(repo, "n8") not in (engine.id, None)

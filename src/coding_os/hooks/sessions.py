@@ -78,7 +78,13 @@ def session_start(ctx: HookContext, current: tuple[str, str | None] | None) -> S
                 fields["cleared_from"] = cleared_from
         if source == "fork":
             fields["forked_from"] = _fork_source(ctx, previous)
-        session = _mint(ctx)
+        # A native session cos's engine started has its id filed before the agent's first hook
+        # (runtime/core.py): the hooks bind that cos session rather than make a second one.
+        engine_made = _session_of_native(ctx, ingest=False, made_by="engine") \
+            if source == "startup" else None
+        if engine_made is not None:
+            ctx.log["linked"] = engine_made
+        session = engine_made or _mint(ctx)
     record, known = _bind_session(ctx, session, source=source, fields=fields)
     if starts_fresh:
         _clear_volatile(ctx.panel_dir)
@@ -263,8 +269,9 @@ def _resume_target(ctx: HookContext, current: tuple[str, str | None] | None) -> 
     return _mint(ctx)
 
 
-def _session_of_native(ctx: HookContext, ingest: bool) -> str | None:
-    """The cos session the index links to this payload's native id, if any."""
+def _session_of_native(ctx: HookContext, ingest: bool, made_by: str | None = None) -> str | None:
+    """The cos session the index links to this payload's native id, if any (and only one
+    whose row was made by `made_by`, when given)."""
     if not ctx.native:
         return None
     storage = ctx.open_storage(ingest=ingest)
@@ -277,7 +284,9 @@ def _session_of_native(ctx: HookContext, ingest: bool) -> str | None:
     except StorageError as exc:
         ctx.db_failed(exc)
         return None
-    return found.id if found is not None else None
+    if found is None or (made_by is not None and found.source != made_by):
+        return None
+    return found.id
 
 
 def _fork_source(ctx: HookContext, previous: str | None) -> str | None:

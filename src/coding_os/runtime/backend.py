@@ -30,14 +30,17 @@ BACKEND_EVENT_TYPES = ("agent_message", "agent_message_delta", "tool_call", "too
 class BackendConfig:
     """How to start a backend's session.
 
-    `native_id` resumes that native session (with `fork`, under a new native id); `options`
-    holds what only one backend reads (`exec`: `command`; `python`: `target`, `module:attr`).
-    `env` is the agent process's whole environment (None: cos's own).
+    `native_id` resumes that native session (with `fork`, under a new native id); a new or
+    forked session takes `new_native_id` where the agent accepts an id it is given (Claude
+    Code's `--session-id`), so the engine can file it before the agent's first hook fires;
+    `options` holds what only one backend reads (`exec`: `command`; `python`: `target`,
+    `module:attr`). `env` is the agent process's whole environment (None: cos's own).
     """
 
     cwd: str
     native_id: str | None = None
     fork: bool = False
+    new_native_id: str | None = None
     model: str | None = None
     permission_mode: str | None = None
     env: Mapping[str, str] | None = None

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -237,8 +238,15 @@ class SessionCore:
         native_id = self.native_id
         if self.agent == "python":
             native_id = self.session  # a python session's native session is the cos session
-        config = BackendConfig(cwd=settings.cwd, native_id=native_id,
-                               fork=self._fork and native_id is not None, model=settings.model,
+        fork = self._fork and native_id is not None
+        planned = None
+        if self.agent == "claude" and (native_id is None or fork):
+            # Claude Code takes the id it is given: filed in the index before its SessionStart
+            # hook asks for it, so the hooks bind this cos session instead of making another.
+            planned = str(uuid.uuid4())
+            self._link_native(planned)
+        config = BackendConfig(cwd=settings.cwd, native_id=native_id, fork=fork,
+                               new_native_id=planned, model=settings.model,
                                permission_mode=settings.permission_mode, env=self._env,
                                options=dict(settings.options))
         try:
@@ -263,9 +271,11 @@ class SessionCore:
         self._pump = asyncio.create_task(self._run_pump(backend))
         return True
 
-    def _link_native(self) -> None:
-        """File a Claude or Codex session's native id under the cos id in the index."""
-        if self.agent in NATIVE_TRANSCRIPT_AGENTS or not self.native_id:
+    def _link_native(self, native_id: str | None = None) -> None:
+        """File a Claude or Codex session's native id (`native_id`, else the one it has) under
+        the cos id in the index."""
+        native_id = native_id or self.native_id
+        if self.agent in NATIVE_TRANSCRIPT_AGENTS or not native_id:
             return
         from coding_os.clock import utc_now
         from coding_os.sessions.database import with_index
@@ -273,7 +283,7 @@ class SessionCore:
 
         now = utc_now()
         record = SessionRecord(id=self.session, agent=self.agent, panel="engine",
-                               native_id=self.native_id, project=self.project,
+                               native_id=native_id, project=self.project,
                                cwd=self.settings.cwd if self.settings else None,
                                source="engine", started=now, last_active=now)
         try:

@@ -101,7 +101,7 @@ class SessionRecord:
     native_id: str | None = None
     project: str | None = None
     cwd: str | None = None
-    source: str | None = None  # the SessionStart source that minted it, or "adopt"
+    source: str | None = None  # the SessionStart source that minted it, "adopt", or "engine"
     forked_from: str | None = None
     cleared_from: str | None = None
     started: str = ""

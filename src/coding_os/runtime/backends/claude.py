@@ -76,7 +76,7 @@ class ClaudeBackend:
         if found is None:
             raise BackendError(f"claude: program {program!r} not found on PATH "
                                "(install Claude Code, or name it with the 'program' option)")
-        native_id = str(uuid.uuid4())
+        native_id = config.new_native_id or str(uuid.uuid4())
         argv = [found, "-p", "--input-format", "stream-json", "--output-format", "stream-json",
                 "--verbose", "--permission-prompt-tool", "stdio"]
         if config.native_id is None:
