@@ -138,7 +138,12 @@ def write_codex_config(
         'name = "mock"\n'
         f"base_url = {json.dumps(server.base_url + '/v1')}\n"
         'wire_api = "responses"\n'
-        'env_key = "MOCK_KEY"\n',
+        'env_key = "MOCK_KEY"\n'
+        # A workspace-write sandbox also makes /tmp writable, and Codex leaves empty mount
+        # points (.git, .codex, .agents, .aws) in every writable root: keep it out of /tmp.
+        "[sandbox_workspace_write]\n"
+        "exclude_slash_tmp = true\n"
+        "exclude_tmpdir_env_var = true\n",
         encoding="utf-8",
     )
     return config
