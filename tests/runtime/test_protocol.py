@@ -343,3 +343,23 @@ def test_fifty_sigkills_at_random_moments_replay_every_stored_event_and_invent_n
     assert all(by_seq.get(event["seq"]) == event for event in sent)
     # Every other kill lands after its task started: each left a task the next process closed.
     assert kinds(log).count("turn_aborted") >= 25
+
+
+def test_at_the_end_of_input_an_approval_nobody_can_answer_is_denied_and_the_process_ends(
+        project: Path) -> None:
+    """A client that sends its input and closes the pipe leaves no one to answer: the approval
+    is denied (the tool does not run), the task ends, and the process exits by itself."""
+    import subprocess
+
+    from tests.helpers import COS
+    from tests.runtime.conftest import ECHO_AGENT
+
+    ops = [{"id": "1", "op": {"type": "configure", "agent": "python",
+                              "target": f"{ECHO_AGENT}:EchoAgent"}},
+           {"id": "2", "op": {"type": "user_input", "text": "write notes.txt: hi"}}]
+    done = subprocess.run([COS, "protocol"], cwd=project, capture_output=True, text=True,
+                          input="".join(json.dumps(op) + "\n" for op in ops), timeout=60)
+    assert done.returncode == 0, done.stderr
+    types = [json.loads(line)["msg"]["type"] for line in done.stdout.splitlines()]
+    assert "approval_request" in types and types[-1] == "task_complete", types
+    assert not (project / "notes.txt").exists()

@@ -142,6 +142,7 @@ class SessionCore:
         self._abort_reason: str | None = None
         self._discarded: set[asyncio.Task[None]] = set()  # backends being closed
         self._approvals: set[str | int] = set()
+        self._unattended = False
         self._next_task = next_task
         self._last_heard = 0.0
         self._closing = False
@@ -332,11 +333,26 @@ class SessionCore:
             request = fields["request"]
             if isinstance(request, (str, int)):
                 self._approvals.add(request)
+                if self._unattended:  # nobody is left to answer: denied, so the task goes on
+                    asyncio.get_running_loop().create_task(self._deny(request))
         try:
             self._record(kind, fields, self._task_reply if self._task is not None else None)
         except InvalidInput as exc:
             self._record("error", {"message": f"the backend sent a bad {kind} event: {exc}",
                                    "fatal": False}, self._task_reply)
+
+    async def unattended(self) -> None:
+        """No client is left to answer (the end of input): every approval request, waiting or
+        to come, is denied, so a running task ends instead of waiting for ever."""
+        self._unattended = True
+        for request in list(self._approvals):
+            await self._deny(request)
+
+    async def _deny(self, request: str | int) -> None:
+        try:
+            await self.approval(request, False)
+        except InvalidInput:
+            pass  # answered meanwhile, or its task ended
 
     def _end_task(self, kind: str, fields: dict[str, object]) -> None:
         task, reply_to = self._task, self._task_reply

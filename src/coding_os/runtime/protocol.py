@@ -261,7 +261,9 @@ async def serve(reader: asyncio.StreamReader, server: Server, session: str | Non
         if line.strip():
             await server.handle_line(line)
     if not server.done and server.core is not None and not server.core.closed:
-        # The end of input lets the running task finish, unless a stop comes first.
+        # The end of input lets the running task finish, unless a stop comes first; nobody is
+        # left to answer its approval requests, so they are denied.
+        await server.core.unattended()
         idle = asyncio.create_task(server.core.wait_idle())
         stopped = asyncio.create_task(server.stopped.wait())
         await asyncio.wait({idle, stopped}, return_when=asyncio.FIRST_COMPLETED)
