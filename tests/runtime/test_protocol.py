@@ -363,3 +363,36 @@ def test_at_the_end_of_input_an_approval_nobody_can_answer_is_denied_and_the_pro
     types = [json.loads(line)["msg"]["type"] for line in done.stdout.splitlines()]
     assert "approval_request" in types and types[-1] == "task_complete", types
     assert not (project / "notes.txt").exists()
+
+
+def test_an_exec_task_whose_shell_left_a_child_holding_its_output_is_interrupted_whole(
+        protocol: Start) -> None:
+    """`sleep … & echo` ends the shell at once while the child keeps the output open: an
+    interrupt still ends the task, and no process of the command is left."""
+    marker = f"{4000 + random.randrange(1000)}.{os.getpid()}"
+    client = protocol()
+    client.send("configure", agent="exec")
+    client.until_type("session_configured")
+    client.send("user_input", text=f"sleep {marker} & echo started")
+    client.until_says("started")
+    client.send("interrupt")
+    aborted = client.until_type("turn_aborted")[-1]
+    assert aborted["msg"]["reason"] == "interrupted"
+
+    def left() -> list[str]:
+        found = []
+        for pid in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    if marker.encode() in f.read():
+                        found.append(pid)
+            except OSError:
+                continue
+        return found
+
+    deadline = time.monotonic() + 10
+    while left() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not left()
+    client.send("user_input", text="echo after")
+    client.until_says("after")

@@ -125,15 +125,16 @@ class ExecBackend:
 
     async def interrupt(self) -> None:
         """SIGTERM to the command's process group; SIGKILL if it is still there after a grace
-        period. The task ends `turn_aborted` when the command has exited."""
-        process = self._process
-        if process is None or process.returncode is not None:
+        period. The task ends `turn_aborted` once its output is closed: the shell may have
+        exited already, leaving children (`cmd &`) that hold it open, so the group is signalled
+        until nothing holds it."""
+        process, follow = self._process, self._run
+        if process is None or follow is None or follow.done():
             return
         self._interrupted = True
         self._signal(process, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(process.wait(), GRACE_SECONDS)
-        except TimeoutError:
+        await asyncio.wait({follow}, timeout=GRACE_SECONDS)
+        if not follow.done():
             self._signal(process, signal.SIGKILL)
 
     @staticmethod
@@ -161,7 +162,7 @@ class ExecBackend:
             return
         self._closed = True
         process = self._process
-        if process is not None and process.returncode is None:
+        if process is not None:  # its output still open: the shell or its children are there
             self._interrupted = True
             self._signal(process, signal.SIGKILL)
         if self._run is not None:
