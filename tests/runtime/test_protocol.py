@@ -396,3 +396,26 @@ def test_an_exec_task_whose_shell_left_a_child_holding_its_output_is_interrupted
     assert not left()
     client.send("user_input", text="echo after")
     client.until_says("after")
+
+
+def test_a_fork_or_a_refused_resume_of_a_running_session_writes_no_false_backend_exit(
+        protocol: Start, project: Path) -> None:
+    """Reading a session (as a fork's source, or to check a resume's last_seq) never records
+    that its serving process died: a fork mid-task ends the task once, `shutdown`, with no
+    fatal error; a refused resume writes nothing."""
+    client = protocol()
+    echo = Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py"
+    client.send("configure", agent="python", target=f"{echo}:EchoAgent")
+    source = client.until_type("session_configured")[-1]["session"]
+    client.send("user_input", text="sleep 30")
+    client.until_says("sleeping 30s")
+    other = protocol()
+    other.send("resume", session=source, last_seq=10_000)
+    assert "beyond the end" in other.until_type("error")[-1]["msg"]["message"]
+    log = events.events_path(Tiers(str(project / ".coding-os")), source)
+    assert [e["msg"]["type"] for e in events.replay(log, 0)][-1] != "turn_aborted"
+    client.send("fork", session=source)
+    client.until_type("session_configured")
+    ends = [e["msg"] for e in events.replay(log, 0)
+            if e["msg"]["type"] in ("turn_aborted", "task_complete", "error")]
+    assert ends == [{"type": "turn_aborted", "task": 1, "reason": "shutdown"}], ends

@@ -579,11 +579,13 @@ def create_session(settings: SessionSettings, *, env: Mapping[str, str] | None =
 
 def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None,
                  timeouts: Timeouts = Timeouts(),
-                 durability: str = events.DEFAULT_DURABILITY) -> SessionCore:
+                 durability: str = events.DEFAULT_DURABILITY,
+                 repair: bool = True) -> SessionCore:
     """An existing session of the project of `cwd`, ready to resume (its backend not started).
 
     A log ending in a task without its end (the process that served it was killed) gets
-    `turn_aborted` `backend_exit` and an `error` now.
+    `turn_aborted` `backend_exit` and an `error` now, when `repair` (a session opened only to
+    be read, as the source of a fork, is left as it is: it may be running).
 
     Raises:
         InvalidId: not a session id. NotFound: no such session in this project.
@@ -629,7 +631,7 @@ def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None
     log = events.EventLog.open(tiers, session, durability=durability)
     core = SessionCore(tiers, session, log, settings=settings, project=project, env=env,
                        timeouts=timeouts, native_id=native_id, next_task=last_task + 1)
-    if open_task is not None:
+    if open_task is not None and repair:
         task, reply_to = open_task
         log.append("turn_aborted", {"task": task, "reason": "backend_exit"}, reply_to=reply_to)
         log.append("error", {"message": f"the process serving {session} ended during task "
@@ -659,7 +661,8 @@ def fork_session(source: str, cwd: str, at: int | None = None, *,
                            "python, claude and codex sessions fork")
     if agent != "python" and at is not None:
         raise InvalidInput(f"a {agent} session forks whole: 'at' is for python sessions")
-    parent = open_session(source, cwd, env=env, timeouts=timeouts, durability="none")
+    parent = open_session(source, cwd, env=env, timeouts=timeouts, durability="none",
+                          repair=False)
     settings = parent.settings
     parent._log.close()
     if agent != "python":

@@ -191,11 +191,13 @@ class Server:
         if self.core is not None and not self.core.closed and self.core.session == session:
             await self._attach(self.core, last_seq)
             return
-        opened = core.open_session(session, self.cwd, env=self._env, timeouts=self._timeouts)
-        if last_seq > opened.last_seq:
-            await opened.shutdown()
+        probe = core.open_session(session, self.cwd, env=self._env, timeouts=self._timeouts,
+                                  repair=False)  # nothing written before last_seq is checked
+        await probe.shutdown()
+        if last_seq > probe.last_seq:
             raise _Refused(f"last_seq {last_seq} is beyond the end of {session} "
-                           f"(its last seq is {opened.last_seq})")
+                           f"(its last seq is {probe.last_seq})")
+        opened = core.open_session(session, self.cwd, env=self._env, timeouts=self._timeouts)
         await self._switch(opened, last_seq)
 
     async def _op_fork(self, op: Mapping[str, Any], reply_to: str | None) -> None:
