@@ -24,6 +24,7 @@ from coding_os import jsonwire
 from coding_os.errors import CosError, InvalidInput
 from coding_os.runtime import core
 from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
+from coding_os.runtime.lines import read_line
 
 __all__ = ["LINE_MAX", "OPS", "Server", "serve_stdio"]
 
@@ -228,23 +229,6 @@ class Server:
         await self._switch(opened, opened.last_seq)
 
 
-async def _read_line(reader: asyncio.StreamReader) -> tuple[bytes | None, bool]:
-    """The next line (None at the end of input) and whether it was too long (then skipped)."""
-    too_long = False
-    while True:
-        try:
-            line = await reader.readuntil(b"\n")
-        except asyncio.IncompleteReadError as exc:
-            if too_long:
-                return b"", True
-            return (exc.partial or None), False
-        except asyncio.LimitOverrunError as exc:
-            too_long = True
-            await reader.readexactly(max(exc.consumed, 1))
-            continue
-        return (b"" if too_long else line), too_long
-
-
 async def serve(reader: asyncio.StreamReader, server: Server, session: str | None = None) -> int:
     """Serve ops from `reader` until `shutdown` or the end of input (after which the running
     task is let finish); the exit status."""
@@ -254,12 +238,12 @@ async def serve(reader: asyncio.StreamReader, server: Server, session: str | Non
         except CosError as exc:
             server.send_error(str(exc))
     while not server.done:
-        line, too_long = await _read_line(reader)
-        if line is None:
-            break
+        line, too_long = await read_line(reader)
         if too_long:
             server.send_error(f"the line is longer than {LINE_MAX} bytes; it was skipped")
             continue
+        if line is None:
+            break
         if line.strip():
             await server.handle_line(line)
     if not server.done and server.core is not None and not server.core.closed:

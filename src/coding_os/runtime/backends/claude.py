@@ -24,6 +24,7 @@ from typing import IO, Any
 
 from coding_os.errors import BackendError, InvalidInput
 from coding_os.runtime.backend import BackendConfig, BackendEvent
+from coding_os.runtime.lines import read_line
 
 __all__ = ["ClaudeBackend", "LINE_LIMIT"]
 
@@ -145,11 +146,12 @@ class ClaudeBackend:
             for event in self._events_of_line(self._early.pop(0)):
                 yield event
         while True:
-            line, skipped = await _read_line(process.stdout)
+            line, skipped = await read_line(process.stdout)
             if skipped:
                 yield BackendEvent("error", {
                     "message": f"claude wrote a line of over {LINE_LIMIT} bytes; it was skipped",
                     "fatal": False})
+                continue
             if line is None:
                 break
             for event in self._events_of_line(line):
@@ -211,7 +213,9 @@ class ClaudeBackend:
             await self._send(request)
             async with asyncio.timeout(timeout):
                 while True:
-                    line, _ = await _read_line(process.stdout)
+                    line, skipped = await read_line(process.stdout)
+                    if skipped:
+                        continue
                     if line is None:
                         code = await _wait(process, CLOSE_TIMEOUT)
                         raise BackendError(self._ended_message(code, at_once=True))
@@ -238,7 +242,9 @@ class ClaudeBackend:
 
     async def _drain_stderr(self, stderr: asyncio.StreamReader) -> None:
         while True:
-            line, _ = await _read_line(stderr)
+            line, skipped = await read_line(stderr)
+            if skipped:
+                continue
             if line is None:
                 return
             text = line.decode("utf-8", "replace").strip()
@@ -345,25 +351,6 @@ def _json_object(line: bytes) -> dict[str, Any] | None:
     except ValueError:
         return None
     return value if isinstance(value, dict) else None
-
-
-async def _read_line(stream: asyncio.StreamReader) -> tuple[bytes | None, bool]:
-    """The next line (None at the end), and whether a line over the limit was skipped before it."""
-    skipped = in_long_line = False
-    while True:
-        try:
-            line = await stream.readuntil(b"\n")
-        except asyncio.IncompleteReadError as end:
-            return (None if in_long_line else end.partial or None), skipped
-        except asyncio.LimitOverrunError as overrun:
-            # Drop what is buffered of the long line, then read on to its end.
-            await stream.readexactly(overrun.consumed)
-            skipped = in_long_line = True
-            continue
-        if in_long_line:  # the long line's tail
-            in_long_line = False
-            continue
-        return line, skipped
 
 
 async def _wait(process: asyncio.subprocess.Process, timeout: float) -> int | None:

@@ -30,6 +30,7 @@ from typing import Any
 from coding_os import jsonwire
 from coding_os.errors import BackendError, InvalidInput
 from coding_os.runtime.backend import BackendConfig, BackendEvent
+from coding_os.runtime.lines import read_line
 
 __all__ = ["MAX_LINE", "PERMISSION_MODES", "CodexBackend"]
 
@@ -67,7 +68,6 @@ _APPROVALS = {
 _SHELL_TOOLS = frozenset({"exec_command", "shell", "shell_command"})
 _EXIT_CODE = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.MULTILINE)
 _METHOD_NOT_FOUND = -32601
-_OVERLONG = object()  # what the reader returns for a line over MAX_LINE
 
 
 class CodexBackend:
@@ -264,14 +264,13 @@ class CodexBackend:
         assert process is not None and process.stdout is not None
         try:
             while True:
-                line = await _read_line(process.stdout)
-                if line is None:
-                    break
-                if line is _OVERLONG:
+                line, too_long = await read_line(process.stdout)
+                if too_long:
                     self._queue.put_nowait(BackendEvent("error", {
                         "message": f"codex: a line over {MAX_LINE} bytes skipped", "fatal": False}))
                     continue
-                assert isinstance(line, bytes)
+                if line is None:
+                    break
                 if line.strip():
                     self._take(line)
         finally:
@@ -578,23 +577,6 @@ def _approval_input(params: dict[str, Any], item: dict[str, Any] | None) -> dict
     elif item is not None and item.get("type") == "fileChange":
         shown["changes"] = item.get("changes")
     return shown
-
-
-async def _read_line(stream: asyncio.StreamReader) -> bytes | object | None:
-    """The next line (None at the end), or _OVERLONG for a line over the stream's limit."""
-    overlong = False
-    while True:
-        try:
-            line = await stream.readuntil(b"\n")
-        except asyncio.IncompleteReadError as end:
-            if overlong:
-                return _OVERLONG
-            return end.partial or None
-        except asyncio.LimitOverrunError as over:
-            overlong = True
-            await stream.read(max(over.consumed, 1))
-            continue
-        return _OVERLONG if overlong else line
 
 
 async def _exit_code(process: asyncio.subprocess.Process) -> int | str:
