@@ -14,18 +14,19 @@ import fcntl
 import os
 import stat
 
-from coding_os.errors import InvalidInput, StateIOError
+from coding_os.errors import InvalidInput, NotFound, StateIOError
 
 __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
     "read_regular", "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
-    "last_line_start", "set_aside_torn", "private",
+    "last_line_start", "set_aside_torn", "private", "open_snapshot",
 ]
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a log must not hang us
 
 
 def io_error(path: str, exc: OSError) -> StateIOError:
@@ -337,3 +338,34 @@ def unlink_quietly(path: str) -> None:
         os.unlink(path)
     except OSError:
         pass  # best effort: a stray temp file is ignored by readers and reaped by gc
+
+
+def open_snapshot(path: str, what: str) -> tuple[int, int]:
+    """An fd of the line log at `path` (a transcript, an events log: `what`, for messages)
+    and its length at a moment no append was in progress. The caller closes the fd.
+
+    Raises:
+        NotFound: no file at `path`.
+        StateIOError: it cannot be read, is a symlink or not a regular file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK)
+    except FileNotFoundError:
+        raise NotFound(f"no {what} at {path}") from None
+    except OSError as exc:
+        reason = ("refusing to follow a symlink" if exc.errno == errno.ELOOP
+                  else exc.strerror or str(exc))
+        raise StateIOError(f"cannot read {what} {path}: {reason}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StateIOError(f"cannot read {what} {path}: not a regular file")
+        # Appenders hold the exclusive lock for one line: under the shared lock the length is
+        # at a line boundary (unless a crash left a torn tail), and the read never blocks them.
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        fcntl.flock(fd, fcntl.LOCK_UN)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, size

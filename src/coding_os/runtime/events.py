@@ -25,7 +25,6 @@ whole appends only), never yields a torn last line, and reports it with any line
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import os
 import stat
@@ -36,11 +35,14 @@ from coding_os.clock import utc_now
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.sessions.transcript import (
     BLANK_LINE,
+    DEFAULT_DURABILITY,
+    DURABILITY_MODES,
     NOT_JSON,
     SEQ_GAP,
     SEQ_ORDER,
     TORN_TAIL,
     Problem,
+    check_durability,
     session_agent,
 )
 from coding_os.state.identity import is_session_id, validate_session_id
@@ -102,11 +104,10 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
 EVENT_TYPES = tuple(EVENT_FIELDS)
 ABORT_REASONS = ("interrupted", "replaced", "backend_exit", "shutdown")
 
-# "event": fsync after every event; "turn": after the events that end a task; "none": never.
-# In every mode the line is in the file (the page cache) when `append` returns, so it outlives
-# the process that wrote it; the mode decides what outlives the machine.
-DURABILITY_MODES = ("event", "turn", "none")
-DEFAULT_DURABILITY = "turn"
+# Durability, as the transcript's (DURABILITY_MODES): "event" fsyncs after every event, "turn"
+# after the events that end a task (TASK_ENDS), "none" never. In every mode the line is in the
+# file (the page cache) when `append` returns, so it outlives the process that wrote it; the
+# mode decides what outlives the machine.
 TASK_ENDS = ("task_complete", "turn_aborted")
 
 # Problem kinds a ReplayReport lists: the transcript's (torn tail, blank line, not JSON, seq gap
@@ -226,12 +227,6 @@ def _line(seq: int, ts: str, session: str, reply_to: str | None, msg: str) -> by
             f'"msg":{msg}}}\n').encode("ascii")
 
 
-def _check_durability(durability: str) -> None:
-    if durability not in DURABILITY_MODES:
-        raise InvalidInput(f"unknown durability {str(durability)[:40]!r}: "
-                           f"expected one of {', '.join(DURABILITY_MODES)}")
-
-
 # ---------------------------------------------------------------------------------------------
 # Reading seqs from the file without parsing it
 
@@ -318,7 +313,7 @@ class EventLog:
                 a regular file.
         """
         validate_session_id(session)
-        _check_durability(durability)
+        check_durability(durability)
         self.path = path
         self.session = session
         self.durability = durability
@@ -525,35 +520,6 @@ class Replayed:
         self.report = report
 
 
-def _open_snapshot(path: str) -> tuple[BinaryIO, int]:
-    """The log open for reading, and its length at a moment no append was in progress.
-
-    Raises:
-        NotFound: no file at `path`.
-        StateIOError: it cannot be read, is a symlink or not a regular file.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK)
-    except FileNotFoundError:
-        raise NotFound(f"no events log at {path}") from None
-    except OSError as exc:
-        reason = ("refusing to follow a symlink" if exc.errno == errno.ELOOP
-                  else exc.strerror or str(exc))
-        raise StateIOError(f"cannot read events log {path}: {reason}") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise StateIOError(f"cannot read events log {path}: not a regular file")
-        # Appenders hold the exclusive lock for one line: under the shared lock the length is
-        # at a line boundary (unless a crash left a torn tail); the read never blocks them.
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return os.fdopen(fd, "rb"), size
-    except BaseException:
-        os.close(fd)
-        raise
-
-
 def _seq_at_or_after(fd: int, offset: int, limit: int) -> tuple[int, int] | None:
     """(start, seq) of the first line starting in [offset, limit) whose prefix holds a seq."""
     if offset > 0 and os.pread(fd, 1, offset - 1) != b"\n":
@@ -610,7 +576,8 @@ def replay(path: str, after_seq: int = 0,
     if not _is_seq(after_seq):
         raise InvalidInput(f"last_seq must be an integer >= 0, not {str(after_seq)[:40]!r}")
     report = ReplayReport(path, after_seq) if report is None else report
-    handle, size = _open_snapshot(path)
+    fd, size = durable.open_snapshot(path, "events log")
+    handle = os.fdopen(fd, "rb")
     try:
         fd = handle.fileno()
         whole = _torn_start(fd, size)
@@ -708,6 +675,7 @@ def last_seq(path: str) -> int:
         NotFound: no log at `path`.
         StateIOError: it cannot be read.
     """
-    handle, size = _open_snapshot(path)
+    fd, size = durable.open_snapshot(path, "events log")
+    handle = os.fdopen(fd, "rb")
     with handle:
         return _continue_from(handle.fileno(), size)[0] - 1

@@ -57,6 +57,7 @@ __all__ = [
     "OPTIONAL_FIELDS",
     "HEAD_FIELDS",
     "DURABILITY_MODES",
+    "check_durability",
     "DEFAULT_DURABILITY",
     "TITLE_MAX",
     "Appended",
@@ -297,7 +298,10 @@ def entry_problem(entry: object) -> str | None:
             or _range_problem(entry_type, entry, entry["seq"]))
 
 
-def _check_durability(durability: str) -> None:
+def check_durability(durability: str) -> None:
+    """Raises:
+        InvalidInput: `durability` is none of DURABILITY_MODES.
+    """
     if durability not in DURABILITY_MODES:
         raise InvalidInput(f"unknown durability {str(durability)[:40]!r}: "
                            f"expected one of {', '.join(DURABILITY_MODES)}")
@@ -471,7 +475,7 @@ def create(tiers: Tiers, agent: str, *, session: str | None = None,
         raise InvalidInput(f"session {session} does not belong to agent {agent}")
     if title is not None:
         validate_title(title)
-    _check_durability(durability)
+    check_durability(durability)
     fields: dict[str, object] = {
         "agent": agent, "native_id": native_id, "project": project, "worktree": worktree,
         "branch": branch, "title": title, "forked_from": None, "fork_point": None,
@@ -584,7 +588,7 @@ def append(tiers: Tiers, session: str, entry_type: str,
             transcript holds no readable entry to continue from.
     """
     path = transcript_path(tiers, session)
-    _check_durability(durability)
+    check_durability(durability)
     if entry_type in _OPENING_TYPES:
         raise InvalidInput(f"{entry_type} entries are written by create and fork only")
     tail = _encode_fields(entry_type, fields or {})
@@ -621,7 +625,7 @@ def close(tiers: Tiers, session: str, *, durability: str = DEFAULT_DURABILITY) -
         As `append`.
     """
     path = transcript_path(tiers, session)
-    _check_durability(durability)
+    check_durability(durability)
     fields: dict[str, object] = {"name": CLOSE_EVENT}
     return _append(path, "event", fields, _encode_fields("event", fields),
                    durability != "none")
@@ -762,7 +766,7 @@ def fork(tiers: Tiers, source: str, at_seq: int | None = None, name: str | None 
         raise InvalidInput(f"fork point must be a seq (an integer >= 0), not {at_seq!r}")
     if name is not None:
         validate_title(name)
-    _check_durability(durability)
+    check_durability(durability)
     source_read = read(source_path)
     meta = source_read.meta
     last = source_read.report.last_seq
@@ -837,36 +841,6 @@ def _refuse_sidechain_of_fork(tiers: Tiers, source: str, meta: Entry) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Reading
-
-
-def _open_snapshot(path: str) -> tuple[int, int]:
-    """An fd of the transcript and its length at a moment no append was in progress.
-
-    Raises:
-        NotFound: no file at `path`.
-        StateIOError: it cannot be read, is a symlink or not a regular file.
-    """
-    try:
-        fd = os.open(path, os.O_RDONLY | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK)
-    except FileNotFoundError:
-        raise NotFound(f"no transcript at {path}") from None
-    except OSError as exc:
-        reason = ("refusing to follow a symlink" if exc.errno == errno.ELOOP
-                  else exc.strerror or str(exc))
-        raise StateIOError(f"cannot read transcript {path}: {reason}") from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise StateIOError(f"cannot read transcript {path}: not a regular file")
-        # Appenders hold the exclusive lock for one line: under the shared lock the length is
-        # at a line boundary (unless a crash left a torn tail), and the read never blocks them.
-        fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
-        fcntl.flock(fd, fcntl.LOCK_UN)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd, size
 
 
 def _reverse_lines(fd: int, size: int) -> Iterator[tuple[int, bytes, bool]]:
@@ -964,7 +938,7 @@ def iter_entries(path: str, report: ReadReport | None = None) -> Iterator[Entry]
         StateIOError: it cannot be read.
     """
     report = ReadReport(path) if report is None else report
-    fd, size = _open_snapshot(path)
+    fd, size = durable.open_snapshot(path, "transcript")
     report.size = size
     with os.fdopen(fd, "rb") as f:
         offset = 0
@@ -1006,7 +980,7 @@ def read_meta(path: str) -> Entry | None:
         NotFound: no transcript at `path`.
         StateIOError: it cannot be read.
     """
-    fd, size = _open_snapshot(path)
+    fd, size = durable.open_snapshot(path, "transcript")
     with os.fdopen(fd, "rb") as f:
         raw = f.readline(size)
     if not raw.endswith(b"\n"):
@@ -1029,7 +1003,7 @@ def tail(path: str, n: int) -> Transcript:
     report = ReadReport(path)
     found: list[tuple[Entry, int, int]] = []  # (entry, offset, length), last first
     skipped = ReadReport(path)  # problems met on the way back, last first
-    fd, size = _open_snapshot(path)
+    fd, size = durable.open_snapshot(path, "transcript")
     report.size = size
     try:
         report.complete = True
