@@ -97,11 +97,9 @@ class HookContext:
     def __init__(self, event: str, payload: dict[str, object], env: Mapping[str, str],
                  cwd: str | None, now: float | None) -> None:
         native = payload.get("session_id")
+        # The caller makes the state dir (registered) when there is none yet: a hook writes
+        # wherever it resolved to.
         self.caller = Caller(env, cwd, native if isinstance(native, str) else None)
-        if self.caller.ownership.status == "absent":  # a hook writes wherever it resolved to
-            from coding_os.state import registry
-
-            registry.create(self.caller.resolution.state_dir, self.caller.resolution.hub)
         self.env = env
         self.tiers = self.caller.tiers
         self.root = self.caller.resolution.project_root

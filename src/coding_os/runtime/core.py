@@ -479,11 +479,12 @@ class SessionCore:
                 # starts the backend again.
                 if backend is not None and self._backend is backend:
                     self._backend = None
-                    closing = asyncio.create_task(self._discard(backend))
+                    closing = asyncio.create_task(self._close_backend(backend))
                     self._discarded.add(closing)
                     closing.add_done_callback(self._discarded.discard)
 
-    async def _discard(self, backend: Backend) -> None:
+    async def _close_backend(self, backend: Backend) -> None:
+        """Close `backend` within the call timeout; a failure is said, not raised."""
         try:
             await asyncio.wait_for(backend.close(), self.timeouts.call)
         except (BackendError, OSError, TimeoutError) as exc:
@@ -524,10 +525,7 @@ class SessionCore:
             backend, pump = self._backend, self._pump
             self._backend = None
             if backend is not None:
-                try:
-                    await asyncio.wait_for(backend.close(), self.timeouts.call)
-                except (BackendError, OSError, TimeoutError) as exc:
-                    _say(f"{self.session}: close: {exc or type(exc).__name__}")
+                await self._close_backend(backend)
             if pump is not None:
                 try:
                     await asyncio.wait_for(asyncio.shield(pump), self.timeouts.stop)
