@@ -16,6 +16,8 @@ from coding_os.runtime import core, events
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
 from coding_os.sessions import transcript
+from tests.helpers import cos, cos_json
+from tests.runtime.conftest import ProtocolProcess
 
 ECHO = str(Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py") + ":EchoAgent"
 
@@ -40,6 +42,7 @@ class ScriptedBackend:
     interrupt. Stands in for the agent, not for the core under test."""
 
     agent = "exec"
+    runs_hooks = True  # no automatic checkpoints: not what these tests check
 
     def __init__(self, ignore_interrupts: bool = False) -> None:
         self.queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()
@@ -261,5 +264,100 @@ def test_a_claude_session_forks_once_from_its_native_id_into_a_new_cos_session(
         await exec_session.shutdown()
         with pytest.raises(InvalidInput, match="not supported"):
             core.fork_session(exec_session.session, str(project))
+
+    run(work)
+
+
+def test_an_engine_run_python_session_is_checkpointed_and_rewinds_to_before_its_prompt(
+        project: Path, protocol: Callable[..., ProtocolProcess]) -> None:
+    (project / "notes.txt").write_text("first\n", encoding="utf-8")
+    process = protocol("--agent", "python")
+    process.send("configure", target=ECHO)
+    session = process.until_type("session_configured")[-1]["session"]
+    process.send("user_input", text="write notes.txt: the AARDVARK line")
+    request = process.until_type("approval_request")[-1]["msg"]["request"]
+    process.send("approval", request=request, decision="allow")
+    process.until_type("task_complete")
+    process.send("shutdown")
+    assert process.proc.wait(timeout=30) == 0
+    assert (project / "notes.txt").read_text(encoding="utf-8") == "first\nthe AARDVARK line\n"
+    rows = cos_json("checkpoints", "--session", session, cwd=project)
+    assert isinstance(rows, list)
+    # The tool's checkpoint is the prompt's: nothing changed between them (none is stored).
+    assert [row["trigger"] for row in reversed(rows)] == ["prompt", "turn-end"]
+    assert {row["prompt"] for row in rows} == {"write notes.txt: the AARDVARK line"}
+    assert "notes.txt" in rows[0]["changed"]  # the turn's end saw what the tool wrote
+    prompt_checkpoint = rows[-1]["id"]
+    rewound = cos("rewind", "--code", prompt_checkpoint, cwd=project)
+    assert rewound.returncode == 0, rewound.stderr
+    assert (project / "notes.txt").read_text(encoding="utf-8") == "first\n"
+
+
+def test_an_engine_run_session_takes_no_checkpoint_when_the_project_turns_them_off(
+        project: Path) -> None:
+    (project / ".coding-os.yaml").write_text("checkpoints:\n  auto: false\n", encoding="utf-8")
+
+    async def work() -> None:
+        session = core.create_session(SessionSettings("exec", str(project)))
+        stream = session.subscribe(0)
+        await session.user_input("echo hi > made.txt")
+        got = await until(stream, "task_complete")
+        await session.shutdown()
+        assert "error" not in kinds(got)
+        assert (project / "made.txt").exists()
+        assert cos_json("checkpoints", "--session", session.session, cwd=project) == []
+
+    run(work)
+
+
+def test_a_secret_in_an_engine_run_prompt_is_redacted_in_its_checkpoint(project: Path) -> None:
+    secret = "ghp_" + "a1B2" * 9
+
+    async def work() -> None:
+        session = core.create_session(SessionSettings("exec", str(project)))
+        stream = session.subscribe(0)
+        await session.user_input(f"echo {secret} > /dev/null")
+        await until(stream, "task_complete")
+        await session.shutdown()
+        rows = cos_json("checkpoints", "--session", session.session, cwd=project)
+        assert isinstance(rows, list) and rows
+        assert all(secret not in str(row["prompt"]) for row in rows)
+        assert [row["trigger"] for row in reversed(rows)] == ["prompt", "turn-end"]
+
+    run(work)
+
+
+class ApprovingBackend(ScriptedBackend):
+    """An agent without hooks that asks before a Codex-like file change, and ends its turn once
+    answered."""
+
+    runs_hooks = False
+
+    async def submit(self, text: str) -> None:
+        self.inputs.append(text)
+        self.queue.put_nowait(BackendEvent("approval_request", {
+            "request": 7, "tool": "fileChange",
+            "input": {"changes": [{"path": "edited.txt", "kind": "update"}]}}))
+
+    async def answer(self, request: str | int, allow: bool) -> None:
+        self.queue.put_nowait(BackendEvent("task_complete", {"usage": None}))
+
+
+def test_an_allowed_writing_tool_of_an_agent_without_hooks_is_checkpointed_before_it_runs(
+        project: Path) -> None:
+    async def work() -> None:
+        session = scripted_session(project, ApprovingBackend())
+        stream = session.subscribe(0)
+        await session.user_input("change it")
+        await until(stream, "approval_request")
+        (project / "edited.txt").write_text("changed before the answer\n", encoding="utf-8")
+        await session.approval(7, True)
+        await until(stream, "task_complete")
+        await session.shutdown()
+        rows = cos_json("checkpoints", "--session", session.session, cwd=project)
+        assert isinstance(rows, list)
+        assert [row["trigger"] for row in reversed(rows)] == [
+            "prompt", "tool:fileChange", "turn-end"]
+        assert "edited.txt" in rows[1]["changed"]
 
     run(work)

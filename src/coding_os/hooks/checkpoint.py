@@ -1,15 +1,13 @@
 """The automatic checkpoints of DESIGN.md §5: before a prompt's edits, before a tool call that
 may write, and at a turn's end (what changes after it, until the next checkpoint of the session,
-changed outside the session). A checkpoint that fails is logged and never fails the hook. The
-prompt a record keeps has its secrets redacted (redact.py), unless the project says `redact: false`.
+changed outside the session), taken by checkpoints/auto.py as the engine's session core takes
+them for agents that run no hooks. A checkpoint that fails is logged and never fails the hook.
 """
 
 from __future__ import annotations
 
 import os
 
-from coding_os import redact
-from coding_os.adapters import FILE_TOOLS, PATCH_TOOLS
 from coding_os.errors import CosError
 from coding_os.hooks.context import HookContext, string, tool_input_summary
 
@@ -24,49 +22,33 @@ CHECKPOINT_EVENTS = {"UserPromptSubmit": "prompt", "PreToolUse": "tool", "Stop":
 
 
 def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> None:
-    """Take the event's automatic checkpoint; a failure is logged, never fatal (fail open)."""
-    from coding_os.adapters import WRITE_TOOLS
+    """Take the event's automatic checkpoint (checkpoints/auto.py); a failure is logged, never
+    fatal (fail open)."""
+    from coding_os.checkpoints.auto import EDIT_TOOLS, take_auto, writes
 
     payload = ctx.payload
     tool = string(payload.get("tool_name"))
-    if ctx.event == "PreToolUse" and tool not in WRITE_TOOLS:
+    if ctx.event == "PreToolUse" and not writes(tool):
         return
+    answers: list[dict[str, object] | None] = []
     try:
         config = ctx.config()
-        section = config.get("checkpoints")
-        if isinstance(section, dict) and section.get("auto") is False:
-            return
-        from coding_os.checkpoints.settings import Settings
-        from coding_os.checkpoints.take import create
-        from coding_os.git.repo import checkout_root
-        from coding_os.state.root import checkout_dir
-
-        settings = Settings(config)
-        cwd = ctx.caller.cwd
-        checkout = checkout_dir(ctx.caller.resolution, cwd,
-                                ctx.env.get("HOME") or os.path.expanduser("~"))
-        root = checkout_root(checkout) or os.path.realpath(checkout)
-        paths = None
-        if settings.mode == "tracked":
-            if ctx.event != "PreToolUse" or tool not in (*FILE_TOOLS, *PATCH_TOOLS):
-                return  # tracked covers what the edit tools name, before they write
+        named: list[str] = []
+        if ctx.event == "PreToolUse" and tool in EDIT_TOOLS:
             _, named = tool_input_summary(tool, payload.get("tool_input"))
-            inside = root.rstrip(os.sep) + os.sep
-            paths = [p for p in (os.path.realpath(os.path.join(cwd, n)) for n in named)
-                     if p.startswith(inside)]
-            if not paths:
-                return
-        trigger = CHECKPOINT_EVENTS[ctx.event]
-        prompt = string(payload.get("prompt"))
-        if prompt and redact.enabled(config):
-            prompt = redact.redact(prompt)
-        answers: list[dict[str, object] | None] = []
-        record = create(ctx.tiers, root, session=session, agent=ctx.agent, mode=settings.mode,
-                        paths=paths, trigger=f"tool:{tool}" if trigger == "tool" else trigger,
-                        prompt=prompt, settings=settings,
-                        watcher=lambda message: _ask_watcher(message, answers, ctx.env))
-        if record.get("scan") == "full" and answers == [None] and settings.start_daemon:
-            _start_watcher(ctx, root, log)
+        record = take_auto(ctx.tiers, ctx.caller.resolution, config, cwd=ctx.caller.cwd,
+                           home=ctx.env.get("HOME") or os.path.expanduser("~"),
+                           session=session, agent=ctx.agent,
+                           trigger=CHECKPOINT_EVENTS[ctx.event], tool=tool, named=named,
+                           prompt=string(payload.get("prompt")),
+                           watcher=lambda message: _ask_watcher(message, answers, ctx.env))
+        if record is None:
+            return
+        if record.get("scan") == "full" and answers == [None]:
+            from coding_os.checkpoints.settings import Settings
+
+            if Settings(config).start_daemon:
+                _start_watcher(ctx, str(record["root"]), log)
     except (CosError, OSError, ValueError) as exc:
         log["checkpoint_error"] = " ".join(str(exc).split())[:300]
         return

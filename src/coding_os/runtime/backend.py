@@ -59,6 +59,9 @@ class Backend(Protocol):
     """A running native session. Calls come from one event loop, one at a time."""
 
     agent: str
+    # Whether the agent fires cos's hooks itself (Claude Code does, with the hooks installed):
+    # for one that does not, the engine takes the automatic checkpoints (runtime/core.py).
+    runs_hooks: bool
 
     async def start(self, config: BackendConfig) -> str | None:
         """Start (or resume, or fork) the native session; its native id when known.

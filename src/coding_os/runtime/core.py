@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from coding_os.checkpoints.auto import writes
 from coding_os.errors import BackendError, CosError, CrossProject, InvalidInput, NotFound
 from coding_os.runtime import events
 from coding_os.runtime.backend import BACKEND_EVENT_TYPES, Backend, BackendConfig, BackendEvent
@@ -141,7 +142,10 @@ class SessionCore:
         self._task_done = asyncio.Event()
         self._abort_reason: str | None = None
         self._discarded: set[asyncio.Task[None]] = set()  # backends being closed
-        self._approvals: set[str | int] = set()
+        # approval requests waiting for an answer → the tool each asks for and its input
+        self._approvals: dict[str | int, tuple[str | None, object]] = {}
+        self._runs_hooks = True  # the running backend's agent takes its own checkpoints
+        self._checkpointing: asyncio.Task[None] | None = None  # the latest checkpoint taken
         self._unattended = False
         self._next_task = next_task
         self._last_heard = 0.0
@@ -260,6 +264,7 @@ class SessionCore:
             self._record("error", {"message": message, "fatal": True}, reply_to)
             return False
         self._backend = backend
+        self._runs_hooks = bool(backend.runs_hooks)
         self.native_id = native if native is not None else self.native_id
         self._fork = False
         fields: dict[str, object] = {"native_id": self.native_id, "agent": self.agent,
@@ -332,7 +337,9 @@ class SessionCore:
         if kind == "approval_request" and "request" in fields:
             request = fields["request"]
             if isinstance(request, (str, int)):
-                self._approvals.add(request)
+                tool = fields.get("tool")
+                self._approvals[request] = (tool if isinstance(tool, str) else None,
+                                            fields.get("input"))
                 if self._unattended:  # nobody is left to answer: denied, so the task goes on
                     asyncio.get_running_loop().create_task(self._deny(request))
         try:
@@ -377,6 +384,53 @@ class SessionCore:
             self._record("error", {"message": f"the backend ended the task badly: {exc}",
                                    "fatal": False}, reply_to)
             self._record("task_complete", {"task": task, "usage": None}, reply_to)
+        self._checkpoint("turn-end", reply_to)
+
+    # -- checkpoints -------------------------------------------------------------------------
+
+    def _checkpoint(self, trigger: str, reply_to: str | None, *, tool: str | None = None,
+                    tool_input: object = None, prompt: str | None = None
+                    ) -> asyncio.Task[None] | None:
+        """Take the automatic checkpoint `trigger` (checkpoints/auto.py) for an agent that runs
+        no cos hooks, after those asked for before it; the task taking it (None for an agent
+        whose hooks take them). It runs in a thread; a failure is a non-fatal `error` event,
+        never the task's end (the hooks fail open the same way)."""
+        if self._runs_hooks or self.settings is None:
+            return None
+        previous, seq = self._checkpointing, self.last_seq
+        taking = asyncio.create_task(self._take_checkpoint(
+            previous, trigger, reply_to, tool, tool_input, prompt, seq))
+        self._checkpointing = taking
+        return taking
+
+    async def _take_checkpoint(self, previous: asyncio.Task[None] | None, trigger: str,
+                               reply_to: str | None, tool: str | None, tool_input: object,
+                               prompt: str | None, seq: int) -> None:
+        if previous is not None:
+            await asyncio.wait({previous})
+        try:
+            await asyncio.to_thread(self._checkpoint_now, trigger, tool, tool_input, prompt, seq)
+        except (CosError, OSError, ValueError) as exc:
+            if not self.closed:
+                self._record("error", {"message": f"no {trigger} checkpoint was taken: "
+                                                  f"{' '.join(str(exc).split())[:300]}",
+                                       "fatal": False}, reply_to)
+
+    def _checkpoint_now(self, trigger: str, tool: str | None, tool_input: object,
+                        prompt: str | None, seq: int) -> None:
+        from coding_os.checkpoints.auto import take_auto, written_paths
+        from coding_os.config import load_config_cached
+        from coding_os.state.root import resolve
+
+        assert self.settings is not None
+        env = os.environ if self._env is None else self._env
+        cwd = self.settings.cwd
+        resolution = resolve(cwd, env)
+        config = load_config_cached(resolution.project_root, self.tiers.state_dir)
+        take_auto(self.tiers, resolution, config, cwd=cwd,
+                  home=env.get("HOME") or os.path.expanduser("~"), session=self.session,
+                  agent=self.agent, trigger=trigger, tool=tool,
+                  named=written_paths(tool, tool_input), prompt=prompt, seq=seq)
 
     async def _watch(self, task: int) -> None:
         """An agent that says nothing for `timeouts.reply` seconds: an error, then an interrupt."""
@@ -430,6 +484,10 @@ class SessionCore:
                                       {"turn": self._turn, "text": text})
                 except CosError as exc:
                     _say(f"{self.session}: the transcript was not written: {exc}")
+            checkpoint = self._checkpoint("prompt", reply_to, prompt=text)
+            if checkpoint is not None:  # the tree as it is before the agent hears the prompt
+                await checkpoint
+                self._last_heard = asyncio.get_running_loop().time()
             if self.timeouts.reply is not None:
                 self._watchdog = asyncio.create_task(self._watch(task))
             try:
@@ -500,7 +558,14 @@ class SessionCore:
         async with self._lock:
             if request not in self._approvals or self._backend is None:
                 raise InvalidInput(f"no approval request {str(request)[:40]!r} is waiting")
-            self._approvals.discard(request)
+            tool, tool_input = self._approvals.pop(request)
+            if allow and writes(tool):
+                checkpoint = self._checkpoint("tool", reply_to, tool=tool,
+                                              tool_input=tool_input)
+                if checkpoint is not None:  # the tree as it is before the tool writes
+                    await checkpoint
+                if self._backend is None or self._task is None:
+                    return  # the task ended meanwhile: nothing waits for the answer
             try:
                 await asyncio.wait_for(self._backend.answer(request, allow), self.timeouts.call)
             except (BackendError, OSError, TimeoutError) as exc:
@@ -535,6 +600,8 @@ class SessionCore:
                 self._watchdog.cancel()
             if self._discarded:
                 await asyncio.wait(set(self._discarded), timeout=self.timeouts.call)
+            if self._checkpointing is not None:  # the turn-end checkpoint of the last task
+                await asyncio.wait({self._checkpointing})
             for subscriber in self._subscribers:
                 subscriber.close()
             self._subscribers.clear()

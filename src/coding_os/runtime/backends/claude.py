@@ -48,6 +48,7 @@ class ClaudeBackend:
     """
 
     agent = "claude"
+    runs_hooks = True
 
     def __init__(self) -> None:
         self.native_id: str | None = None

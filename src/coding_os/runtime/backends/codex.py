@@ -74,6 +74,7 @@ class CodexBackend:
     """A Codex thread in a `codex app-server` process of its own."""
 
     agent = "codex"
+    runs_hooks = False
 
     def __init__(self) -> None:
         self._process: asyncio.subprocess.Process | None = None

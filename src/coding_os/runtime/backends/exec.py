@@ -30,6 +30,7 @@ class ExecBackend:
     """Runs one shell command per user input; its output lines are the events."""
 
     agent = "exec"
+    runs_hooks = False
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()

@@ -161,6 +161,7 @@ class PythonBackend:
     """Runs the turns of a Python agent as coroutines in the engine's event loop."""
 
     agent = "python"
+    runs_hooks = False
 
     def __init__(self) -> None:
         self._queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()
