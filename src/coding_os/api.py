@@ -1384,10 +1384,12 @@ def serve_protocol(session: str | None = None, agent: str | None = None,
                        cwd=os.path.abspath(cwd) if cwd is not None else None, env=env)
 
 
-def run_agent_settings(agent: str, cwd: str | None = None) -> SessionSettings:
+def run_agent_settings(agent: str, cwd: str | None = None, *, model: str | None = None,
+                       seed_ref: Mapping[str, object] | None = None) -> SessionSettings:
     """The session settings `cos run --agent AGENT` names: `claude`, `codex`, `exec`, or
     `python:TARGET` with TARGET `module:attr`, `path/to/file.py:attr` (from here) or the name of
-    an entry point of the group `coding_os.agents`.
+    an entry point of the group `coding_os.agents`. `seed_ref` (a recipe's, see
+    `prepare_recipe_run`) goes in the options, so the session's `session_configured` records it.
 
     Raises:
         InvalidInput: no backend of that name, or `python` without a target.
@@ -1410,21 +1412,172 @@ def run_agent_settings(agent: str, cwd: str | None = None) -> SessionSettings:
         options["target"] = target
     elif target:
         raise InvalidInput(f"the {name} agent takes no target ({agent!r})")
-    return SessionSettings(agent=name, cwd=os.path.abspath(cwd or os.getcwd()),
+    if seed_ref is not None:
+        options["seed_ref"] = dict(seed_ref)
+    return SessionSettings(agent=name, cwd=os.path.abspath(cwd or os.getcwd()), model=model,
                            options=options)
 
 
-def run_session(prompt: str, view: RunView, *, agent: str = "claude", cwd: str | None = None,
-                approvals: str = "deny", env: Mapping[str, str] | None = None) -> int:
-    """`cos run`: run `prompt` in a new session of `agent` in the foreground, then each further
-    prompt `view` reads, showing every event through `view`; the exit status of the last task
+def run_session(prompt: str | None, view: RunView, *, agent: str | None = None,
+                cwd: str | None = None, approvals: str = "deny",
+                env: Mapping[str, str] | None = None, recipe: str | None = None,
+                params: Mapping[str, str] | None = None, model: str | None = None) -> int:
+    """`cos run`: run `prompt` (or the prompt `recipe` renders with `params`) in a new session
+    of `agent` (default: the recipe's, else claude) in the foreground, then each further prompt
+    `view` reads, showing every event through `view`; the exit status of the last task
     (0 completed, 1 failed or aborted, 130 ended by Ctrl-C). `approvals`: `ask` (the view asks),
     `allow` or `deny` every request.
 
     Raises:
-        InvalidInput: a bad agent or approvals policy. Misroute, StateIOError: as the state dir.
+        InvalidInput: a bad agent or approvals policy; no prompt and no recipe, both, or params
+            without a recipe. RecipeError: as `prepare_recipe_run`. Misroute, StateIOError: as
+            the state dir.
     """
     from coding_os.runtime.foreground import run_foreground
 
-    return run_foreground(run_agent_settings(agent, cwd), prompt, view, approvals=approvals,
-                          env=env)
+    if recipe is None:
+        if params:
+            raise InvalidInput("--param needs --recipe FILE")
+        if not prompt:
+            raise InvalidInput("give a PROMPT or --recipe FILE")
+        settings = run_agent_settings(agent or "claude", cwd, model=model)
+        return run_foreground(settings, prompt, view, approvals=approvals, env=env)
+    if prompt:
+        raise InvalidInput("--recipe gives the prompt: give no PROMPT with it")
+    seeded = prepare_recipe_run(recipe, params or {}, agent=agent, model=model, cwd=cwd,
+                                env=env)
+    return run_foreground(seeded.settings, seeded.text, view, approvals=approvals, env=env)
+
+
+# Recipes (DESIGN.md §6): coding_os.daemon.recipes loads and renders them; a run from a recipe
+# records its seed_ref in the options of its `session_configured` event.
+
+__all__ += ["RecipeRun", "RESUME_MODES", "prepare_recipe_run", "recipe_seed", "plan_rerun",
+            "rerun_session"]
+
+RESUME_MODES = ("replay", "rerun")
+
+
+class RecipeRun:
+    """A recipe ready to run: the session settings (with `seed_ref` in their options), the
+    prompt text, and the seed_ref."""
+
+    def __init__(self, settings: SessionSettings, text: str,
+                 seed_ref: dict[str, object]) -> None:
+        self.settings = settings
+        self.text = text
+        self.seed_ref = seed_ref
+
+
+def prepare_recipe_run(recipe: str, params: Mapping[str, str], *, agent: str | None = None,
+                       model: str | None = None, cwd: str | None = None,
+                       env: Mapping[str, str] | None = None) -> RecipeRun:
+    """Load and render `recipe` with `params` (file parameters inside the checkout of `cwd`),
+    then take a manual checkpoint of that checkout (the seed's `checkpoint`). `agent` and
+    `model` win over the recipe's `settings`; the agent defaults to claude. Nothing is written
+    when the recipe or a value is refused.
+
+    Raises:
+        RecipeError: as `load_recipe` and `render`. InvalidInput: a bad agent.
+        GitError, StateIOError: the checkpoint cannot be taken.
+    """
+    from coding_os.daemon import recipes
+    from coding_os.git.repo import checkout_root
+
+    where = os.path.abspath(cwd or os.getcwd())
+    loaded = recipes.load_recipe(recipe)
+    top = checkout_root(where) or os.path.realpath(where)
+    rendered = recipes.render(loaded, params, cwd=where, project=top)
+    chosen = agent or loaded.agent or "claude"
+    run_agent_settings(chosen, where)  # a bad agent is refused before the checkpoint
+    record = checkpoint_create(env=env, cwd=where)
+    seed = recipes.seed_ref(loaded.path, rendered.params, str(record["id"]),
+                            sha256=loaded.sha256, version=loaded.version)
+    settings = run_agent_settings(chosen, where, model=model or loaded.model, seed_ref=seed)
+    return RecipeRun(settings, rendered.text, seed)
+
+
+def recipe_seed(session: str, env: Mapping[str, str] | None = None,
+                cwd: str | None = None) -> dict[str, Any] | None:
+    """The seed_ref of `session` (a cos session id of this project) when a recipe seeded it,
+    else None (also for an id that is no cos session id)."""
+    from coding_os.daemon.recipes import session_seed
+    from coding_os.state.identity import is_session_id
+
+    if not is_session_id(session):
+        return None  # a native id: only cos runs sessions from recipes
+    found = session_seed(Caller(env, cwd, create=False).tiers, session)
+    return None if found is None else found[0]
+
+
+def plan_rerun(session: str, *, force: bool = False, env: Mapping[str, str] | None = None,
+               cwd: str | None = None) -> dict[str, Any]:
+    """What `cos resume SESSION --rerun` does, checked and changing nothing: `mode` (rerun),
+    the session, its seed, the recipe file as it is now, the agent settings it ran with, and
+    the fresh worktree (`<project>/.coding-os/worktrees/rerun-…`) the rerun will run in.
+
+    Raises:
+        InvalidId: not a session id. InvalidInput: the session has no recipe seed, or its seed
+            has no checkpoint. RecipeError: the recipe file is gone, is refused by
+            `load_recipe`, or changed since the seed (unless `force`).
+    """
+    import secrets
+    import time
+
+    from coding_os.daemon import recipes
+    from coding_os.state.identity import validate_session_id
+
+    validate_session_id(session)
+    caller = Caller(env, cwd, create=False)
+    found = recipes.session_seed(caller.tiers, session)
+    if found is None:
+        raise InvalidInput(f"{session} was not started from a recipe: --replay and --rerun "
+                           "are for recipe sessions")
+    seed, configured = found
+    if not seed.get("checkpoint"):
+        raise InvalidInput(f"{session}: its seed names no checkpoint to rerun from")
+    loaded = recipes.load_recipe(str(seed["path"]))
+    changed = loaded.sha256 != seed["sha256"]
+    if changed and not force:
+        raise recipes.RecipeError(
+            f"recipe {seed['path']} changed since {session} ran it (sha256 "
+            f"{str(seed['sha256'])[:12]} then, {loaded.sha256[:12]} now): --force reruns the "
+            "file as it is now")
+    name = f"rerun-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
+    worktree = os.path.join(caller.resolution.project_root, ".coding-os", "worktrees", name)
+    options = configured.get("options")
+    return {"mode": "rerun", "session": session, "seed": seed,
+            "recipe": {"path": loaded.path, "sha256": loaded.sha256, "changed": changed},
+            "settings": {"agent": configured.get("agent"), "model": configured.get("model"),
+                         "permission_mode": configured.get("permission_mode"),
+                         "options": options if isinstance(options, dict) else {}},
+            "worktree": worktree, "checkpoint": seed["checkpoint"]}
+
+
+def rerun_session(plan: Mapping[str, Any], view: RunView, *, approvals: str = "deny",
+                  env: Mapping[str, str] | None = None, cwd: str | None = None) -> int:
+    """Run a `plan_rerun` plan: the seed's checkpoint restored into the plan's fresh worktree,
+    the recipe rendered there with the seed's params, and run in the foreground with the
+    session's agent settings (a new session whose seed_ref is the original's); the exit status
+    as `run_session`'s.
+
+    Raises:
+        RecipeError: the checkpoint is of no git tree, the worktree exists, the recipe or a
+            value is refused now. NotFound, DamagedObject, RestoreError, GitError: the tree
+            cannot be restored.
+    """
+    from coding_os.daemon import recipes
+    from coding_os.runtime.core import SessionSettings  # noqa: F811 - at run time
+    from coding_os.runtime.foreground import run_foreground
+
+    caller = Caller(env, cwd, create=False)
+    seed = dict(plan["seed"])
+    worktree = str(plan["worktree"])
+    loaded = recipes.load_recipe(str(seed["path"]))
+    recipes.restore_seed_tree(caller.tiers, str(plan["checkpoint"]), worktree)
+    rendered = recipes.render(loaded, seed["params"], cwd=worktree, project=worktree)
+    ran = plan["settings"]
+    options = {**ran["options"], "seed_ref": seed}
+    settings = SessionSettings(agent=str(ran["agent"]), cwd=worktree, model=ran["model"],
+                               permission_mode=ran["permission_mode"], options=options)
+    return run_foreground(settings, rendered.text, view, approvals=approvals, env=env)

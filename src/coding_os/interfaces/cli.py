@@ -490,10 +490,19 @@ def _pick(search: str = "", scope: str = "worktree") -> str:
               help="The most recently active session of this checkout (not the caller's own).")
 @click.option("--from-pr", "pr", metavar="N|URL",
               help="The session whose Claude Code log links this pull request.")
+@click.option("--replay", is_flag=True,
+              help="A recipe session: resume its transcript (the report says mode: replay).")
+@click.option("--rerun", is_flag=True,
+              help="A recipe session: run its recipe and params again from the seed's "
+                   "checkpoint, in a fresh worktree, in the foreground (mode: rerun).")
+@click.option("--force", is_flag=True,
+              help="With --rerun: run the recipe file even though it changed since the seed.")
+@click.option("--approve", "approvals", type=click.Choice(["ask", "allow", "deny"]),
+              help="With --rerun: answer approval requests as cos run --approve does.")
 @click.option("--dry-run", is_flag=True, help="Print the restore report readably; run nothing.")
 @json_option
-def resume(session: str | None, latest: bool, pr: str | None, dry_run: bool,
-           as_json: bool) -> None:
+def resume(session: str | None, latest: bool, pr: str | None, replay: bool, rerun: bool,
+           force: bool, approvals: str | None, dry_run: bool, as_json: bool) -> None:
     """Resume SESSION (exact cos id, native id or user-set name) in its directory and agent.
 
     Without SESSION, --continue or --from-pr on a terminal, a picker lists this worktree's
@@ -504,7 +513,17 @@ def resume(session: str | None, latest: bool, pr: str | None, dry_run: bool,
     Hands over to `claude --resume <id>` or `codex resume <id>` in the session's directory;
     --json prints the restore report and --dry-run shows it, neither runs anything. A session of
     another project exits 4 with the command to run there; several with one name exit 5.
+
+    A session started from a recipe (cos run --recipe) resumes with --replay or --rerun; on a
+    terminal without either, cos asks which; without a terminal it is an error (exit 2).
     """
+    if replay and rerun:
+        raise InvalidInput("give --replay or --rerun, not both")
+    mode = "replay" if replay else "rerun" if rerun else None
+    if force and mode != "rerun":
+        raise InvalidInput("--force goes with --rerun")
+    if approvals is not None and mode != "rerun":
+        raise InvalidInput("--approve goes with --rerun")
     if session is None and not latest and pr is None:
         if not _on_terminal():
             raise InvalidInput("give a session id or name, --continue or --from-pr "
@@ -517,7 +536,25 @@ def resume(session: str | None, latest: bool, pr: str | None, dry_run: bool,
             raise
         # Several sessions have this name: the user picks one, the name already searched.
         report = api.resume_session(_pick(search=session, scope="all"))
+    found = str(report.session["id"])
+    seed = api.recipe_seed(found)
+    if seed is None and mode is not None:
+        raise InvalidInput(f"{found} was not started from a recipe: --replay and --rerun are "
+                           "for recipe sessions")
+    if seed is not None and mode is None and not (as_json or dry_run):
+        if not _on_terminal():
+            raise InvalidInput(f"{found} was started from a recipe: resume it with --replay "
+                               "(its transcript) or --rerun (the recipe again from its "
+                               "checkpoint, in a fresh worktree)")
+        mode = click.prompt(f"{found} was started from recipe {seed['path']}: replay its "
+                            "transcript or rerun the recipe?",
+                            type=click.Choice(api.RESUME_MODES), default="replay")
+    if mode == "rerun":
+        _rerun(found, force, approvals, dry_run, as_json)
+        return
     data = report.to_dict()
+    data["mode"] = mode
+    data["seed_ref"] = seed
     if as_json:
         _emit_json(data)
         return
@@ -525,12 +562,36 @@ def resume(session: str | None, latest: bool, pr: str | None, dry_run: bool,
         handover = data["handover"]
         _print_report([
             ("session", _label(data["session"])), ("found by", data["path"]),
+            ("mode", mode), ("recipe", seed["path"] if seed else None),
             ("restored", _restored_line(data["restored"])),
             ("rebuilt", "; ".join(data["rebuilt"])), ("relocation", data["relocation"]),
             ("cwd", data["cwd"]),
             ("handover", handover["command"] if handover else f"none: {data['handover_note']}")])
         return
-    _hand_over(report.handover, report.relocation, f"resuming {report.session['id']}")
+    _hand_over(report.handover, report.relocation, f"resuming {report.session['id']}"
+               + (f" (mode: {mode})" if mode else ""))
+
+
+def _rerun(session: str, force: bool, approvals: str | None, dry_run: bool,
+           as_json: bool) -> None:
+    """`cos resume SESSION --rerun`: the plan as the restore report, then the run."""
+    plan = api.plan_rerun(session, force=force)
+    if as_json:
+        _emit_json(plan)
+        return
+    recipe = plan["recipe"]
+    _print_report([("session", session), ("mode", "rerun"), ("recipe", recipe["path"]),
+                   ("changed", "yes: the file differs from the seed's (--force)"
+                    if recipe["changed"] else None),
+                   ("params", " ".join(f"{k}={v}" for k, v in plan["seed"]["params"].items())),
+                   ("checkpoint", plan["checkpoint"]), ("worktree", plan["worktree"]),
+                   ("agent", plan["settings"]["agent"])])
+    if dry_run:
+        return
+    view, approvals = _run_view(False, approvals)
+    code = api.rerun_session(plan, view, approvals=approvals)
+    if code:
+        raise click.exceptions.Exit(code)
 
 
 @cli.command()
@@ -951,9 +1012,17 @@ def protocol_command(session: str | None, agent: str | None, cwd: str | None) ->
 
 
 @cli.command("run")
-@click.option("--agent", "agent", metavar="A", default="claude", show_default=True,
-              help="claude, codex, exec (the prompt is a shell command) or python:TARGET "
-                   "(MODULE:ATTR, FILE.py:ATTR, or an entry point of coding_os.agents).")
+@click.option("--agent", "agent", metavar="A",
+              help="claude (the default, unless the recipe names one), codex, exec (the prompt "
+                   "is a shell command) or python:TARGET (MODULE:ATTR, FILE.py:ATTR, or an "
+                   "entry point of coding_os.agents).")
+@click.option("--model", "model", metavar="M", help="The agent's model (default: the recipe's, "
+                                                     "else the agent's own).")
+@click.option("--recipe", "recipe", type=click.Path(dir_okay=False), metavar="FILE",
+              help="Render the prompt from this recipe (docs/recipes.md); checkpoints the tree "
+                   "first and records the seed in the session.")
+@click.option("--param", "params", multiple=True, metavar="K=V",
+              help="A value for a parameter of the recipe (repeat for each).")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), metavar="P",
               help="The project and the agent's working directory (default: here).")
 @click.option("--json", "as_json", is_flag=True,
@@ -962,13 +1031,31 @@ def protocol_command(session: str | None, agent: str | None, cwd: str | None) ->
 @click.option("--approve", "approvals", type=click.Choice(["ask", "allow", "deny"]),
               help="Answer approval requests: ask (the default on a terminal), allow every "
                    "one, or deny every one (the default without a terminal and with --json).")
-@click.argument("prompt")
-def run_command(agent: str, cwd: str | None, as_json: bool, approvals: str | None,
-                prompt: str) -> None:
-    """Run PROMPT in a new session in the foreground and show what the agent does. On a
-    terminal, approvals are asked (y/n, default no), Ctrl-C interrupts the task (again at the
-    prompt: quit) and further prompts are read until an empty line or Ctrl-D. Exit 0 when the
-    last task completed, 1 when it failed or was aborted, 130 after Ctrl-C."""
+@click.argument("prompt", required=False)
+def run_command(agent: str | None, model: str | None, recipe: str | None,
+                params: tuple[str, ...], cwd: str | None, as_json: bool,
+                approvals: str | None, prompt: str | None) -> None:
+    """Run PROMPT (or the prompt --recipe renders) in a new session in the foreground and show
+    what the agent does. On a terminal, approvals are asked (y/n, default no), Ctrl-C interrupts
+    the task (again at the prompt: quit) and further prompts are read until an empty line or
+    Ctrl-D. Exit 0 when the last task completed, 1 when it failed or was aborted, 130 after
+    Ctrl-C; 2 for a recipe or value refused (nothing run)."""
+    from coding_os.daemon.recipes import parse_params
+
+    parsed = parse_params(params)
+    if parsed and recipe is None:
+        raise InvalidInput("--param needs --recipe FILE")
+    if recipe is None and not prompt:
+        raise InvalidInput("give a PROMPT or --recipe FILE")
+    view, approvals = _run_view(as_json, approvals)
+    code = api.run_session(prompt, view, agent=agent, cwd=cwd, approvals=approvals,
+                           recipe=recipe, params=parsed, model=model)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
+def _run_view(as_json: bool, approvals: str | None) -> tuple[Any, str]:
+    """The view a foreground session shows itself through, and the approvals policy."""
     from coding_os.interfaces.console import JsonView, TextView
 
     interactive = not as_json and sys.stdin.isatty()
@@ -985,12 +1072,8 @@ def run_command(agent: str, cwd: str | None, as_json: bool, approvals: str | Non
         wire = os.fdopen(os.dup(1), "w", encoding="ascii", newline="\n")
         os.dup2(2, 1)
         sys.stdout = sys.stderr
-        view: JsonView | TextView = JsonView(out=wire)
-    else:
-        view = TextView(interactive=interactive)
-    code = api.run_session(prompt, view, agent=agent, cwd=cwd, approvals=approvals)
-    if code:
-        raise click.exceptions.Exit(code)
+        return JsonView(out=wire), approvals
+    return TextView(interactive=interactive), approvals
 
 
 # -- the daemon (DESIGN.md §6) ----------------------------------------------------------------------
