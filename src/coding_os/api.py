@@ -1514,17 +1514,19 @@ def plan_rerun(session: str, *, force: bool = False, env: Mapping[str, str] | No
                cwd: str | None = None) -> dict[str, Any]:
     """What `cos resume SESSION --rerun` does, checked and changing nothing: `mode` (rerun),
     the session, its seed, the recipe file as it is now, the agent settings it ran with, and
-    the fresh worktree (`<project>/.coding-os/worktrees/rerun-…`) the rerun will run in.
+    the fresh worktree (`<project>/.coding-os/worktrees/<id>` on branch `cos/<id>`) the rerun
+    will run in.
 
     Raises:
         InvalidId: not a session id. InvalidInput: the session has no recipe seed, or its seed
             has no checkpoint. RecipeError: the recipe file is gone, is refused by
             `load_recipe`, or changed since the seed (unless `force`).
+        InvalidInput: the project is in no git checkout.
     """
     import secrets
-    import time
 
     from coding_os.daemon import recipes
+    from coding_os.daemon.worktrees import worktrees_dir
     from coding_os.state.identity import validate_session_id
 
     validate_session_id(session)
@@ -1543,15 +1545,17 @@ def plan_rerun(session: str, *, force: bool = False, env: Mapping[str, str] | No
             f"recipe {seed['path']} changed since {session} ran it (sha256 "
             f"{str(seed['sha256'])[:12]} then, {loaded.sha256[:12]} now): --force reruns the "
             "file as it is now")
-    name = f"rerun-{time.strftime('%Y%m%d-%H%M%S')}-{secrets.token_hex(3)}"
-    worktree = os.path.join(caller.resolution.project_root, ".coding-os", "worktrees", name)
+    project = caller.resolution.project_root
+    worktree_id = secrets.token_hex(6)
+    worktree = os.path.join(worktrees_dir(project), worktree_id)
     options = configured.get("options")
     return {"mode": "rerun", "session": session, "seed": seed,
             "recipe": {"path": loaded.path, "sha256": loaded.sha256, "changed": changed},
             "settings": {"agent": configured.get("agent"), "model": configured.get("model"),
                          "permission_mode": configured.get("permission_mode"),
                          "options": options if isinstance(options, dict) else {}},
-            "worktree": worktree, "checkpoint": seed["checkpoint"]}
+            "project": project, "worktree_id": worktree_id, "worktree": worktree,
+            "branch": f"cos/{worktree_id}", "checkpoint": seed["checkpoint"]}
 
 
 def rerun_session(plan: Mapping[str, Any], view: RunView, *, approvals: str = "deny",
@@ -1562,9 +1566,9 @@ def rerun_session(plan: Mapping[str, Any], view: RunView, *, approvals: str = "d
     as `run_session`'s.
 
     Raises:
-        RecipeError: the checkpoint is of no git tree, the worktree exists, the recipe or a
-            value is refused now. NotFound, DamagedObject, RestoreError, GitError: the tree
-            cannot be restored.
+        RecipeError: the checkpoint is of no git tree, the recipe or a value is refused now.
+        Conflict: the worktree exists. NotFound, DamagedObject, RestoreError, GitError: the
+            tree cannot be restored.
     """
     from coding_os.daemon import recipes
     from coding_os.runtime.core import SessionSettings  # noqa: F811 - at run time
@@ -1572,9 +1576,10 @@ def rerun_session(plan: Mapping[str, Any], view: RunView, *, approvals: str = "d
 
     caller = Caller(env, cwd, create=False)
     seed = dict(plan["seed"])
-    worktree = str(plan["worktree"])
     loaded = recipes.load_recipe(str(seed["path"]))
-    recipes.restore_seed_tree(caller.tiers, str(plan["checkpoint"]), worktree)
+    restored = recipes.restore_seed_tree(caller.tiers, str(plan["checkpoint"]),
+                                         str(plan["project"]), str(plan["worktree_id"]))
+    worktree = str(restored["worktree"])
     rendered = recipes.render(loaded, seed["params"], cwd=worktree, project=worktree)
     ran = plan["settings"]
     options = {**ran["options"], "seed_ref": seed}

@@ -18,8 +18,9 @@ and typed parameters, the subset of Goose's recipe format that fits cos.
 templates parse, every parameter is used and every variable is a parameter. `render` checks the
 values given for the parameters and renders the prompt: `instructions`, then a blank line,
 then `prompt`. `seed_ref` is what a session records of its recipe (`{path, sha256, version,
-params, checkpoint}`), and `restore_seed_tree` puts a seed's checkpoint back into a fresh git
-worktree for `cos resume --rerun`.
+params, checkpoint}`), `session_seed` reads it back from a session's events log, and
+`restore_seed_tree` puts a seed's checkpoint back into a fresh git worktree for
+`cos resume --rerun`.
 
 A recipe may come from a cloned repository (DESIGN.md §11): templates run in Jinja's sandbox
 with no loader (no `include`, `import` or `extends` reaches a file), an undefined name is an
@@ -534,22 +535,28 @@ def valid_seed_ref(value: object) -> dict[str, Any] | None:
     return value
 
 
-def restore_seed_tree(tiers: Tiers, checkpoint: str, worktree: str) -> dict[str, object]:
-    """Make `worktree` (a new path) a detached git worktree holding the tree of `checkpoint`:
-    its commit checked out, then every path its snapshot records as different from that commit
-    written or deleted. Git runs with hooks off; nothing else of the repository changes.
+def restore_seed_tree(tiers: Tiers, checkpoint: str, project: str,
+                      worktree_id: str) -> dict[str, object]:
+    """Make a fresh worktree of `project` (daemon.worktrees: `<project>/.coding-os/worktrees/
+    <worktree_id>` on branch `cos/<worktree_id>`) holding the tree of `checkpoint`: the
+    branch moved to the checkpoint's commit, then every path its snapshot records as different
+    from that commit written or deleted. The main checkout is not touched; git runs with hooks
+    off. Returns what it did, `worktree` the new worktree's path.
 
     Raises:
-        RecipeError: the checkpoint is not of a git working tree, or `worktree` exists.
-        InvalidInput, NotFound: a bad or unknown checkpoint.
-        DamagedObject, RestoreError: the checkpoint's bytes are missing or damaged.
-        GitError: the worktree cannot be made.
+        RecipeError: the checkpoint is not of a git working tree; a symlinked directory on the
+            way of a path.
+        InvalidId, InvalidInput, Conflict, ForeignState: as `create_worktree`.
+        NotFound: an unknown checkpoint. DamagedObject, RestoreError: its bytes are missing or
+            damaged (checked before the worktree is made).
+        GitError, StateIOError: the worktree cannot be made.
     """
     from coding_os.checkpoints import points
     from coding_os.checkpoints.manifest import (
         layer_list, manifest_paths, read_manifest, resolve)
     from coding_os.checkpoints.restore import fetch, plan_ops
     from coding_os.checkpoints.store import ObjectStore
+    from coding_os.daemon.worktrees import create_worktree
     from coding_os.git.command import git
     from coding_os.git.repo import commit_files
 
@@ -563,8 +570,6 @@ def restore_seed_tree(tiers: Tiers, checkpoint: str, worktree: str) -> dict[str,
     if top is None or not top.get("commit"):
         raise RecipeError(f"checkpoint {checkpoint} is of {root}, which is no git working "
                           "tree: --rerun needs one")
-    if os.path.lexists(worktree):
-        raise RecipeError(f"{worktree} exists already")
     paths = set(manifest_paths(manifest))
     for prefix, layer in layers.items():
         if prefix and layer.get("commit"):  # a nested repository: git leaves it out
@@ -573,9 +578,11 @@ def restore_seed_tree(tiers: Tiers, checkpoint: str, worktree: str) -> dict[str,
     entries = resolve(root, manifest, paths)
     ops = plan_ops([(path, entry, None, prefix) for path, (entry, prefix, _) in entries.items()
                     if entry is None or entry[0] != "s"])
-    data = fetch(root, store, ops)
-    os.makedirs(os.path.dirname(worktree), mode=0o700, exist_ok=True)
-    git(root, "worktree", "add", "--detach", "--quiet", worktree, str(top["commit"]))
+    data = fetch(root, store, ops)  # every byte is at hand before anything is made
+    made = create_worktree(project, worktree_id)
+    worktree = made.path
+    if made.base != top["commit"]:
+        git(worktree, "reset", "-q", "--hard", str(top["commit"]))
     written = deleted = 0
     for number, op in enumerate(ops):
         full = _inside(worktree, str(op["path"]))
@@ -597,7 +604,8 @@ def restore_seed_tree(tiers: Tiers, checkpoint: str, worktree: str) -> dict[str,
             os.chmod(full, mode)
         written += 1
     return {"checkpoint": checkpoint, "commit": top["commit"], "root": root,
-            "worktree": worktree, "written": written, "deleted": deleted}
+            "worktree": worktree, "branch": made.branch, "written": written,
+            "deleted": deleted}
 
 
 def _inside(worktree: str, path: str) -> str:

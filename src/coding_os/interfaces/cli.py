@@ -585,6 +585,7 @@ def _rerun(session: str, force: bool, approvals: str | None, dry_run: bool,
                     if recipe["changed"] else None),
                    ("params", " ".join(f"{k}={v}" for k, v in plan["seed"]["params"].items())),
                    ("checkpoint", plan["checkpoint"]), ("worktree", plan["worktree"]),
+                   ("branch", plan["branch"]),
                    ("agent", plan["settings"]["agent"])])
     if dry_run:
         return
