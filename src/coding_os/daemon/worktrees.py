@@ -1,0 +1,332 @@
+"""A background job's own git worktree (DESIGN.md §6): made before the agent starts, looked at
+and removed when the job is cleaned up, never losing work on the way.
+
+A job `<id>` of a project in a git repository gets `<project>/.coding-os/worktrees/<id>`, a linked
+worktree on a new branch `cos/<id>` made from the commit the main checkout has checked out. The
+main checkout's files, index and HEAD are never touched, and the worktrees folder is ignored by
+git there (the state dir's `.gitignore` of `*`, and one of its own). In the worktree cos's hooks
+route to the main repository's state dir (§3.1), so its checkpoints and state land there.
+
+Removing a worktree would lose its uncommitted changes and the commits of its branch that no
+other branch, tag, remote-tracking ref or checkout holds; `remove_worktree` refuses that unless
+forced. Every path and branch is rebuilt from the job id and checked against a strict pattern
+(§11: a crafted job file must not make cos delete elsewhere), and every removal goes through
+git, which removes only what it registered as this repository's worktree.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+from coding_os import durable
+from coding_os.errors import Conflict, CosError, ForeignState, InvalidId, InvalidInput
+from coding_os.git.command import git
+from coding_os.git.repo import checkout_root, git_dirs, head, inside_prefix
+from coding_os.state import registry
+from coding_os.state.root import STATE_DIR_NAME, hub_dir, linked_worktree_main
+
+__all__ = ["JOB_ID_RE", "BRANCH_PREFIX", "WORKTREES_DIR", "Worktree", "WorktreeStatus",
+           "WorkAtRisk", "is_git_repository", "needs_worktree", "worktrees_dir",
+           "create_worktree", "inspect_worktree", "remove_worktree"]
+
+# A job id as cos mints it: lower-case hex. Nothing else is ever made a path or a branch name.
+JOB_ID_RE = re.compile(r"[0-9a-f]{8,32}")
+BRANCH_PREFIX = "cos/"
+WORKTREES_DIR = "worktrees"  # in the state dir (a name state/tiers.py reserves)
+_IGNORE_ALL = b"# made by coding-os: job worktrees are never part of the main checkout\n*\n"
+_SHOWN = 5  # paths or commits a refusal names before "and N more"
+
+
+@dataclass(frozen=True)
+class Worktree:
+    """A job's worktree: its top, its branch, the commit it was made from, and the directory in
+    it that matches the project directory it was made for (the job's working directory)."""
+
+    path: str
+    branch: str
+    base: str
+    cwd: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"worktree": self.path, "branch": self.branch, "base": self.base,
+                "cwd": self.cwd}
+
+
+@dataclass(frozen=True)
+class WorktreeStatus:
+    """What removing a job's worktree and branch would lose: `dirty` (paths `git status` shows
+    changed or untracked), `unpushed` (commits only the branch or the worktree's HEAD holds,
+    newest first); `missing` when the folder is gone."""
+
+    path: str
+    branch: str
+    missing: bool
+    dirty: list[str] = field(default_factory=list)
+    unpushed: list[str] = field(default_factory=list)
+
+    @property
+    def at_risk(self) -> bool:
+        """Whether removing it would lose work."""
+        return bool(self.dirty or self.unpushed)
+
+    def loss(self) -> str:
+        """What would be lost, in words ("" when nothing)."""
+        parts = []
+        if self.dirty:
+            parts.append(f"{_count(len(self.dirty), 'uncommitted change')} "
+                         f"({_some(self.dirty)})")
+        if self.unpushed:
+            parts.append(f"{_count(len(self.unpushed), 'commit')} on {self.branch} that no "
+                         f"other branch holds ({_some([c[:12] for c in self.unpushed])})")
+        return " and ".join(parts)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"worktree": self.path, "branch": self.branch, "missing": self.missing,
+                "dirty": list(self.dirty), "unpushed": list(self.unpushed)}
+
+
+class WorkAtRisk(CosError):
+    """Removing a job's worktree would lose uncommitted changes or unpushed commits."""
+
+    exit_code = 1
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _some(items: list[str]) -> str:
+    shown = ", ".join(repr(item)[1:-1] if not item.isprintable() else item
+                      for item in items[:_SHOWN])
+    return shown + (f" and {len(items) - _SHOWN} more" if len(items) > _SHOWN else "")
+
+
+def _checkout_of(path: str) -> str | None:
+    """The top of the git checkout holding `path`; a repository at `$HOME` or `/` (a dotfiles
+    repository) is no project's checkout."""
+    top = checkout_root(path)
+    home = os.path.realpath(os.environ.get("HOME") or os.path.expanduser("~"))
+    return None if top in (home, "/") else top
+
+
+def is_git_repository(path: str) -> bool:
+    """Whether `path` lies in a project's git checkout (a main checkout or a linked worktree;
+    not a dotfiles repository at `$HOME` or `/`)."""
+    return _checkout_of(path) is not None
+
+
+def needs_worktree(project: str) -> bool:
+    """Whether a job started in `project` gets a worktree of its own: in a git checkout, unless
+    that is already a linked worktree (the job then runs in place)."""
+    top = _checkout_of(project)
+    return top is not None and linked_worktree_main(top) is None
+
+
+def worktrees_dir(project: str) -> str:
+    """`<top>/.coding-os/worktrees` of the main checkout holding `project`.
+
+    Raises:
+        InvalidInput: `project` is in no git checkout, or in a linked worktree.
+    """
+    top = _checkout_of(project)
+    if top is None:
+        raise InvalidInput(f"{project} is not in a git repository: a job there runs in place "
+                           "(--isolation none)")
+    if linked_worktree_main(top) is not None:
+        raise InvalidInput(f"{top} is already a linked worktree: a job there runs in place "
+                           "(--isolation none)")
+    return os.path.join(top, STATE_DIR_NAME, WORKTREES_DIR)
+
+
+def _check_job_id(job_id: str) -> None:
+    if not isinstance(job_id, str) or not JOB_ID_RE.fullmatch(job_id):
+        raise InvalidId(f"invalid job id {str(job_id)[:80]!r}: expected 8 to 32 lower-case hex "
+                        "digits")
+
+
+def _job_of_branch(branch: str) -> str:
+    """The job id of a job's branch `cos/<id>`.
+
+    Raises:
+        InvalidId: `branch` is not such a name.
+    """
+    if not isinstance(branch, str) or not branch.startswith(BRANCH_PREFIX) \
+            or not JOB_ID_RE.fullmatch(branch[len(BRANCH_PREFIX):]):
+        raise InvalidId(f"invalid job branch {str(branch)[:80]!r}: expected cos/<job id>")
+    return branch[len(BRANCH_PREFIX):]
+
+
+def _own_folder(folder: str) -> None:
+    """Refuse a state dir or worktrees folder reached through a symlink (§11).
+
+    Raises:
+        InvalidInput: `folder` is a symlink or lies below one.
+    """
+    if os.path.lexists(folder) and (os.path.islink(folder)
+                                    or os.path.realpath(folder) != folder):
+        raise InvalidInput(f"{folder} is reached through a symlink; cos keeps job worktrees in "
+                           "its own folder only")
+
+
+def create_worktree(project: str, job_id: str) -> Worktree:
+    """Make job `job_id`'s worktree `<project>/.coding-os/worktrees/<job_id>` on a new branch
+    `cos/<job_id>` from the commit the project's checkout has checked out (a detached HEAD
+    too); the project's state dir is made and registered first when it does not exist yet.
+
+    Raises:
+        InvalidId: `job_id` is not a job id.
+        InvalidInput: `project` is in no git checkout, in a linked worktree, in a repository
+            with no commit yet, or its state dir is reached through a symlink.
+        ForeignState: the project's state dir is not this user's.
+        Conflict: the worktree's folder or its branch exists already.
+        StateIOError: the state dir or the worktrees folder cannot be made.
+        GitError: git failed.
+    """
+    _check_job_id(job_id)
+    folder = worktrees_dir(project)
+    state_dir = os.path.dirname(folder)
+    top = os.path.dirname(state_dir)
+    base = head(top)
+    if base is None:
+        raise InvalidInput(f"{top} has no commit yet: a job's worktree starts from one "
+                           "(commit once, or use --isolation none)")
+    _own_folder(state_dir)
+    hub = hub_dir()
+    owner = registry.check(state_dir, hub, top)
+    if owner.status == "foreign":
+        raise ForeignState(f"{state_dir} is not this user's state dir: {owner.reason}; "
+                           "`cos init` moves it aside and starts a fresh one")
+    if owner.status == "absent":
+        registry.create(state_dir, hub)
+    _own_folder(folder)
+    durable.ensure_dir(folder)
+    # The state dir's `.gitignore` already leaves it all out of git; this one keeps the
+    # worktrees out even where that one was edited.
+    ignore = os.path.join(folder, ".gitignore")
+    if not os.path.lexists(ignore):
+        durable.atomic_write(ignore, _IGNORE_ALL)
+    path = os.path.join(folder, job_id)
+    branch = BRANCH_PREFIX + job_id
+    if os.path.lexists(path):
+        raise Conflict(f"{path} exists already; a job's worktree is made once")
+    if _commit(top, f"refs/heads/{branch}") is not None:
+        raise Conflict(f"branch {branch} exists already in {top}; a job's branch is made once")
+    git(top, "worktree", "add", "-q", "-b", branch, path, base)
+    within = inside_prefix(os.path.realpath(project))
+    return Worktree(path=path, branch=branch, base=base,
+                    cwd=os.path.join(path, within.rstrip("/")) if within else path)
+
+
+def _commit(repo: str, name: str) -> str | None:
+    """The commit `name` names in `repo`, or None."""
+    out = git(repo, "rev-parse", "-q", "--verify", f"{name}^{{commit}}", check=False)
+    return out.decode("ascii", "replace").strip() or None
+
+
+def inspect_worktree(path: str, branch: str) -> WorktreeStatus:
+    """What removing the worktree at `path` (in a folder of the repository's main checkout) and
+    deleting its branch `branch` would lose.
+
+    Raises:
+        InvalidId: `branch` is not `cos/<job id>`.
+        InvalidInput: a folder stands at `path` that is no linked worktree of that repository.
+        GitError: git failed on the worktree or its repository.
+    """
+    _job_of_branch(branch)
+    missing = not os.path.lexists(os.path.join(path, ".git"))
+    main = checkout_root(os.path.dirname(os.path.abspath(path)))
+    if main is None:
+        if missing:
+            return WorktreeStatus(path, branch, missing)
+        raise InvalidInput(f"{path} is in no git repository's folder; it is no job's worktree")
+    if not missing:
+        dirs, main_dirs = git_dirs(path), git_dirs(main)
+        if (dirs is None or main_dirs is None or dirs[0] == dirs[1]
+                or os.path.realpath(dirs[1]) != os.path.realpath(main_dirs[1])):
+            raise InvalidInput(f"{path} is not a linked worktree of {main}; nothing was removed")
+    repo = main if missing else path
+    dirty = [] if missing else _changed_paths(path)
+    tips = []
+    if not missing and _commit(path, "HEAD") is not None:
+        tips.append("HEAD")  # the worktree's own: a detached HEAD holds commits too
+    if _commit(repo, f"refs/heads/{branch}") is not None:
+        tips.append(f"refs/heads/{branch}")
+    unpushed: list[str] = []
+    if tips:
+        held = _other_checkouts_heads(repo, path)
+        out = git(repo, "rev-list", *tips, "--not", f"--exclude={branch}", "--branches",
+                  "--tags", "--remotes", *held, "--")
+        unpushed = out.decode("ascii", "replace").split()
+    return WorktreeStatus(path, branch, missing, dirty, unpushed)
+
+
+def _changed_paths(worktree: str) -> list[str]:
+    """The paths `git status` shows changed, staged or untracked in `worktree`."""
+    out = git(worktree, "status", "--porcelain=v1", "-z", "--ignore-submodules=none")
+    paths = []
+    entries = iter(out.split(b"\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:].decode("utf-8", "surrogateescape"))
+        if entry[:1] in (b"R", b"C"):
+            next(entries, None)  # the path it was renamed or copied from
+    return paths
+
+
+def _other_checkouts_heads(repo: str, path: str) -> list[str]:
+    """The commits the repository's other checkouts have checked out (a detached HEAD holds
+    its commits as a branch does)."""
+    out = git(repo, "worktree", "list", "--porcelain", "-z")
+    heads, top = [], ""
+    own = os.path.realpath(path)
+    for line in out.split(b"\0"):
+        text = line.decode("utf-8", "surrogateescape")
+        if text.startswith("worktree "):
+            top = os.path.realpath(text[len("worktree "):])
+        elif text.startswith("HEAD ") and top != own:
+            sha = text[len("HEAD "):]
+            if sha.strip("0"):  # an unborn branch shows zeros
+                heads.append(sha)
+    return heads
+
+
+def remove_worktree(project: str, path: str, branch: str, force: bool = False) -> dict[str, object]:
+    """Remove job worktree `path` of `project` and delete its branch `branch`, unless that
+    would lose uncommitted changes or unpushed commits (then nothing is removed) or `force`.
+    A folder already gone is pruned from git's list. Returns what was done and, when forced,
+    what was lost.
+
+    Raises:
+        InvalidId: `branch` is not `cos/<job id>`.
+        InvalidInput: `path` is not `<project>/.coding-os/worktrees/<job id>` of that branch's
+            job, reached without a symlink; `project` is in no main git checkout.
+        WorkAtRisk: removing it would lose work and not `force` (exit code 1).
+        GitError: git failed (the worktree is not one of this repository's, say).
+    """
+    job_id = _job_of_branch(branch)
+    folder = worktrees_dir(project)
+    _own_folder(os.path.dirname(folder))
+    _own_folder(folder)
+    expected = os.path.join(folder, job_id)
+    given = os.path.realpath(path) if isinstance(path, str) else ""
+    if given != expected or os.path.islink(expected):
+        raise InvalidInput(f"{str(path)[:200]!r} is not the worktree of job {job_id} "
+                           f"({expected}); nothing was removed")
+    top = os.path.dirname(os.path.dirname(folder))
+    status = inspect_worktree(expected, branch)
+    if status.at_risk and not force:
+        raise WorkAtRisk(f"{expected} holds work that removing it would lose: {status.loss()}; "
+                         "nothing was removed (commit and push or merge it, or --force)")
+    if status.missing:
+        git(top, "worktree", "prune")
+    else:
+        git(top, "worktree", "remove", *(["--force"] if force else []), expected)
+    deleted = _commit(top, f"refs/heads/{branch}") is not None
+    if deleted:
+        git(top, "branch", "-D", branch)
+    return {"worktree": expected, "branch": branch, "removed": not status.missing,
+            "pruned": status.missing, "branch_deleted": deleted, "forced": force,
+            "lost": {"dirty": status.dirty, "unpushed": status.unpushed}}
