@@ -4,6 +4,7 @@ repair of a task a killed process left open, and what a python session leaves be
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 
 from coding_os import api
-from coding_os.errors import InvalidInput
+from coding_os.errors import Conflict, InvalidInput
 from coding_os.runtime import core, events
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
@@ -183,7 +184,8 @@ def test_opening_a_log_that_ends_in_an_open_task_closes_it_as_backend_exit(
         session = core.create_session(SessionSettings("exec", str(project)))
         await session.configure()
         session._log.append("task_started", {"task": 7}, reply_to="ui-1")
-        session._log.close()  # as a killed process leaves it: no end of task 7
+        session._log.close()  # as a killed process leaves it: no end of task 7,
+        session._lease.release()  # type: ignore[union-attr]  # and its lease free
         reopened = core.open_session(session.session, str(project))
         stored = events.read_since(reopened.events_path, 0).events
         assert [e["msg"] for e in stored[-2:]][0] == {"type": "turn_aborted", "task": 7,
@@ -361,3 +363,52 @@ def test_an_allowed_writing_tool_of_an_agent_without_hooks_is_checkpointed_befor
         assert "edited.txt" in rows[1]["changed"]
 
     run(work)
+
+
+def test_one_process_serves_a_session_and_reading_it_needs_no_lease(project: Path) -> None:
+    async def work() -> None:
+        served = core.create_session(SessionSettings("exec", str(project)))
+        await served.user_input("echo one")
+        await served.wait_idle()
+        stored = (Path(served.events_path)).read_bytes()
+        with pytest.raises(Conflict, match=f"session {served.session} is being served by "
+                                           rf"another process \(pid {os.getpid()}\)"):
+            core.open_session(served.session, str(project))
+        assert Path(served.events_path).read_bytes() == stored  # the refused open wrote nothing
+        lock = Path(events.lease_path(served.tiers, served.session))
+        assert lock.stat().st_mode & 0o777 == 0o600
+        read = core.open_session(served.session, str(project), repair=False)
+        assert read.last_seq == served.last_seq
+        await read.shutdown()
+        await served.shutdown()
+        again = core.open_session(served.session, str(project))
+        stream = again.subscribe(again.last_seq)
+        await again.user_input("echo two")
+        assert "two" in [e["msg"].get("text") for e in await until(stream, "task_complete")]
+        await again.shutdown()
+
+    run(work)
+
+
+def test_a_second_cos_protocol_on_a_served_session_is_refused_and_a_killed_servers_is_free(
+        project: Path, protocol: Callable[..., ProtocolProcess]) -> None:
+    first = protocol("--agent", "exec")
+    first.send("configure")
+    session = first.until_type("session_configured")[-1]["session"]
+    first.send("user_input", text="echo before")
+    first.until_type("task_complete")
+    log = project / ".coding-os" / "exec" / "events" / f"{session}.jsonl"
+    stored = log.read_bytes()
+    second = protocol("--session", session)
+    refused = second.until_type("error")[-1]["msg"]
+    assert refused["message"] == (f"session {session} is being served by another process "
+                                  f"(pid {first.proc.pid})")
+    assert log.read_bytes() == stored
+    first.send("user_input", text="echo still served")
+    assert first.until_type("task_complete")[-2]["msg"]["text"] == "still served"
+    first.kill()
+    third = protocol("--session", session)
+    third.send("user_input", text="echo resumed")
+    got = third.until_type("task_complete")
+    assert [e["msg"].get("text") for e in got if e["msg"]["type"] == "agent_message"] == [
+        "resumed"]

@@ -120,7 +120,8 @@ class SessionCore:
                  settings: SessionSettings | None, project: str | None,
                  env: Mapping[str, str] | None = None, timeouts: Timeouts = Timeouts(),
                  native_id: str | None = None, next_task: int = 1, fork: bool = False,
-                 backends: Callable[[str], Backend] = backend_for) -> None:
+                 backends: Callable[[str], Backend] = backend_for,
+                 lease: events.Lease | None = None) -> None:
         self.tiers = tiers
         self.session = session
         self.agent = transcript.session_agent(session)
@@ -132,6 +133,7 @@ class SessionCore:
         self._env = env
         self._backends = backends  # agent name → a new backend
         self._log = log
+        self._lease = lease  # this process's right to serve the session, released at shutdown
         self._subscribers: list[Subscription] = []
         self._backend: Backend | None = None
         self._pump: asyncio.Task[None] | None = None
@@ -605,8 +607,12 @@ class SessionCore:
             for subscriber in self._subscribers:
                 subscriber.close()
             self._subscribers.clear()
-            self._log.close()
             self.closed = True
+            try:
+                self._log.close()
+            finally:
+                if self._lease is not None:
+                    self._lease.release()
 
 
 # -- making and opening sessions -----------------------------------------------------------
@@ -637,9 +643,23 @@ def create_session(settings: SessionSettings, *, env: Mapping[str, str] | None =
                                     worktree=worktree, branch=branch(worktree))
     else:
         session = mint_session_id(settings.agent)
-    log = events.EventLog.open(caller.tiers, session, durability=durability)
+    lease, log = _serve(caller.tiers, session, durability)
     return SessionCore(caller.tiers, session, log, settings=settings, project=project,
-                       env=env, timeouts=timeouts)
+                       env=env, timeouts=timeouts, lease=lease)
+
+
+def _serve(tiers: Tiers, session: str, durability: str) -> tuple[events.Lease, events.EventLog]:
+    """The lease of `session` for this process, then its events log open for appending.
+
+    Raises:
+        Conflict: another process serves it. StateIOError: as `events.take_lease`, `EventLog`.
+    """
+    lease = events.take_lease(tiers, session)
+    try:
+        return lease, events.EventLog.open(tiers, session, durability=durability)
+    except BaseException:
+        lease.release()
+        raise
 
 
 def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None,
@@ -648,13 +668,16 @@ def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None
                  repair: bool = True) -> SessionCore:
     """An existing session of the project of `cwd`, ready to resume (its backend not started).
 
-    A log ending in a task without its end (the process that served it was killed) gets
-    `turn_aborted` `backend_exit` and an `error` now, when `repair` (a session opened only to
-    be read, as the source of a fork, is left as it is: it may be running).
+    With `repair` (the default) it is opened to be served: this process takes its lease
+    (`events.take_lease`, held until `shutdown`), and a log ending in a task without its end
+    (the process that served it was killed) gets `turn_aborted` `backend_exit` and an `error`
+    now. Without it the session is only read (the source of a fork, a check of its last seq):
+    no lease, nothing written; it may be running elsewhere.
 
     Raises:
         InvalidId: not a session id. NotFound: no such session in this project.
         CrossProject: it is a session of another project.
+        Conflict: with `repair`, another process serves it (nothing is written).
     """
     validate_session_id(session)
     caller = _caller(cwd, env)
@@ -671,6 +694,36 @@ def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None
             raise CrossProject(f"{session} is a session of {meta.get('project')}: "
                                f"cd {meta.get('project')} and resume it there")
         raise NotFound(f"no session {session} run by cos in this project")
+    # Served: the lease first, so what is read below is not written meanwhile by another.
+    lease = events.take_lease(tiers, session) if repair else None
+    try:
+        settings, native_id, open_task, last_task = _read_state(path, project, session)
+        log = events.EventLog.open(tiers, session, durability=durability)
+    except BaseException:
+        if lease is not None:
+            lease.release()
+        raise
+    core = SessionCore(tiers, session, log, settings=settings, project=project, env=env,
+                       timeouts=timeouts, native_id=native_id, next_task=last_task + 1,
+                       lease=lease)
+    if open_task is not None and repair:
+        task, reply_to = open_task
+        log.append("turn_aborted", {"task": task, "reason": "backend_exit"}, reply_to=reply_to)
+        log.append("error", {"message": f"the process serving {session} ended during task "
+                                        f"{task}; the next input resumes its session",
+                             "fatal": True}, reply_to=reply_to)
+    return core
+
+
+def _read_state(path: str, project: str | None, session: str
+                ) -> tuple[SessionSettings | None, str | None,
+                           tuple[int | str, str | None] | None, int]:
+    """From the events log at `path`: the settings and native id of the latest
+    `session_configured`, the task left open (its id and submission) if any, the last task id.
+
+    Raises:
+        CrossProject: it was configured in another project.
+    """
     settings: SessionSettings | None = None
     native_id: str | None = None
     open_task: tuple[int | str, str | None] | None = None
@@ -693,16 +746,7 @@ def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None
                 last_task = max(last_task, msg["task"])
         elif kind in events.TASK_ENDS:
             open_task = None
-    log = events.EventLog.open(tiers, session, durability=durability)
-    core = SessionCore(tiers, session, log, settings=settings, project=project, env=env,
-                       timeouts=timeouts, native_id=native_id, next_task=last_task + 1)
-    if open_task is not None and repair:
-        task, reply_to = open_task
-        log.append("turn_aborted", {"task": task, "reason": "backend_exit"}, reply_to=reply_to)
-        log.append("error", {"message": f"the process serving {session} ended during task "
-                                        f"{task}; the next input resumes its session",
-                             "fatal": True}, reply_to=reply_to)
-    return core
+    return settings, native_id, open_task, last_task
 
 
 def fork_session(source: str, cwd: str, at: int | None = None, *,
@@ -734,13 +778,13 @@ def fork_session(source: str, cwd: str, at: int | None = None, *,
         if parent.native_id is None or settings is None:
             raise InvalidInput(f"{source} has no {agent} session to fork yet: it never started")
         session = mint_session_id(agent)
-        log = events.EventLog.open(parent.tiers, session, durability=durability)
+        lease, log = _serve(parent.tiers, session, durability)
         return SessionCore(parent.tiers, session, log, settings=replace(settings),
                            project=parent.project, env=env, timeouts=timeouts,
-                           native_id=parent.native_id, fork=True)
+                           native_id=parent.native_id, fork=True, lease=lease)
     forked = transcript.fork(parent.tiers, source, at)
-    log = events.EventLog.open(parent.tiers, forked.session, durability=durability)
+    lease, log = _serve(parent.tiers, forked.session, durability)
     if settings is None:
         settings = SessionSettings(agent=agent, cwd=cwd)
     return SessionCore(parent.tiers, forked.session, log, settings=replace(settings),
-                       project=parent.project, env=env, timeouts=timeouts)
+                       project=parent.project, env=env, timeouts=timeouts, lease=lease)

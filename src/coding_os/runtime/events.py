@@ -32,7 +32,7 @@ import threading
 
 from coding_os import durable, jsonwire
 from coding_os.clock import utc_now
-from coding_os.errors import InvalidInput, NotFound, StateIOError
+from coding_os.errors import Conflict, InvalidInput, NotFound, StateIOError
 from coding_os.sessions.transcript import (
     BLANK_LINE,
     DEFAULT_DURABILITY,
@@ -77,6 +77,9 @@ __all__ = [
     "ReplayReport",
     "Replayed",
     "events_path",
+    "lease_path",
+    "Lease",
+    "take_lease",
     "replay",
     "read_since",
     "last_seq",
@@ -130,6 +133,78 @@ def events_path(tiers: Tiers, session: str) -> str:
         InvalidId: `session` is not a valid session id.
     """
     return tiers.events_path(session_agent(session), session)
+
+
+def lease_path(tiers: Tiers, session: str) -> str:
+    """The lock file of the process serving `session`, beside its events log: `<sid>.lock`.
+
+    Raises:
+        InvalidId: `session` is not a valid session id.
+    """
+    return events_path(tiers, session).removesuffix(".jsonl") + ".lock"
+
+
+class Lease:
+    """The right to serve one session (drive its backend, write its events): an exclusive
+    `flock` on its lock file, held by one open file of one process until `release`, or until
+    the process ends (the kernel drops the lock of a killed process at once)."""
+
+    __slots__ = ("path", "session", "_fd")
+
+    def __init__(self, path: str, session: str, fd: int) -> None:
+        self.path = path
+        self.session = session
+        self._fd = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd >= 0
+
+    def release(self) -> None:
+        """Give the session up (idempotent); the lock file stays, empty of meaning."""
+        fd, self._fd = self._fd, -1
+        if fd >= 0:
+            os.close(fd)  # closing the only descriptor of the open file drops its lock
+
+
+def take_lease(tiers: Tiers, session: str) -> Lease:
+    """Take the lease of `session` for this process: only the holder serves it. The lock file
+    (0600, created when missing) gets this process's pid, for the message of the next one.
+    Reading a session's log (replay, the source of a fork, export) takes none.
+
+    Raises:
+        InvalidId: not a session id.
+        Conflict: another process holds it ("being served by another process (pid N)").
+        StateIOError: the lock file cannot be made or opened (a symlink, not a regular file).
+    """
+    path = lease_path(tiers, session)
+    durable.ensure_dir(os.path.dirname(path))
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK,
+                     durable.FILE_MODE)
+    except OSError as exc:
+        raise durable.io_error(path, exc) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StateIOError(f"cannot write state at {path}: not a regular file")
+        durable.private(fd, info.st_mode)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+            pid = f" (pid {holder})" if holder.isdigit() else ""
+            raise Conflict(f"session {session} is being served by another process{pid}") \
+                from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    except OSError as exc:
+        os.close(fd)
+        raise durable.io_error(path, exc) from None
+    except BaseException:
+        os.close(fd)
+        raise
+    return Lease(path, session, fd)
 
 
 # ---------------------------------------------------------------------------------------------
