@@ -1,6 +1,8 @@
 """`cos daemon`: the on-demand supervisor (DESIGN.md §6), one per user, in `~/.coding-os/daemon/`.
 
-It serves the file watcher that checkpoints ask (daemon/watcher.py, checkpoints/watch.py).
+It serves the file watcher that checkpoints ask (daemon/watcher.py, checkpoints/watch.py), and
+supervises the background jobs' runners (daemon/supervisor.py): every JOBS_SWEEP_S, and on
+start, it marks failed the jobs whose runners died; it never exits on idle while a runner lives.
 `cos daemon start` starts it (`--detach`) and it runs until `cos daemon stop`; a hook that had to
 scan a large tree starts it too (daemon.client.start_in_background, `--until-idle`), and it then
 exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
@@ -11,8 +13,9 @@ exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
   uid is refused). One request per connection: a JSON line in, a JSON line out; connections
   are read and answered side by side (a client that stalls is dropped after CLIENT_TIMEOUT_S,
   keeping no other waiting), requests handled one at a time in the daemon's one thread.
-  Requests: `ping`, `status`, `stop`, and `changes` (`root`, `since`): the paths changed in
-  `root` since a token, with a new token.
+  Requests: `ping`, `status`, `stop`, `changes` (`root`, `since`): the paths changed in
+  `root` since a token, with a new token; and `jobs`: sweep the background jobs now (the jobs
+  whose runners live, and those found dead and marked failed).
 - `daemon.json`: pid, start time and version, for `cos daemon status`.
 - `daemon.log`: what it has to say (start, stop, a tree given up).
 
@@ -32,6 +35,7 @@ import time
 from collections.abc import Mapping
 
 from coding_os.git.command import GIT_ENV, is_config_pair
+from coding_os.daemon.sockets import peer_uid
 from coding_os.daemon.client import SOCKET, STOPPED, DaemonError, daemon_dir, request
 from coding_os.clock import utc_now
 from coding_os.errors import CosError, StateIOError
@@ -48,6 +52,7 @@ START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
 IDLE_FORGET_S = 6 * 3600  # a tree nobody asked about for this long is no longer watched
 SWEEP_S = 60.0  # how often idle trees are looked for
+JOBS_SWEEP_S = 2.0  # how often the jobs' runners are looked at (daemon/supervisor.py)
 MAX_REQUEST = 1 << 16
 CLIENT_TIMEOUT_S = 2.0  # to send its request line, and again to take the answer
 MAX_CLIENTS = 256  # connections open at once; beyond, the oldest is dropped
@@ -174,6 +179,8 @@ class _Server:
         self.started = time.time()
         self.asked = self.started  # when a request last came in
         self.running = True
+        self.live_jobs: list[str] = []  # jobs whose runners lived at the last sweep
+        self.swept = 0.0
 
     def handle(self, message: object) -> dict[str, object]:
         self.asked = time.time()
@@ -192,7 +199,24 @@ class _Server:
                         _tree_row(tree) for tree in self.watches.trees.values()]}
         if op == "changes":
             return self.changes(message)
+        if op == "jobs":
+            return {"ok": True, **self.sweep_jobs()}
         return {"ok": False, "error": f"unknown op {op!r}"}
+
+    def sweep_jobs(self) -> dict[str, list[str]]:
+        """Adopt the jobs whose runners live; mark failed those whose runners died."""
+        from coding_os.daemon.supervisor import sweep
+
+        try:
+            result = sweep()
+        except (CosError, OSError) as exc:
+            _log(f"jobs not swept: {exc}")
+            return {"live": self.live_jobs, "failed": []}
+        for job in result["failed"]:
+            _log(f"job {job}: its runner died; marked failed")
+        self.live_jobs = result["live"]
+        self.swept = time.monotonic()
+        return result
 
     def changes(self, message: dict[str, object]) -> dict[str, object]:
         root = message.get("root")
@@ -264,7 +288,8 @@ class _Server:
 
     def idle(self) -> bool:
         """Whether it watches nothing and nobody asked anything for IDLE_FORGET_S."""
-        return not self.watches.trees and time.time() - self.asked > IDLE_FORGET_S
+        return (not self.watches.trees and not self.live_jobs
+                and time.time() - self.asked > IDLE_FORGET_S)
 
 
 def _tree_row(tree: TreeWatch) -> dict[str, object]:
@@ -479,7 +504,7 @@ def serve(folder: str, until_idle: bool = False) -> int:
     try:
         while server.running:
             now = time.monotonic()
-            wait = min([1.0, SWEEP_S, *(client.deadline - now for client in clients)])
+            wait = min([1.0, *(client.deadline - now for client in clients)])
             ready = selector.select(timeout=max(0.0, wait))
             now = time.monotonic()
             # Too slow to send its line or take its answer; one whose line came while another
@@ -494,6 +519,8 @@ def serve(folder: str, until_idle: bool = False) -> int:
                     _accept(listener, selector, clients)
                 else:
                     _serve(server, key.data, selector, clients)
+            if time.monotonic() - server.swept > JOBS_SWEEP_S:
+                server.sweep_jobs()
             if time.monotonic() - last_sweep > SWEEP_S:
                 server.forget_idle()
                 last_sweep = time.monotonic()
@@ -542,7 +569,7 @@ def _accept(listener: socket.socket, selector: selectors.BaseSelector,
         conn, _ = listener.accept()
     except OSError:
         return
-    uid = _peer_uid(conn)
+    uid = peer_uid(conn)
     if uid is not None and uid != os.geteuid():
         _log(f"a connection from uid {uid} refused")
         conn.close()
@@ -553,21 +580,6 @@ def _accept(listener: socket.socket, selector: selectors.BaseSelector,
     client = _Client(conn)
     clients.add(client)
     selector.register(conn, selectors.EVENT_READ, client)
-
-
-def _peer_uid(conn: socket.socket) -> int | None:
-    """The uid of the process at the other end (Linux); None where it cannot be told."""
-    import struct
-
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return None
-    try:
-        _, uid, _ = struct.unpack("iII", conn.getsockopt(socket.SOL_SOCKET, option,
-                                                         struct.calcsize("iII")))
-    except OSError:
-        return -1
-    return int(uid)
 
 
 def _serve(server: _Server, client: _Client, selector: selectors.BaseSelector,

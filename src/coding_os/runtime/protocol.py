@@ -17,7 +17,7 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from coding_os import jsonwire
@@ -53,13 +53,19 @@ class Server:
 
     def __init__(self, write: Callable[[bytes], None], *, agent: str | None = None,
                  cwd: str | None = None, env: Mapping[str, str] | None = None,
-                 timeouts: Timeouts = Timeouts()) -> None:
+                 timeouts: Timeouts = Timeouts(), shared: SessionCore | None = None,
+                 on_shutdown: Callable[[str | None], Awaitable[None]] | None = None) -> None:
+        """`shared`: serve that session only, one of several clients of it (a job's runner);
+        then `shutdown` calls `on_shutdown` and the end of this client's input only detaches
+        it."""
         self._write = write
         self.agent = agent
         self.cwd = cwd or os.getcwd()
         self._env = env
         self._timeouts = timeouts
-        self.core: SessionCore | None = None
+        self.core: SessionCore | None = shared
+        self.shared = shared is not None
+        self._on_shutdown = on_shutdown
         self._subscription: Subscription | None = None
         self._forwarder: asyncio.Task[None] | None = None
         self.done = False
@@ -105,6 +111,12 @@ class Server:
         if forwarder is not None:
             await forwarder  # what was handed to it is written before anything else
 
+    def _not_shared(self, op: str) -> None:
+        if self.shared:
+            assert self.core is not None
+            raise _Refused(f"{op}: this connection serves {self.core.session} only (a job's "
+                           f"session); resume it, or start another session elsewhere")
+
     async def _switch(self, session: SessionCore, after_seq: int) -> None:
         """Serve `session` from now on (the previous one is shut down)."""
         await self._detach()
@@ -148,6 +160,7 @@ class Server:
         return self.core
 
     async def _op_configure(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        self._not_shared("configure")
         agent = _field(op, "agent", str, optional=True) or (
             self.core.agent if self.core else self.agent)
         if agent is None:
@@ -190,8 +203,12 @@ class Server:
         if last_seq < 0:
             raise _Refused("resume: last_seq must be 0 or more")
         if self.core is not None and not self.core.closed and self.core.session == session:
+            if last_seq > self.core.last_seq:
+                raise _Refused(f"last_seq {last_seq} is beyond the end of {session} "
+                               f"(its last seq is {self.core.last_seq})")
             await self._attach(self.core, last_seq)
             return
+        self._not_shared("resume")
         probe = core.open_session(session, self.cwd, env=self._env, timeouts=self._timeouts,
                                   repair=False)  # nothing written before last_seq is checked
         await probe.shutdown()
@@ -202,6 +219,7 @@ class Server:
         await self._switch(opened, last_seq)
 
     async def _op_fork(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        self._not_shared("fork")
         source = _field(op, "session", str)
         at = _field(op, "at", int, optional=True)
         forked = core.fork_session(source, self.cwd, at, env=self._env,
@@ -210,12 +228,19 @@ class Server:
         await forked.configure(None, reply_to)
 
     async def _op_shutdown(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+        if self.shared:
+            if self._on_shutdown is not None:
+                await self._on_shutdown(reply_to)
+            self.done = True
+            await self._detach()
+            return
         await self.close(reply_to)
 
     async def close(self, reply_to: str | None = None) -> None:
-        """Shut the session down and write what is left to send; the server is done."""
+        """Shut the session down (a shared one is left running) and write what is left to
+        send; the server is done."""
         self.done = True
-        if self.core is not None:
+        if self.core is not None and not self.shared:
             await self.core.shutdown(reply_to)
         await self._detach()
 
@@ -246,7 +271,8 @@ async def serve(reader: asyncio.StreamReader, server: Server, session: str | Non
             break
         if line.strip():
             await server.handle_line(line)
-    if not server.done and server.core is not None and not server.core.closed:
+    if not server.done and server.core is not None and not server.core.closed and (
+            not server.shared):
         # The end of input lets the running task finish, unless a stop comes first; nobody is
         # left to answer its approval requests, so they are denied.
         await server.core.unattended()

@@ -1,0 +1,521 @@
+"""Background agents (DESIGN.md §6): start a job, list them, talk to one, stop, respawn, remove.
+
+A job is made here (jobs.py: its folder and state), given its own worktree in a git repository
+(worktrees.py), and handed to a runner process of its own (runner.py); the daemon is started
+on demand to watch over the runners (supervisor.py). Everything said to a running job goes to
+its runner's socket as the protocol of §7: `reply` is a `user_input`, `approve` an `approval`,
+`stop` a `shutdown`; `attach` replays the job's events and follows the live ones.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from coding_os.daemon import jobs, roster, runner, sockets
+from coding_os.daemon.jobs import Job, JobError
+from coding_os.errors import Conflict, CosError, InvalidInput, NotFound
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.runtime.core import SessionSettings
+
+__all__ = [
+    "PROMPT_MAX", "start_job", "list_jobs", "find_job", "reply", "approve", "stop", "respawn",
+    "remove", "logs", "attach", "follow", "gc_jobs", "ensure_daemon", "Connection",
+]
+
+PROMPT_MAX = 1 << 20  # bytes of a first prompt
+CONNECT_TIMEOUT_S = 10.0
+READY_TIMEOUT_S = 30.0  # for a runner to open its socket
+APPROVAL_SETTLE_S = 2.0
+
+
+def ensure_daemon(env: Mapping[str, str] | None = None) -> None:
+    """Start the supervisor unless it runs (and have it look at the jobs now); a daemon that
+    cannot start is said on stderr, never fatal: the jobs run without it."""
+    import sys
+
+    from coding_os.daemon.client import daemon_dir, request
+    from coding_os.daemon.server import DaemonError, start
+
+    try:
+        if request(daemon_dir(env), {"op": "jobs"}) is None:
+            start(env)
+    except (DaemonError, CosError, OSError) as exc:
+        sys.stderr.write(f"cos: the supervisor did not start ({exc}); the job runs without "
+                         "it\n")
+
+
+def _project(cwd: str, env: Mapping[str, str] | None) -> tuple[str, str | None]:
+    """The project root of `cwd` and the linked worktree it is in, if any.
+
+    Raises:
+        InvalidInput: `cwd` is in no project (no git repository, no project marker).
+    """
+    from coding_os.git.repo import checkout_root
+    from coding_os.state.caller import Caller
+
+    resolution = Caller(env, cwd).resolution
+    if resolution.rule == "default" and checkout_root(cwd) is None:
+        raise InvalidInput(f"{cwd} is in no project (no git repository, no project marker): "
+                           "cos bg runs a job in a project; cd into one")
+    return resolution.project_root, resolution.worktree
+
+
+def _check_program(settings: SessionSettings, env: Mapping[str, str]) -> None:
+    if settings.agent not in ("claude", "codex"):
+        return
+    program = str(settings.options.get("program") or settings.agent)
+    if shutil.which(program, path=env.get("PATH")) is None:
+        raise InvalidInput(f"{settings.agent}: program {program!r} not found on PATH")
+
+
+def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None = None,
+              isolation: str = "worktree", seed_ref: Mapping[str, Any] | None = None,
+              env: Mapping[str, str] | None = None) -> Job:
+    """Make a job running `settings` (in a worktree of its own unless `isolation` is `none`),
+    start its runner and the supervisor, and give the job at once.
+
+    Raises:
+        InvalidInput: no prompt (nor command), a prompt over PROMPT_MAX, a bad name or
+            isolation, a program not on PATH, a cwd in no project.
+        StateIOError, JobError: the job could not be made (nothing of it is left).
+    """
+    env = dict(os.environ if env is None else env)
+    if isolation not in ("worktree", "none"):
+        raise InvalidInput("--isolation is worktree or none")
+    command = settings.options.get("command")
+    if settings.agent == "exec":
+        if not isinstance(command, str) or not command.strip():
+            raise InvalidInput("cos bg --exec needs a command")
+    elif not prompt or not prompt.strip():
+        raise InvalidInput("cos bg needs a prompt")
+    if prompt is not None and len(prompt.encode("utf-8")) > PROMPT_MAX:
+        raise InvalidInput(f"the prompt is {len(prompt.encode('utf-8')) / 1e6:.1f} MB; a job "
+                           f"takes at most {PROMPT_MAX >> 20} MB (put the rest in a file and "
+                           "name it in the prompt)")
+    name = jobs.validate_name(name) if name is not None else jobs.default_name(
+        prompt, command if isinstance(command, str) else None)
+    _check_program(settings, env)
+    cwd = os.path.realpath(settings.cwd)
+    project, linked = _project(cwd, env)
+    fields: dict[str, Any] = {
+        "name": name, "agent": settings.agent, "cwd": cwd, "project": project,
+        "worktree": None, "branch": None, "model": settings.model,
+        "permission_mode": settings.permission_mode, "options": dict(settings.options),
+        "isolation": isolation, "seed_ref": dict(seed_ref) if seed_ref else None}
+    if settings.agent == "exec":
+        prompt = command if isinstance(command, str) else prompt
+        fields["options"] = {key: value for key, value in settings.options.items()
+                             if key != "command"}
+    job = jobs.new_job(fields, prompt, env)
+    try:
+        if isolation == "worktree" and linked is None:
+            from coding_os.daemon.worktrees import create_worktree, needs_worktree
+
+            if needs_worktree(project):
+                made = create_worktree(project, job.id)
+                relative = os.path.relpath(cwd, project)
+                agent_cwd = made.path if relative == "." else os.path.join(made.path, relative)
+                if not os.path.isdir(agent_cwd):
+                    agent_cwd = made.path
+                job = jobs.update(job, cwd=agent_cwd, worktree=made.path, branch=made.branch)
+        job = runner.spawn(job, env)
+    except BaseException:
+        _discard(job)
+        raise
+    ensure_daemon(env)
+    return job
+
+
+def _discard(job: Job) -> None:
+    """Remove a job that never ran (its worktree too, which holds nothing yet)."""
+    worktree, branch = job.state.get("worktree"), job.state.get("branch")
+    if isinstance(worktree, str) and isinstance(branch, str):
+        from coding_os.daemon.worktrees import remove_worktree
+
+        try:
+            remove_worktree(str(job.state["project"]), worktree, branch, force=True)
+        except CosError:
+            pass
+    shutil.rmtree(job.folder, ignore_errors=True)
+
+
+def list_jobs(*, every_project: bool = False, cwd: str | None = None,
+              env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """The rows of `cos agents`: the jobs of the project of `cwd`, or of every project."""
+    found = roster.current(env)
+    if not every_project:
+        from coding_os.state.caller import Caller
+
+        project = Caller(env, os.path.realpath(cwd or os.getcwd())).resolution.project_root
+        found = [job for job in found if job.state.get("project") == project]
+    return [jobs.row(job) for job in found]
+
+
+def find_job(key: str, env: Mapping[str, str] | None = None) -> Job:
+    """The job `key` names (id, unique prefix or name); as jobs.resolve."""
+    return jobs.resolve(key, env, roster.current(env))
+
+
+# -- talking to a job's runner ----------------------------------------------------------------
+
+
+class Connection:
+    """A client of a job's runner: ops out, events in, one JSON object a line."""
+
+    def __init__(self, job: Job, timeout: float | None = CONNECT_TIMEOUT_S) -> None:
+        self.job = job
+        try:
+            self.sock = sockets.connect(jobs.socket_path(job), timeout)
+        except OSError:
+            raise Conflict(f"job {job.id} ({job.name}) is {job.state.get('state')}: its runner "
+                           f"is not running (cos respawn {job.id} resumes it)") from None
+        self.file = self.sock.makefile("rwb")
+
+    def send(self, op: Mapping[str, Any], submission: str | None = None) -> None:
+        line = json.dumps({"id": submission, "op": op}, ensure_ascii=True).encode() + b"\n"
+        self.file.write(line)
+        self.file.flush()
+
+    def events(self) -> Iterator[dict[str, Any]]:
+        while True:
+            line = self.file.readline()
+            if not line:
+                return
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(event, dict):
+                yield event
+
+    def close(self) -> None:
+        try:
+            self.file.close()
+        finally:
+            self.sock.close()
+
+
+def _running(key: str, env: Mapping[str, str] | None) -> Job:
+    job = find_job(key, env)
+    if job.state.get("pid") is None or not jobs.runner_alive(job):
+        raise Conflict(f"job {job.id} ({job.name}) is {job.state.get('state')}: its runner is "
+                       f"not running (cos respawn {job.id} resumes it)")
+    return job
+
+
+def _request(job: Job, op: Mapping[str, Any], settle: Callable[[dict[str, Any], str], bool],
+             timeout: float = CONNECT_TIMEOUT_S) -> list[dict[str, Any]]:
+    """Send `op` and read the live events that follow, until `settle(event, submission)` says
+    enough, the runner refuses the op, or `timeout` passes without an event.
+
+    Raises:
+        InvalidInput: the runner refused the op (the message of its error).
+    """
+    submission = f"cli-{os.getpid()}-{time.monotonic_ns()}"
+    connection = Connection(job, timeout)
+    seen: list[dict[str, Any]] = []
+    try:
+        connection.send({"type": "resume", "session": job.state["cos_session"],
+                         "last_seq": job.state.get("last_seq") or 0})
+        connection.send(op, submission)
+        for event in connection.events():
+            msg = event.get("msg") or {}
+            if event.get("seq") is None and msg.get("type") == "error":
+                raise InvalidInput(f"job {job.id}: {msg.get('message')}")
+            if event.get("seq", 0) <= (job.state.get("last_seq") or 0):
+                continue
+            seen.append(event)
+            if settle(event, submission):
+                break
+    except TimeoutError:
+        pass
+    finally:
+        connection.close()
+    return seen
+
+
+def _wait_session(job: Job, timeout: float = READY_TIMEOUT_S) -> Job:
+    """The job once its runner has named its session and opened its socket."""
+    deadline = time.monotonic() + timeout
+    while True:
+        job = jobs.reload(job)
+        if job.state.get("cos_session") and os.path.exists(jobs.socket_path(job)):
+            return job
+        if job.state.get("state") in ("failed", "stopped") or time.monotonic() > deadline:
+            return job
+        time.sleep(0.05)
+
+
+def reply(key: str, text: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Send `text` to the job as the user's next input; the task it started."""
+    if not text.strip():
+        raise InvalidInput("cos reply needs a text")
+    if len(text.encode("utf-8")) > PROMPT_MAX:
+        raise InvalidInput(f"the text is over {PROMPT_MAX >> 20} MB")
+    job = _wait_session(_running(key, env))
+    seen = _request(job, {"type": "user_input", "text": text},
+                    lambda event, mine: event.get("id") == mine and (
+                        event.get("msg") or {}).get("type") in ("task_started", "error"))
+    started = [event for event in seen if (event.get("msg") or {}).get("type") == "task_started"]
+    return {"id": job.id, "name": job.name,
+            "task": started[-1]["msg"]["task"] if started else None}
+
+
+def approve(key: str, allow: bool = True, request: str | None = None,
+            env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Answer the job's waiting approval request (the oldest, or `request`).
+
+    Raises:
+        Conflict: nothing waits for an approval.
+    """
+    from coding_os.runtime.events import read_since
+
+    job = _wait_session(_running(key, env))
+    events_log = job.state.get("events")
+    if request is None:
+        if not isinstance(events_log, str):
+            raise Conflict(f"job {job.id} waits for no approval")
+        asked: list[Any] = []
+        for event in read_since(events_log, 0).events:
+            msg = event["msg"]
+            if msg["type"] == "approval_request":
+                asked.append(msg.get("request"))
+            elif msg["type"] in ("task_started", "task_complete", "turn_aborted"):
+                asked.clear()
+            elif msg["type"] in ("tool_call", "tool_result", "agent_message") and asked:
+                asked.clear()
+        if job.state.get("state") != "blocked" or not asked:
+            raise Conflict(f"job {job.id} ({job.name}) waits for no approval")
+        chosen: Any = asked[0]
+    else:
+        chosen = request
+    decision = "allow" if allow else "deny"
+    # The answer makes no event of its own: the agent going on (or the error of a request
+    # nobody waits for) comes back soon, and a short wait without either is taken as done.
+    _request(job, {"type": "approval", "request": chosen, "decision": decision},
+             lambda event, mine: True, timeout=APPROVAL_SETTLE_S)
+    return {"id": job.id, "name": job.name, "request": chosen, "decision": decision}
+
+
+def stop(key: str, env: Mapping[str, str] | None = None, timeout: float = 30.0
+         ) -> dict[str, Any]:
+    """Interrupt the job's task and end its runner; the job is `stopped` and never restarted
+    by the supervisor. A job whose runner is gone is marked stopped as it is."""
+    job = find_job(key, env)
+    if job.state.get("pid") is not None and jobs.runner_alive(job):
+        job = _wait_session(job)
+        try:
+            connection = Connection(job)
+        except Conflict:
+            connection = None
+        if connection is not None:
+            try:
+                connection.send({"type": "shutdown"}, "cli-stop")
+            finally:
+                connection.close()
+        deadline = time.monotonic() + timeout
+        while jobs.runner_alive(job) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if jobs.runner_alive(job):
+            pid = job.state.get("pid")
+            if isinstance(pid, int):
+                import signal
+
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
+    job = jobs.reload(job)
+    if job.state.get("state") != "stopped":
+        job = jobs.update(job, state="stopped", status=None, waitingFor=None, pid=None)
+    return jobs.row(job, alive=False)
+
+
+def respawn(key: str | None, *, every: bool = False, env: Mapping[str, str] | None = None
+            ) -> list[dict[str, Any]]:
+    """Start again the runner of a job whose runner died (`failed`) or was stopped: the same
+    job id, worktree and cos session; the native session is resumed (Claude Code `--resume`,
+    Codex `thread/resume`) for the next input. `every`: each failed job of every project.
+
+    Raises:
+        Conflict: the job's runner is alive (one process per job, never two).
+    """
+    from coding_os.daemon.supervisor import mark_failed
+
+    chosen = ([job for job in roster.current(env) if job.state.get("state") == "failed"]
+              if every else [find_job(key or "", env)])
+    out = []
+    for job in chosen:
+        if jobs.runner_alive(job):
+            if every:
+                continue
+            raise Conflict(f"job {job.id} ({job.name}) is running (pid "
+                           f"{job.state.get('pid')}): one runner per job")
+        if jobs.runner_died(job):
+            job = mark_failed(job)
+        worktree = job.state.get("worktree")
+        if isinstance(worktree, str) and not os.path.isdir(worktree):
+            raise NotFound(f"job {job.id}: its worktree {worktree} is gone")
+        job = runner.spawn(job, env)
+        out.append(jobs.row(job, alive=False))
+    if out:
+        ensure_daemon(env)
+    return out
+
+
+def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
+           ) -> dict[str, Any]:
+    """Remove a job that does not run: its worktree and branch (refused when that would lose
+    uncommitted changes or commits no other branch holds, unless `force`) and its folder. The
+    session's transcript and events log are kept.
+
+    Raises:
+        Conflict: the job runs (stop it first). WorkAtRisk: its worktree holds work.
+    """
+    job = find_job(key, env)
+    if jobs.runner_alive(job):
+        raise Conflict(f"job {job.id} ({job.name}) is running: cos stop {job.id} first")
+    removed: dict[str, Any] = {"id": job.id, "name": job.name, "worktree": None}
+    worktree, branch = job.state.get("worktree"), job.state.get("branch")
+    if isinstance(worktree, str) and isinstance(branch, str):
+        from coding_os.daemon.worktrees import remove_worktree
+
+        removed["worktree"] = remove_worktree(str(job.state["project"]), worktree, branch,
+                                              force=force)
+    shutil.rmtree(job.folder)
+    roster.current(env)
+    removed["kept"] = [path for path in (job.state.get("events"),) if isinstance(path, str)]
+    return removed
+
+
+def logs(key: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The job's events so far, and its runner's stderr."""
+    from coding_os.runtime.events import read_since
+
+    job = find_job(key, env)
+    path = job.state.get("events")
+    events = read_since(path, 0).events if isinstance(path, str) else []
+    from coding_os import durable
+
+    stderr = durable.read_regular(job.path(jobs.STDERR), 1 << 20)
+    return {"job": jobs.row(job), "events": events,
+            "stderr": stderr.decode("utf-8", "replace") if stderr else ""}
+
+
+def attach(key: str, since: int = 0, env: Mapping[str, str] | None = None
+           ) -> tuple[Job, Connection | None, list[dict[str, Any]]]:
+    """A connection to the job that replays its events after `since` then follows the live
+    ones; for a job whose runner is gone, no connection and its stored events.
+
+    Raises:
+        InvalidInput: `since` beyond the job's last event.
+    """
+    from coding_os.runtime.events import read_since
+
+    job = find_job(key, env)
+    path = job.state.get("events")
+    if since and isinstance(path, str) and os.path.exists(path):
+        from coding_os.runtime.events import last_seq
+
+        end = last_seq(path)
+        if since > end:
+            raise InvalidInput(f"--since {since} is beyond the end of job {job.id}'s events "
+                               f"(its last seq is {end})")
+    if job.state.get("pid") is not None and jobs.runner_alive(job):
+        job = _wait_session(job)
+        try:
+            connection = Connection(job, None)
+        except Conflict:
+            connection = None
+        if connection is not None:
+            connection.send({"type": "resume", "session": job.state["cos_session"],
+                             "last_seq": since}, "attach")
+            return job, connection, []
+    stored = read_since(path, since).events if isinstance(path, str) else []
+    return job, None, stored
+
+
+def gc_jobs(days: float, dry_run: bool = False, env: Mapping[str, str] | None = None
+            ) -> dict[str, Any]:
+    """Remove the jobs that ended more than `days` ago with their worktrees, keeping each
+    worktree that holds work (and its job), said in `kept`."""
+    from coding_os.daemon.worktrees import WorkAtRisk
+
+    now = time.time()
+    removed, kept = [], []
+    for job in roster.current(env):
+        if job.state.get("state") not in ("done", "failed", "stopped") or jobs.runner_alive(job):
+            continue
+        try:
+            updated = os.stat(job.path(jobs.STATE)).st_mtime  # its last change
+        except OSError:
+            continue
+        if now - updated < days * 86400:
+            continue
+        if dry_run:
+            removed.append(job.id)
+            continue
+        try:
+            remove(job.id, env=env)
+            removed.append(job.id)
+        except WorkAtRisk as exc:
+            kept.append({"id": job.id, "why": str(exc)})
+        except (JobError, CosError):
+            continue
+    return {"removed": removed, "kept": kept}
+
+
+def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
+           interactive: bool = False, lines: Callable[[], str | None] | None = None) -> str:
+    """Show the connection's events until the runner ends or the user detaches; how it ended:
+    `ended` (the runner closed) or `detached`. `interactive`: each line `lines` gives is sent
+    as a reply, Ctrl-C interrupts the task, the end of `lines` (Ctrl-D) detaches."""
+    import signal
+    import socket
+    import threading
+
+    sending = threading.Lock()
+    detached = threading.Event()
+
+    def send(op: Mapping[str, Any]) -> None:
+        with sending:
+            try:
+                connection.send(op, f"attach-{os.getpid()}")
+            except OSError:
+                pass
+
+    def read_lines() -> None:
+        assert lines is not None
+        while True:
+            line = lines()
+            if line is None:
+                detached.set()
+                try:
+                    connection.sock.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+                return
+            if line.strip():
+                send({"type": "user_input", "text": line})
+
+    previous = None
+    if interactive and lines is not None:
+        threading.Thread(target=read_lines, daemon=True).start()
+        previous = signal.signal(signal.SIGINT, lambda *_: send({"type": "interrupt"}))
+    try:
+        for event in connection.events():
+            show(event)
+    except OSError:
+        pass
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+        connection.close()
+    return "detached" if detached.is_set() else "ended"

@@ -1,0 +1,270 @@
+"""A job's runner (DESIGN.md §6): `python -m coding_os.daemon.runner JOB_ID`, one process per
+job, detached from whoever started it (`spawn`), so that neither the command that made the job
+nor the supervisor has to live for the job to go on.
+
+The runner takes the job's lock (a second runner of the same job finds it held and exits 3),
+runs the job's session on the engine (runtime/core.py) — a new session given the job's first
+prompt, or, respawned, the job's session reopened so the next input resumes the native one —
+serves the protocol of §7 on the job's socket to any number of clients at once, and writes the
+job's state on every event that changes it. It ends:
+
+- on a client's `shutdown` op or SIGTERM (`cos stop`): the running task is aborted, the job is
+  `stopped`;
+- when a command's job (`exec`) has run its command: `done`, with its exit code;
+- when the agent dies (a fatal `error`): `failed`; `cos respawn` resumes it.
+
+Its last write is `pid: null`. A runner that is killed cannot write it: a pid left in the state of
+a job whose lock nobody holds is how the supervisor tells that its runner died (jobs.runner_died).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import fcntl
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from coding_os.daemon import jobs, sockets
+from coding_os.daemon.jobs import Job
+from coding_os.errors import CosError
+
+__all__ = ["spawn", "main", "LOCK_WAIT_S"]
+
+LOCK_WAIT_S = 5.0  # for a reader's momentary shared lock (jobs.runner_alive) to be let go
+EXIT_RUNNING = 3  # another runner of the job holds its lock
+
+
+def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
+    """Start the job's runner in a process of its own (a new session, stdin closed, output to
+    the job's stderr.log); the job's state says `starting` until the runner takes over.
+
+    Raises:
+        StateIOError: the state could not be written. JobError: the runner could not be run.
+    """
+    import subprocess
+
+    env = dict(os.environ if env is None else env)
+    env["COS_JOB_DIR"] = job.path(jobs.TMP)
+    env["COS_JOB_ID"] = job.id
+    job = jobs.update(job, state="starting", status=None, waitingFor=None, pid=None,
+                      spawnedAt=int(time.time() * 1000))
+    log = os.open(job.path(jobs.STDERR), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                  0o600)
+    try:
+        subprocess.Popen([sys.executable, "-m", "coding_os.daemon.runner", job.id],
+                         cwd=job.folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                         stderr=log, start_new_session=True)
+    except OSError as exc:
+        jobs.update(job, state="failed", error=f"the runner could not start: {exc}")
+        raise jobs.JobError(f"job {job.id}: the runner could not start: {exc}") from None
+    finally:
+        os.close(log)
+    return job
+
+
+def take_lock(job: Job) -> int | None:
+    """The job's lock, held; None when another runner holds it."""
+    fd = os.open(job.path(jobs.LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                 0o600)
+    deadline = time.monotonic() + LOCK_WAIT_S
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                os.close(fd)
+                return None
+            time.sleep(0.02)
+
+
+class Runner:
+    """One job's session on the engine, its socket, and its state."""
+
+    def __init__(self, job: Job, env: Mapping[str, str]) -> None:
+        self.job = job
+        self.env = env
+        self.core: Any = None
+        self.stopping = asyncio.Event()
+        self.stop_reason = "stopped"
+        self.exit_code: int | None = None
+        self.pending: set[object] = set()  # approval requests not answered yet
+        self.clients: set[asyncio.Task[None]] = set()
+
+    def write(self, **changes: Any) -> None:
+        try:
+            self.job = jobs.update(self.job, **changes)
+        except CosError as exc:  # a full disk: the events log keeps what happened
+            sys.stderr.write(f"cos runner {self.job.id}: state not written: {exc}\n")
+
+    # -- the session ---------------------------------------------------------------------
+
+    def open_core(self) -> bool:
+        """Make or reopen the job's session; whether it is new (its first prompt is due)."""
+        from coding_os.runtime.core import SessionSettings, create_session, open_session
+
+        state = self.job.state
+        if state.get("cos_session"):
+            self.core = open_session(state["cos_session"], state["cwd"], env=self.env)
+            return False
+        options = state.get("options")
+        settings = SessionSettings(
+            agent=state["agent"], cwd=state["cwd"], model=state.get("model"),
+            permission_mode=state.get("permission_mode"),
+            options=options if isinstance(options, dict) else {})
+        self.core = create_session(settings, env=self.env)
+        self.write(cos_session=self.core.session, events=self.core.events_path)
+        return True
+
+    async def track(self) -> None:
+        """Follow the session's events into the job's state."""
+        subscription = self.core.subscribe(self.core.last_seq)
+        while True:
+            event = await subscription.get()
+            if event is None:
+                return
+            self.on_event(event)
+
+    def on_event(self, event: Mapping[str, Any]) -> None:
+        msg = event["msg"]
+        kind = msg["type"]
+        changes: dict[str, Any] = {"last_seq": event["seq"]}
+        if kind == "session_configured":
+            changes["sessionId"] = msg.get("native_id")
+        elif kind == "task_started":
+            self.pending.clear()
+            changes.update(state="working", status="busy", waitingFor=None)
+        elif kind == "approval_request":
+            self.pending.add(msg.get("request"))
+            changes.update(state="blocked", status="waiting", waitingFor="permission prompt")
+        elif kind in ("tool_call", "tool_result", "agent_message") and self.pending:
+            # The agent goes on: the request it waited for was answered.
+            self.pending.clear()
+            changes.update(state="working", status="busy", waitingFor=None)
+        elif kind in ("task_complete", "turn_aborted"):
+            self.pending.clear()
+            changes.update(state="done", status="idle", waitingFor=None)
+            if kind == "task_complete" and self.job.state.get("agent") == "exec":
+                usage = msg.get("usage")
+                code = usage.get("exit_code") if isinstance(usage, dict) else None
+                self.exit_code = code if isinstance(code, int) else None
+                changes["exit_code"] = self.exit_code
+                self.stop("done")
+            elif kind == "turn_aborted" and msg.get("reason") == "backend_exit":
+                changes["state"] = "failed"
+                self.stop("failed")
+        elif kind == "error" and msg.get("fatal"):
+            changes["error"] = msg.get("message")
+            if self.core is not None and self.core.task is None:
+                changes["state"] = "failed"
+                self.stop("failed")
+        if any(self.job.state.get(name) != value for name, value in changes.items()
+               if name != "last_seq"):
+            self.write(**changes)  # the state changed; a bare new seq is not worth a write
+
+    def stop(self, reason: str) -> None:
+        if not self.stopping.is_set():
+            self.stop_reason = reason
+            self.stopping.set()
+
+    async def on_shutdown(self, reply_to: str | None) -> None:
+        self.stop("stopped")
+
+    # -- the socket ----------------------------------------------------------------------
+
+    async def serve_client(self, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter) -> None:
+        from coding_os.daemon.sockets import peer_uid
+        from coding_os.runtime.protocol import Server, serve
+
+        sock = writer.get_extra_info("socket")
+        if sock is not None and peer_uid(sock) not in (None, os.geteuid()):
+            writer.close()
+            return
+        server = Server(writer.write, cwd=self.job.state["cwd"], env=self.env,
+                        shared=self.core, on_shutdown=self.on_shutdown)
+        try:
+            await serve(reader, server)
+            await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    def accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.get_running_loop().create_task(self.serve_client(reader, writer))
+        self.clients.add(task)
+        task.add_done_callback(self.clients.discard)
+
+    async def run(self) -> int:
+        from coding_os.runtime.protocol import LINE_MAX
+
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, self.stop, "stopped")
+        loop.add_signal_handler(signal.SIGINT, self.stop, "stopped")
+        try:
+            first = self.open_core()
+        except CosError as exc:
+            self.write(state="failed", pid=None, error=str(exc))
+            sys.stderr.write(f"cos runner {self.job.id}: {exc}\n")
+            return 1
+        self.write(pid=os.getpid(), state="done" if not first else "working",
+                   status="idle" if not first else "busy", waitingFor=None,
+                   last_seq=self.core.last_seq)
+        tracker = loop.create_task(self.track())
+        path = jobs.socket_path(self.job)
+        listener, inode = sockets.bind(path)
+        server = await asyncio.start_unix_server(self.accept, sock=listener, limit=LINE_MAX)
+        try:
+            if first:
+                await self.core.configure()
+                prompt = self.job.prompt
+                if prompt is not None and not self.stopping.is_set():
+                    await self.core.user_input(prompt)
+            await self.stopping.wait()
+        finally:
+            server.close()
+            sockets.unlink(path, inode)
+            await self.core.shutdown()
+            await asyncio.wait_for(tracker, 10)
+            for task in list(self.clients):
+                task.cancel()
+            final: dict[str, Any] = {"pid": None, "status": None, "waitingFor": None}
+            if self.stop_reason in ("stopped", "failed"):
+                final["state"] = self.stop_reason
+            elif self.job.state.get("state") not in ("done", "failed"):
+                final["state"] = "done"
+            self.write(**final)
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.stderr.write("usage: python -m coding_os.daemon.runner JOB_ID\n")
+        return 2
+    try:
+        job = jobs.load(args[0])
+    except CosError as exc:
+        sys.stderr.write(f"cos runner: {exc}\n")
+        return 1
+    lock = take_lock(job)
+    if lock is None:
+        sys.stderr.write(f"cos runner: job {job.id} has a runner already\n")
+        return EXIT_RUNNING
+    try:
+        os.write(lock, f"{os.getpid()}\n".encode())
+        job = jobs.reload(job)
+        if job.state.get("state") == "stopped":
+            return 0  # stopped before it started: a stopped job never runs again by itself
+        return asyncio.run(Runner(job, os.environ).run())
+    finally:
+        os.close(lock)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

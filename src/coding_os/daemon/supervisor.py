@@ -1,0 +1,51 @@
+"""The supervisor's part of the daemon (DESIGN.md §6): it tells which jobs' runners died.
+
+Runners do not depend on the daemon: each holds its job's lock and writes its job's state. The
+daemon, on start and every SWEEP_S after, adopts the jobs whose runners live (it only watches
+them: a runner is never its child to wait for) and marks `failed`, with the last seq of its
+events log, every job whose runner ended without saying so (killed). It restarts nothing: a
+failed job comes back by `cos respawn` only, and a stopped one never by itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+
+from coding_os.daemon import jobs, roster
+from coding_os.errors import CosError
+
+__all__ = ["SWEEP_S", "sweep"]
+
+SWEEP_S = 2.0
+
+
+def sweep(env: Mapping[str, str] | None = None) -> dict[str, list[str]]:
+    """Mark failed the jobs whose runners died; the ids of the jobs alive and of those marked."""
+    live: list[str] = []
+    failed: list[str] = []
+    for job in roster.current(env):
+        if job.state.get("state") in ("failed", "stopped"):
+            continue
+        if jobs.runner_died(job):
+            mark_failed(job)
+            failed.append(job.id)
+        elif job.state.get("pid") is not None or job.state.get("state") == "starting":
+            live.append(job.id)
+    return {"live": live, "failed": failed}
+
+
+def mark_failed(job: jobs.Job) -> jobs.Job:
+    """Record that the job's runner died: `failed`, with the last seq its events log holds."""
+    from coding_os.runtime.events import last_seq
+
+    changes: dict[str, object] = {"state": "failed", "status": None, "waitingFor": None,
+                                  "pid": None, "error": "its runner ended without a word "
+                                                        "(killed); cos respawn resumes it"}
+    events = job.state.get("events")
+    if isinstance(events, str) and os.path.isabs(events):
+        try:
+            changes["last_seq"] = last_seq(events)
+        except (CosError, OSError):
+            pass
+    return jobs.update(job, **changes)
