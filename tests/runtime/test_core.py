@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -412,3 +413,59 @@ def test_a_second_cos_protocol_on_a_served_session_is_refused_and_a_killed_serve
     got = third.until_type("task_complete")
     assert [e["msg"].get("text") for e in got if e["msg"]["type"] == "agent_message"] == [
         "resumed"]
+
+
+class StreamingBackend(ScriptedBackend):
+    """An agent that says `count` things per input, one per turn of the event loop, then ends
+    its turn: events keep coming while a client is away."""
+
+    def __init__(self, count: int) -> None:
+        super().__init__()
+        self.count = count
+        self.turns: list[asyncio.Task[None]] = []
+
+    async def submit(self, text: str) -> None:
+        self.turns.append(asyncio.create_task(self._say(text)))
+
+    async def _say(self, text: str) -> None:
+        for number in range(self.count):
+            self.queue.put_nowait(BackendEvent("agent_message", {"text": f"{text} {number}"}))
+            await asyncio.sleep(0)
+        self.queue.put_nowait(BackendEvent("task_complete", {"usage": None}))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_client_that_leaves_at_a_random_seq_and_resumes_sees_with_the_other_the_whole_log(
+        project: Path, seed: int) -> None:
+    rng = random.Random(seed)
+
+    async def work() -> None:
+        session = scripted_session(project, StreamingBackend(count=40))
+        staying, leaving = session.subscribe(0), session.subscribe(0)
+
+        async def drive() -> None:
+            for number in range(3):
+                await session.user_input(f"input {number}")
+                await session.wait_idle()
+
+        driver = asyncio.create_task(drive())
+        cut = rng.randint(1, 100)  # three tasks of 40 messages make about 130 events
+        before: list[dict[str, Any]] = []
+        while not before or before[-1]["seq"] < cut:
+            event = await asyncio.wait_for(leaving.get(), 10)
+            assert event is not None
+            before.append(event)
+        session.unsubscribe(leaving)
+        for _ in range(rng.randint(0, 60)):  # away while the agent goes on
+            await asyncio.sleep(0)
+        back = session.subscribe(before[-1]["seq"])
+        await driver
+        await session.shutdown()  # ends every subscription once what it holds is read
+        stayed = [event async for event in drained(staying)]
+        after = [event async for event in drained(back)]
+        stored = events.read_since(session.events_path, 0).events
+        assert len(stored) > cut
+        assert stayed == stored
+        assert before + after == stored  # in order, no gap, no duplicate
+
+    run(work)
