@@ -553,8 +553,10 @@ def resume(session: str | None, latest: bool, pr: str | None, replay: bool, reru
         _rerun(found, force, approvals, dry_run, as_json)
         return
     data = report.to_dict()
-    data["mode"] = mode
-    data["seed_ref"] = seed
+    if mode is not None:
+        # Without a mode the report is the one `cos resume ID --json` prints on its fast path
+        # (interfaces/entry.py), which knows nothing of recipes.
+        data["mode"], data["seed_ref"] = mode, seed
     if as_json:
         _emit_json(data)
         return
