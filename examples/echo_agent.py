@@ -12,6 +12,8 @@ What it understands:
 - `write FILE: TEXT`: asks for approval (tool `Write`), then appends TEXT as a line to FILE
   (inside the session's directory); says so when it is denied.
 - `sleep N`: says it sleeps, waits N seconds (a slow step, to interrupt), then says it woke.
+- `recall`: answers `turn N; you said: A | B | …` with the inputs of the earlier turns, from
+  `session.history` (the conversation before this input, also after a resume or a fork).
 - anything else: answers `echo: <the input>`.
 """
 
@@ -38,6 +40,11 @@ class EchoAgent:
             yield {"type": "agent_message", "text": f"sleeping {seconds:g}s"}
             await asyncio.sleep(seconds)
             yield {"type": "agent_message", "text": "awake"}
+            return
+        if text == "recall":
+            said = [message["text"] for message in session.history if message["role"] == "user"]
+            yield {"type": "agent_message",
+                   "text": f"turn {len(said) + 1}; you said: {' | '.join(said) or 'nothing'}"}
             return
         yield {"type": "agent_message", "text": f"echo: {user_input}"}
 

@@ -469,3 +469,41 @@ def test_a_client_that_leaves_at_a_random_seq_and_resumes_sees_with_the_other_th
         assert before + after == stored  # in order, no gap, no duplicate
 
     run(work)
+
+
+def test_a_resumed_python_agent_is_given_the_conversation_so_far_in_a_new_process(
+        project: Path, protocol: Callable[..., ProtocolProcess]) -> None:
+    first = protocol("--agent", "python")
+    first.send("configure", target=ECHO)
+    session = first.until_type("session_configured")[-1]["session"]
+    for text in ("hello", "recall"):
+        first.send("user_input", text=text)
+        said = first.until_type("task_complete")[-2]["msg"]["text"]
+    assert said == "turn 2; you said: hello"
+    first.send("shutdown")
+    assert first.proc.wait(timeout=30) == 0
+    second = protocol("--session", session)
+    second.send("user_input", text="recall")
+    got = second.until_type("task_complete")
+    assert [e["msg"]["text"] for e in got if e["msg"]["type"] == "agent_message"] == [
+        "turn 3; you said: hello | recall"]
+
+
+def test_a_forked_python_agent_is_given_the_conversation_up_to_the_fork(project: Path) -> None:
+    async def work() -> None:
+        source = core.create_session(SessionSettings("python", str(project),
+                                                     options={"target": ECHO}))
+        for text in ("one", "two"):
+            await source.user_input(text)
+            await source.wait_idle()
+        await source.shutdown()
+        entries = transcript.read(transcript.transcript_path(source.tiers, source.session))
+        first_answer = next(e["seq"] for e in entries.entries if e.get("text") == "echo: one")
+        forked = core.fork_session(source.session, str(project), at=first_answer)
+        stream = forked.subscribe(0)
+        await forked.user_input("recall")
+        got = await until(stream, "task_complete")
+        assert got[-2]["msg"]["text"] == "turn 2; you said: one"
+        await forked.shutdown()
+
+    run(work)

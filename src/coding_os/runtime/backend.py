@@ -35,6 +35,8 @@ class BackendConfig:
     Code's `--session-id`), so the engine can file it before the agent's first hook fires;
     `options` holds what only one backend reads (`exec`: `command`; `python`: `target`,
     `module:attr`). `env` is the agent process's whole environment (None: cos's own).
+    `history` is the conversation so far, for an agent cos keeps the record of (`python`):
+    `{"role": "user" | "assistant", "text": …}` in order, from the session's cos transcript.
     """
 
     cwd: str
@@ -45,6 +47,7 @@ class BackendConfig:
     permission_mode: str | None = None
     env: Mapping[str, str] | None = None
     options: Mapping[str, object] = field(default_factory=dict)
+    history: tuple[Mapping[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

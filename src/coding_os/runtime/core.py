@@ -255,7 +255,8 @@ class SessionCore:
         config = BackendConfig(cwd=settings.cwd, native_id=native_id, fork=fork,
                                new_native_id=planned, model=settings.model,
                                permission_mode=settings.permission_mode, env=self._env,
-                               options=dict(settings.options))
+                               options=dict(settings.options),
+                               history=self._history() if self.agent == "python" else ())
         try:
             backend = self._backends(self.agent)
             native = await asyncio.wait_for(backend.start(config), self.timeouts.start)
@@ -278,6 +279,18 @@ class SessionCore:
         self._link_native()
         self._pump = asyncio.create_task(self._run_pump(backend))
         return True
+
+    def _history(self) -> tuple[dict[str, str], ...]:
+        """The conversation of the session's cos transcript so far (after its rewinds): its user
+        inputs and agent messages, for a python agent started on a resumed or forked session."""
+        try:
+            read = transcript.read(transcript.transcript_path(self.tiers, self.session))
+        except CosError as exc:
+            _say(f"{self.session}: the agent is given no history: {exc}")
+            return ()
+        return tuple({"role": entry["type"], "text": entry["text"]} for entry in read.visible()
+                     if entry["type"] in ("user", "assistant") and isinstance(entry.get("text"),
+                                                                               str))
 
     def _link_native(self, native_id: str | None = None) -> None:
         """File a Claude or Codex session's native id (`native_id`, else the one it has) under

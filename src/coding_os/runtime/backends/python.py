@@ -14,7 +14,9 @@ yielding the events of the turn: dicts `{"type": "agent_message", "text": "…"}
 cancels it (`turn_aborted` `interrupted`); an exception it raises is an `error` event and the
 turn ends with `task_complete` (`usage`: `{"failed": true}`). The agent asks before a tool runs
 with `await session.approve(tool, input)`, which emits `approval_request` and returns the
-answer. The target is imported only because the user named it: it is the user's own code.
+answer. `session.history` is the conversation before this input — on a resumed or forked session
+too, from its cos transcript: `{"role": "user" | "assistant", "text": …}` in order. The target
+is imported only because the user named it: it is the user's own code.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import importlib.util
 import inspect
 import os
 import sys
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 
 from coding_os.errors import BackendError
 from coding_os.runtime.backend import BackendConfig, BackendEvent, queued_events
@@ -116,12 +118,15 @@ class AgentSession:
     """What a Python agent is given with each turn: where it runs and how to ask the user."""
 
     def __init__(self, session_id: str | None, cwd: str, model: str | None,
-                 options: Mapping[str, object], emit: asyncio.Queue[BackendEvent | None]
-                 ) -> None:
+                 options: Mapping[str, object], emit: asyncio.Queue[BackendEvent | None],
+                 history: list[dict[str, str]] | None = None) -> None:
         self.id = session_id  # the cos session id
         self.cwd = cwd
         self.model = model
         self.options = options
+        # The conversation before the current input: the user inputs and the agent's messages
+        # of the earlier turns (of this process, and before it from the transcript), in order.
+        self.history: list[dict[str, str]] = history if history is not None else []
         self._emit = emit
         self._waiting: dict[str, asyncio.Future[bool]] = {}
         self._next = 1
@@ -181,7 +186,8 @@ class PythonBackend:
             raise BackendError("a python session needs options.target (module:attr)")
         self._agent = load_target(target, config.cwd)
         self._session = AgentSession(config.native_id, config.cwd, config.model,
-                                     dict(config.options), self._queue)
+                                     dict(config.options), self._queue,
+                                     [dict(message) for message in config.history])
         return config.native_id
 
     async def submit(self, text: str) -> None:
@@ -195,7 +201,20 @@ class PythonBackend:
         self._turn = asyncio.create_task(self._run(self._session, text))
 
     async def _run(self, session: AgentSession, text: str) -> None:
-        put = self._queue.put_nowait
+        said: list[dict[str, str]] = [{"role": "user", "text": text}]
+
+        def put(event: BackendEvent) -> None:
+            if event.type == "agent_message" and isinstance(event.fields.get("text"), str):
+                said.append({"role": "assistant", "text": str(event.fields["text"])})
+            self._queue.put_nowait(event)
+
+        try:
+            await self._turn_of(session, text, put)
+        finally:
+            session.history.extend(said)  # what the next turn is given as said before it
+
+    async def _turn_of(self, session: AgentSession, text: str,
+                       put: Callable[[BackendEvent], None]) -> None:
         try:
             turn = getattr(self._agent, "run_turn")(session, text)
             async for item in turn:
