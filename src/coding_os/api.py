@@ -1384,6 +1384,152 @@ def serve_protocol(session: str | None = None, agent: str | None = None,
                        cwd=os.path.abspath(cwd) if cwd is not None else None, env=env)
 
 
+# Background agents (DESIGN.md §6): coding_os.daemon.background makes and drives the jobs.
+
+__all__ += ["bg_start", "agents_list", "job_attach", "job_reply", "job_approve", "job_logs",
+            "job_stop", "job_respawn", "job_remove", "jobs_gc"]
+
+
+def bg_start(prompt: str | None, *, agent: str | None = None, command: str | None = None,
+             name: str | None = None, isolation: str = "worktree", model: str | None = None,
+             permission_mode: str | None = None, recipe: str | None = None,
+             params: list[str] | None = None, cwd: str | None = None,
+             env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """`cos bg`: start `prompt` (or `command`, or the prompt `recipe` renders) as a background
+    job of `agent`; its row, at once.
+
+    Raises:
+        InvalidInput: as background.start_job, or a bad agent. RecipeError: as
+            `prepare_recipe_run`. StateIOError, JobError: the job could not be made.
+    """
+    from dataclasses import replace
+
+    from coding_os.daemon import background, jobs
+    from coding_os.daemon.recipes import parse_params
+
+    seed_ref = None
+    if command is not None:
+        settings = run_agent_settings("exec", cwd)
+        settings = replace(settings, options={**settings.options, "command": command})
+    elif recipe is not None:
+        if prompt:
+            raise InvalidInput("--recipe gives the prompt: give no PROMPT with it")
+        seeded = prepare_recipe_run(recipe, parse_params(tuple(params or ())), agent=agent,
+                                    model=model, cwd=cwd, env=env)
+        settings, prompt, seed_ref = seeded.settings, seeded.text, seeded.seed_ref
+    else:
+        if (agent or "").partition(":")[0] == "exec":
+            raise InvalidInput("cos bg runs a command with --exec CMD")
+        settings = run_agent_settings(agent or "claude", cwd, model=model)
+    if permission_mode is not None:
+        settings = replace(settings, permission_mode=permission_mode)
+    job = background.start_job(settings, prompt, name=name, isolation=isolation,
+                               seed_ref=seed_ref, env=env)
+    return jobs.row(job, alive=True)
+
+
+def agents_list(every: bool = False, cwd: str | None = None,
+                env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """`cos agents`: the rows of the jobs of the project of `cwd` (or of every project)."""
+    from coding_os.daemon import background
+
+    background.ensure_daemon(env)
+    return background.list_jobs(every_project=every, cwd=cwd, env=env)
+
+
+def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = False,
+               env: Mapping[str, str] | None = None) -> int:
+    """`cos attach`: show the job's events after `since` through `view`, then the live ones
+    until the job's runner ends (or, `interactive`, Ctrl-D detaches: lines typed are replies,
+    Ctrl-C interrupts). 0; 1 when the job ended failed.
+
+    Raises:
+        NotFound, Ambiguous: as jobs.resolve. InvalidInput: `since` beyond the end.
+    """
+    from coding_os.daemon import background, jobs
+
+    found, connection, stored = background.attach(job, since, env)
+    if connection is None:
+        for event in stored:
+            view.show(event)
+        view.note(f"job {found.id} ({found.name}) is {found.state.get('state')}: its runner "
+                  "does not run")
+    else:
+        lines = None
+        if interactive:
+            def lines() -> str | None:
+                import sys
+
+                line = sys.stdin.readline()
+                return line.rstrip("\n") if line else None
+        how = background.follow(connection, view.show, interactive=interactive, lines=lines)
+        if how == "detached":
+            view.note(f"detached from job {found.id}; it goes on (cos attach {found.id})")
+            return 0
+    state = jobs.reload(found).state.get("state")
+    return 1 if state == "failed" else 0
+
+
+def job_reply(job: str, text: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """`cos reply`: `text` as the job's next user input."""
+    from coding_os.daemon import background
+
+    return background.reply(job, text, env)
+
+
+def job_approve(job: str, allow: bool = True, request: str | None = None,
+                env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """`cos approve`: answer the approval the job waits for."""
+    from coding_os.daemon import background
+
+    return background.approve(job, allow, request, env)
+
+
+def job_logs(job: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """`cos logs`: the job's row, its events and its runner's stderr."""
+    from coding_os.daemon import background
+
+    return background.logs(job, env)
+
+
+def job_stop(job: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """`cos stop`: interrupt the job and end its runner; it stays stopped."""
+    from coding_os.daemon import background
+
+    return background.stop(job, env)
+
+
+def job_respawn(job: str | None, every: bool = False,
+                env: Mapping[str, str] | None = None) -> list[dict[str, object]]:
+    """`cos respawn`: start the runner of a failed or stopped job again (or of every failed
+    one), resuming its native session."""
+    from coding_os.daemon import background
+
+    return background.respawn(job, every=every, env=env)
+
+
+def job_remove(job: str, force: bool = False,
+               env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """`cos rm`: remove a job that does not run and its worktree (refused when it holds work,
+    unless `force`); its transcript and events stay."""
+    from coding_os.daemon import background
+
+    return background.remove(job, force, env)
+
+
+def jobs_gc(dry_run: bool = False, env: Mapping[str, str] | None = None,
+            cwd: str | None = None) -> dict[str, Any]:
+    """The jobs ended longer ago than cleanup_period_days, removed with their worktrees (a
+    worktree that holds work is kept, and said)."""
+    from coding_os.daemon import background
+    from coding_os.sessions.retention import cleanup_period_days
+
+    environ = os.environ if env is None else env
+    caller = Caller(environ, cwd, create=False)
+    period = cleanup_period_days(load_config(caller.resolution.project_root), environ)
+    return background.gc_jobs(period, dry_run, env)
+
+
 def run_agent_settings(agent: str, cwd: str | None = None, *, model: str | None = None,
                        seed_ref: Mapping[str, object] | None = None) -> SessionSettings:
     """The session settings `cos run --agent AGENT` names: `claude`, `codex`, `exec`, or

@@ -245,14 +245,16 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
     """Reap panels whose heartbeat is older than COS_PANEL_GC_TTL (default 24h) and, without
     --panels, move cos transcripts older than cleanup_period_days to the trash (kept 7 days),
     remove checkpoints older than cleanup_period_days, and delete checkpoint objects no
-    checkpoint reaches (older than an hour)."""
+    checkpoint reaches (older than an hour), and remove the background jobs of this user that
+    ended before cleanup_period_days with their worktrees (one that holds work is kept)."""
     report = api.gc_panels(dry_run=dry_run)
     retention = None if panels else api.collect_transcripts(dry_run=dry_run)
     objects = None if panels else api.checkpoint_collect(dry_run=dry_run)
+    old_jobs = None if panels else api.jobs_gc(dry_run=dry_run)
     if as_json:
         _emit_json(report.as_dict() if retention is None
                    else {"panels": report.as_dict(), "transcripts": retention.as_dict(),
-                         "checkpoints": objects})
+                         "checkpoints": objects, "jobs": old_jobs})
         return
     verb = "would reap" if dry_run else "reaped"
     for entry in report.reaped:
@@ -275,6 +277,12 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
                    f"period), {objects['objects_removed']} unreferenced objects {gone} "
                    f"({objects['bytes_freed']} bytes)")
         errors += list(objects["problems"])
+    if old_jobs is not None:
+        gone = "would remove" if dry_run else "removed"
+        echo(f"{len(old_jobs['removed'])} ended background jobs {gone} with their worktrees "
+             f"(older than the period)")
+        for kept in old_jobs["kept"]:
+            echo(f"kept job {kept['id']}: {kept['why']}", err=True)
     for error in errors:
         echo(f"error: {error}", err=True)
 
@@ -1143,6 +1151,16 @@ def daemon_status(as_json: bool) -> None:
         _emit_json(report)
         return
     _daemon_lines(report)
+
+
+def _add_agents_commands() -> None:
+    from coding_os.interfaces.agents import COMMANDS
+
+    for command in COMMANDS:
+        cli.add_command(command)
+
+
+_add_agents_commands()
 
 
 def run(argv: list[str]) -> int:

@@ -1,0 +1,368 @@
+"""Background jobs as a user runs them (docs/background.md): `cos bg`, `cos agents`, `cos attach`,
+`cos reply`, `cos approve`, `cos stop`, `cos respawn`, `cos rm`, each a `cos` subprocess, with
+command jobs and the example Python agent (no model). The real Claude Code and Codex jobs are in
+tests/e2e/test_background_real.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coding_os.daemon import jobs
+from tests.helpers import COS, cos, git, raw_bytes
+
+ROOT = Path(__file__).resolve().parents[2]
+ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
+WAIT = 60.0
+
+
+def bg(project: Path, *args: str, input: str | None = None) -> dict[str, Any]:
+    done = cos("bg", "--json", *args, cwd=project, input=input)
+    assert done.returncode == 0, done.stderr
+    row: dict[str, Any] = json.loads(done.stdout)
+    return row
+
+
+def agents(project: Path, *args: str) -> dict[str, dict[str, Any]]:
+    done = cos("agents", "--json", *args, cwd=project)
+    assert done.returncode == 0, done.stderr
+    return {row["id"]: row for row in json.loads(done.stdout)}
+
+
+def until(what: Callable[[], Any], message: str, timeout: float = WAIT) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {message}")
+        time.sleep(0.1)
+
+
+def state_of(project: Path, job: str, *states: str) -> dict[str, Any]:
+    row: dict[str, Any] = until(lambda: (r := agents(project).get(job)) and r["state"] in states
+                                and r, f"job {job} to be {'/'.join(states)}")
+    return row
+
+
+def stored_events(project: Path, job: str) -> list[dict[str, Any]]:
+    done = cos("logs", job, "--json", cwd=project)
+    assert done.returncode == 0, done.stderr
+    events: list[dict[str, Any]] = json.loads(done.stdout)["events"]
+    return events
+
+
+def checkout_files(project: Path) -> dict[str, bytes]:
+    """The checkout's files (not git's own, nor cos's state dir) and their bytes."""
+    return {name: data for name, data in raw_bytes(project).items()
+            if not name.startswith((".git/", ".coding-os/"))}
+
+
+def runners_of(job: str) -> list[int]:
+    """The live processes running job `job`'s runner."""
+    found = []
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if not zombie and b"coding_os.daemon.runner" in words and job.encode() in words:
+            found.append(int(pid))
+    return found
+
+
+def test_bg_returns_at_once_and_the_job_runs_in_its_own_worktree(project: Path) -> None:
+    before = checkout_files(project)
+    status_before = git(project, "status", "--porcelain")
+    head = git(project, "rev-parse", "HEAD")
+    started = time.monotonic()
+    done = cos("bg", "--exec", "sleep 2; echo made > made.txt; echo finished", "--name", "maker",
+               cwd=project)
+    took = time.monotonic() - started
+    assert done.returncode == 0, done.stderr
+    line = done.stdout.strip()
+    assert line.startswith("backgrounded · ") and line.endswith(" · maker"), line
+    job = line.split(" · ")[1]
+    row = agents(project)[job]
+    assert row["state"] in ("starting", "working") and took < 2 + 5  # returned before the end
+    row = state_of(project, job, "done")
+    worktree = project / ".coding-os" / "worktrees" / job
+    assert row["worktree"] == str(worktree) and row["cwd"] == str(worktree)
+    assert row["branch"] == f"cos/{job}" and row["exit_code"] == 0 and row["pid"] is None
+    assert row["kind"] == "background" and row["agent"] == "exec"
+    assert isinstance(row["startedAt"], int) and row["cos_session"].startswith("ses-exec-")
+    assert (worktree / "made.txt").read_text() == "made\n"
+    assert git(worktree, "rev-parse", "--abbrev-ref", "HEAD") == f"cos/{job}"
+    # The main checkout is as it was: its files, its status, its HEAD.
+    assert checkout_files(project) == before
+    assert git(project, "status", "--porcelain") == status_before
+    assert git(project, "rev-parse", "HEAD") == head
+    # The job's session is a session like any other.
+    texts = [e["msg"].get("text") for e in stored_events(project, job)]
+    assert "finished" in texts
+    listed = cos("sessions", "--json", "--scope", "repo", cwd=project)
+    assert row["cos_session"] in listed.stdout
+
+
+def test_two_attached_clients_see_the_same_events_as_the_stored_log(project: Path) -> None:
+    row = bg(project, "--exec", "for i in $(seq 1 30); do echo line $i; sleep 0.05; done")
+    job = row["id"]
+    until(lambda: stored_events(project, job), "the first event")
+    attached = [subprocess.Popen([COS, "attach", job, "--json"], cwd=project,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for _ in range(2)]
+    outputs = [proc.communicate(timeout=WAIT)[0] for proc in attached]
+    assert [proc.returncode for proc in attached] == [0, 0]
+    stored = stored_events(project, job)
+    seqs = [event["seq"] for event in stored]
+    assert seqs == list(range(1, len(seqs) + 1))
+    for output in outputs:
+        seen = [json.loads(line) for line in output.splitlines()]
+        assert seen == stored
+    # From a given seq: only what comes after it.
+    since = cos("attach", job, "--json", "--since", "5", cwd=project)
+    assert [json.loads(line)["seq"] for line in since.stdout.splitlines()] == seqs[5:]
+    beyond = cos("attach", job, "--json", "--since", str(len(seqs) + 10), cwd=project)
+    assert beyond.returncode == 2 and "beyond the end" in beyond.stderr
+
+
+def test_an_approval_blocks_the_job_until_cos_approve_then_a_reply_starts_the_next_task(
+        project: Path) -> None:
+    job = bg(project, "--agent", ECHO, "write notes.txt: first line")["id"]
+    row = state_of(project, job, "blocked")
+    assert row["status"] == "waiting" and row["waitingFor"] == "permission prompt"
+    approved = cos("approve", job, "--json", cwd=project)
+    assert approved.returncode == 0, approved.stderr
+    assert json.loads(approved.stdout)["decision"] == "allow"
+    row = state_of(project, job, "done")
+    assert row["status"] == "idle" and row["pid"] is not None  # it waits for the next input
+    worktree = Path(row["worktree"])
+    assert (worktree / "notes.txt").read_text() == "first line\n"
+    assert not (project / "notes.txt").exists()
+    none_waiting = cos("approve", job, cwd=project)
+    assert none_waiting.returncode == 7 and "waits for no approval" in none_waiting.stderr
+    replied = cos("reply", job, "hello again", "--json", cwd=project)
+    assert replied.returncode == 0, replied.stderr
+    assert json.loads(replied.stdout)["task"] == 2
+    until(lambda: any(e["msg"].get("text") == "echo: hello again"
+                      for e in stored_events(project, job)), "the reply's answer")
+    # Denied: the tool does not run.
+    cos("reply", job, "write denied.txt: no", cwd=project)
+    state_of(project, job, "blocked")
+    assert cos("approve", job, "--deny", cwd=project).returncode == 0
+    state_of(project, job, "done")
+    assert not (worktree / "denied.txt").exists()
+
+
+def test_stop_ends_the_runner_and_the_supervisor_never_restarts_the_job(project: Path) -> None:
+    job = bg(project, "--agent", ECHO, "--name", "sleepy", "sleep 30")["id"]
+    state_of(project, job, "working")
+    stopped = cos("stop", "sleepy", cwd=project)
+    assert stopped.returncode == 0, stopped.stderr
+    assert stopped.stdout.strip() == f"stopped · {job} · sleepy"
+    assert not runners_of(job)
+    kinds = [(e["msg"]["type"], e["msg"].get("reason")) for e in stored_events(project, job)]
+    assert ("turn_aborted", "shutdown") in kinds
+    time.sleep(2.5)  # more than one sweep of the supervisor
+    row = agents(project)[job]
+    assert row["state"] == "stopped" and row["pid"] is None and not runners_of(job)
+    refused = cos("reply", job, "anyone?", cwd=project)
+    assert refused.returncode == 7 and "cos respawn" in refused.stderr
+
+
+def test_a_killed_runner_is_marked_failed_and_respawn_resumes_the_same_job_once(
+        project: Path) -> None:
+    job = bg(project, "--agent", ECHO, "first")["id"]
+    row = state_of(project, job, "done")
+    pid, session = row["pid"], row["cos_session"]
+    os.kill(pid, signal.SIGKILL)
+    row = state_of(project, job, "failed")
+    stored = stored_events(project, job)
+    assert row["last_seq"] == stored[-1]["seq"] and row["pid"] is None
+    respawned = cos("respawn", job, "--json", cwd=project)
+    assert respawned.returncode == 0, respawned.stderr
+    row = state_of(project, job, "done")
+    assert row["cos_session"] == session and row["pid"] not in (None, pid)
+    assert runners_of(job) == [row["pid"]]
+    again = cos("respawn", job, cwd=project)  # one runner per job, never two
+    assert again.returncode == 7 and "running" in again.stderr
+    assert runners_of(job) == [row["pid"]]
+    cos("reply", job, "second", cwd=project)
+    until(lambda: any(e["msg"].get("text") == "echo: second"
+                      for e in stored_events(project, job)), "the answer after respawn")
+    seqs = [e["seq"] for e in stored_events(project, job)]
+    assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_second_runner_of_a_job_exits_and_leaves_the_first_serving(project: Path) -> None:
+    job = bg(project, "--agent", ECHO, "first")["id"]
+    row = state_of(project, job, "done")
+    import sys
+
+    second = subprocess.run([sys.executable, "-m", "coding_os.daemon.runner", job],
+                            capture_output=True, text=True, timeout=WAIT)
+    assert second.returncode == 3 and "has a runner already" in second.stderr
+    assert runners_of(job) == [row["pid"]]
+    assert agents(project)[job]["pid"] == row["pid"]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_the_daemon_killed_at_random_moments_loses_no_job_and_no_event(
+        project: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    lines = 40
+    ids = [bg(project, "--exec", f"for i in $(seq 1 {lines}); do echo $i; sleep 0.05; done",
+              "--name", f"counter-{n}")["id"] for n in range(3)]
+    daemon_info = Path(os.environ["HOME"]) / ".coding-os" / "daemon" / "daemon.json"
+    for _ in range(10):
+        time.sleep(rng.uniform(0, 0.3))
+        try:
+            os.kill(json.loads(daemon_info.read_text())["pid"], signal.SIGKILL)
+        except (OSError, ValueError, KeyError):
+            pass
+        rows = agents(project)  # starts it again, and it adopts the runners
+        assert set(ids) <= set(rows)
+        for job in ids:
+            assert len(runners_of(job)) <= 1
+            assert rows[job]["state"] != "failed", rows[job]
+    for job in ids:
+        row = state_of(project, job, "done", "failed")
+        assert row["state"] == "done" and row["exit_code"] == 0, row
+        events = stored_events(project, job)
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+        assert [e["msg"]["text"] for e in events if e["msg"]["type"] == "agent_message"] == [
+            str(i) for i in range(1, lines + 1)]
+
+
+def test_a_deleted_or_damaged_roster_is_rebuilt_with_the_same_rows(project: Path) -> None:
+    ids = [bg(project, "--exec", f"echo {n}")["id"] for n in range(3)]
+    for job in ids:
+        state_of(project, job, "done")
+    rows = agents(project)
+    roster = Path(os.environ["HOME"]) / ".coding-os" / "daemon" / "roster.json"
+    assert roster.exists()
+    roster.unlink()
+    assert agents(project) == rows
+    roster.write_bytes(b'{"version": 1, "jobs": {"torn')
+    assert agents(project) == rows
+    assert json.loads(roster.read_text())["version"] == 1
+
+
+def test_rm_refuses_a_worktree_with_work_unless_forced_and_keeps_the_session(
+        project: Path) -> None:
+    job = bg(project, "--exec", "echo dirty > dirty.txt")["id"]
+    row = state_of(project, job, "done")
+    events = Path(jobs.load(job).state["events"])
+    refused = cos("rm", job, cwd=project)
+    assert refused.returncode == 1 and "dirty.txt" in refused.stderr
+    assert Path(row["worktree"]).is_dir()
+    committed = bg(project, "--exec", "echo c > c.txt && git add c.txt && "
+                                      "git -c user.name=t -c user.email=t@t commit -qm c")["id"]
+    state_of(project, committed, "done")
+    unpushed = cos("rm", committed, cwd=project)
+    assert unpushed.returncode == 1 and "commit" in unpushed.stderr
+    forced = cos("rm", job, "--force", "--json", cwd=project)
+    assert forced.returncode == 0, forced.stderr
+    assert not Path(row["worktree"]).exists()
+    assert f"cos/{job}" not in git(project, "branch", "--list")
+    assert events.exists() and job not in agents(project)
+    assert cos("export", row["cos_session"], cwd=project).returncode == 0
+
+
+def test_ids_are_ids_unique_prefixes_or_names_and_an_ambiguous_one_lists_the_candidates(
+        project: Path) -> None:
+    first = bg(project, "--exec", "echo a", "--name", "twin")["id"]
+    second = bg(project, "--exec", "echo b", "--name", "twin")["id"]
+    for job in (first, second):
+        state_of(project, job, "done")
+    ambiguous = cos("logs", "twin", cwd=project)
+    assert ambiguous.returncode == 5
+    assert first in ambiguous.stderr and second in ambiguous.stderr
+    assert len(ambiguous.stderr.strip().splitlines()) == 1
+    prefix = next(first[:n] for n in range(1, 9) if not second.startswith(first[:n]))
+    assert cos("logs", prefix, "--json", cwd=project).returncode == 0
+    missing = cos("logs", "nosuchjob", cwd=project)
+    assert missing.returncode == 1 and "no job" in missing.stderr
+
+
+def test_bad_input_is_a_one_line_error_and_makes_no_job(project: Path, tmp_path: Path) -> None:
+    jobs_root = Path(os.environ["HOME"]) / ".coding-os" / "jobs"
+    cases = [
+        (["bg", "--agent", "nosuch", "hi"], 2, "no agent"),
+        (["bg", "--exec", "true", "--agent", "codex"], 2, "--exec"),
+        (["bg"], 2, "PROMPT"),
+        (["bg", "--param", "a=b", "hi"], 2, "--recipe"),
+        (["bg", "--name", "a\nb", "hi"], 2, "name"),
+    ]
+    for args, code, words in cases:
+        done = cos(*args, cwd=project)
+        assert done.returncode == code and words in done.stderr, (args, done.stderr)
+        assert len(done.stderr.strip().splitlines()) == 1
+    no_claude = cos("bg", "hi", cwd=project, env={"PATH": "/usr/bin:/bin"})
+    assert no_claude.returncode == 2 and "not found on PATH" in no_claude.stderr
+    huge = cos("bg", "--agent", ECHO, "-", cwd=project, input="x" * (10 << 20))
+    assert huge.returncode == 2 and "at most 1 MB" in huge.stderr
+    outside = tmp_path / "nowhere"
+    outside.mkdir()
+    nowhere = cos("bg", "--exec", "true", cwd=outside)
+    assert nowhere.returncode == 2 and "no project" in nowhere.stderr
+    assert not jobs_root.exists() or not any(jobs_root.iterdir())
+
+
+def test_a_planted_job_folder_is_passed_over(project: Path, tmp_path: Path) -> None:
+    real = bg(project, "--exec", "echo real")["id"]
+    state_of(project, real, "done")
+    root = Path(os.environ["HOME"]) / ".coding-os" / "jobs"
+    # A state file naming another id, a symlink to a folder elsewhere, a folder of another user.
+    (root / "0badc0de").mkdir()
+    (root / "0badc0de" / "state.json").write_text(json.dumps({"id": "feedface", "pid": 1}))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "state.json").write_text(json.dumps({"id": "facefeed", "pid": 1}))
+    (root / "facefeed").symlink_to(elsewhere)
+    if os.geteuid() == 0:
+        (root / "deadbeef").mkdir()
+        (root / "deadbeef" / "state.json").write_text(json.dumps({"id": "deadbeef", "pid": 1}))
+        os.chown(root / "deadbeef", 4242, 4242)
+        os.chown(root / "deadbeef" / "state.json", 4242, 4242)
+    assert list(agents(project, "--all")) == [real]
+    for planted in ("0badc0de", "facefeed", "deadbeef"):
+        done = cos("stop", planted, cwd=project)
+        assert done.returncode == 1 and "no job" in done.stderr
+    assert (elsewhere / "state.json").exists()
+
+
+def test_gc_removes_jobs_ended_before_the_period_but_keeps_a_worktree_with_work(
+        project: Path) -> None:
+    clean = bg(project, "--exec", "echo clean")["id"]
+    dirty = bg(project, "--exec", "echo work > work.txt")["id"]
+    recent = bg(project, "--exec", "echo recent")["id"]
+    for job in (clean, dirty, recent):
+        state_of(project, job, "done")
+    old = time.time() - 3 * 86400
+    for job in (clean, dirty):
+        os.utime(jobs.load(job).path(jobs.STATE), (old, old))
+    events = Path(jobs.load(clean).state["events"])
+    done = cos("gc", "--json", cwd=project, env={"COS_CLEANUP_PERIOD_DAYS": "2"})
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)["jobs"]
+    assert report["removed"] == [clean]
+    assert [kept["id"] for kept in report["kept"]] == [dirty]
+    assert "work.txt" in report["kept"][0]["why"]
+    assert set(agents(project)) == {dirty, recent}
+    assert not (project / ".coding-os" / "worktrees" / clean).exists()
+    assert (project / ".coding-os" / "worktrees" / dirty / "work.txt").exists()
+    assert events.exists()
