@@ -507,3 +507,28 @@ def test_a_forked_python_agent_is_given_the_conversation_up_to_the_fork(project:
         await forked.shutdown()
 
     run(work)
+
+
+def test_a_command_that_never_takes_its_large_input_is_killed_and_reaped_when_the_submit_times_out(
+        project: Path) -> None:
+    command = ('read first; echo "$$" >> pids.txt; '
+               'if [ "$first" = big ]; then exec sleep 60; fi; echo took "$first"')
+
+    async def work() -> None:
+        session = core.create_session(
+            SessionSettings("exec", str(project), options={"command": command}),
+            timeouts=Timeouts(call=1.0))
+        stream = session.subscribe(0)
+        await session.user_input("big\n" + "x" * (8 << 20))  # far more than a pipe holds
+        got = await until(stream, "turn_aborted")
+        assert got[-1]["msg"]["reason"] == "backend_exit"
+        assert "the agent did not take the input in time" in [e["msg"].get("message") for e in got]
+        await session.user_input("small\n")
+        got = await until(stream, "task_complete")
+        assert "took small" in [e["msg"].get("text") for e in got]
+        await session.shutdown()
+        stuck = int((project / "pids.txt").read_text(encoding="utf-8").split()[0])
+        with pytest.raises(ProcessLookupError):
+            os.kill(stuck, 0)  # killed, and reaped: not even a zombie is left
+
+    run(work)

@@ -6,7 +6,9 @@ with `options["command"]`, which then runs for every input with the input's text
 Each line the command prints is an `agent_message` (`stream`: `stdout` or `stderr`); its exit
 ends the task with `task_complete` (`usage`: `{"exit_code": N}`, negative for a signal). An
 interrupt sends SIGTERM to its process group, then SIGKILL after a grace period; the task ends
-`turn_aborted`. It never asks for approval.
+`turn_aborted`. It never asks for approval. A submit given up while its input is still being
+written (a command that never reads a large stdin, past the engine's bounded wait) kills that
+command's process group and reaps it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class ExecBackend:
         self._command: str | None = None
         self._process: asyncio.subprocess.Process | None = None
         self._run: asyncio.Task[None] | None = None
+        self._reaping: set[asyncio.Task[None]] = set()  # commands whose submit was given up
         self._interrupted = False
         self._closed = False
 
@@ -89,8 +92,32 @@ class ExecBackend:
                 await process.stdin.drain()
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the command does not read its input
+            except BaseException:  # given up (cancelled): the command never took its input
+                self._abandon(process)
+                raise
             process.stdin.close()
         self._run = asyncio.create_task(self._follow(process))
+
+    def _abandon(self, process: asyncio.subprocess.Process) -> None:
+        """Kill a command whose submit was given up, close its pipes and reap it (in a task
+        `close` waits for): nothing of it outlives the task it was for."""
+        if self._process is process:
+            self._process = None
+        self._signal(process, signal.SIGKILL)
+        if process.stdin is not None:
+            process.stdin.close()
+        reaping = asyncio.get_running_loop().create_task(self._reap(process))
+        self._reaping.add(reaping)
+        reaping.add_done_callback(self._reaping.discard)
+
+    @staticmethod
+    async def _reap(process: asyncio.subprocess.Process) -> None:
+        streams = [stream.read() for stream in (process.stdout, process.stderr)
+                   if stream is not None]
+        try:
+            await asyncio.wait_for(asyncio.gather(*streams, process.wait()), GRACE_SECONDS * 2)
+        except TimeoutError:
+            pass  # a child that left the group holds its output: it is not ours to wait for
 
     async def _follow(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None and process.stderr is not None
@@ -171,4 +198,6 @@ class ExecBackend:
                 await asyncio.wait_for(self._run, GRACE_SECONDS * 2)
             except TimeoutError:
                 self._run.cancel()
+        if self._reaping:
+            await asyncio.wait(set(self._reaping))
         self._queue.put_nowait(None)
