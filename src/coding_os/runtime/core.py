@@ -18,6 +18,12 @@ For the `python` and `exec` backends cos is the session's own record: the core w
 transcript (§4.1) beside the events, so it lists, exports and forks like any cos-native session.
 Claude and Codex sessions keep their native logs; the core links the native id to the cos id in
 the index, so the index files them under the cos id.
+
+For an agent that runs no cos hooks (`Backend.runs_hooks` false: Codex's app-server, python,
+exec) the core takes the automatic checkpoints the hooks would (checkpoints/auto.py): `prompt`
+before an input reaches the agent, `tool:<tool>` before it allows a writing tool, `turn-end`
+when a task ends. One process serves a session: making, forking or opening one to serve takes
+its lease (events.take_lease), released by `shutdown` or the process's death.
 """
 
 from __future__ import annotations
