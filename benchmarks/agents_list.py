@@ -131,8 +131,7 @@ def cleanup(env: dict[str, str], cwd: Path, live: list[str]) -> None:
 
 
 def kill_leftovers(home: Path) -> None:
-    """SIGKILL the process group of every runner still named in a job's state, and the
-    supervisor if it still runs (a benchmark that failed midway)."""
+    """End every runner still named in a job's state (a benchmark that failed midway)."""
     pids = []
     for state in (home / ".coding-os" / "jobs").glob("*/state.json"):
         try:
@@ -142,10 +141,27 @@ def kill_leftovers(home: Path) -> None:
         if isinstance(pid, int):
             pids.append(pid)
     for pid in pids:
+        end_runner(pid)
+
+
+def end_runner(pid: int) -> None:
+    """End a runner left running: SIGTERM (it then ends its agent's processes, which are in
+    groups of their own), and SIGKILL to its group if it is still there after 10 s."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
         try:
-            os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
+            os.kill(pid, 0)
         except OSError:
-            pass
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
+    except OSError:
+        pass
 
 
 def main() -> None:

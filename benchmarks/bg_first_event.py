@@ -242,15 +242,31 @@ def _ms(found: list[float]) -> str:
 
 
 def kill_leftovers(home: Path) -> None:
-    """SIGKILL the process group of every runner still named in a job's state (a benchmark that
-    failed midway)."""
+    """End every runner still named in a job's state (a benchmark that failed midway)."""
     for state in (home / ".coding-os" / "jobs").glob("*/state.json"):
         pid = _read_json(state).get("pid")
         if isinstance(pid, int):
-            try:
-                os.killpg(pid, signal.SIGKILL)  # a runner leads a session of its own
-            except OSError:
-                pass
+            end_runner(pid)
+
+
+def end_runner(pid: int) -> None:
+    """End a runner left running: SIGTERM (it then ends its agent's processes, which are in
+    groups of their own), and SIGKILL to its group if it is still there after 10 s."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
+    except OSError:
+        pass
 
 
 def main() -> None:

@@ -77,7 +77,7 @@ def idle_runners(env: dict[str, str], cwd: Path, ids: list[str]) -> dict[str, in
 
 
 def cleanup(env: dict[str, str], cwd: Path, ids: list[str]) -> None:
-    """`cos stop` every job, `cos daemon stop`; SIGKILL any runner still named in a state."""
+    """`cos stop` every job, `cos daemon stop`; end any runner still named in a state."""
     for job in ids:
         try:
             subprocess.run([COS, "stop", job], env=env, cwd=cwd, capture_output=True, timeout=60)
@@ -90,10 +90,27 @@ def cleanup(env: dict[str, str], cwd: Path, ids: list[str]) -> None:
         except (OSError, ValueError):
             continue
         if isinstance(pid, int):
-            try:
-                os.killpg(pid, signal.SIGKILL)  # a runner leads a session of its own
-            except OSError:
-                pass
+            end_runner(pid)
+
+
+def end_runner(pid: int) -> None:
+    """End a runner left running: SIGTERM (it then ends its agent's processes, which are in
+    groups of their own), and SIGKILL to its group if it is still there after 10 s."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
+    except OSError:
+        pass
 
 
 def main() -> None:
