@@ -98,7 +98,8 @@ def test_bg_returns_at_once_and_the_job_runs_in_its_own_worktree(project: Path) 
     job = line.split(" · ")[1]
     row = agents(project)[job]
     assert row["state"] in ("starting", "working") and took < 2 + 5  # returned before the end
-    row = state_of(project, job, "done")
+    row = until(lambda: (r := agents(project)[job])["state"] == "done" and r["pid"] is None
+                and r, "the command's runner to end")
     worktree = project / ".coding-os" / "worktrees" / job
     assert row["worktree"] == str(worktree) and row["cwd"] == str(worktree)
     assert row["branch"] == f"cos/{job}" and row["exit_code"] == 0 and row["pid"] is None

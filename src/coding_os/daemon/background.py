@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from coding_os.daemon import jobs, roster, runner, sockets
+from coding_os.daemon import jobs, roster, sockets
 from coding_os.daemon.jobs import Job, JobError
 from coding_os.errors import Conflict, CosError, InvalidInput, NotFound
 
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROMPT_MAX", "start_job", "list_jobs", "find_job", "reply", "approve", "stop", "respawn",
-    "remove", "logs", "attach", "follow", "gc_jobs", "ensure_daemon", "Connection",
+    "remove", "logs", "attach", "follow", "gc_jobs", "ensure_daemon", "Connection", "spawn",
 ]
 
 PROMPT_MAX = 1 << 20  # bytes of a first prompt
@@ -36,16 +36,16 @@ APPROVAL_SETTLE_S = 2.0
 
 
 def ensure_daemon(env: Mapping[str, str] | None = None) -> None:
-    """Start the supervisor unless it runs (and have it look at the jobs now); a daemon that
-    cannot start is said on stderr, never fatal: the jobs run without it."""
+    """Start the supervisor unless it runs, without waiting for it; a daemon that cannot start
+    is said on stderr, never fatal: the jobs run without it."""
     import sys
 
     from coding_os.daemon.client import daemon_dir, request
     from coding_os.daemon.server import DaemonError, start
 
     try:
-        if request(daemon_dir(env), {"op": "jobs"}) is None:
-            start(env)
+        if request(daemon_dir(env), {"op": "ping"}) is None:
+            start(env, wait=False)
     except (DaemonError, CosError, OSError) as exc:
         sys.stderr.write(f"cos: the supervisor did not start ({exc}); the job runs without "
                          "it\n")
@@ -125,11 +125,43 @@ def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None
                 if not os.path.isdir(agent_cwd):
                     agent_cwd = made.path
                 job = jobs.update(job, cwd=agent_cwd, worktree=made.path, branch=made.branch)
-        job = runner.spawn(job, env)
+        job = spawn(job, env)
     except BaseException:
         _discard(job)
         raise
     ensure_daemon(env)
+    return job
+
+
+def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
+    """Start the job's runner in a process of its own (a new session, stdin closed, output to
+    the job's stderr.log); the job's state says `starting` until the runner takes over.
+
+    Raises:
+        StateIOError: the state could not be written. JobError: the runner could not be run.
+    """
+    import subprocess
+
+    import sys
+
+    env = dict(os.environ if env is None else env)
+    env["COS_JOB_DIR"] = job.path(jobs.TMP)
+    env["COS_JOB_ID"] = job.id
+    if job.state.get("state") != "starting" or job.state.get("pid") is not None or (
+            job.state.get("spawnedAt") is None):  # a new job is written starting already
+        job = jobs.update(job, state="starting", status=None, waitingFor=None, pid=None,
+                          spawnedAt=int(time.time() * 1000))
+    log = os.open(job.path(jobs.STDERR), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
+                  0o600)
+    try:
+        subprocess.Popen([sys.executable, "-m", "coding_os.daemon.runner", job.id],
+                         cwd=job.folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                         stderr=log, start_new_session=True)
+    except OSError as exc:
+        jobs.update(job, state="failed", error=f"the runner could not start: {exc}")
+        raise jobs.JobError(f"job {job.id}: the runner could not start: {exc}") from None
+    finally:
+        os.close(log)
     return job
 
 
@@ -148,8 +180,11 @@ def _discard(job: Job) -> None:
 
 def list_jobs(*, every_project: bool = False, cwd: str | None = None,
               env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """The rows of `cos agents`: the jobs of the project of `cwd`, or of every project."""
-    found = roster.current(env)
+    """The rows of `cos agents`: the jobs of the project of `cwd`, or of every project. A job
+    whose runner died is marked failed on the way, as the supervisor does."""
+    from coding_os.daemon.supervisor import mark_failed
+
+    found = [mark_failed(job) if jobs.runner_died(job) else job for job in roster.current(env)]
     if not every_project:
         from coding_os.state.caller import Caller
 
@@ -363,7 +398,7 @@ def respawn(key: str | None, *, every: bool = False, env: Mapping[str, str] | No
         worktree = job.state.get("worktree")
         if isinstance(worktree, str) and not os.path.isdir(worktree):
             raise NotFound(f"job {job.id}: its worktree {worktree} is gone")
-        job = runner.spawn(job, env)
+        job = spawn(job, env)
         out.append(jobs.row(job, alive=False))
     if out:
         ensure_daemon(env)

@@ -129,6 +129,7 @@ def new_job(fields: Mapping[str, Any], prompt: str | None,
         "id": job_id, "kind": "background", "state": "starting", "status": None,
         "waitingFor": None, "pid": None, "sessionId": None, "cos_session": None,
         "exit_code": None, "last_seq": 0, "startedAt": int(now * 1000),
+        "spawnedAt": int(now * 1000),
         "created": _iso(now), "updated": _iso(now), **fields}
     state["id"] = job_id
     try:

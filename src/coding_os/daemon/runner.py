@@ -1,5 +1,5 @@
 """A job's runner (DESIGN.md §6): `python -m coding_os.daemon.runner JOB_ID`, one process per
-job, detached from whoever started it (`spawn`), so that neither the command that made the job
+job, detached from whoever started it (background.spawn), so that neither the command that made the job
 nor the supervisor has to live for the job to go on.
 
 The runner takes the job's lock (a second runner of the same job finds it held and exits 3),
@@ -32,38 +32,10 @@ from coding_os.daemon import jobs, sockets
 from coding_os.daemon.jobs import Job
 from coding_os.errors import CosError
 
-__all__ = ["spawn", "main", "LOCK_WAIT_S"]
+__all__ = ["main", "take_lock", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING"]
 
 LOCK_WAIT_S = 5.0  # for a reader's momentary shared lock (jobs.runner_alive) to be let go
 EXIT_RUNNING = 3  # another runner of the job holds its lock
-
-
-def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
-    """Start the job's runner in a process of its own (a new session, stdin closed, output to
-    the job's stderr.log); the job's state says `starting` until the runner takes over.
-
-    Raises:
-        StateIOError: the state could not be written. JobError: the runner could not be run.
-    """
-    import subprocess
-
-    env = dict(os.environ if env is None else env)
-    env["COS_JOB_DIR"] = job.path(jobs.TMP)
-    env["COS_JOB_ID"] = job.id
-    job = jobs.update(job, state="starting", status=None, waitingFor=None, pid=None,
-                      spawnedAt=int(time.time() * 1000))
-    log = os.open(job.path(jobs.STDERR), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
-                  0o600)
-    try:
-        subprocess.Popen([sys.executable, "-m", "coding_os.daemon.runner", job.id],
-                         cwd=job.folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                         stderr=log, start_new_session=True)
-    except OSError as exc:
-        jobs.update(job, state="failed", error=f"the runner could not start: {exc}")
-        raise jobs.JobError(f"job {job.id}: the runner could not start: {exc}") from None
-    finally:
-        os.close(log)
-    return job
 
 
 def take_lock(job: Job) -> int | None:

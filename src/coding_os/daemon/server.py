@@ -73,8 +73,9 @@ def status(env: Mapping[str, str] | None = None) -> dict[str, object]:
             **{k: v for k, v in answer.items() if k != "ok"}}
 
 
-def start(env: Mapping[str, str] | None = None) -> dict[str, object]:
-    """Start the daemon unless it runs; wait until it answers.
+def start(env: Mapping[str, str] | None = None, wait: bool = True) -> dict[str, object]:
+    """Start the daemon unless it runs; wait until it answers (unless not `wait`: then only
+    until it has forked away).
 
     Raises:
         DaemonError: it exited or did not answer in time (the log's last line says why).
@@ -101,6 +102,8 @@ def start(env: Mapping[str, str] | None = None) -> dict[str, object]:
         log.close()
     if code != 0:
         raise DaemonError(f"the daemon could not start ({code}): {_last_log_line(folder)}")
+    if not wait:
+        return {"running": True, "dir": folder, "already_running": False}
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if request(folder, {"op": "ping"}) is not None:
