@@ -30,7 +30,8 @@ ALLOWED = {
 # the checkpoint modules, and hashlib when a file changed (or changed less than a second before
 # the last checkpoint, so its cached hash is not trusted) must be hashed.
 CHECKPOINT_ALLOWED = {
-    "coding_os.checkpoints", "coding_os.checkpoints.take", "coding_os.checkpoints.fingerprint",
+    "coding_os.checkpoints", "coding_os.checkpoints.auto", "coding_os.checkpoints.take",
+    "coding_os.checkpoints.fingerprint",
     "coding_os.checkpoints.lock", "coding_os.checkpoints.points", "coding_os.checkpoints.settings",
     "coding_os.checkpoints.manifest", "coding_os.checkpoints.snapshot", "coding_os.checkpoints.store",
     "hashlib", "_hashlib", "_blake2",

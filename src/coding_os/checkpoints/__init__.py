@@ -6,6 +6,7 @@ undoable.
 snapshot's format and its comparison; `snapshot` takes snapshots (`watch` feeds it what the
 daemon saw change); `points` keeps the checkpoint records; `fingerprint` is the stat check that
 spares a small unchanged tree a `git status`; `take` takes a checkpoint (the hook path: kept
-light); `restore` is the journaled restore; `rewind` lists, previews, rewinds and undoes;
+light); `auto` decides and takes the automatic ones (the hook's, and the engine's for agents
+that run no hooks); `restore` is the journaled restore; `rewind` lists, previews, rewinds and undoes;
 `upkeep` verifies, measures, collects and prunes; `lock` serialises restores with checkpoints.
 """
