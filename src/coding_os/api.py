@@ -1423,8 +1423,18 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
         settings = run_agent_settings(agent or "claude", cwd, model=model)
     if permission_mode is not None:
         settings = replace(settings, permission_mode=permission_mode)
+    def in_worktree(checkout: str) -> dict[str, object]:
+        """Claude Code in a worktree: the cos hooks of the checkout's settings files, which the
+        worktree may lack (uncommitted), passed with --settings."""
+        from coding_os.install import cos_hooks_settings
+
+        if settings.agent != "claude" or "settings" in settings.options:
+            return {}
+        hooks = cos_hooks_settings("claude", checkout)
+        return {"settings": hooks} if hooks else {}
+
     job = background.start_job(settings, prompt, name=name, isolation=isolation,
-                               seed_ref=seed_ref, env=env)
+                               seed_ref=seed_ref, in_worktree=in_worktree, env=env)
     return jobs.row(job, alive=True)
 
 

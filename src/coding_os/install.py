@@ -39,6 +39,7 @@ from coding_os.state.root import linked_worktree_main
 
 __all__ = [
     "AGENT_HOOK_FILES",
+    "cos_hooks_settings",
     "InstallReport",
     "install",
     "uninstall",
@@ -138,6 +139,29 @@ def _is_cos_group(group: object, agent: str, event: str) -> bool:
                                             and isinstance(entries[0], dict)) else None
     return (isinstance(command, str) and parse_hook_command(command, agent, event) is not None
             and group == _group_running(command, event))
+
+
+def cos_hooks_settings(agent: str, checkout: str) -> str | None:
+    """The cos hooks installed in `checkout`'s settings files for `agent` (both the shared and
+    the local one), as a settings JSON of their own (`{"hooks": …}`), for a copy of the checkout
+    that lacks the files (a job's worktree holds only what is committed): Claude Code takes it
+    with `--settings`. None when none is installed; a file that cannot be read counts as none.
+    Only the groups an init wrote are taken, never the repository's other hooks."""
+    hooks: dict[str, list[Any]] = {}
+    for rel in AGENT_HOOK_FILES.get(agent, ()):
+        if rel is None:
+            continue
+        try:
+            data, _ = _load_settings(os.path.join(checkout, rel))
+        except (InvalidInput, StateIOError):
+            continue
+        for event, groups in (data.get("hooks") or {}).items():
+            if not isinstance(groups, list):
+                continue
+            for group in groups:
+                if _is_cos_group(group, agent, event) and group not in hooks.get(event, []):
+                    hooks.setdefault(event, []).append(group)
+    return json.dumps({"hooks": hooks}) if hooks else None
 
 
 def _within(path: str, directory: str) -> bool:

@@ -77,9 +77,12 @@ def _check_program(settings: SessionSettings, env: Mapping[str, str]) -> None:
 
 def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None = None,
               isolation: str = "worktree", seed_ref: Mapping[str, Any] | None = None,
+              in_worktree: Callable[[str], Mapping[str, Any]] | None = None,
               env: Mapping[str, str] | None = None) -> Job:
     """Make a job running `settings` (in a worktree of its own unless `isolation` is `none`),
-    start its runner and the supervisor, and give the job at once.
+    start its runner and the supervisor, and give the job at once. `in_worktree(checkout)`
+    gives options the agent needs beside its settings' when it runs in a worktree made from
+    `checkout` (the cos hooks a worktree lacks).
 
     Raises:
         InvalidInput: no prompt (nor command), a prompt over PROMPT_MAX, a bad name or
@@ -124,7 +127,11 @@ def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None
                 agent_cwd = made.path if relative == "." else os.path.join(made.path, relative)
                 if not os.path.isdir(agent_cwd):
                     agent_cwd = made.path
-                job = jobs.update(job, cwd=agent_cwd, worktree=made.path, branch=made.branch)
+                changes: dict[str, Any] = {"cwd": agent_cwd, "worktree": made.path,
+                                           "branch": made.branch}
+                if in_worktree is not None:
+                    changes["options"] = {**job.state["options"], **in_worktree(project)}
+                job = jobs.update(job, **changes)
         job = spawn(job, env)
     except BaseException:
         _discard(job)

@@ -92,6 +92,9 @@ class ClaudeBackend:
             argv += ["--model", config.model]
         if config.permission_mode:
             argv += ["--permission-mode", config.permission_mode]
+        settings = config.options.get("settings")
+        if isinstance(settings, str) and settings:
+            argv += ["--settings", settings]  # more settings: a job's worktree gets cos's hooks
         self.native_id = native_id
         try:
             await self._spawn(argv, config, env)
