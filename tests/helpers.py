@@ -9,11 +9,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
+import signal
 import shutil
 import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -1007,6 +1010,63 @@ def mcp_http_call(url: str, tool: str, arguments: Mapping[str, object],
             return int(response.status), bytes(response.read())
     except urllib.error.HTTPError as exc:
         return int(exc.code), bytes(exc.read())
+
+
+class Terminal:
+    """`cos ARGS` on a pty that is its controlling terminal: type, and read what it shows."""
+
+    def __init__(self, project: Path, *args: str) -> None:
+        self.primary, secondary = os.openpty()
+        try:
+            # setsid -c: a session of its own whose controlling terminal is the pty, so a
+            # typed Ctrl-C is the terminal's SIGINT.
+            self.proc = subprocess.Popen(["setsid", "-c", COS, *args], cwd=project,
+                                         stdin=secondary, stdout=secondary, stderr=secondary)
+        finally:
+            os.close(secondary)
+        self.shown = b""
+        self._mark = 0
+
+    def expect(self, text: str, timeout: float = 20) -> str:
+        """What was shown since the last expect, up to and including `text`."""
+        wanted = text.encode()
+        deadline = time.monotonic() + timeout
+        while wanted not in self.shown[self._mark:]:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{text!r} not shown in {timeout}s: {self.shown!r}")
+            ready, _, _ = select.select([self.primary], [], [], left)
+            if ready:
+                try:
+                    chunk = os.read(self.primary, 65536)
+                except OSError:  # EIO: the process closed the terminal
+                    chunk = b""
+                if not chunk:
+                    raise AssertionError(f"{text!r} never shown: {self.shown!r}")
+                self.shown += chunk
+        end = self.shown.index(wanted, self._mark) + len(wanted)
+        seen, self._mark = self.shown[self._mark:end], end
+        return seen.decode("utf-8", "replace")
+
+    def type(self, data: str) -> None:
+        os.write(self.primary, data.encode())
+
+    def wait(self, timeout: float = 20) -> int:
+        deadline = time.monotonic() + timeout
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            ready, _, _ = select.select([self.primary], [], [], 0.1)
+            if ready:
+                try:
+                    self.shown += os.read(self.primary, 65536)
+                except OSError:
+                    pass
+        return self.proc.wait(timeout=1)
+
+    def end(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        os.close(self.primary)
 
 
 def on_terminal(*args: str, cwd: Path) -> tuple[int, bytes]:

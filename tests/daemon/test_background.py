@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from coding_os.daemon import jobs
-from tests.helpers import COS, cos, git, raw_bytes
+from tests.helpers import COS, Terminal, cos, git, raw_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
@@ -367,3 +367,27 @@ def test_gc_removes_jobs_ended_before_the_period_but_keeps_a_worktree_with_work(
     assert not (project / ".coding-os" / "worktrees" / clean).exists()
     assert (project / ".coding-os" / "worktrees" / dirty / "work.txt").exists()
     assert events.exists()
+
+
+def test_attach_on_a_terminal_replies_interrupts_and_detaches_leaving_the_job_running(
+        project: Path) -> None:
+    job = bg(project, "--agent", ECHO, "--name", "chat", "hello")["id"]
+    state_of(project, job, "done")
+    term = Terminal(project, "attach", "chat")
+    try:
+        term.expect("echo: hello")  # the replay
+        term.type("sleep 30\n")  # a reply typed at the terminal
+        term.expect("sleeping 30s")
+        term.type("\x03")  # Ctrl-C: the task is interrupted, the attach goes on
+        term.expect("interrupted")
+        term.type("again\n")
+        term.expect("echo: again")
+        term.type("\x04")  # Ctrl-D: detach
+        assert term.wait() == 0
+        assert b"detached" in term.shown
+    finally:
+        term.end()
+    row = agents(project)[job]
+    assert row["state"] == "done" and row["pid"] is not None and runners_of(job) == [row["pid"]]
+    kinds = [(e["msg"]["type"], e["msg"].get("reason")) for e in stored_events(project, job)]
+    assert ("turn_aborted", "interrupted") in kinds

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import COS, on_terminal
+from tests.helpers import COS, Terminal, on_terminal
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
@@ -23,63 +23,6 @@ ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
 def run(project: Path, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
     return subprocess.run([COS, "run", *args], cwd=project, input=stdin, capture_output=True,
                           text=True, timeout=60)
-
-
-class Terminal:
-    """`cos run` on a pty that is its controlling terminal: type, and read what it shows."""
-
-    def __init__(self, project: Path, *args: str) -> None:
-        self.primary, secondary = os.openpty()
-        try:
-            # setsid -c: a session of its own whose controlling terminal is the pty, so a
-            # typed Ctrl-C is the terminal's SIGINT.
-            self.proc = subprocess.Popen(["setsid", "-c", COS, "run", *args], cwd=project,
-                                         stdin=secondary, stdout=secondary, stderr=secondary)
-        finally:
-            os.close(secondary)
-        self.shown = b""
-        self._mark = 0
-
-    def expect(self, text: str, timeout: float = 20) -> str:
-        """What was shown since the last expect, up to and including `text`."""
-        wanted = text.encode()
-        deadline = time.monotonic() + timeout
-        while wanted not in self.shown[self._mark:]:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise AssertionError(f"{text!r} not shown in {timeout}s: {self.shown!r}")
-            ready, _, _ = select.select([self.primary], [], [], left)
-            if ready:
-                try:
-                    chunk = os.read(self.primary, 65536)
-                except OSError:  # EIO: the process closed the terminal
-                    chunk = b""
-                if not chunk:
-                    raise AssertionError(f"{text!r} never shown: {self.shown!r}")
-                self.shown += chunk
-        end = self.shown.index(wanted, self._mark) + len(wanted)
-        seen, self._mark = self.shown[self._mark:end], end
-        return seen.decode("utf-8", "replace")
-
-    def type(self, data: str) -> None:
-        os.write(self.primary, data.encode())
-
-    def wait(self, timeout: float = 20) -> int:
-        deadline = time.monotonic() + timeout
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.primary], [], [], 0.1)
-            if ready:
-                try:
-                    self.shown += os.read(self.primary, 65536)
-                except OSError:
-                    pass
-        return self.proc.wait(timeout=1)
-
-    def end(self) -> None:
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        os.close(self.primary)
 
 
 @pytest.fixture
@@ -91,7 +34,7 @@ def terminal(project: Path) -> Iterator[list[Terminal]]:
 
 
 def on_pty(started: list[Terminal], project: Path, *args: str) -> Terminal:
-    term = Terminal(project, *args)
+    term = Terminal(project, "run", *args)
     started.append(term)
     return term
 
