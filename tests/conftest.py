@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PG_URL, git, pg_unreachable, with_schema
+from tests.helpers import PG_URL, git, pg_unreachable, stop_runners_of, with_schema
 
 
 # Variables from the developer's shell that would change who `cos` thinks it is.
@@ -37,25 +37,6 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         stop_runners_of(home)
     if (home / ".coding-os" / "daemon").exists():
         stop_daemons_of(home)
-
-
-def stop_runners_of(home: Path) -> None:
-    """Kill every background job's runner of this HOME (the pid in the lock it holds, and the
-    agents of its process group): none outlives its test."""
-    import signal
-
-    from coding_os.daemon import jobs
-
-    env = {"HOME": str(home)}
-    for job in jobs.all_jobs(env):
-        if not jobs.runner_alive(job):
-            continue
-        try:
-            with open(job.path(jobs.LOCK), encoding="ascii") as f:
-                pid = int(f.read().split()[0])
-            os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
-        except (OSError, ValueError, IndexError):
-            pass
 
 
 def stop_daemons_of(home: Path) -> None:

@@ -49,6 +49,25 @@ if TYPE_CHECKING:
 COS = str(Path(sys.executable).with_name("cos"))
 
 
+def stop_runners_of(home: Path) -> None:
+    """Kill every background job's runner of this HOME (the pid in the lock it holds, and the
+    agents of its process group): none outlives its test."""
+    import signal
+
+    from coding_os.daemon import jobs
+
+    env = {"HOME": str(home)}
+    for job in jobs.all_jobs(env):
+        if not jobs.runner_alive(job):
+            continue
+        try:
+            with open(job.path(jobs.LOCK), encoding="ascii") as f:
+                pid = int(f.read().split()[0])
+            os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
+        except (OSError, ValueError, IndexError):
+            pass
+
+
 def git(cwd: Path | str, *args: str) -> str:
     """Run git in `cwd` and return its stdout."""
     return subprocess.run(["git", *args], cwd=cwd, check=True, capture_output=True,

@@ -11,14 +11,14 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coding_os.daemon import jobs
-from tests.helpers import COS, Terminal, cos, git, raw_bytes
+from tests.helpers import COS, Terminal, cos, git, raw_bytes, stop_runners_of
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
@@ -391,3 +391,37 @@ def test_attach_on_a_terminal_replies_interrupts_and_detaches_leaving_the_job_ru
     assert row["state"] == "done" and row["pid"] is not None and runners_of(job) == [row["pid"]]
     kinds = [(e["msg"]["type"], e["msg"].get("reason")) for e in stored_events(project, job)]
     assert ("turn_aborted", "interrupted") in kinds
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A git repository on a filesystem of 3 MB (a tmpfs: mounting needs root)."""
+    if os.geteuid() != 0 and os.environ.get("CI") != "true":
+        pytest.skip("mounting a small filesystem needs root")
+    folder = tmp_path / "small"
+    folder.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", str(folder)], check=True)
+    try:
+        git(folder, "init", "-q", "-b", "main")
+        (folder / "a.txt").write_text("a\n")
+        git(folder, "add", ".")
+        git(folder, "commit", "-q", "-m", "init")
+        yield folder
+    finally:
+        stop_runners_of(Path(os.environ["HOME"]))
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def test_a_full_disk_fails_the_job_with_its_reason_and_keeps_what_was_stored(
+        small_disk: Path) -> None:
+    job = bg(small_disk, "--isolation", "none", "--exec",
+             "for i in $(seq 1 200000); do echo line $i of a job that fills the disk; done")["id"]
+    row = state_of(small_disk, job, "failed")
+    assert row["pid"] is None and not runners_of(job)
+    state = jobs.load(job).state
+    assert "can no longer be stored" in state["error"] and "no space left" in state["error"]
+    events = stored_events(small_disk, job)
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert row["last_seq"] == len(events) > 100
+    texts = [e["msg"]["text"] for e in events if e["msg"]["type"] == "agent_message"]
+    assert texts == [f"line {i} of a job that fills the disk" for i in range(1, len(texts) + 1)]

@@ -104,6 +104,12 @@ class Runner:
     def on_event(self, event: Mapping[str, Any]) -> None:
         msg = event["msg"]
         kind = msg["type"]
+        if event.get("seq") is None:  # not stored: the session halted (a full disk)
+            if kind == "error" and msg.get("fatal"):
+                self.write(state="failed", status=None, waitingFor=None,
+                           error=msg.get("message"), last_seq=self.core.last_seq)
+                self.stop("failed")
+            return
         changes: dict[str, Any] = {"last_seq": event["seq"]}
         if kind == "session_configured":
             changes["sessionId"] = msg.get("native_id")
@@ -193,10 +199,14 @@ class Runner:
         server = await asyncio.start_unix_server(self.accept, sock=listener, limit=LINE_MAX)
         try:
             if first:
-                await self.core.configure()
-                prompt = self.job.prompt
-                if prompt is not None and not self.stopping.is_set():
-                    await self.core.user_input(prompt)
+                try:
+                    await self.core.configure()
+                    prompt = self.job.prompt
+                    if prompt is not None and not self.stopping.is_set():
+                        await self.core.user_input(prompt)
+                except CosError as exc:
+                    self.write(state="failed", error=str(exc))
+                    self.stop("failed")
             await self.stopping.wait()
         finally:
             server.close()

@@ -37,7 +37,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coding_os.checkpoints.auto import writes
-from coding_os.errors import BackendError, CosError, CrossProject, InvalidInput, NotFound
+from coding_os.errors import (BackendError, CosError, CrossProject, InvalidInput, NotFound,
+                              StateIOError)
 from coding_os.runtime import events
 from coding_os.runtime.backend import BACKEND_EVENT_TYPES, Backend, BackendConfig, BackendEvent
 from coding_os.runtime.backends import BACKENDS, backend_for
@@ -160,6 +161,8 @@ class SessionCore:
         self._closing = False
         self._turn = 0
         self.closed = False
+        # Why events can no longer be stored (a full disk): the session then takes no input.
+        self.halted: str | None = None
 
     # -- events ----------------------------------------------------------------------------
 
@@ -178,13 +181,49 @@ class SessionCore:
 
     def _record(self, event_type: str, fields: Mapping[str, object],
                 reply_to: str | None = None) -> Event:
-        """Store one event, then hand it to every subscriber."""
-        event = self._log.append(event_type, fields, reply_to=reply_to)
+        """Store one event, then hand it to every subscriber.
+
+        Raises:
+            StateIOError: it could not be stored: the session halts (`_halt`).
+        """
+        if self.halted is not None:
+            raise StateIOError(self.halted)
+        try:
+            event = self._log.append(event_type, fields, reply_to=reply_to)
+        except StateIOError as exc:
+            self._halt(exc)
+            raise
         for subscriber in self._subscribers:
             subscriber.push(event)
         if self.agent in NATIVE_TRANSCRIPT_AGENTS:
             self._transcribe(event_type, fields)
         return event
+
+    def _halt(self, exc: StateIOError) -> None:
+        """Events can no longer be stored (the disk is full): nothing more is sent that was not
+        stored, so the subscribers get one last error, not stored (`seq` null), the running
+        task's agent is closed, and the session takes no input until it is opened again."""
+        if self.halted is not None:
+            return
+        self.halted = (f"the events of {self.session} can no longer be stored ({exc}): its "
+                       "task was stopped; free space and resume the session")
+        _say(self.halted)
+        error: Event = {"v": 1, "seq": None, "ts": None, "session": self.session,
+                        "id": self._task_reply,
+                        "msg": {"type": "error", "message": self.halted, "fatal": True}}
+        for subscriber in self._subscribers:
+            subscriber.push(error)
+        backend, self._backend = self._backend, None
+        self._task = None
+        self._approvals.clear()
+        self._task_done.set()
+        if self._watchdog is not None and self._watchdog is not asyncio.current_task():
+            self._watchdog.cancel()
+        self._watchdog = None
+        if backend is not None:
+            closing = asyncio.get_running_loop().create_task(self._close_backend(backend))
+            self._discarded.add(closing)
+            closing.add_done_callback(self._discarded.discard)
 
     def _transcribe(self, event_type: str, fields: Mapping[str, object]) -> None:
         """Keep the cos transcript of a python or exec session in step with its events."""
@@ -325,6 +364,8 @@ class SessionCore:
             async for event in backend.events():
                 if self._backend is backend:  # a discarded backend's events are dropped
                     self._on_backend_event(event)
+        except StateIOError:
+            return  # nothing can be stored: the session halted, its backend is being closed
         except Exception as exc:  # the backend's own failure: recorded, never a crash
             self._record("error", {"message": f"the {self.agent} backend failed: "
                                               f"{type(exc).__name__}: {exc}", "fatal": True},
@@ -485,6 +526,8 @@ class SessionCore:
         """
         if not isinstance(text, str):
             raise InvalidInput("user_input needs a text (a string)")
+        if self.halted is not None:
+            raise StateIOError(self.halted)
         async with self._lock:
             if self._task is not None:
                 await self._abort("replaced")
