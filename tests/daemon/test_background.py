@@ -425,3 +425,18 @@ def test_a_full_disk_fails_the_job_with_its_reason_and_keeps_what_was_stored(
     assert row["last_seq"] == len(events) > 100
     texts = [e["msg"]["text"] for e in events if e["msg"]["type"] == "agent_message"]
     assert texts == [f"line {i} of a job that fills the disk" for i in range(1, len(texts) + 1)]
+
+
+def test_bg_from_a_recipe_runs_its_rendered_prompt_and_records_the_seed(project: Path) -> None:
+    recipe = project / "greet.yaml"
+    recipe.write_text("title: Greet\nprompt: 'say {{ who }}'\nparameters:\n"
+                      "  - key: who\n    input_type: string\n    requirement: required\n")
+    job = bg(project, "--agent", ECHO, "--recipe", str(recipe), "--param", "who=world")["id"]
+    state_of(project, job, "done")
+    events = stored_events(project, job)
+    assert any(e["msg"].get("text") == "echo: say world" for e in events)
+    seed = jobs.load(job).state["seed_ref"]
+    assert seed["params"] == {"who": "world"} and seed["path"] == str(recipe)
+    assert events[0]["msg"]["options"]["seed_ref"] == seed
+    missing = cos("bg", "--agent", ECHO, "--recipe", str(recipe), cwd=project)
+    assert missing.returncode == 2 and "who" in missing.stderr
