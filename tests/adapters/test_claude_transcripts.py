@@ -426,7 +426,7 @@ def test_an_appended_transcript_is_read_from_its_last_offset_only(
     path = claude_dir / "projects" / LOG_PROJECT / f"{MAIN_1053}.jsonl"
     _, state = scan_claude(claude_dir)
     before = path.stat().st_size
-    extra = [user("new-u", "44124fd9-a6c5-4e3c-a11d-b93d0bb71a4d", "one more thing", 900,
+    extra = [user("new-u", "44124fd9-f7f4-4409-ae40-96f164cd92e4", "one more thing", 900,
                   MAIN_1053),
              {"type": "custom-title", "customTitle": "TUI launches cached HTML",
               "sessionId": MAIN_1053}]
@@ -449,7 +449,7 @@ def test_a_rewritten_transcript_is_parsed_again_from_the_start(claude_dir: Path)
     path = claude_dir / "projects" / "-work-app" / "s1.jsonl"
     write_jsonl(path, conversation("s1", 3))
     _, state = scan_claude(claude_dir)
-    write_jsonl(path, conversation("s1", 2, prefix="z") + conversation("s1", 2, prefix="q"))
+    write_jsonl(path, conversation("s1", 4, prefix="z"))
     sessions, state2 = scan_claude(claude_dir, state)
     assert sessions[0].first_prompt == "prompt z0" and sessions[0].user_messages == 4
     assert sessions == scan_claude(claude_dir)[0]
@@ -497,7 +497,9 @@ def test_bad_lines_are_counted_and_never_fatal(claude_dir: Path) -> None:
     assert session.native_id == "s1"
     assert session.malformed_lines == 3
     assert session.torn_tail is True
-    assert session.user_messages == 3 and session.last_prompt == "prompt 1"
+    # The huge prompt is read (not malformed); it hangs off a0 beside u1, so it is a branch.
+    assert session.entry_counts["user"] == 3
+    assert session.user_messages == 2 and session.last_prompt == "prompt 1"
     assert state.report is not None
     assert state.report.unreadable == [(str(folder / "dir.jsonl"), "is a directory")]
     assert state.report.torn_files == [str(folder / "s1.jsonl")]
@@ -608,3 +610,46 @@ def test_importing_a_growing_transcript_piece_by_piece_equals_one_import(
     whole, _ = scan_claude(claude_dir)
     assert sessions == whole
     assert state is not None and state.report is not None
+
+
+# -- trees ----------------------------------------------------------------------------------------
+
+
+def test_after_a_resume_at_the_counts_follow_the_live_chain_not_every_line(
+    claude_dir: Path,
+) -> None:
+    s = "s1"
+    entries = conversation(s, 3)
+    # `claude --resume s1 --resume-session-at s1:a0 "again"`: a new chain from the first answer.
+    entries.append(user("x-u", f"{s}:a0", "again", 50, s))
+    entries.append(assistant("x-a", "x-u", "xm", "xr", 51, s, output=7))
+    write_jsonl(claude_dir / "projects" / "-work-app" / f"{s}.jsonl", entries)
+    (session,) = scan_claude(claude_dir)[0]
+    assert session.entry_counts["user"] == 4 and session.entry_counts["assistant"] == 4
+    assert (session.user_messages, session.assistant_messages) == (2, 2)
+    assert (session.first_prompt, session.last_prompt) == ("prompt 0", "again")
+    assert session.tokens.output == 5 + 7
+
+
+def test_a_transcript_growing_into_a_tree_imports_the_same_piece_by_piece(
+    claude_dir: Path,
+) -> None:
+    s = "s1"
+    path = claude_dir / "projects" / "-work-app" / f"{s}.jsonl"
+    write_jsonl(path, conversation(s, 3))
+    _, state = scan_claude(claude_dir)
+    write_jsonl(path, [user("x-u", f"{s}:a1", "again", 50, s)], mode="a")
+    sessions, _ = scan_claude(claude_dir, state)
+    assert sessions == scan_claude(claude_dir)[0]
+    assert sessions[0].user_messages == 3 and sessions[0].last_prompt == "again"
+
+
+def test_a_state_written_before_trees_is_read_again_whole(claude_dir: Path) -> None:
+    path = claude_dir / "projects" / "-work-app" / "s1.jsonl"
+    write_jsonl(path, conversation("s1", 2))
+    _, state = scan_claude(claude_dir)
+    for record in state.files.values():
+        del record.aggregate["nodes"]  # type: ignore[attr-defined]
+    sessions, state2 = scan_claude(claude_dir, state)
+    assert state2.report is not None and state2.report.files_opened == 1
+    assert sessions == scan_claude(claude_dir)[0]

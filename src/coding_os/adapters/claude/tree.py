@@ -6,8 +6,8 @@ a `--resume-session-at` or an edited prompt starts a new chain from an earlier e
 file holds a tree. The conversation is the chain that ends at the live leaf: the last-written
 `user` or `assistant` entry of the main conversation, followed back through `parentUuid` to a
 root. A `compact_boundary` starts a new root (`parentUuid` null) and names the entry it
-continues in `logicalParentUuid`: the chain goes on through it, so a compacted session keeps its
-history. The other leaves are the tips of branches beside the live chain.
+continues in `logicalParentUuid` (one that names none continues the entry written before it):
+the chain goes on through it, so a compacted session keeps its history. The other leaves are the tips of branches beside the live chain.
 
 Not part of the tree: entries without a `uuid` (summaries, which point at a leaf with
 `leafUuid`, file-history snapshots, titles, modes and other bookkeeping), and `isSidechain`
@@ -143,12 +143,16 @@ def _is_message(entry: Mapping[str, Any]) -> bool:
     return entry.get("type") in MESSAGE_TYPES and _in_tree(entry)
 
 
+def _is_boundary(entry: Mapping[str, Any]) -> bool:
+    return entry.get("type") == "system" and entry.get("subtype") == "compact_boundary"
+
+
 def _parent(entry: Mapping[str, Any]) -> str | None:
     """The uuid an entry continues: `parentUuid`, or a compact boundary's `logicalParentUuid`."""
     parent = entry.get("parentUuid")
     if isinstance(parent, str) and parent:
         return parent
-    if entry.get("type") == "system" and entry.get("subtype") == "compact_boundary":
+    if _is_boundary(entry):
         logical = entry.get("logicalParentUuid")
         if isinstance(logical, str) and logical:
             return logical
@@ -214,6 +218,20 @@ class Tree:
     leaf: str | None = None
     live: list[Mapping[str, Any]] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    # Compact boundaries that name no logical parent continue the entry written just before.
+    continues: dict[str, str] = field(default_factory=dict)
+
+    def parent(self, uuid: str) -> str | None:
+        """The uuid the entry `uuid` continues, or None at a root."""
+        node = self.nodes[uuid]
+        found = _parent(node)
+        if found is None:
+            return self.continues.get(uuid)
+        if found not in self.nodes and node.get("parentUuid") is None:
+            # A compact boundary whose history lives in another file (a copy starting
+            # there): a root, not a break.
+            return None
+        return found
 
     def chain(self, tip: str) -> tuple[list[Mapping[str, Any]], str | None]:
         """The chain from a root to `tip`, and the parent uuid it breaks at (None when whole).
@@ -230,12 +248,7 @@ class Tree:
                 return chain, current
             seen.add(current)
             chain.append(node)
-            parent = _parent(node)
-            if parent is not None and parent not in self.nodes and node.get("parentUuid") is None:
-                # A compact boundary whose history lives in another file (a copy starting
-                # there): a root, not a break.
-                parent = None
-            current = parent
+            current = self.parent(current)
         chain.reverse()
         return chain, None
 
@@ -249,10 +262,10 @@ class Tree:
         for uuid, node in self.nodes.items():
             if not _is_message(node):
                 continue
-            current = _parent(node)
+            current = self.parent(uuid)
             while current is not None and current not in covered and current in self.nodes:
                 covered.add(current)
-                current = _parent(self.nodes[current])
+                current = self.parent(current)
         found = [u for u, n in self.nodes.items() if _is_message(n) and u not in covered]
         found.sort(key=lambda u: self.position[u])
         return found
@@ -290,6 +303,7 @@ def read_tree(entries: Iterable[Mapping[str, Any]]) -> Tree:
     """
     tree = Tree()
     last_message: str | None = None
+    previous: str | None = None
     for index, entry in enumerate(entries):
         uuid = _uuid(entry)
         if uuid is None or entry.get("isSidechain") is True:
@@ -298,8 +312,11 @@ def read_tree(entries: Iterable[Mapping[str, Any]]) -> Tree:
         tree.nodes.pop(uuid, None)
         tree.nodes[uuid] = entry
         tree.position[uuid] = index
+        if _is_boundary(entry) and _parent(entry) is None and previous not in (None, uuid):
+            tree.continues[uuid] = previous
         if entry.get("type") in MESSAGE_TYPES:
             last_message = uuid
+        previous = uuid
     if last_message is None:
         return tree
     chain, broken = tree.chain(last_message)
