@@ -50,6 +50,7 @@ __all__ = [
     "session_observations",
     "collect_transcripts",
     "export_session",
+    "session_branches",
 ]
 
 if TYPE_CHECKING:
@@ -233,12 +234,15 @@ def collect_transcripts(dry_run: bool = False, env: Mapping[str, str] | None = N
 
 
 def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
-                   cwd: str | None = None) -> str:
+                   cwd: str | None = None, branch: int | None = None) -> str:
     """A session's conversation as Markdown, JSON or HTML (cos-native, Claude Code or Codex).
+
+    A Claude Code session exports its live chain, or with `branch` the branch of that number
+    (`session_branches` lists them).
 
     Raises:
         InvalidId, NotFound: as `show_session`.
-        InvalidInput: an unknown format.
+        InvalidInput: an unknown format, or a branch the session does not have.
     """
     from coding_os.sessions.export import FORMATS, read_turns, render
 
@@ -249,11 +253,27 @@ def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
     if not isinstance(source, str) or not source:
         raise NotFound(f"session {session} has no log to export")
     meta, turns = read_turns(source, str(row.get("kind")),
-                             redact.configured(Caller(env, cwd).tiers.state_dir))
+                             redact.configured(Caller(env, cwd).tiers.state_dir), branch)
     meta.update({key: row[key] for key in ("id", "native_id", "agent", "title", "name", "cwd")
                  if row.get(key) is not None})
     meta["title"] = row.get("name") or row.get("title") or row.get("id")
     return render(meta, turns, fmt)
+
+
+def session_branches(row: Mapping[str, object]) -> dict[str, object]:
+    """The live chain and the other branches of a session found by `show_session` (`row`):
+    `live_leaf`, `live_entries`, `branches` (number, tip, fork_point, length, messages,
+    first_prompt, last_ts) and `warnings`; a session whose log is not a tree has none.
+
+    Raises:
+        NotFound: the session's log is gone.
+    """
+    from coding_os.sessions.export import branches
+
+    source = row.get("source_path")
+    if not isinstance(source, str) or not source:
+        return {"live_leaf": None, "live_entries": None, "branches": [], "warnings": []}
+    return branches(source, str(row.get("kind")))
 
 
 def _storage(caller: Caller, env: Mapping[str, str] | None) -> Any:

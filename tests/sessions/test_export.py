@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coding_os.errors import InvalidInput, NotFound
 from coding_os.sessions import transcript
@@ -100,3 +102,138 @@ def test_an_export_shows_no_secret_unless_redaction_is_off(tmp_path: Path) -> No
     assert turns[1].text.endswith("x  …") and "GITLA" not in turns[1].text  # cut before it
     meta, turns = read_turns(str(path), "claude", redacting=False)
     assert secret in turns[0].text
+
+
+# -- Claude Code transcripts are trees --------------------------------------------------------
+
+
+def _tree_transcript(cwd: str, session: str) -> list[dict[str, object]]:
+    """Three turns, then `--resume-session-at` the first answer and one more turn."""
+    from tests.helpers import assistant, user
+
+    entries = []
+    parent = None
+    for turn in range(3):
+        entries.append(user(f"u{turn}", parent, f"prompt {turn}", 2 * turn, session))
+        entries.append(assistant(f"a{turn}", f"u{turn}", f"m{turn}", f"r{turn}", 2 * turn + 1,
+                                 session))
+        parent = f"a{turn}"
+    entries.append(user("x-u", "a0", "after the resume-at", 20, session))
+    entries.append(assistant("x-a", "x-u", "xm", "xr", 21, session))
+    for entry in entries:
+        entry["cwd"] = cwd
+    return entries
+
+
+def _prompts(turns: list[object]) -> list[str]:
+    return [t.text for t in turns if t.role == "user"]  # type: ignore[attr-defined]
+
+
+def test_a_claude_transcript_exports_its_live_chain_or_a_branch(tmp_path: Path) -> None:
+    from tests.helpers import write_jsonl
+
+    path = tmp_path / "s.jsonl"
+    write_jsonl(path, _tree_transcript("/work/app", "s"))  # type: ignore[arg-type]
+    meta, turns = read_turns(str(path), "claude")
+    assert _prompts(turns) == ["prompt 0", "after the resume-at"]
+    assert "warnings" not in meta and "branch" not in meta
+    meta, turns = read_turns(str(path), "claude", branch=1)
+    assert _prompts(turns) == ["prompt 0", "prompt 1", "prompt 2"]
+    assert meta["branch"]["tip"] == "a2" and meta["branch"]["fork_point"] == "a0"
+    with pytest.raises(InvalidInput, match="--branch 2: the session has branches 1 to 1"):
+        read_turns(str(path), "claude", branch=2)
+    with pytest.raises(InvalidInput, match="no branches"):
+        read_turns(str(CODEX), "codex", branch=1)
+
+
+def test_a_broken_chain_exports_its_longest_whole_chain_with_the_warning(tmp_path: Path) -> None:
+    from tests.helpers import user, write_jsonl
+
+    path = tmp_path / "s.jsonl"
+    entries = _tree_transcript("/work/app", "s")[:6]
+    entries.append(user("stray", "nowhere", "edited by hand", 30, "s"))
+    write_jsonl(path, entries)  # type: ignore[arg-type]
+    meta, turns = read_turns(str(path), "claude")
+    assert _prompts(turns) == ["prompt 0", "prompt 1", "prompt 2"]
+    [warning] = meta["warnings"]
+    assert "broken chain" in warning and "nowhere" in warning
+    assert render(meta, turns, "md").splitlines()[2] == f"> {warning}"
+
+
+@st.composite
+def grown_transcripts(draw: st.DrawFn) -> tuple[list[dict[str, object]], list[str]]:
+    """A transcript grown turn by turn, each turn continuing the live leaf or (a rewind) an
+    earlier answer, with bookkeeping and inline subagent lines in between; and the prompts of
+    its live chain."""
+    from tests.helpers import assistant, user
+
+    entries: list[dict[str, object]] = []
+    parent_of: dict[str, str | None] = {}
+    answers: list[str] = []
+    leaf: str | None = None
+    for turn in range(draw(st.integers(1, 10))):
+        if answers and draw(st.booleans()):
+            leaf = draw(st.sampled_from(answers))
+        entries.append(user(f"u{turn}", leaf, f"prompt {turn}", turn, "s"))
+        if draw(st.booleans()):
+            entries.append({"type": "summary", "summary": "t", "leafUuid": f"u{turn}"})
+        if draw(st.booleans()):
+            entries.append(user(f"side{turn}", None, f"subagent {turn}", turn, "s",
+                                isSidechain=True))
+        entries.append(assistant(f"a{turn}", f"u{turn}", f"m{turn}", f"r{turn}", turn, "s"))
+        parent_of[f"u{turn}"], parent_of[f"a{turn}"] = leaf, f"u{turn}"
+        answers.append(f"a{turn}")
+        leaf = f"a{turn}"
+    prompts: list[str] = []
+    node: str | None = leaf
+    while node is not None:
+        if node.startswith("u"):
+            prompts.append(f"prompt {node[1:]}")
+        node = parent_of[node]
+    return entries, prompts[::-1]
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow,
+                                                   HealthCheck.function_scoped_fixture])
+@given(grown_transcripts())
+def test_random_trees_export_exactly_their_live_chain(
+    tmp_path: Path, case: tuple[list[dict[str, object]], list[str]],
+) -> None:
+    from tests.helpers import write_jsonl
+
+    entries, prompts = case
+    path = tmp_path / "s.jsonl"
+    write_jsonl(path, entries)  # type: ignore[arg-type]
+    meta, turns = read_turns(str(path), "claude")
+    assert _prompts(turns) == prompts
+    assert [t.role for t in turns] == ["user", "assistant"] * len(prompts)
+    data = json.loads(render(meta, turns, "json"))
+    assert [t["text"] for t in data["turns"] if t["role"] == "user"] == prompts
+
+
+def test_sessions_show_lists_the_branches_and_export_takes_one(
+        repo: Path, isolated_env: Path) -> None:
+    from tests.helpers import cos, write_jsonl
+
+    native = "e5c0e5c0-0000-4000-8000-0000000000b1"
+    key = "".join(c if c.isalnum() else "-" for c in str(repo))
+    write_jsonl(isolated_env / ".claude" / "projects" / key / f"{native}.jsonl",
+                _tree_transcript(str(repo), native))  # type: ignore[arg-type]
+    listed = json.loads(cos("sessions", "--json", cwd=repo).stdout)
+    assert [row["messages"] for row in listed if row["native_id"] == native] == [4]
+    shown = cos("sessions", "show", native, cwd=repo)
+    assert shown.returncode == 0, shown.stderr
+    assert "live chain   4 entries, leaf x-a" in shown.stdout
+    assert "branch 1     tip a2, 4 entries after a0, first prompt: prompt 1" in shown.stdout
+    tree = json.loads(cos("sessions", "show", native, "--json", cwd=repo).stdout)["tree"]
+    assert [b["tip"] for b in tree["branches"]] == ["a2"] and tree["warnings"] == []
+    live = json.loads(cos("export", native, "--format", "json", cwd=repo).stdout)
+    assert [t["text"] for t in live["turns"] if t["role"] == "user"] == [
+        "prompt 0", "after the resume-at"]
+    branch = json.loads(cos("export", native, "--branch", "1", "--format", "json",
+                            cwd=repo).stdout)
+    assert [t["text"] for t in branch["turns"] if t["role"] == "user"] == [
+        "prompt 0", "prompt 1", "prompt 2"]
+    missing = cos("export", native, "--branch", "2", cwd=repo)
+    assert missing.returncode != 0 and missing.stdout == ""
+    assert missing.stderr.strip().count("\n") == 0 and "branches 1 to 1" in missing.stderr

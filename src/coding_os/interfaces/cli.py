@@ -292,9 +292,16 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
 @click.option("--format", "fmt", type=click.Choice(["md", "json", "html"]), default="md",
               show_default=True, help="Output format.")
 @click.option("-o", "output", metavar="FILE", help="Write to FILE instead of stdout.")
-def export(session: str, fmt: str, output: str | None) -> None:
-    """Export SESSION's conversation (cos-native, Claude Code or Codex; by id or native id)."""
-    text = api.export_session(session, fmt)
+@click.option("--branch", type=click.IntRange(1), metavar="N",
+              help="A Claude Code session's branch N (as `cos sessions show` lists them) "
+                   "instead of its live conversation.")
+def export(session: str, fmt: str, output: str | None, branch: int | None) -> None:
+    """Export SESSION's conversation (cos-native, Claude Code or Codex; by id or native id).
+
+    A Claude Code transcript is a tree: its conversation is the chain ending at the live leaf;
+    --branch N exports one of the branches beside it instead.
+    """
+    text = api.export_session(session, fmt, branch=branch)
     # JSON stays faithful (its escapes are data); Markdown and HTML show control characters.
     text = escape_json_controls(text) if fmt == "json" else visible(text)
     if output is None:
@@ -413,11 +420,14 @@ def sessions_show(session: str, as_json: bool) -> None:
     """Show one session (by cos id or native id).
 
     A miss in the index imports what changed and reads the transcripts, as `cos resume` does;
-    what that repaired is said in one line (--json: `path` and `repaired`).
+    what that repaired is said in one line (--json: `path` and `repaired`). A Claude Code
+    session also lists the branches beside its live conversation (a rewind or a
+    --resume-session-at leaves them), numbered for `cos export ID --branch N` (--json: `tree`).
     """
     row = api.show_session(session)
+    tree = api.session_branches(row)
     if as_json:
-        _emit_json(row)
+        _emit_json({**row, "tree": tree})
         return
     repaired = row.pop("repaired")
     path = row.pop("path")
@@ -427,6 +437,20 @@ def sessions_show(session: str, as_json: bool) -> None:
     if isinstance(repaired, list) and repaired:
         echo(f"index repaired (found by {str(path).replace('_', ' ')}): "
                    + "; ".join(str(note) for note in repaired))
+    _echo_branches(tree)
+
+
+def _echo_branches(tree: dict[str, object]) -> None:
+    """The live chain and the other branches of a session, one line each."""
+    if tree.get("live_leaf") is not None:
+        echo(f"{'live chain':<13}{tree['live_entries']} entries, leaf {tree['live_leaf']}")
+    for branch in tree.get("branches") or []:  # type: ignore[attr-defined]
+        prompt = " ".join(str(branch["first_prompt"] or "-").split())[:80]
+        echo(f"{'branch ' + str(branch['number']):<13}tip {branch['tip']}, "
+             f"{branch['length']} entries after {branch['fork_point'] or 'no shared entry'}, "
+             f"first prompt: {prompt}")
+    for warning in tree.get("warnings") or []:  # type: ignore[attr-defined]
+        echo(f"warning: {warning}", err=True)
 
 
 @sessions.command("rename")

@@ -1,7 +1,8 @@
 """Export of a session's conversation as Markdown, JSON or HTML (DESIGN.md §4.5).
 
 Reads the session where it lives — a cos-native transcript (its visible conversation: rewound
-entries hidden), a Claude Code transcript, or a Codex rollout — into one list of turns, then
+entries hidden), a Claude Code transcript (the chain ending at its live leaf, or one of the
+branches beside it: adapters/claude/tree.py), or a Codex rollout — into one list of turns, then
 renders it. Native logs are only read, never changed. Sidechain (subagent) entries inline in a
 Claude transcript are left out, as they are from the session list. Secrets of known shapes in the
 conversation are redacted (redact.py), unless the project says `redact: false`.
@@ -11,14 +12,14 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from coding_os import jsonwire
 from coding_os.errors import InvalidInput, NotFound
 
-__all__ = ["Turn", "FORMATS", "KINDS", "read_turns", "render"]
+__all__ = ["Turn", "FORMATS", "KINDS", "branches", "read_turns", "render"]
 
 FORMATS = ("md", "json", "html")
 KINDS = ("cos", "claude", "codex")
@@ -90,16 +91,46 @@ def _cos_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     return meta, turns
 
 
-def _claude_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
+def _claude_chain(path: str, branch: int | None
+                  ) -> tuple[dict[str, Any], list[Mapping[str, Any]]]:
+    """The title, warnings and chosen branch of a Claude transcript, and the chain to export:
+    the live chain, or branch number `branch`.
+
+    Raises:
+        InvalidInput: there is no branch of that number.
+    """
+    from coding_os.adapters.claude.tree import read_tree
+
     meta: dict[str, Any] = {}
-    turns: list[Turn] = []
+    entries: list[Mapping[str, Any]] = []
     for entry in _lines(path):
-        if entry.get("isSidechain"):
-            continue
         if entry.get("type") == "custom-title" and isinstance(entry.get("customTitle"), str):
             meta["title"] = entry["customTitle"]
+        if entry.get("isSidechain") is not True:
+            entries.append(entry)
+    tree = read_tree(entries)
+    if tree.warnings:
+        meta["warnings"] = list(tree.warnings)
+    if branch is None:
+        # Messages without uuids (hand-written, or older than uuids) are read as a line.
+        return meta, tree.live if tree.leaf is not None else entries
+    found = tree.branches()
+    if not 1 <= branch <= len(found):
+        raise InvalidInput(f"--branch {branch}: the session has "
+                           + (f"branches 1 to {len(found)}" if found else "no other branch")
+                           + " (cos sessions show ID lists them)")
+    meta["branch"] = found[branch - 1].to_dict()
+    return meta, tree.chain(found[branch - 1].tip)[0]
+
+
+def _claude_turns(path: str, branch: int | None = None) -> tuple[dict[str, Any], list[Turn]]:
+    meta, chain = _claude_chain(path, branch)
+    turns: list[Turn] = []
+    for entry in chain:
         if entry.get("type") not in ("user", "assistant"):
             continue
+        meta.setdefault("native_id", entry.get("sessionId"))
+        meta.setdefault("cwd", entry.get("cwd"))
         meta.setdefault("native_id", entry.get("sessionId"))
         meta.setdefault("cwd", entry.get("cwd"))
         ts = entry.get("timestamp")
@@ -157,18 +188,28 @@ def _codex_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     return meta, turns
 
 
-def read_turns(path: str, kind: str, redacting: bool = True) -> tuple[dict[str, Any], list[Turn]]:
+def read_turns(path: str, kind: str, redacting: bool = True, branch: int | None = None
+               ) -> tuple[dict[str, Any], list[Turn]]:
     """The session's metadata and conversation from its log at `path`, of `kind` (KINDS), the
     secrets in it redacted unless `redacting` is false.
 
+    A Claude Code transcript gives its live chain, or with `branch` the chain of that branch
+    (numbered as `branches` numbers them); `meta["warnings"]` says when its chain is broken.
+
     Raises:
-        InvalidInput: an unknown kind.
+        InvalidInput: an unknown kind, or a branch the session does not have.
         NotFound: there is no file at `path`.
     """
     readers = {"cos": _cos_turns, "claude": _claude_turns, "codex": _codex_turns}
     if kind not in readers:
         raise InvalidInput(f"unknown session kind {kind!r}: expected one of {', '.join(KINDS)}")
-    meta, turns = readers[kind](path)
+    if kind == "claude":
+        meta, turns = _claude_turns(path, branch)
+    elif branch is not None:
+        raise InvalidInput(f"--branch: a {kind} session has no branches (only Claude Code "
+                           "transcripts are trees)")
+    else:
+        meta, turns = readers[kind](path)
     if redacting:
         from coding_os import redact
 
@@ -179,6 +220,23 @@ def read_turns(path: str, kind: str, redacting: bool = True) -> tuple[dict[str, 
 
 _LABELS = {"user": "User", "assistant": "Assistant", "tool_call": "Tool call",
            "tool_result": "Tool result", "note": "Note"}
+
+
+def branches(path: str, kind: str) -> dict[str, Any]:
+    """The shape of a session's conversation: for a Claude Code transcript, its live chain
+    (`live_leaf`, `live_entries`), the `branches` beside it (see `tree.Branch`) and `warnings`
+    (a broken chain); other kinds have no branches.
+
+    Raises:
+        NotFound: there is no file at `path`.
+    """
+    if kind != "claude":
+        return {"live_leaf": None, "live_entries": None, "branches": [], "warnings": []}
+    from coding_os.adapters.claude.tree import read_tree
+
+    tree = read_tree(entry for entry in _lines(path) if entry.get("isSidechain") is not True)
+    return {"live_leaf": tree.leaf, "live_entries": len(tree.live),
+            "branches": [b.to_dict() for b in tree.branches()], "warnings": list(tree.warnings)}
 
 
 def render(meta: dict[str, Any], turns: list[Turn], fmt: str) -> str:
@@ -193,6 +251,8 @@ def render(meta: dict[str, Any], turns: list[Turn], fmt: str) -> str:
                           ensure_ascii=False, indent=2) + "\n"
     if fmt == "md":
         out = [f"# {title}", ""]
+        for warning in meta.get("warnings") or ():
+            out += [f"> {warning}", ""]
         for turn in turns:
             head = _LABELS.get(turn.role, turn.role) + (f" `{turn.tool}`" if turn.tool else "")
             out.append(f"## {head}" + (f" — {turn.ts}" if turn.ts else ""))
@@ -217,5 +277,8 @@ def render(meta: dict[str, Any], turns: list[Turn], fmt: str) -> str:
                 "body{font-family:sans-serif;max-width:60em;margin:auto}"
                 "pre{white-space:pre-wrap}.user{background:#eef}.tool_call,.tool_result"
                 "{background:#f6f6f6}</style></head>\n<body><h1>"
-                f"{html.escape(title)}</h1>\n" + "\n".join(rows) + "\n</body></html>\n")
+                f"{html.escape(title)}</h1>\n"
+                + "".join(f'<p class="warning">{html.escape(str(w))}</p>\n'
+                          for w in meta.get("warnings") or ())
+                + "\n".join(rows) + "\n</body></html>\n")
     raise InvalidInput(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
