@@ -46,11 +46,7 @@ class Jobs:
         env = dict(os.environ)
         env.update(claude_env(self.server, home))
         codex_home = home / ".codex"
-        # The user's own Codex default: commands may write in the workspace (the job's
-        # worktree) once approved. cos's default mode for Codex leaves Codex's default sandbox
-        # (read-only), under which an approved write relies on Codex retrying it outside the
-        # sandbox, and now and then it does not ("Read-only file system").
-        write_codex_config(codex_home, self.server, 'sandbox_mode = "workspace-write"')
+        write_codex_config(codex_home, self.server)
         env.update(codex_env(home, codex_home))
         env["PATH"] = os.pathsep.join([str(BIN_DIR), env["PATH"]])  # `claude`, `codex`
         self.env = env

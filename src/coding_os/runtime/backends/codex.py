@@ -35,13 +35,15 @@ from coding_os.runtime.lines import read_line
 __all__ = ["MAX_LINE", "PERMISSION_MODES", "CodexBackend"]
 
 # A permission mode (cos's, Claude Code's names, or Codex's own approval policies) → Codex's
-# (`approvalPolicy`, `sandbox`); a None sandbox leaves Codex's default (read-only), and
-# options["sandbox"] overrides it. The default asks before any command not known to be safe, so
-# every approval reaches the user. Bypassing permissions lets commands write in the workspace
-# without asking, never outside it (that would be `danger-full-access`, which takes the option).
+# (`approvalPolicy`, `sandbox`); a None sandbox leaves Codex's default, and options["sandbox"]
+# overrides it. The default asks before any command not known to be safe, so every approval
+# reaches the user, and a command the user allowed may write in the workspace (Codex's own
+# default sandbox, read-only, refuses the write and Codex does not always retry it outside).
+# Bypassing permissions lets commands write in the workspace without asking, never outside it
+# (that would be `danger-full-access`, which takes the option).
 PERMISSION_MODES: dict[str, tuple[str, str | None]] = {
-    "default": ("untrusted", None),
-    "untrusted": ("untrusted", None),
+    "default": ("untrusted", "workspace-write"),
+    "untrusted": ("untrusted", "workspace-write"),
     "acceptEdits": ("on-request", "workspace-write"),
     "on-request": ("on-request", "workspace-write"),
     "bypassPermissions": ("never", "workspace-write"),
