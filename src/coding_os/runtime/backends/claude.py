@@ -214,15 +214,17 @@ class ClaudeBackend:
         assert process.stdout is not None
         request = _control_request({"subtype": "initialize"})
         try:
-            await self._send(request)
+            try:
+                await self._send(request)
+            except BackendError:  # it ended before it read anything: say how
+                raise BackendError(await self._ended_at_once(process)) from None
             async with asyncio.timeout(timeout):
                 while True:
                     line, skipped = await read_line(process.stdout)
                     if skipped:
                         continue
                     if line is None:
-                        code = await _wait(process, CLOSE_TIMEOUT)
-                        raise BackendError(self._ended_message(code, at_once=True))
+                        raise BackendError(await self._ended_at_once(process))
                     message = _json_object(line)
                     response = (message or {}).get("response")
                     if (message is not None and message.get("type") == "control_response"
@@ -235,6 +237,14 @@ class ClaudeBackend:
                     self._early.append(line)
         except TimeoutError:
             raise BackendError(f"claude did not answer initialize within {timeout:g}s") from None
+
+    async def _ended_at_once(self, process: asyncio.subprocess.Process) -> str:
+        """How a process that ended during its start ended: its exit code and its last words
+        (stderr read to its end first)."""
+        code = await _wait(process, CLOSE_TIMEOUT)
+        if self._stderr_task is not None:
+            await asyncio.wait({self._stderr_task}, timeout=CLOSE_TIMEOUT)
+        return self._ended_message(code, at_once=True)
 
     async def _abort(self) -> None:
         """End a start that failed or was cancelled: kill the process group, release the rest."""
