@@ -1265,7 +1265,10 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
                      dry_run: bool = False, env: Mapping[str, str] | None = None,
                      cwd: str | None = None) -> dict[str, Any]:
     """Summarise the conversation from `checkpoint` on (`direction` "from") or up to it ("up-to")
-    with the configured summariser (sessions.conversation.summarize_around).
+    with the configured summariser: a cos-native session gets a `summary` entry
+    (sessions.conversation.summarize_around); a Claude Code or Codex session gets a new native
+    session the agent resumes as its own, listed in the index forked from the original
+    (sessions.native_summary; the report's `handover` is the command to continue).
 
     Raises:
         InvalidInput, NotFound: a bad direction or checkpoint; a checkpoint of no session.
@@ -1307,11 +1310,47 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
         kind, source = str(row.get("kind")), str(row.get("source_path") or "")
         if not source:
             raise NotFound(f"session {session} has no log to summarise")
-    report = summarize_around(caller.tiers, record, direction, kind, source, instructions,
-                              command, dry_run)
+    if kind in ("claude", "codex"):
+        # A new native session the agent resumes as its own (sessions.native_summary).
+        from coding_os.sessions.native_summary import summarize_native
+
+        _, codex_dir = _native_dirs(os.environ if env is None else env)
+        report = summarize_native(record, direction, kind, source, instructions, command,
+                                  dry_run, redacting=redact.configured(caller.tiers.state_dir),
+                                  codex_sessions=os.path.join(codex_dir, "sessions"))
+        if report["written"] is not None:
+            _link_summary(caller, env, row, report)
+    else:
+        report = summarize_around(caller.tiers, record, direction, kind, source, instructions,
+                                  command, dry_run)
     if skipped is not None:
         report["summarizer_note"] = skipped
     return report
+
+
+def _link_summary(caller: Caller, env: Mapping[str, str] | None, row: Mapping[str, object],
+                  report: dict[str, Any]) -> None:
+    """List the native session a summary wrote in the index, forked from the summarised one
+    (the index is a cache: a failure to update it is said in the note, never fatal)."""
+    from coding_os.errors import CosError
+    from coding_os.storage.base import StorageError
+
+    written = report["written"]
+
+    def work(storage: Storage) -> bool:
+        _refresh(storage, caller, env)
+        new = storage.index_row(written["native_id"])
+        if new is None:
+            return False
+        new.forked_from = str(row.get("id") or row.get("native_id"))
+        storage.upsert_index_rows([new])
+        return True
+
+    try:
+        written["linked"] = _with_index(caller, env, work)
+    except (StorageError, CosError) as exc:
+        written["linked"] = False
+        report["note"] = f"{report['note']} (not listed in the index: {exc})"
 
 
 # Consent to the repository's commands (DESIGN.md §11): coding_os.trust, imported when used.
