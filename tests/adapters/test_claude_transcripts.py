@@ -653,3 +653,14 @@ def test_a_state_written_before_trees_is_read_again_whole(claude_dir: Path) -> N
     sessions, state2 = scan_claude(claude_dir, state)
     assert state2.report is not None and state2.report.files_opened == 1
     assert sessions == scan_claude(claude_dir)[0]
+
+
+def test_a_real_resume_at_transcript_counts_its_live_conversation(claude_dir: Path) -> None:
+    source = Path(__file__).resolve().parent / "fixtures" / "claude_trees" / "resume_at.jsonl"
+    folder = claude_dir / "projects" / "-work-app"
+    folder.mkdir(parents=True)
+    shutil.copy(source, folder / "9d5d1580-9251-4b4c-890c-2c3c1ce1b6d9.jsonl")
+    (session,) = scan_claude(claude_dir)[0]
+    assert (session.entry_counts["user"], session.entry_counts["assistant"]) == (4, 4)
+    assert (session.user_messages, session.assistant_messages) == (2, 2)
+    assert (session.first_prompt, session.last_prompt) == ("prompt one", "prompt four, in place")

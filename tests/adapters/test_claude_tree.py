@@ -238,3 +238,44 @@ def test_random_trees_have_exactly_their_live_chain(
         on_branches |= set(uuids(chain))
     messages = {e["uuid"] for e in entries if e["type"] in ("user", "assistant")}
     assert messages <= on_branches | set(expected)
+
+
+# -- transcripts the real Claude Code wrote (fixtures/claude_trees/SOURCES.md) --------------------
+
+TREES = Path(__file__).resolve().parent / "fixtures" / "claude_trees"
+A1 = "2269ae4c-f3b8-4f99-98d5-98972647ba36"
+
+
+def real(name: str) -> list[dict[str, Any]]:
+    with open(TREES / name, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def prompts(chain: list[Any]) -> list[str]:
+    from coding_os.adapters.claude.tree import classify_user_entry
+
+    found = [classify_user_entry(e) for e in chain if e.get("type") == "user"]
+    return [text for what, text in found if what == "prompt"]
+
+
+def test_real_transcripts_have_the_live_chains_their_sources_give() -> None:
+    expected = {
+        "before.jsonl": (16, "0dafa0cc-e64e-4d83-bc46-1b05feaa0ce6",
+                         ["prompt one", "prompt two", "prompt three"]),
+        "fork.jsonl": (13, "d2a0886f-829e-41d5-ab3a-847ac4345868",
+                       ["prompt one", "prompt four, forked"]),
+        "resume_at.jsonl": (13, "701bc289-419b-41e6-a225-ffeebca30138",
+                            ["prompt one", "prompt four, in place"]),
+    }
+    for name, (length, leaf, typed) in expected.items():
+        tree = read_tree(real(name))
+        assert (len(tree.live), tree.leaf, prompts(tree.live)) == (length, leaf, typed), name
+        assert tree.warnings == [] and leaf_uuid(TREES / name) == leaf, name
+        assert A1 in uuids(tree.live), name
+
+
+def test_a_real_resume_at_leaves_the_dropped_turns_as_one_branch() -> None:
+    [branch] = branches(real("resume_at.jsonl"))
+    assert (branch.tip, branch.fork_point, branch.length, branch.first_prompt) == (
+        "0dafa0cc-e64e-4d83-bc46-1b05feaa0ce6", A1, 5, "prompt two")
+    assert branches(real("fork.jsonl")) == [] and branches(real("before.jsonl")) == []
