@@ -649,10 +649,11 @@ def assistant(uuid: str, parent: str | None, message_id: str, request: str, seco
                         "content": [{"type": "text", "text": "ok"}], "usage": usage}, **extra}
 
 
-def conversation(session: str, turns: int, start: int = 0, prefix: str = "") -> list[dict[str, Any]]:
-    """`turns` prompt/answer pairs, chained by parentUuid from a root."""
+def conversation(session: str, turns: int, start: int = 0, prefix: str = "",
+                 parent: str | None = None) -> list[dict[str, Any]]:
+    """`turns` prompt/answer pairs, chained by parentUuid from a root (or from `parent`: the
+    turns go on a conversation, as Claude Code appends them)."""
     entries: list[dict[str, Any]] = []
-    parent: str | None = None
     for turn in range(turns):
         # uuids are unique per session, as Claude Code's are; copies keep them.
         u, a = f"{session}:{prefix}u{turn}", f"{session}:{prefix}a{turn}"

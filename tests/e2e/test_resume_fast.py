@@ -84,7 +84,8 @@ def test_an_unchanged_lookup_loads_no_importer_and_a_changed_log_is_imported(
     assert quiet["messages"] == first["messages"]
     # One more turn appended by Claude Code: the next lookup imports it.
     log = next((isolated_env / ".claude" / "projects").rglob(f"{HERE}.jsonl"))
-    write_jsonl(log, conversation(HERE, 1, start=30, prefix="more-"), mode="a")
+    leaf = json.loads(log.read_text(encoding="utf-8").splitlines()[-1])["uuid"]
+    write_jsonl(log, conversation(HERE, 1, start=30, prefix="more-", parent=leaf), mode="a")
     changed = in_process(checkout, LOOKUP)
     assert sorted(changed["loaded"]) == sorted(IMPORTERS)
     assert isinstance(changed["messages"], int) and isinstance(first["messages"], int)
