@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.daemon.worktrees import (WorkAtRisk, create_worktree, inspect_worktree,
+from coding_os.daemon.worktrees import (WorkAtRisk, check_out, create_worktree, inspect_worktree,
                                         is_git_repository, needs_worktree, remove_worktree)
 from coding_os.errors import Conflict, InvalidId, InvalidInput
 from tests.helpers import cos, git, tree
@@ -59,6 +59,16 @@ def test_the_worktrees_folder_never_shows_in_the_main_checkouts_status(repo: Pat
     shown = git(repo, "status", "--porcelain", "--untracked-files=all")
     assert shown and "worktrees" not in shown  # the state dir's files show, no worktree's
     git(repo, "check-ignore", "-q", f".coding-os/worktrees/{JOB}/README.md")
+
+
+def test_a_worktree_made_without_its_files_gets_them_from_check_out(repo: Path) -> None:
+    made = create_worktree(str(repo), "0123abcd", checkout=False)
+    assert not (Path(made.path) / "README.md").exists()
+    assert git(made.path, "rev-parse", "--abbrev-ref", "HEAD") == "cos/0123abcd"
+    check_out(made.path)
+    assert (Path(made.path) / "README.md").read_text() == "hello\n"
+    assert git(made.path, "status", "--porcelain") == ""
+    assert inspect_worktree(made.path, made.branch).at_risk is False
 
 
 def test_a_worktree_is_made_from_a_detached_head(repo: Path) -> None:

@@ -122,13 +122,12 @@ def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None
             from coding_os.daemon.worktrees import create_worktree, needs_worktree
 
             if needs_worktree(project):
-                made = create_worktree(project, job.id)
-                relative = os.path.relpath(cwd, project)
-                agent_cwd = made.path if relative == "." else os.path.join(made.path, relative)
-                if not os.path.isdir(agent_cwd):
-                    agent_cwd = made.path
+                # Its files are written by the runner (check_out), so the command returns at
+                # once whatever the size of the tree.
+                made = create_worktree(project, job.id, checkout=False)
+                agent_cwd = made.cwd
                 changes: dict[str, Any] = {"cwd": agent_cwd, "worktree": made.path,
-                                           "branch": made.branch}
+                                           "branch": made.branch, "checked_out": False}
                 if in_worktree is not None:
                     changes["options"] = {**job.state["options"], **in_worktree(project)}
                 job = jobs.update(job, **changes)

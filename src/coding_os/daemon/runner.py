@@ -185,6 +185,11 @@ class Runner:
         loop.add_signal_handler(signal.SIGTERM, self.stop, "stopped")
         loop.add_signal_handler(signal.SIGINT, self.stop, "stopped")
         try:
+            if self.job.state.get("checked_out") is False:  # its worktree's files, first
+                from coding_os.daemon.worktrees import check_out
+
+                await asyncio.to_thread(check_out, str(self.job.state["worktree"]))
+                self.write(checked_out=True)
             first = self.open_core()
         except CosError as exc:
             self.write(state="failed", pid=None, error=str(exc))

@@ -29,7 +29,7 @@ from coding_os.state.root import STATE_DIR_NAME, hub_dir, linked_worktree_main
 
 __all__ = ["JOB_ID_RE", "BRANCH_PREFIX", "WORKTREES_DIR", "Worktree", "WorktreeStatus",
            "WorkAtRisk", "is_git_repository", "needs_worktree", "worktrees_dir",
-           "create_worktree", "inspect_worktree", "remove_worktree"]
+           "create_worktree", "check_out", "inspect_worktree", "remove_worktree"]
 
 # A job id as cos mints it: lower-case hex. Nothing else is ever made a path or a branch name.
 JOB_ID_RE = re.compile(r"[0-9a-f]{8,32}")
@@ -170,10 +170,12 @@ def _own_folder(folder: str) -> None:
                            "its own folder only")
 
 
-def create_worktree(project: str, job_id: str) -> Worktree:
+def create_worktree(project: str, job_id: str, checkout: bool = True) -> Worktree:
     """Make job `job_id`'s worktree `<project>/.coding-os/worktrees/<job_id>` on a new branch
     `cos/<job_id>` from the commit the project's checkout has checked out (a detached HEAD
     too); the project's state dir is made and registered first when it does not exist yet.
+    Without `checkout`, the worktree is registered and its branch made but its files are not
+    written yet: `check_out` writes them (what costs in proportion to the tree).
 
     Raises:
         InvalidId: `job_id` is not a job id.
@@ -213,10 +215,21 @@ def create_worktree(project: str, job_id: str) -> Worktree:
         raise Conflict(f"{path} exists already; a job's worktree is made once")
     if _commit(top, f"refs/heads/{branch}") is not None:
         raise Conflict(f"branch {branch} exists already in {top}; a job's branch is made once")
-    git(top, "worktree", "add", "-q", "-b", branch, path, base)
+    git(top, "worktree", "add", "-q", *(() if checkout else ("--no-checkout",)), "-b", branch,
+        path, base)
     within = inside_prefix(os.path.realpath(project))
     return Worktree(path=path, branch=branch, base=base,
                     cwd=os.path.join(path, within.rstrip("/")) if within else path)
+
+
+def check_out(path: str) -> None:
+    """Write the files of a worktree made without them (`create_worktree(checkout=False)`):
+    its index and tree as its branch's commit.
+
+    Raises:
+        GitError: git failed.
+    """
+    git(path, "reset", "-q", "--hard", "HEAD")
 
 
 def _commit(repo: str, name: str) -> str | None:

@@ -321,7 +321,8 @@ class SessionCore:
                                      "options": dict(settings.options),
                                      "project": self.project}
         self._record("session_configured", fields, reply_to)
-        self._link_native()
+        if self.native_id != planned:  # filed already when Claude Code took the planned id
+            self._link_native()
         self._pump = asyncio.create_task(self._run_pump(backend))
         return True
 
@@ -492,7 +493,15 @@ class SessionCore:
         take_auto(self.tiers, resolution, config, cwd=cwd,
                   home=env.get("HOME") or os.path.expanduser("~"), session=self.session,
                   agent=self.agent, trigger=trigger, tool=tool,
-                  named=written_paths(tool, tool_input), prompt=prompt, seq=seq)
+                  named=written_paths(tool, tool_input), prompt=prompt, seq=seq,
+                  native=self._native_point())
+
+    def _native_point(self) -> dict[str, object] | None:
+        """What the core knows of the agent's own point for a checkpoint: the native session
+        (a rewind finds the turn in the agent's log by the checkpoint's time)."""
+        if self.agent in NATIVE_TRANSCRIPT_AGENTS or not self.native_id:
+            return None
+        return {"agent": self.agent, "native_id": self.native_id, "engine": True}
 
     async def _watch(self, task: int) -> None:
         """An agent that says nothing for `timeouts.reply` seconds: an error, then an interrupt."""
