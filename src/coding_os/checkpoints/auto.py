@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from coding_os.state.tiers import Tiers
 
 __all__ = ["AUTO_TRIGGERS", "WRITING_TOOLS", "EDIT_TOOLS", "writes", "written_paths",
-           "take_auto"]
+           "native_point", "take_auto"]
 
 AUTO_TRIGGERS = ("prompt", "tool", "turn-end")
 # Tools that may write to the working tree: the names the hooks report (adapters.WRITE_TOOLS)
@@ -65,10 +65,39 @@ def written_paths(tool: str | None, tool_input: object) -> list[str]:
     return []
 
 
+def native_point(agent: str | None, trigger: str,
+                 payload: Mapping[str, object]) -> dict[str, object] | None:
+    """The agent's own point in its log for a checkpoint taken on hook `payload` (DESIGN.md §5),
+    or None for an agent cos knows no such point of.
+
+    Claude Code: its session, transcript and the prompt's `prompt_id`, and for a `prompt` or
+    `turn-end` checkpoint the uuid of the transcript's live leaf (the last entry of the
+    conversation before the prompt, or of the turn); Codex: its thread, rollout and `turn_id`.
+    """
+    def text(key: str) -> str | None:
+        value = payload.get(key)
+        return value if isinstance(value, str) and value else None
+
+    transcript = text("transcript_path")
+    if agent == "claude":
+        uuid = None
+        if transcript and trigger in ("prompt", "turn-end"):
+            from coding_os.adapters.claude.tree import leaf_uuid
+
+            uuid = leaf_uuid(transcript)
+        return {"agent": "claude", "native_id": text("session_id"), "transcript": transcript,
+                "uuid": uuid, "prompt_id": text("prompt_id")}
+    if agent == "codex":
+        return {"agent": "codex", "native_id": text("session_id"), "transcript": transcript,
+                "turn_id": text("turn_id")}
+    return None
+
+
 def take_auto(tiers: Tiers, resolution: Resolution, config: Mapping[str, object], *,
               cwd: str, home: str, session: str, agent: str | None, trigger: str,
               tool: str | None = None, named: Sequence[str] = (), prompt: str | None = None,
-              seq: int | None = None, watcher: Ask | None = None) -> dict[str, object] | None:
+              seq: int | None = None, watcher: Ask | None = None,
+              native: Mapping[str, object] | None = None) -> dict[str, object] | None:
     """Take the automatic checkpoint `trigger` (one of AUTO_TRIGGERS) of the checkout `cwd`
     lies in, for `session`; its record (as `take.create` returns it), or None when none is
     due: `checkpoints.auto: false`, a `tool` that does not write, or, in tracked mode, anything
@@ -115,4 +144,4 @@ def take_auto(tiers: Tiers, resolution: Resolution, config: Mapping[str, object]
             prompt = redact.redact(prompt)
     return create(tiers, root, session=session, agent=agent, mode=settings.mode, paths=paths,
                   trigger=f"tool:{tool}" if trigger == "tool" else trigger, prompt=prompt,
-                  seq=seq, settings=settings, watcher=watcher)
+                  seq=seq, settings=settings, watcher=watcher, native=native)

@@ -3,8 +3,10 @@
 A record is a small JSON file `<state_dir>/checkpoints/points/<id>.json`, written atomically,
 naming the manifest object of its snapshot and what the caller knew then: session, agent, turn,
 the prompt's excerpt, trigger (`prompt`, `tool:<name>`, `turn-end`, `manual`, `before-rewind`),
-coverage mode, the transcript seq of a cos-native session, and the paths changed since the
-session's previous checkpoint. Ids sort by time: `cp-YYYYMMDD-HHMMSS-<ms>-<4 hex>`.
+coverage mode, the transcript seq of a cos-native session, the paths changed since the
+session's previous checkpoint, and, when the agent keeps its own log, its native point (`native`:
+`{"agent": "claude", "native_id", "transcript", "uuid", "prompt_id"}` or `{"agent": "codex",
+"native_id", "transcript", "turn_id"}`), which the conversation half of a rewind goes back to. Ids sort by time: `cp-YYYYMMDD-HHMMSS-<ms>-<4 hex>`.
 `<state_dir>/checkpoints/heads/<session>` names a session's latest checkpoint, so taking the next
 one reads one small file rather than the list.
 
@@ -21,6 +23,10 @@ from coding_os import jsonwire
 from coding_os.clock import utc_now
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os import durable
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 __all__ = [
     "TRIGGERS",
@@ -48,13 +54,18 @@ def new_id(now: float | None = None) -> str:
 def new_record(*, session: str | None, agent: str | None, turn: int | None, prompt: str | None,
                trigger: str, mode: object, root: str, manifest: str, previous: str | None,
                seq: int | None, changed: list[str], changed_count: int | None, skipped: object,
+               native: Mapping[str, object] | None = None,
                now: float | None = None) -> dict[str, object]:
-    """A new checkpoint record (not yet written), with its id and time taken from `now`."""
+    """A new checkpoint record (not yet written), with its id and time taken from `now`, and
+    the agent's `native` point when one is known."""
     now = time.time() if now is None else now
-    return {"v": 1, "id": new_id(now), "ts": utc_now(now), "session": session, "agent": agent,
+    record: dict[str, object] = {"v": 1, "id": new_id(now), "ts": utc_now(now), "session": session, "agent": agent,
             "turn": turn, "prompt": prompt, "trigger": trigger, "mode": mode, "root": root,
             "manifest": manifest, "previous": previous, "seq": seq, "changed": changed,
             "changed_count": changed_count, "skipped": skipped}
+    if native is not None:
+        record["native"] = dict(native)
+    return record
 
 
 def valid_id(value: object) -> bool:

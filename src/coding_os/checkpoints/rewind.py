@@ -60,7 +60,7 @@ def _cleared_from(tiers: Tiers, session: str) -> str | None:
 
 
 _ROW_FIELDS = ("id", "session", "agent", "turn", "prompt", "ts", "mode", "trigger", "root",
-               "changed_count", "changed", "skipped", "seq")
+               "changed_count", "changed", "skipped", "seq", "native")
 
 
 def row(record: dict[str, object]) -> dict[str, object]:

@@ -17,6 +17,8 @@ from coding_os.state.tiers import Tiers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from coding_os.checkpoints.store import ObjectStore
     from coding_os.checkpoints.watch import Ask
 
@@ -29,9 +31,11 @@ PROMPT_EXCERPT = 200
 def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | None = None,
            mode: str = "worktree", paths: list[str] | None = None, trigger: str = "manual",
            prompt: str | None = None, turn: int | None = None, seq: int | None = None,
-           settings: Settings | None = None, watcher: Ask | None = None) -> dict[str, object]:
+           settings: Settings | None = None, watcher: Ask | None = None,
+           native: Mapping[str, object] | None = None) -> dict[str, object]:
     """Take a checkpoint of the tree at `root` now and return its record (with `objects_written`
-    and `bytes_written`: 0 when the tree did not change since a snapshot already stored).
+    and `bytes_written`: 0 when the tree did not change since a snapshot already stored);
+    `native` is the agent's own point in its log (points.new_record).
     `watcher` asks the daemon's file watcher what changed (daemon.client.ask_watcher): without
     it the tree is scanned.
 
@@ -69,7 +73,7 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
                 objects, written = cap.objects_written, cap.bytes_written
             record = _record(folder, store, root, manifest, objects, written, head,
                              session=session, agent=agent, mode=mode, trigger=trigger,
-                             prompt=prompt, turn=turn, seq=seq,
+                             prompt=prompt, turn=turn, seq=seq, native=native,
                              text=head.text if known is not None and head else None)
         finally:
             if store is not None:
@@ -121,6 +125,7 @@ def _record(folder: str, store: ObjectStore | None, root: str, manifest: dict[st
             objects: int, written_before: int, head: points.Head | None, *,
             session: str | None, agent: str | None, mode: str, trigger: str,
             prompt: str | None, turn: int | None, seq: int | None,
+            native: Mapping[str, object] | None = None,
             text: str | None = None) -> dict[str, object]:
     """Store the snapshot's manifest and its record, or reuse the session's latest (`head`,
     read once before the snapshot; a reuse needs the tree equal to that head's manifest, so a
@@ -169,7 +174,7 @@ def _record(folder: str, store: ObjectStore | None, root: str, manifest: dict[st
         session=session, agent=agent, turn=turn, prompt=_excerpt(prompt), trigger=trigger,
         mode=mode, root=root, manifest=oid, previous=head.id if head else None, seq=seq,
         changed=changed[:500], changed_count=len(changed) if isinstance(previous, dict) else None,
-        skipped=manifest["skipped"])
+        skipped=manifest["skipped"], native=native)
     if store is not None:
         store.flush()
     points.write(folder, record)

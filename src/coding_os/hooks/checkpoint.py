@@ -24,7 +24,7 @@ CHECKPOINT_EVENTS = {"UserPromptSubmit": "prompt", "PreToolUse": "tool", "Stop":
 def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> None:
     """Take the event's automatic checkpoint (checkpoints/auto.py); a failure is logged, never
     fatal (fail open)."""
-    from coding_os.checkpoints.auto import EDIT_TOOLS, take_auto, writes
+    from coding_os.checkpoints.auto import EDIT_TOOLS, native_point, take_auto, writes
 
     payload = ctx.payload
     tool = string(payload.get("tool_name"))
@@ -36,11 +36,13 @@ def take_checkpoint(ctx: HookContext, session: str, log: dict[str, object]) -> N
         named: list[str] = []
         if ctx.event == "PreToolUse" and tool in EDIT_TOOLS:
             _, named = tool_input_summary(tool, payload.get("tool_input"))
+        trigger = CHECKPOINT_EVENTS[ctx.event]
         record = take_auto(ctx.tiers, ctx.caller.resolution, config, cwd=ctx.caller.cwd,
                            home=ctx.env.get("HOME") or os.path.expanduser("~"),
                            session=session, agent=ctx.agent,
-                           trigger=CHECKPOINT_EVENTS[ctx.event], tool=tool, named=named,
+                           trigger=trigger, tool=tool, named=named,
                            prompt=string(payload.get("prompt")),
+                           native=native_point(ctx.agent, trigger, payload),
                            watcher=lambda message: _ask_watcher(message, answers, ctx.env))
         if record is None:
             return
