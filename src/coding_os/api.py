@@ -1204,19 +1204,24 @@ def checkpoint_collect(dry_run: bool = False, env: Mapping[str, str] | None = No
     return collect(caller.tiers, dry_run=dry_run, older_than_s=period * 86400)
 
 
-def rewind(checkpoint: str, part: str = "code", dry_run: bool = False,
+def rewind(checkpoint: str, part: str = "code", dry_run: bool = False, in_place: bool = False,
            env: Mapping[str, str] | None = None, cwd: str | None = None) -> dict[str, Any]:
     """Rewind the code, the conversation or both to `checkpoint` (`dry_run`: the preview only).
 
     The code is restored atomically, after a checkpoint of the tree as it is (so `rewind_undo`
     brings it back). The conversation of a cos-native session gets a `rewind` entry (nothing is
-    deleted); for a Claude Code or Codex session the report names the agent's own command.
+    deleted); a Claude Code session gets the handover that resumes it at the checkpoint's point
+    (a new session, or the same with `in_place`); a Codex thread is forked through the turn
+    before the checkpoint's by `codex app-server` (or reverted, `in_place`), and the handover
+    resumes it (sessions.conversation). Everything is checked before anything is done: when
+    the conversation cannot be rewound, the code is not restored either.
 
     Raises:
         InvalidInput, NotFound: a bad part or checkpoint id, an unknown checkpoint, another
-            tree's checkpoint.
+            tree's checkpoint, a checkpoint of another session than the caller's; the native
+            point is not in the agent's log, or the app-server cannot load the thread.
         RestoreError: the restore is not safe (nothing changed).
-        DamagedObject, GitError, StateIOError: nothing changed.
+        DamagedObject, GitError, StateIOError, BackendError: nothing changed.
     """
     from coding_os.daemon.client import ask_watcher
     from coding_os.checkpoints import points
@@ -1228,21 +1233,52 @@ def rewind(checkpoint: str, part: str = "code", dry_run: bool = False,
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
     caller, root, settings = _checkpoint_context(env, cwd, create=False)
     record = points.load(caller.tiers.checkpoints_dir, checkpoint)
+    sid = _caller_session(caller, None)
     report: dict[str, object] = {"checkpoint": checkpoint, "part": part, "dry_run": dry_run}
+    plan = None
+    if part in ("conversation", "both"):
+        from coding_os.sessions.conversation import plan_rewind
+
+        owner = record.get("session")
+        if sid is not None and isinstance(owner, str) and not _in_lineage(caller, sid, owner):
+            raise InvalidInput(f"checkpoint {checkpoint} is of session {owner}, not of this "
+                               f"panel's session {sid}: its conversation is not this one")
+        plan = plan_rewind(caller.tiers, record, in_place=in_place, env=env)
+        if part == "conversation" and not plan.available:
+            raise InvalidInput(f"{plan.note} (cos rewind {checkpoint} --code)")
+    conversation_first = plan is not None and plan.kind == "codex"  # the uncertain half first
+    if plan is not None and conversation_first:
+        report["conversation"] = plan.apply(caller.tiers, dry_run)
     if part in ("code", "both"):
         if dry_run:
             report["code"] = preview(caller.tiers, root, checkpoint, settings,
                                      watcher=ask_watcher)
         else:
-            sid = _caller_session(caller, None)
             report["code"] = rewind_code(caller.tiers, root, checkpoint, session=sid,
                                          agent=caller.agent, settings=settings,
                                          watcher=ask_watcher)
-    if part in ("conversation", "both"):
-        from coding_os.sessions.conversation import rewind_conversation
-
-        report["conversation"] = rewind_conversation(caller.tiers, record, dry_run)
+    if plan is not None and not conversation_first:
+        report["conversation"] = plan.apply(caller.tiers, dry_run)
     return report
+
+
+def _in_lineage(caller: Caller, session: str, ancestor: str) -> bool:
+    """Whether `ancestor` is `session` or a session it was forked or cleared from (a rewound
+    conversation goes on in a new session of the same lineage)."""
+    from coding_os.state import presence
+    from coding_os.state.identity import agent_of_session
+
+    seen: set[str] = set()
+    current: str | None = session
+    while current is not None and current not in seen:
+        if current == ancestor:
+            return True
+        seen.add(current)
+        agent = agent_of_session(current)
+        record = presence.read_presence(caller.tiers, agent, current) if agent else None
+        parent = (record or {}).get("forked_from") or (record or {}).get("cleared_from")
+        current = parent if isinstance(parent, str) else None
+    return False
 
 
 def rewind_undo(env: Mapping[str, str] | None = None,

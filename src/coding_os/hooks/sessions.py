@@ -76,14 +76,15 @@ def session_start(ctx: HookContext, current: tuple[str, str | None] | None) -> S
             cleared_from = previous or _previous_of_host(ctx)
             if cleared_from:
                 fields["cleared_from"] = cleared_from
-        if source == "fork":
-            fields["forked_from"] = _fork_source(ctx, previous)
-        # A native session cos's engine started has its id filed before the agent's first hook
-        # (runtime/core.py): the hooks bind that cos session rather than make a second one.
-        engine_made = _session_of_native(ctx, ingest=False, made_by="engine") \
-            if source == "startup" else None
+        # A native session cos's engine started, or a rewind handed over (sessions/
+        # conversation.py), has its id filed before the agent's first hook: the hooks bind that
+        # cos session (it knows where it was forked from) rather than make a second one.
+        engine_made = _session_of_native(ctx, ingest=False, made_by=("engine", "rewind")) \
+            if source in ("startup", "fork") else None
         if engine_made is not None:
             ctx.log["linked"] = engine_made
+        elif source == "fork":
+            fields["forked_from"] = _fork_source(ctx, previous)
         session = engine_made or _mint(ctx)
     record, known = _bind_session(ctx, session, source=source, fields=fields)
     if starts_fresh:
@@ -269,9 +270,10 @@ def _resume_target(ctx: HookContext, current: tuple[str, str | None] | None) -> 
     return _mint(ctx)
 
 
-def _session_of_native(ctx: HookContext, ingest: bool, made_by: str | None = None) -> str | None:
+def _session_of_native(ctx: HookContext, ingest: bool,
+                       made_by: tuple[str, ...] | None = None) -> str | None:
     """The cos session the index links to this payload's native id, if any (and only one
-    whose row was made by `made_by`, when given)."""
+    whose row was made by one of `made_by`, when given)."""
     if not ctx.native:
         return None
     storage = ctx.open_storage(ingest=ingest)
@@ -284,7 +286,7 @@ def _session_of_native(ctx: HookContext, ingest: bool, made_by: str | None = Non
     except StorageError as exc:
         ctx.db_failed(exc)
         return None
-    if found is None or (made_by is not None and found.source != made_by):
+    if found is None or (made_by is not None and found.source not in made_by):
         return None
     return found.id
 

@@ -788,14 +788,23 @@ def checkpoints_du(as_json: bool) -> None:
 @click.option("--summarize-up-to", "summarize", flag_value="up-to",
               help="Summarise the conversation up to CHECKPOINT.")
 @click.option("--instructions", metavar="TEXT", help="What the summary should focus on.")
+@click.option("--in-place", is_flag=True,
+              help="Rewind a Claude Code or Codex conversation in its own session instead of "
+                   "a new one.")
 @click.option("--dry-run", is_flag=True, help="Preview; change nothing.")
 @json_option
 def rewind_command(checkpoint: str | None, part: str | None, undo: bool, summarize: str | None,
-                   instructions: str | None, dry_run: bool, as_json: bool) -> None:
+                   instructions: str | None, in_place: bool, dry_run: bool,
+                   as_json: bool) -> None:
     """Rewind to CHECKPOINT: --code restores the files (deleted, moved and shell-edited ones
     too), --conversation rewinds the conversation, --both does both; --dry-run previews the
     files to restore, create and delete with a diffstat, marking files changed outside the
     session. The tree as it was is checkpointed first: --undo brings it back.
+
+    A Claude Code conversation is rewound by the command printed (claude --resume …
+    --resume-session-at …); a Codex
+    thread is forked (or, --in-place, reverted) by codex app-server, then resumed with codex
+    resume. If the conversation cannot be rewound, --both restores no file either.
 
     --summarize-from / --summarize-up-to summarise around CHECKPOINT instead (the default
     summariser needs no model; summarizer.command in .coding-os.yaml runs one); originals stay.
@@ -824,7 +833,9 @@ def rewind_command(checkpoint: str | None, part: str | None, undo: bool, summari
                    err=True)
         return
     assert part is not None
-    report = api.rewind(checkpoint, part, dry_run=dry_run)
+    if in_place and part == "code":
+        raise click.UsageError("--in-place is for --conversation and --both")
+    report = api.rewind(checkpoint, part, dry_run=dry_run, in_place=in_place)
     if as_json:
         _emit_json(report)
         return
@@ -833,6 +844,11 @@ def rewind_command(checkpoint: str | None, part: str | None, undo: bool, summari
     conversation = report.get("conversation")
     if isinstance(conversation, dict):
         echo(f"conversation: {conversation['note']}")
+        handover = conversation.get("handover")
+        if isinstance(handover, dict):
+            rewound = conversation.get("rewound_session")
+            echo(f"continue it with: {handover['command']}"
+                 + (f"  (session {rewound})" if rewound and not dry_run else ""))
 
 
 def _print_code(code: dict[str, Any], verb: str) -> None:
