@@ -787,10 +787,18 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
     claude_dir, _ = _native_dirs(environ)
 
     def work(storage: Storage) -> RestoreReport:
-        found = resume.find_for_resume(
-            storage, caller.tiers, scope, lambda: _lookup_refresh(storage, caller, env),
-            key=session,
-            latest=latest, pr=pr, claude_dir=claude_dir)
+        try:
+            found = resume.find_for_resume(
+                storage, caller.tiers, scope, lambda: _lookup_refresh(storage, caller, env),
+                key=session,
+                latest=latest, pr=pr, claude_dir=claude_dir)
+        except NotFound:
+            # A session a conversation rewind made has no log until its handover runs.
+            pending = (resume.pending_rewind_report(storage, caller.tiers, session)
+                       if session is not None else None)
+            if pending is None:
+                raise
+            return pending
         return resume.restore_report(found, scope, caller.tiers)
 
     report, repairs = _with_repairs(caller, env, work)

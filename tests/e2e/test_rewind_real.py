@@ -118,6 +118,7 @@ class Rewound:
     after_p3: Tree = field(default_factory=dict)
     checkpoint: dict[str, Any] = field(default_factory=dict)
     dry_run: dict[str, Any] = field(default_factory=dict)
+    resumed: dict[str, Any] = field(default_factory=dict)
     rewind: dict[str, Any] = field(default_factory=dict)
     after_rewind: Tree = field(default_factory=dict)
     p4_request: dict[str, Any] = field(default_factory=dict)
@@ -203,6 +204,8 @@ def rewind_session(root: Path, agent: str) -> Rewound:
         run.after_rewind = tree_state(cp.project)
         handover = run.rewind["conversation"]["handover"]
         assert handover["cwd"] == str(cp.project)
+        run.resumed = run.cos_json("resume", run.rewind["conversation"]["rewound_session"],
+                                   "--dry-run")
         run_agent(run, PROMPTS[3], tuple(handover["argv"][1:]))
         run.p4_request = run.last_turn_request()
         run.after_p4 = tree_state(cp.project)
@@ -275,6 +278,12 @@ def test_the_handover_sends_the_model_the_first_prompt_and_the_fourth_only(
         run: Rewound) -> None:
     assert user_prompts(run.p4_request) == [PROMPTS[0], PROMPTS[3]]
     assert answers_of(run.p4_request) == ["answer to P1"]
+
+
+def test_cos_resume_of_the_rewound_session_runs_the_handover(run: Rewound) -> None:
+    handover = run.rewind["conversation"]["handover"]
+    assert run.resumed["handover"]["argv"] == handover["argv"]
+    assert run.resumed["handover"]["cwd"] == handover["cwd"]
 
 
 def test_the_original_session_still_resumes_with_all_three_prompts(run: Rewound) -> None:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FOUND_BY",
+    "pending_rewind_report",
     "Handover",
     "ResumeScope",
     "Found",
@@ -54,7 +55,7 @@ __all__ = [
 
 # How a session was found: the index as it stood; a cos transcript read from disk (the import's
 # scan of changed transcripts, or the transcript at its path); an import of the agents' logs.
-FOUND_BY = ("index", "direct_scan", "native_import")
+FOUND_BY = ("index", "direct_scan", "native_import", "rewind")
 _AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex"}
 # A pull request as a number, `#number`, or a URL ending in /pull/<n> (GitHub) or
 # /merge_requests/<n> (GitLab).
@@ -532,12 +533,40 @@ def restore_report(found: Found, scope: ResumeScope, tiers: Tiers,
     Raises:
         CrossProject: the session belongs to another project (see `place`).
     """
+    from coding_os.sessions.conversation import pending_handover
+
     cwd, relocation = place(found.row, scope)
-    handover, note = resume_handover(found.row, cwd)
+    pending = pending_handover(tiers, found.row.id)  # a rewind's handover the agent has not run
+    handover: Handover | None
+    note: str | None
+    if pending is not None:
+        handover, note = Handover(pending["argv"], pending["cwd"]), None
+    else:
+        handover, note = resume_handover(found.row, cwd)
     return RestoreReport(path=found.path, session=asdict(found.row),
                          restored=restored(found.row, tiers),
                          rebuilt=[*rebuilt, *found.rebuilt], relocation=relocation, cwd=cwd,
                          handover=handover, handover_note=note)
+
+
+def pending_rewind_report(storage: Storage, tiers: Tiers, session: str) -> RestoreReport | None:
+    """The restore report of a session a conversation rewind made and whose agent has not run
+    its handover yet (so no log of it exists to find): the handover itself; None for any other
+    session."""
+    from coding_os.sessions.conversation import pending_handover
+
+    pending = pending_handover(tiers, session)
+    if pending is None:
+        return None
+    record = storage.session(session)
+    row = {"id": session, "agent": record.agent if record else None,
+           "native_id": record.native_id if record else None,
+           "project": record.project if record else None, "cwd": pending["cwd"]}
+    return RestoreReport(path="rewind", session=row, restored={}, rebuilt=[], relocation=None,
+                         cwd=str(pending["cwd"]),
+                         handover=Handover(pending["argv"], pending["cwd"]),
+                         handover_note="the conversation rewound by cos rewind: its agent "
+                                       "has not run it yet")
 
 
 def hand_over(handover: Handover, announce: Callable[[], None] | None = None) -> NoReturn:
