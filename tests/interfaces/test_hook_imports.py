@@ -31,6 +31,7 @@ ALLOWED = {
 # the last checkpoint, so its cached hash is not trusted) must be hashed.
 CHECKPOINT_ALLOWED = {
     "coding_os.checkpoints", "coding_os.checkpoints.auto", "coding_os.checkpoints.take",
+    "coding_os.adapters.claude", "coding_os.adapters.claude.leaf",
     "coding_os.checkpoints.fingerprint",
     "coding_os.checkpoints.lock", "coding_os.checkpoints.points", "coding_os.checkpoints.settings",
     "coding_os.checkpoints.manifest", "coding_os.checkpoints.snapshot", "coding_os.checkpoints.store",
@@ -66,9 +67,17 @@ def hook_imports(event: str, payload: dict[str, object], cwd: Path) -> set[str]:
                      "tool_response": {"stdout": "a\n"}}),
     ("PreToolUse", {"session_id": "s1", "tool_name": "Edit", "tool_input": {"file_path": "/x"}}),
     ("UserPromptSubmit", {"session_id": "s1", "prompt": "hello"}),
+    # As Claude Code sends it: the checkpoint records the transcript's live leaf.
+    ("UserPromptSubmit", {"session_id": "s1", "prompt": "hello", "transcript_path": "t.jsonl"}),
 ])
 def test_tool_and_prompt_hooks_import_only_the_hot_path_modules(repo: Path, event: str,
                                                                 payload: dict[str, object]) -> None:
+    if "transcript_path" in payload:
+        transcript = repo.parent / "t.jsonl"
+        transcript.write_text(json.dumps({"type": "user", "uuid": "u1", "parentUuid": None,
+                                          "message": {"role": "user", "content": "hi"}}) + "\n",
+                              encoding="utf-8")
+        payload = {**payload, "transcript_path": str(transcript)}
     (repo / ".coding-os").mkdir()
     (repo / ".coding-os.yaml").write_text("state:\n  horizons:\n    .task-current: 2h\n", encoding="utf-8")
     # A live panel with a task marker, so the hook reads the task and its configured horizon

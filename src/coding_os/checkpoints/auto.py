@@ -82,7 +82,7 @@ def native_point(agent: str | None, trigger: str,
     if agent == "claude":
         uuid = None
         if transcript and trigger in ("prompt", "turn-end"):
-            from coding_os.adapters.claude.tree import leaf_uuid
+            from coding_os.adapters.claude.leaf import leaf_uuid
 
             uuid = leaf_uuid(transcript)
         return {"agent": "claude", "native_id": text("session_id"), "transcript": transcript,

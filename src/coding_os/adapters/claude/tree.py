@@ -16,8 +16,7 @@ entries (a subagent's conversation written inline, read apart as the subagent's)
 A chain whose `parentUuid` points nowhere (a line lost or edited by hand) is broken: the
 conversation is then the longest chain that holds, and the tree says so in `warnings`.
 
-This module is on the hook's path (`leaf_uuid`): it imports the standard library and jsonwire
-only.
+`leaf_uuid` (leaf.py, re-exported here) is what the hook's path reads of the tree.
 """
 
 from __future__ import annotations
@@ -29,6 +28,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coding_os import jsonwire
+from coding_os.adapters.claude.leaf import MESSAGE_TYPES, entry_uuid as _uuid, in_tree as _in_tree
+from coding_os.adapters.claude.leaf import is_message as _is_message, leaf_uuid
 
 __all__ = [
     "MESSAGE_TYPES",
@@ -43,10 +44,6 @@ __all__ = [
     "read_tree",
 ]
 
-# The entries a live leaf can be: what the model was sent or answered.
-MESSAGE_TYPES = frozenset({"user", "assistant"})
-# A tail read starts with this many bytes and doubles until it finds a message.
-_TAIL_START = 64 * 1024
 
 _COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.S)
 _COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
@@ -128,19 +125,6 @@ def classify_text(texts: list[str], images: int) -> tuple[str, str]:
     if not text:
         return ("prompt", "[image]") if images else ("other", "")
     return "prompt", text
-
-
-def _uuid(entry: Mapping[str, Any]) -> str | None:
-    value = entry.get("uuid")
-    return value if isinstance(value, str) and value else None
-
-
-def _in_tree(entry: Mapping[str, Any]) -> bool:
-    return _uuid(entry) is not None and entry.get("isSidechain") is not True
-
-
-def _is_message(entry: Mapping[str, Any]) -> bool:
-    return entry.get("type") in MESSAGE_TYPES and _in_tree(entry)
 
 
 def _is_boundary(entry: Mapping[str, Any]) -> bool:
@@ -355,53 +339,3 @@ def branches(entries: Iterable[Mapping[str, Any]]) -> list[Branch]:
 # -- the leaf, cheaply ----------------------------------------------------------------------------
 
 
-def leaf_uuid(path: str | os.PathLike[str]) -> str | None:
-    """The uuid of the live leaf of the transcript at `path`: its last-written message.
-
-    Reads the file from its end, a growing window at a time, so a long transcript costs about
-    its last entries. A torn last line (a writer mid-append) is skipped. None when the file has
-    no message or cannot be read.
-    """
-    try:
-        handle = open(path, "rb")
-    except OSError:
-        return None
-    with handle:
-        try:
-            size = os.fstat(handle.fileno()).st_size
-            end, window, first = size, _TAIL_START, True
-            while True:
-                start = max(0, end - window)
-                handle.seek(start)
-                chunk = handle.read(end - start)
-                # At the end of the file, what follows the last newline is torn (or nothing).
-                body = chunk[: chunk.rfind(b"\n") + 1] if first else chunk
-                head = -1
-                if start > 0:
-                    # The window starts inside a line: that line is read with the next window.
-                    head = body.find(b"\n")
-                    if head < 0:
-                        window *= 2
-                        continue
-                for raw in reversed(body[head + 1:].split(b"\n")):
-                    found = _message_uuid(raw)
-                    if found is not None:
-                        return found
-                if start == 0:
-                    return None
-                end, window, first = start + head + 1, window * 2, False
-        except OSError:
-            return None
-
-
-def _message_uuid(raw: bytes) -> str | None:
-    body = raw.strip()
-    if not body or b'"uuid"' not in body:
-        return None
-    try:
-        entry = jsonwire.loads(body)
-    except ValueError:
-        return None
-    if isinstance(entry, dict) and _is_message(entry):
-        return _uuid(entry)
-    return None
