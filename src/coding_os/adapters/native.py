@@ -116,7 +116,13 @@ class NativeSubagent:
 
 @dataclass(frozen=True)
 class NativeSession:
-    """One session of an agent's own log, in the words coding-os uses for every session."""
+    """One session of an agent's own log, in the words coding-os uses for every session.
+
+    Its counts are those of the live conversation (what the agent would send the model next):
+    `branches` is how many other histories lie beside it (a Claude Code resume-at or rewind, a
+    Codex revert), and `tree_warnings` say where its history is broken (a Claude `parentUuid`
+    pointing nowhere, a Codex rollout continuing one that is not found).
+    """
 
     agent: str
     native_id: str
@@ -150,6 +156,8 @@ class NativeSession:
     unknown_types: Mapping[str, int] = field(default_factory=dict)
     malformed_lines: int = 0
     torn_tail: bool = False
+    branches: int = 0
+    tree_warnings: tuple[str, ...] = ()
 
     @property
     def tokens_with_subagents(self) -> TokenTotals:
@@ -166,7 +174,7 @@ class NativeSession:
         data["subagents"] = [s.to_dict() for s in self.subagents]
         data["entry_counts"] = dict(self.entry_counts)
         data["unknown_types"] = dict(self.unknown_types)
-        for key in ("paths", "cli_versions", "continued_by", "pr_links"):
+        for key in ("paths", "cli_versions", "continued_by", "pr_links", "tree_warnings"):
             data[key] = list(data[key])
         return data
 

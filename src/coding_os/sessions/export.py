@@ -2,7 +2,8 @@
 
 Reads the session where it lives — a cos-native transcript (its visible conversation: rewound
 entries hidden), a Claude Code transcript (the chain ending at its live leaf, or one of the
-branches beside it: adapters/claude/tree.py), or a Codex rollout — into one list of turns, then
+branches beside it: adapters/claude/tree.py), or a Codex thread (its live history, across the
+rollouts a fork or a revert continues: adapters/codex/rollouts.py) — into one list of turns, then
 renders it. Native logs are only read, never changed. Sidechain (subagent) entries inline in a
 Claude transcript are left out, as they are from the session list. Secrets of known shapes in the
 conversation are redacted (redact.py), unless the project says `redact: false`.
@@ -158,10 +159,27 @@ def _claude_turns(path: str, branch: int | None = None) -> tuple[dict[str, Any],
     return meta, turns
 
 
+def _codex_history(path: str) -> Any:
+    """The thread's history (adapters/codex/rollouts.py: its live history across the rollouts
+    a fork or a revert continues, and the turns a revert dropped)."""
+    from coding_os.adapters.codex.rollouts import read_history
+
+    try:
+        return read_history(path)
+    except FileNotFoundError:
+        raise NotFound(f"no session log at {path}") from None
+    except OSError as exc:
+        raise NotFound(f"cannot read the session log at {path}: "
+                       f"{exc.strerror or type(exc).__name__}") from None
+
+
 def _codex_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     meta: dict[str, Any] = {}
     turns: list[Turn] = []
-    for entry in _lines(path):
+    history = _codex_history(path)
+    if history.warnings:
+        meta["warnings"] = list(history.warnings)
+    for entry in history.live:
         payload = _mapping(entry.get("payload"))
         ts = entry.get("timestamp")
         if entry.get("type") == "session_meta":
@@ -225,11 +243,16 @@ _LABELS = {"user": "User", "assistant": "Assistant", "tool_call": "Tool call",
 def branches(path: str, kind: str) -> dict[str, Any]:
     """The shape of a session's conversation: for a Claude Code transcript, its live chain
     (`live_leaf`, `live_entries`), the `branches` beside it (see `tree.Branch`) and `warnings`
-    (a broken chain); other kinds have no branches.
+    (a broken chain); for a Codex thread, its live history (`live_leaf`: its last turn id) and
+    the turns reverts dropped (see `rollouts.CodexHistory`); cos sessions have no branches.
 
     Raises:
         NotFound: there is no file at `path`.
     """
+    if kind == "codex":
+        history = _codex_history(path)
+        return {"live_leaf": history.leaf, "live_entries": len(history.live),
+                "branches": history.branches, "warnings": list(history.warnings)}
     if kind != "claude":
         return {"live_leaf": None, "live_entries": None, "branches": [], "warnings": []}
     from coding_os.adapters.claude.tree import read_tree

@@ -11,6 +11,17 @@ A rollout line is `{timestamp, type, payload}`: `session_meta` first (`id`, `cwd
 this module does not know; they are counted, never an error. A resumed thread is appended to its
 own rollout; a fork is a new rollout whose `session_meta` carries `forked_from_id`. A rollout
 spawned by another thread (a subagent) is linked to that thread and never listed as a session.
+
+History that is not live: Codex 0.169 numbers a thread's lines (`ordinal`) and keeps paginated
+history. A fork (`thread/fork`) is a new rollout whose `session_meta.history_base` names the
+parent's rollout and the ordinal its copy ends before, without copying the lines; a revert in
+place (`thread/revert`) leaves the rollout as it is and starts a new one for the same thread,
+`rollout-<ts>-<thread>_<history id>.jsonl`, whose `history_base` names the rollout (its history
+id: the thread id for the first) and the ordinal the kept history ends before. The live history
+of a thread is that of its newest rollout, resolved through these bases; the lines of older
+rollouts past where the live history leaves them are the turns a revert dropped (branches).
+Older versions record a rollback in the rollout itself (`event_msg` `thread_rolled_back` with
+`num_turns`): the last turns before it are dropped.
 """
 
 from __future__ import annotations
@@ -18,9 +29,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
+from coding_os import jsonwire
 from coding_os.adapters.native import (
     FileRecord,
     ImportState,
@@ -39,8 +52,10 @@ from coding_os.adapters.native import (
 __all__ = [
     "KNOWN_LINE_TYPES",
     "CodexRollout",
+    "CodexHistory",
     "SessionIndex",
     "default_codex_dir",
+    "read_history",
     "prompt_text",
     "scan_codex",
 ]
@@ -49,9 +64,9 @@ AGENT = "codex"
 KNOWN_LINE_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
                               "compacted"})
 INDEX_NAME = "session_index.jsonl"
-_ROLLOUT_NAME = re.compile(
-    r"^rollout-.*?([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.jsonl$"
-)
+_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+# rollout-<ts>-<thread>.jsonl, or rollout-<ts>-<thread>_<history id>.jsonl after a revert.
+_ROLLOUT_NAME = re.compile(rf"^rollout-.*?({_UUID})(?:_({_UUID}))?\.jsonl$")
 # A content part that is wholly one tagged block is context Codex injected, not typed text
 # (<environment_context>, <user_instructions>, <subagent_notification>, ...).
 _TAGGED_BLOCK = re.compile(r"^<([A-Za-z_][\w-]*)\b[^>]*>.*</\1>$", re.S)
@@ -111,6 +126,15 @@ def _add_prompt(prompts: dict[str, Any], text: str) -> None:
         prompts["last"] = clip(text)
 
 
+# What a line adds to a thread's summary, kept per line with its ordinal so that a history cut
+# at an ordinal (a fork's, a revert's) can be summed: ["p", ordinal, kind, text] a prompt
+# (kind "e": a user_message event, "i": a completed UserMessage item, "r": a user response
+# item); ["a", ordinal] an assistant message; ["t", ordinal, totals] a cumulative token_count;
+# ["m", ordinal, model]; ["c", ordinal] a compaction; ["u", ordinal, turn id] a turn's start;
+# ["b", ordinal, turns] a rollback of the last `turns` turns (before 0.169).
+Event = list[Any]
+
+
 class CodexRollout(LineCounts):
     """The partial aggregate of one rollout file (see `FileAggregate`)."""
 
@@ -125,15 +149,9 @@ class CodexRollout(LineCounts):
                 "meta_lines": 0,
                 "first_ts": None,
                 "last_ts": None,
-                # Prompts as user_message events (to 0.1xx), as completed UserMessage items
-                # (newer), and, for rollouts with neither, as user response items.
-                "prompt_events": _new_prompts(),
-                "prompt_items": _new_prompts(),
-                "prompt_responses": _new_prompts(),
-                "assistant": 0,
-                "tokens": None,
+                "events": [],
+                "next_ordinal": 0,
                 "compactions": 0,
-                "model": None,
             }
         self.data = data
 
@@ -141,6 +159,11 @@ class CodexRollout(LineCounts):
         """Take one rollout line."""
         data = self.data
         kind = self.count_line(entry)
+        ordinal = entry.get("ordinal")
+        if not isinstance(ordinal, int) or isinstance(ordinal, bool):
+            ordinal = data["next_ordinal"]
+        data["next_ordinal"] = ordinal + 1
+        events: list[Event] = data["events"]
         payload = entry.get("payload")
         payload = payload if isinstance(payload, dict) else {}
         subtype = payload.get("type")
@@ -157,21 +180,22 @@ class CodexRollout(LineCounts):
         if kind == "session_meta":
             self._meta(payload)
         elif kind == "event_msg":
-            self._event(payload, subtype)
+            self._event(payload, subtype, ordinal)
         elif kind == "response_item" and subtype == "message":
             role = payload.get("role")
             if role == "assistant":
-                data["assistant"] += 1
+                events.append(["a", ordinal])
             elif role == "user":
                 text = prompt_text(payload.get("content"))
                 if text is not None:
-                    _add_prompt(data["prompt_responses"], text)
+                    events.append(["p", ordinal, "r", clip(text)])
         elif kind == "turn_context":
             model = payload.get("model")
             if isinstance(model, str) and model:
-                data["model"] = model
+                events.append(["m", ordinal, model])
         elif kind == "compacted":
             data["compactions"] += 1
+            events.append(["c", ordinal])
 
     def _meta(self, payload: Mapping[str, Any]) -> None:
         data = self.data
@@ -210,32 +234,105 @@ class CodexRollout(LineCounts):
             "commit": text(git.get("commit_hash")),
             "repository": text(git.get("repository_url")),
             "forked_from": text(payload.get("forked_from_id")),
+            "history_base": _history_base(payload),
             "parent": text(parent),
             "subagent": subagent,
             "nickname": text(payload.get("agent_nickname")),
             "role": text(payload.get("agent_role")),
         }
 
-    def _event(self, payload: Mapping[str, Any], subtype: object) -> None:
-        data = self.data
+    def _event(self, payload: Mapping[str, Any], subtype: object, ordinal: int) -> None:
+        events: list[Event] = self.data["events"]
         if subtype == "user_message":
             message = payload.get("message")
-            _add_prompt(data["prompt_events"], message.strip() if isinstance(message, str) else "")
+            events.append(["p", ordinal, "e",
+                           clip(message.strip()) if isinstance(message, str) else ""])
         elif subtype == "item_completed":
             item = payload.get("item")
             if isinstance(item, dict) and item.get("type") == "UserMessage":
                 parts = item.get("content")
                 text = prompt_text(parts) if isinstance(parts, list) else None
-                _add_prompt(data["prompt_items"], text or "")
+                events.append(["p", ordinal, "i", clip(text or "")])
+        elif subtype == "task_started":
+            turn = payload.get("turn_id")
+            events.append(["u", ordinal, turn if isinstance(turn, str) else None])
+        elif subtype == "thread_rolled_back":
+            turns = payload.get("num_turns")
+            if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0:
+                events.append(["b", ordinal, turns])
         elif subtype == "token_count":
             info = payload.get("info")
             total = info.get("total_token_usage") if isinstance(info, dict) else None
             if isinstance(total, dict):
-                # Cumulative: the last one is the thread's total.
-                data["tokens"] = {
+                # Cumulative: the last one of a history is its total.
+                events.append(["t", ordinal, {
                     key: value for key, value in total.items()
                     if isinstance(value, int) and not isinstance(value, bool)
-                }
+                }])
+
+
+def _history_base(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The rollout (history id) and ordinal a paginated history continues: `history_base`, or
+    a fork's `forked_from_id` and `forked_from_ordinal_exclusive`."""
+    base = payload.get("history_base")
+    if isinstance(base, dict):
+        history, end = base.get("thread_id"), base.get("end_ordinal_exclusive")
+    else:
+        history, end = payload.get("forked_from_id"), payload.get("forked_from_ordinal_exclusive")
+    if isinstance(history, str) and history and isinstance(end, int) \
+            and not isinstance(end, bool):
+        return {"id": history, "end": end}
+    return None
+
+
+def _rolled_back(events: list[Event]) -> list[Event]:
+    """`events` with each rollback applied: the turns it names, from their prompt on, dropped."""
+    if not any(event[0] == "b" for event in events):
+        return events
+    kept: list[Event] = []
+    for event in events:
+        if event[0] != "b":
+            kept.append(event)
+            continue
+        starts = [i for i, e in enumerate(kept) if e[0] == "p" and e[2] != "i"
+                  and not (i and kept[i - 1][0] == "p" and kept[i - 1][2] != "i")]
+        if not starts:
+            continue
+        cut = starts[-event[2]] if event[2] <= len(starts) else starts[0]
+        while cut and kept[cut - 1][0] in ("u", "m"):
+            cut -= 1  # the turn's start and context go with it
+        del kept[cut:]
+    return kept
+
+
+def _summary(events: list[Event], inherited: int = 0) -> dict[str, Any]:
+    """Prompts, assistant messages, tokens, model and compactions of a history's events; the
+    first `inherited` events are another thread's (a fork's base): their tokens are not this
+    thread's spend."""
+    prompts = {"e": _new_prompts(), "i": _new_prompts(), "r": _new_prompts()}
+    assistant = compactions = 0
+    tokens: dict[str, int] | None = None
+    base_tokens: dict[str, int] | None = None
+    model: str | None = None
+    for index, event in enumerate(events):
+        what = event[0]
+        if what == "p":
+            _add_prompt(prompts[event[2]], event[3])
+        elif what == "a":
+            assistant += 1
+        elif what == "t":
+            tokens = event[2]
+            if index < inherited:
+                base_tokens = event[2]
+        elif what == "m":
+            model = event[2]
+        elif what == "c":
+            compactions += 1
+    if tokens is not None and base_tokens is not None:
+        tokens = {key: max(0, value - base_tokens.get(key, 0)) for key, value in tokens.items()}
+    return {"prompt_events": prompts["e"], "prompt_items": prompts["i"],
+            "prompt_responses": prompts["r"], "assistant": assistant, "tokens": tokens,
+            "model": model, "compactions": compactions}
 
 
 class SessionIndex:
@@ -327,6 +424,8 @@ def _refresh(
         return previous
     if kind == "index":
         return refresh_file(path, st, previous, AGENT, kind, SessionIndex, report)
+    if previous is not None and "events" not in previous.aggregate:
+        previous = None  # read before histories were resolved: parsed again, whole
     return refresh_file(path, st, previous, AGENT, kind, CodexRollout, report)
 
 
@@ -364,6 +463,58 @@ def _thread_id(record: FileRecord) -> str | None:
     return match.group(1) if match else None
 
 
+def _history_id(path: str, thread: str | None) -> str | None:
+    """The id a `history_base` names a rollout by: the uuid after `_` in its name (a revert's
+    rollout), else its thread's id."""
+    match = _ROLLOUT_NAME.match(os.path.basename(path))
+    if match and match.group(2):
+        return match.group(2)
+    return thread
+
+
+# -- histories across rollouts ------------------------------------------------------------------
+
+INFINITE = 1 << 62
+Segment = tuple[str, int, int]  # (history id, first ordinal, ordinal it ends before)
+
+
+def _history_segments(history: str, metas: Mapping[str, Mapping[str, Any] | None]
+                     ) -> tuple[list[Segment], list[str]]:
+    """The parts of rollouts that make up the history of rollout `history`, oldest first —
+    each (history id, from ordinal, before ordinal) — and warnings for bases that are missing
+    or loop. `metas` maps history ids to their rollouts' `session_meta` aggregates."""
+    chain: list[tuple[str, int]] = []  # newest first: (history id, ordinal its part ends before)
+    warnings: list[str] = []
+    seen: set[str] = set()
+    current: str | None = history
+    end = INFINITE
+    while current is not None:
+        if current in seen:
+            warnings.append(f"the history of rollout {history} loops at {current}")
+            break
+        seen.add(current)
+        chain.append((current, end))
+        base = (metas.get(current) or {}).get("history_base")
+        if not base:
+            break
+        if base["id"] not in metas:
+            warnings.append(f"rollout {current} continues {base['id']}, which is not found: "
+                            "its history starts at its own lines")
+            break
+        current, end = base["id"], min(end, int(base["end"]))
+    segments: list[Segment] = []
+    start = -INFINITE
+    for history_id, ends in reversed(chain):
+        segments.append((history_id, start, ends))
+        start = max(start, ends)
+    return segments, warnings
+
+
+def _take(events: list[Event], lo: int, hi: int) -> list[Event]:
+    """The events of the lines with ordinals from `lo` up to (not including) `hi`."""
+    return [event for event in events if lo <= event[1] < hi]
+
+
 def _assemble(records: Mapping[str, FileRecord], index_path: str,
               report: ScanReport) -> list[NativeSession]:
     ordered = [records[path] for path in sorted(records)]
@@ -374,7 +525,8 @@ def _assemble(records: Mapping[str, FileRecord], index_path: str,
         report.malformed_lines += sum(record.aggregate["malformed"].values())
         if record.path == index_path:
             names = record.aggregate["names"]
-    rollouts: dict[str, FileRecord] = {}
+    threads: dict[str, list[FileRecord]] = {}
+    by_history: dict[str, FileRecord] = {}
     children: list[tuple[FileRecord, str]] = []
     for record in ordered:
         if record.kind != "rollout":
@@ -383,17 +535,22 @@ def _assemble(records: Mapping[str, FileRecord], index_path: str,
         if thread is None or record.aggregate["lines"] == 0:
             report.empty_files.append(record.path)
             continue
+        history = _history_id(record.path, thread)
+        if history is not None:
+            by_history.setdefault(history, record)
         meta = record.aggregate["meta"] or {}
         if meta.get("subagent"):
             children.append((record, thread))
-        elif thread not in rollouts:
-            rollouts[thread] = record
+        else:
+            threads.setdefault(thread, []).append(record)
+    rollouts = {thread: _live_record(files) for thread, files in threads.items()}
     spawned_by = {thread: record.aggregate["meta"]["parent"] for record, thread in children}
     subagents: dict[str, list[NativeSubagent]] = {}
     for record, thread in children:
         data = record.aggregate
         meta = data["meta"]
-        count, first, _last = _prompts(data)
+        summary = _summary(_rolled_back(data["events"]))
+        count, first, _last = _prompts(summary)
         subagent = NativeSubagent(
             agent=AGENT,
             agent_id=thread,
@@ -405,8 +562,8 @@ def _assemble(records: Mapping[str, FileRecord], index_path: str,
             first_prompt=first,
             entries=data["lines"],
             user_messages=count,
-            assistant_messages=data["assistant"],
-            tokens=_tokens(data["tokens"]),
+            assistant_messages=summary["assistant"],
+            tokens=_tokens(summary["tokens"]),
             created=meta["timestamp"] or data["first_ts"],
             last_active=data["last_ts"],
         )
@@ -415,12 +572,23 @@ def _assemble(records: Mapping[str, FileRecord], index_path: str,
             subagents.setdefault(owner, []).append(subagent)
         else:
             report.orphan_subagents.append(subagent)
+    metas = {history: record.aggregate["meta"] for history, record in by_history.items()}
     sessions = [
-        _session(thread, record, names.get(thread), subagents.get(thread, []))
+        _session(thread, threads[thread], record, by_history, metas, names.get(thread),
+                 subagents.get(thread, []))
         for thread, record in rollouts.items()
     ]
     sessions.sort(key=lambda s: (s.last_active or "", s.native_id), reverse=True)
     return sessions
+
+
+def _live_record(files: list[FileRecord]) -> FileRecord:
+    """The rollout Codex resumes a thread from: the one written last (a revert starts one)."""
+    def key(record: FileRecord) -> tuple[str, int, str]:
+        meta = record.aggregate["meta"] or {}
+        return (meta.get("timestamp") or record.aggregate["first_ts"] or "",
+                record.aggregate["next_ordinal"], record.path)
+    return max(files, key=key)
 
 
 def _root_thread(parent: str | None, spawned_by: Mapping[str, str | None],
@@ -433,18 +601,58 @@ def _root_thread(parent: str | None, spawned_by: Mapping[str, str | None],
     return parent if parent in rollouts else None
 
 
-def _session(thread: str, record: FileRecord, name: str | None,
+def _live_events(thread: str, record: FileRecord, by_history: Mapping[str, FileRecord],
+                 metas: Mapping[str, Any]) -> tuple[list[Event], int, list[Segment], list[str]]:
+    """The live history's events of a thread whose newest rollout is `record`, how many of them
+    are another thread's (a fork's base), its segments and warnings."""
+    history = _history_id(record.path, thread) or thread
+    if history not in metas:
+        return record.aggregate["events"], 0, [], []
+    segments, warnings = _history_segments(history, metas)
+    events: list[Event] = []
+    inherited = 0
+    for history_id, lo, hi in segments:
+        part = _take(by_history[history_id].aggregate["events"], lo, hi)
+        events.extend(part)
+        if _thread_id(by_history[history_id]) != thread:
+            inherited = len(events)
+    return _rolled_back(events), inherited, segments, warnings
+
+
+def _dropped(thread: str, files: list[FileRecord], segments: list[Segment]) -> int:
+    """How many of a thread's rollouts hold turns its live history no longer has (branches)."""
+    live_until = {history_id: hi for history_id, _lo, hi in segments}
+    branches = 0
+    for record in files:
+        history = _history_id(record.path, thread) or thread
+        hi = live_until.get(history)
+        if hi is None:
+            meta = record.aggregate["meta"] or {}
+            hi = (meta.get("history_base") or {}).get("end", -INFINITE)
+        if any(e[0] == "p" and e[1] >= hi for e in record.aggregate["events"]):
+            branches += 1
+    return branches
+
+
+def _session(thread: str, files: list[FileRecord], record: FileRecord,
+             by_history: Mapping[str, FileRecord], metas: Mapping[str, Any], name: str | None,
              subagents: list[NativeSubagent]) -> NativeSession:
     data = record.aggregate
     meta = data["meta"] or {}
-    count, first, last = _prompts(data)
+    events, inherited, segments, warnings = _live_events(thread, record, by_history, metas)
+    summary = _summary(events, inherited)
+    count, first, last = _prompts(summary)
     subagents = sorted(subagents, key=lambda s: (s.created or "", s.agent_id))
     version = meta.get("cli_version")
+    own = sorted(f.path for f in files)
+    first_meta = min(((f.aggregate["meta"] or {}).get("timestamp") or f.aggregate["first_ts"]
+                      or "" for f in files), default="")
     return NativeSession(
         agent=AGENT,
         native_id=thread,
         path=record.path,
-        paths=(record.path, *(s.path for s in subagents)),
+        paths=(record.path, *(p for p in own if p != record.path),
+               *(s.path for s in subagents)),
         cwd=meta.get("cwd"),
         project=meta.get("cwd"),
         git_branch=meta.get("branch"),
@@ -452,21 +660,227 @@ def _session(thread: str, record: FileRecord, name: str | None,
         git_repository=meta.get("repository"),
         cli_version=version,
         cli_versions=(version,) if version else (),
-        model=data["model"],
+        model=summary["model"],
         title=name or None,
         title_source="session_index" if name else None,
         first_prompt=first,
         last_prompt=last,
         user_messages=count,
-        assistant_messages=data["assistant"],
-        tokens=_tokens(data["tokens"]),
-        created=meta.get("timestamp") or data["first_ts"],
-        last_active=data["last_ts"],
-        forked_from=meta.get("forked_from"),
-        compactions=data["compactions"],
+        assistant_messages=summary["assistant"],
+        tokens=_tokens(summary["tokens"]),
+        created=first_meta or None,
+        last_active=max((f.aggregate["last_ts"] or "" for f in files), default="") or None,
+        forked_from=meta.get("forked_from") or _fork_source(files, thread),
+        compactions=summary["compactions"],
         subagents=tuple(subagents),
-        entry_counts=dict(sorted(data["types"].items())),
-        unknown_types=dict(sorted(data["unknown"].items())),
-        malformed_lines=sum(data["malformed"].values()),
-        torn_tail=record.torn_tail,
+        entry_counts=_sum_counts(f.aggregate["types"] for f in files),
+        unknown_types=_sum_counts(f.aggregate["unknown"] for f in files),
+        malformed_lines=sum(sum(f.aggregate["malformed"].values()) for f in files),
+        torn_tail=any(f.torn_tail for f in files),
+        branches=_dropped(thread, files, segments),
+        tree_warnings=tuple(warnings),
     )
+
+
+def _fork_source(files: list[FileRecord], thread: str) -> str | None:
+    """The thread a thread was forked from, as its first rollout says."""
+    for record in files:
+        forked = (record.aggregate["meta"] or {}).get("forked_from")
+        if forked and forked != thread:
+            return str(forked)
+    return None
+
+
+def _sum_counts(tables: Iterable[Mapping[str, int]]) -> dict[str, int]:
+    total: dict[str, int] = {}
+    for table in tables:
+        for key, value in table.items():
+            total[key] = total.get(key, 0) + value
+    return dict(sorted(total.items()))
+
+
+# -- a thread's history read from its rollouts (export, `cos sessions show`) --------------------
+
+
+@dataclass
+class CodexHistory:
+    """A Codex thread's conversation as its rollouts hold it.
+
+    `live` is the live history's lines in order (what Codex would send the model next, with the
+    thread's other lines); `leaf` the last turn id in it; `branches` the turns a revert dropped,
+    one per rollout that holds some (`number`, `tip`: the last dropped turn id, `fork_point`:
+    the last live turn before them, `length` lines, `messages`, `first_prompt`, `last_ts`,
+    `path`), oldest first; `warnings` say where a base rollout is missing.
+    """
+
+    thread: str | None
+    live: list[dict[str, Any]]
+    leaf: str | None
+    branches: list[dict[str, Any]]
+    warnings: list[str]
+
+
+def _sessions_root(path: str) -> str:
+    """The `sessions` folder a rollout is in (sessions/YYYY/MM/DD), else the rollout's folder."""
+    folder = os.path.dirname(os.path.abspath(path))
+    probe = folder
+    for _ in range(4):
+        if os.path.basename(probe) == "sessions":
+            return probe
+        probe = os.path.dirname(probe)
+    return folder
+
+
+def _read_rollout(path: str) -> list[tuple[int, dict[str, Any]]]:
+    """The JSON-object lines of a rollout with their ordinals; unusable lines are skipped."""
+    lines: list[tuple[int, dict[str, Any]]] = []
+    ordinal = 0
+    with open(path, "rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break  # a torn last line, as the importer leaves it
+            try:
+                entry = jsonwire.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(entry, dict):
+                continue
+            given = entry.get("ordinal")
+            if isinstance(given, int) and not isinstance(given, bool):
+                ordinal = given
+            lines.append((ordinal, entry))
+            ordinal += 1
+    return lines
+
+
+def _meta_of(lines: list[tuple[int, dict[str, Any]]]) -> dict[str, Any]:
+    for _ordinal, entry in lines:
+        if entry.get("type") == "session_meta" and isinstance(entry.get("payload"), dict):
+            payload = entry["payload"]
+            return {"id": payload.get("id") if isinstance(payload.get("id"), str) else None,
+                    "timestamp": normalise_timestamp(payload.get("timestamp")),
+                    "history_base": _history_base(payload)}
+    return {"id": None, "timestamp": None, "history_base": None}
+
+
+def _turn_id(entry: Mapping[str, Any]) -> str | None:
+    payload = entry.get("payload")
+    if entry.get("type") == "event_msg" and isinstance(payload, dict) \
+            and payload.get("type") == "task_started" and isinstance(payload.get("turn_id"), str):
+        return str(payload["turn_id"])
+    return None
+
+
+def _typed_prompt(entry: Mapping[str, Any]) -> str | None:
+    payload = entry.get("payload")
+    if entry.get("type") == "response_item" and isinstance(payload, dict) \
+            and payload.get("type") == "message" and payload.get("role") == "user":
+        return prompt_text(payload.get("content"))
+    return None
+
+
+def _apply_rollbacks(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Lines with each `thread_rolled_back` applied: its last `num_turns` turns dropped."""
+    kept: list[dict[str, Any]] = []
+    for entry in lines:
+        payload = entry.get("payload")
+        turns = payload.get("num_turns") if isinstance(payload, dict) else None
+        if not (entry.get("type") == "event_msg" and isinstance(payload, dict)
+                and payload.get("type") == "thread_rolled_back"):
+            kept.append(entry)
+            continue
+        if not isinstance(turns, int) or isinstance(turns, bool) or turns <= 0:
+            continue
+        starts = [i for i, e in enumerate(kept) if _typed_prompt(e) is not None]
+        if not starts:
+            continue
+        cut = starts[-turns] if turns <= len(starts) else starts[0]
+        while cut and (kept[cut - 1].get("type") == "turn_context" or _turn_id(kept[cut - 1])):
+            cut -= 1
+        del kept[cut:]
+    return kept
+
+
+def read_history(path: str | os.PathLike[str]) -> CodexHistory:
+    """The history of the Codex thread whose rollout is at `path`: its live history (through the
+    newest rollout of the thread and the bases it continues) and the turns reverts dropped.
+
+    Raises:
+        OSError: the rollout at `path` cannot be read.
+    """
+    path = os.path.abspath(os.fspath(path))
+    own = _read_rollout(path)
+    thread = _meta_of(own)["id"]
+    if thread is None:
+        match = _ROLLOUT_NAME.match(os.path.basename(path))
+        thread = match.group(1) if match else None
+    paths_by_history: dict[str, str] = {}
+    thread_paths: list[str] = [path]
+    for candidate in _discover(_sessions_root(path), ScanReport(agent=AGENT, root="")):
+        match = _ROLLOUT_NAME.match(os.path.basename(candidate))
+        if match is None:
+            continue
+        paths_by_history.setdefault(match.group(2) or match.group(1), candidate)
+        if match.group(1) == thread and os.path.abspath(candidate) != path:
+            thread_paths.append(os.path.abspath(candidate))
+    loaded: dict[str, list[tuple[int, dict[str, Any]]]] = {path: own}
+
+    def load(file: str) -> list[tuple[int, dict[str, Any]]]:
+        if file not in loaded:
+            try:
+                loaded[file] = _read_rollout(file)
+            except OSError:
+                loaded[file] = []
+        return loaded[file]
+
+    metas_by_path = {file: _meta_of(load(file)) for file in thread_paths}
+    live_path = max(thread_paths, key=lambda f: (metas_by_path[f]["timestamp"] or "",
+                                                 len(loaded[f]), f))
+    history_of = {file: _history_id(file, thread) or file for file in thread_paths}
+    metas: dict[str, Any] = {history_of[f]: metas_by_path[f] for f in thread_paths}
+    files_by_history = {history_of[f]: f for f in thread_paths}
+    current = metas[history_of[live_path]].get("history_base")
+    while current and current["id"] not in metas and current["id"] in paths_by_history:
+        base_path = paths_by_history[current["id"]]
+        metas[current["id"]] = _meta_of(load(base_path))
+        files_by_history[current["id"]] = base_path
+        current = metas[current["id"]].get("history_base")
+    segments, warnings = _history_segments(history_of[live_path], metas)
+    live: list[dict[str, Any]] = []
+    for history_id, lo, hi in segments:
+        live.extend(entry for ordinal, entry in load(files_by_history[history_id])
+                    if lo <= ordinal < hi)
+    live = _apply_rollbacks(live)
+    leaf = next((t for t in map(_turn_id, reversed(live)) if t), None)
+    live_until = {history_id: hi for history_id, _lo, hi in segments}
+    branches: list[dict[str, Any]] = []
+    for file in sorted(thread_paths, key=lambda f: (metas_by_path[f]["timestamp"] or "", f)):
+        if file == live_path:
+            continue
+        base = metas_by_path[file].get("history_base") or {}
+        cut = live_until.get(history_of[file], base.get("end", -INFINITE))
+        lines = load(file)
+        dropped = [entry for ordinal, entry in lines if ordinal >= cut]
+        prompts = [text for text in map(_typed_prompt, dropped) if text is not None]
+        if not prompts:
+            continue
+        kept_turns = [t for ordinal, entry in lines if ordinal < cut
+                      for t in (_turn_id(entry),) if t]
+        fork_point = kept_turns[-1] if kept_turns else (
+            next((t for t in map(_turn_id, reversed(live)) if t), None))
+        stamps = [str(e["timestamp"]) for e in dropped if isinstance(e.get("timestamp"), str)]
+        branches.append({
+            "number": len(branches) + 1,
+            "tip": next((t for t in map(_turn_id, reversed(dropped)) if t), None),
+            "fork_point": fork_point,
+            "length": len(dropped),
+            "messages": sum(1 for e in dropped if e.get("type") == "response_item"
+                            and isinstance(e.get("payload"), dict)
+                            and e["payload"].get("type") == "message"
+                            and e["payload"].get("role") == "assistant") + len(prompts),
+            "first_prompt": clip(prompts[0]),
+            "last_ts": max(stamps) if stamps else None,
+            "path": file,
+        })
+    return CodexHistory(thread=thread, live=live, leaf=leaf, branches=branches,
+                        warnings=warnings)
