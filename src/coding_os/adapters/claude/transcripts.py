@@ -559,6 +559,7 @@ class _Draft:
     native_id: str
     project: str
     continues: str | None = None
+    forked_from: str | None = None
     copied_entries: int = 0
     continued_by: list[str] = field(default_factory=list)
     created: str | None = None
@@ -618,6 +619,7 @@ def _assemble(records: Mapping[str, FileRecord], report: ScanReport) -> list[Nat
         name = os.path.basename(record.path)[: -len(".jsonl")]
         drafts.append(_Draft(record, name, os.path.basename(os.path.dirname(record.path))))
     _link_copies(drafts)
+    _link_summaries(drafts)
     _attach_subagents(drafts, ordered, report)
     sessions = [_session(draft, summaries) for draft in drafts]
     sessions.sort(key=lambda s: (s.last_active or "", s.native_id), reverse=True)
@@ -656,6 +658,40 @@ def _link_copies(drafts: list[_Draft]) -> None:
         copy.token_skip = original.data["main"]["usage"]
         copy.created = copy.first_own_time(original) or None
         original.continued_by.append(copy.native_id)
+
+
+def _link_summaries(drafts: list[_Draft]) -> None:
+    """Link each transcript that starts with a compact boundary continuing another transcript
+    (a summary cos wrote: adapters/claude/compact.py) to the session it summarises:
+    `forked_from` names the session holding the boundary's `logicalParentUuid`, or, when the
+    boundary names none (the summary keeps the conversation's start), the one sharing most of
+    its entries. A copy already linked (`continues`) is left as it is."""
+    summaries: list[tuple[_Draft, str | None]] = []
+    for draft in drafts:
+        nodes = draft.data["nodes"]
+        if draft.continues is None and nodes and "l" in nodes[0]:
+            logical = nodes[0]["l"]
+            if not (isinstance(logical, str) and any(n["u"] == logical for n in nodes)):
+                summaries.append((draft, logical if isinstance(logical, str) else None))
+    if not summaries:
+        return
+    # Every entry of the tree (attachments too: a logical parent may be one), per transcript.
+    entries = {id(d): frozenset(n["u"] for n in d.data["nodes"]) for d in drafts}
+    for draft, logical in summaries:
+        best: tuple[int, str] | None = None
+        for holder in drafts:
+            if holder is draft:
+                continue
+            if logical is not None:
+                if logical in entries[id(holder)]:
+                    best = (1, holder.native_id)
+                    break
+                continue
+            shared = len(entries[id(draft)] & entries[id(holder)])
+            if shared and (best is None or shared > best[0]):
+                best = (shared, holder.native_id)
+        if best is not None:
+            draft.forked_from = best[1]
 
 
 def _direction(a: _Draft, b: _Draft) -> tuple[_Draft, _Draft, int]:
@@ -786,6 +822,7 @@ def _session(draft: _Draft, summaries: Mapping[str, str]) -> NativeSession:
         tokens=_tokens(main["usage"], draft.token_skip),
         created=draft.created or data["first_ts"],
         last_active=data["last_ts"],
+        forked_from=draft.forked_from,
         continues=draft.continues,
         continued_by=tuple(sorted(draft.continued_by)),
         copied_entries=draft.copied_entries,
@@ -796,4 +833,6 @@ def _session(draft: _Draft, summaries: Mapping[str, str]) -> NativeSession:
         unknown_types=dict(sorted(data["unknown"].items())),
         malformed_lines=sum(data["malformed"].values()),
         torn_tail=draft.record.torn_tail,
+        branches=int(data.get("branches") or 0),
+        tree_warnings=tuple(data.get("tree_warnings") or ()),
     )
