@@ -1,7 +1,8 @@
 """A transcript cos's summariser wrote (adapters/claude/compact.py) stays linked to the session it
 summarises: the importer finds the session holding the compact boundary's logical parent (or,
 when the boundary names none, the one sharing its kept entries) and sets `forked_from`, so a
-later import keeps the link the rewind filed in the index."""
+later import keeps the link the rewind filed in the index. And a session carries what its tree
+has beside the live chain: its branch count and warnings."""
 
 from __future__ import annotations
 
@@ -79,3 +80,20 @@ def test_a_later_import_keeps_the_summary_forked_from_its_original(
     rows = {row["native_id"]: row for row in json.loads(
         cos("sessions", "--json", cwd=repo).stdout)}
     assert rows[SUMMARY]["forked_from"] == ORIGINAL
+
+
+def test_a_session_carries_its_branch_count_and_tree_warnings(tmp_path: Path) -> None:
+    folder = tmp_path / "projects" / project_key("/tmp/ftrees/run/proj")
+    folder.mkdir(parents=True)
+    (folder / f"{ORIGINAL}.jsonl").write_bytes((TREES / "resume_at.jsonl").read_bytes())
+    (session,) = scan_claude(tmp_path)[0]
+    assert (session.branches, session.tree_warnings) == (1, ())
+    assert session.to_dict()["branches"] == 1 and session.to_dict()["tree_warnings"] == []
+    # A line lost from the middle breaks the chain: the warning comes with the session.
+    lines = (TREES / "before.jsonl").read_text(encoding="utf-8").splitlines()
+    cut = next(i for i, text in enumerate(lines)
+               if json.loads(text).get("type") == "assistant")
+    (folder / f"{ORIGINAL}.jsonl").write_text("\n".join(lines[:cut] + lines[cut + 1:]) + "\n",
+                                              encoding="utf-8")
+    (broken,) = scan_claude(tmp_path)[0]
+    assert len(broken.tree_warnings) == 1
