@@ -1254,9 +1254,13 @@ def rewind(checkpoint: str, part: str = "code", dry_run: bool = False, in_place:
         plan = plan_rewind(caller.tiers, record, in_place=in_place, env=env)
         if part == "conversation" and not plan.available:
             raise InvalidInput(f"{plan.note} (cos rewind {checkpoint} --code)")
+    engine = plan is not None and plan.kind in ("claude", "codex") and _engine_run(
+        caller, plan.session)
+    if plan is not None and engine and not dry_run:
+        _check_not_served(caller, plan.session)  # before anything is done
     conversation_first = plan is not None and plan.kind == "codex"  # the uncertain half first
     if plan is not None and conversation_first:
-        report["conversation"] = plan.apply(caller.tiers, dry_run)
+        report["conversation"] = _rewind_conversation(caller, plan, engine, dry_run, env)
     if part in ("code", "both"):
         if dry_run:
             report["code"] = preview(caller.tiers, root, checkpoint, settings,
@@ -1266,8 +1270,59 @@ def rewind(checkpoint: str, part: str = "code", dry_run: bool = False, in_place:
                                          agent=caller.agent, settings=settings,
                                          watcher=ask_watcher)
     if plan is not None and not conversation_first:
-        report["conversation"] = plan.apply(caller.tiers, dry_run)
+        report["conversation"] = _rewind_conversation(caller, plan, engine, dry_run, env)
     return report
+
+
+def _engine_run(caller: Caller, session: str) -> bool:
+    """Whether the engine runs `session` (it has an events log): its conversation is rewound
+    in place of a handover, for its next input."""
+    from coding_os.runtime.events import events_path
+
+    return os.path.exists(events_path(caller.tiers, session))
+
+
+def _check_not_served(caller: Caller, session: str) -> None:
+    """Refuse to rewind a session a process serves now (a job's runner, a cos protocol).
+
+    Raises:
+        Conflict: it is being served.
+    """
+    from coding_os.runtime.events import take_lease
+
+    take_lease(caller.tiers, session).release()
+
+
+def _rewind_conversation(caller: Caller, plan: Any, engine: bool, dry_run: bool,
+                         env: Mapping[str, str] | None) -> dict[str, Any]:
+    """The conversation half: a handover (plan.apply), or for a session the engine runs, the
+    session pointed at the rewound conversation for its next input (SessionCore.repoint)."""
+    if not engine:
+        report: dict[str, Any] = plan.apply(caller.tiers, dry_run)
+        return report
+    import asyncio
+
+    from coding_os.runtime.core import open_session
+
+    async def repoint() -> dict[str, Any]:
+        # Served by this process meanwhile (the lease), so nothing else starts it in between.
+        core = open_session(plan.session, str(plan.cwd), env=env, repair=not dry_run)
+        try:
+            options = core.settings.options if core.settings else {}
+            program = options.get("program")
+            done: dict[str, Any] = plan.apply_to_engine(
+                dry_run, program=program if isinstance(program, str) else None)
+            point = done.get("repoint")
+            if not dry_run and isinstance(point, dict):
+                await core.repoint(point["native_id"], point["resume_at"], bool(point["fork"]))
+                done["note"] = (f"{plan.session}'s next input goes on from the checkpoint "
+                                f"(cos protocol --session {plan.session}, or cos respawn of "
+                                "its job)")
+            return done
+        finally:
+            await core.shutdown()
+
+    return asyncio.run(repoint())
 
 
 def _in_lineage(caller: Caller, session: str, ancestor: str) -> bool:

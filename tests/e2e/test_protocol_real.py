@@ -335,3 +335,48 @@ def test_with_the_hooks_installed_an_engine_task_is_one_session_checkpointed_exp
 def cos_run(real: Real, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([COS, *args], cwd=real.project, env=real.env, capture_output=True,
                           text=True, timeout=WAIT)
+
+
+def test_a_rewound_engine_session_goes_on_from_the_checkpoint_at_its_next_input(
+        real: Real) -> None:
+    """cos rewind --conversation of a session the engine runs: no handover; a new cos protocol
+    process serving it sends the model the conversation up to the checkpoint, then the input."""
+    if real.client.agent == "claude":  # its checkpoints come from the hooks inside it
+        installed = cos_run(real, "init", "--agent", "claude")
+        assert installed.returncode == 0, installed.stderr
+    real.script([Text("Noted.")])
+    process = real.start()
+    session = real.configured(process)["session"]
+    prompts = ["first ALPHA-ONE", "second BRAVO-TWO", "third CHARLIE-THREE"]
+    for prompt in prompts:
+        process.send("user_input", text=prompt)
+        process.until_type("task_complete", WAIT)
+    process.send("shutdown")
+    assert process.proc.wait(timeout=WAIT) == 0
+    rows = json.loads(cos_json(real, "checkpoints", "--json", "--session", session))
+    second = next(row for row in rows
+                  if row["trigger"] == "prompt" and row["prompt"] == prompts[1])
+    rewound = cos_run(real, "rewind", second["id"], "--conversation", "--json")
+    assert rewound.returncode == 0, rewound.stderr
+    conversation = json.loads(rewound.stdout)["conversation"]
+    assert conversation["engine"] is True and "handover" not in conversation
+    assert conversation["rewound_session"] == session
+    before = len(real.server.requests)
+    again = real.start("--session", session)
+    again.send("user_input", text="fourth DELTA-FOUR")
+    again.until_type("task_complete", WAIT)
+    again.send("shutdown")
+    assert again.proc.wait(timeout=WAIT) == 0
+    sent = json.dumps([r.body for r in real.server.requests[before:]
+                       if isinstance(r.body, dict) and r.body.get("tools")])
+    assert "ALPHA-ONE" in sent and "DELTA-FOUR" in sent
+    assert "BRAVO-TWO" not in sent and "CHARLIE-THREE" not in sent
+    # Once: a later start resumes the conversation as it is then, with the fourth input.
+    third = real.start("--session", session)
+    third.send("user_input", text="fifth ECHO-FIVE")
+    third.until_type("task_complete", WAIT)
+    third.send("shutdown")
+    assert third.proc.wait(timeout=WAIT) == 0
+    last = json.dumps([r.body for r in real.server.requests
+                       if isinstance(r.body, dict) and r.body.get("tools")][-1])
+    assert "DELTA-FOUR" in last and "ECHO-FIVE" in last and "BRAVO-TWO" not in last

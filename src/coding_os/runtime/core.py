@@ -63,6 +63,8 @@ __all__ = [
 
 Event = dict[str, Any]
 
+# What `repoint` leaves in a session's options for its next start only.
+REWIND_OPTIONS = ("resume_at", "fork_at_resume")
 # Backends whose session cos records itself (its transcript is the session's canonical log).
 NATIVE_TRANSCRIPT_AGENTS = ("python", "exec")
 
@@ -290,7 +292,11 @@ class SessionCore:
         native_id = self.native_id
         if self.agent == "python":
             native_id = self.session  # a python session's native session is the cos session
-        fork = self._fork and native_id is not None
+        # A conversation rewound by `cos rewind` (repoint) goes on from its point: Claude Code
+        # resumes at the entry (in a fork of its own unless rewound in place).
+        rewound = {key: settings.options[key] for key in REWIND_OPTIONS
+                   if key in settings.options}
+        fork = (self._fork or bool(rewound.get("fork_at_resume"))) and native_id is not None
         planned = None
         if self.agent == "claude" and (native_id is None or fork):
             # Claude Code takes the id it is given: filed in the index before its SessionStart
@@ -315,6 +321,11 @@ class SessionCore:
         self._runs_hooks = bool(backend.runs_hooks)
         self.native_id = native if native is not None else self.native_id
         self._fork = False
+        if rewound:  # done once: the next start resumes the session as it is then
+            settings = replace(settings, options={key: value for key, value
+                                                  in settings.options.items()
+                                                  if key not in REWIND_OPTIONS})
+            self.settings = settings
         fields: dict[str, object] = {"native_id": self.native_id, "agent": self.agent,
                                      "cwd": settings.cwd, "model": settings.model,
                                      "permission_mode": settings.permission_mode,
@@ -651,6 +662,35 @@ class SessionCore:
         watchdog)."""
         while self._task is not None:
             await self._task_done.wait()
+
+    async def repoint(self, native_id: str | None, resume_at: str | None = None,
+                      fork: bool = False) -> None:
+        """Point the session at a rewound conversation (`cos rewind` of a session the engine
+        runs): its next start resumes `native_id` (a forked Codex thread, or the same), and a
+        Claude Code session resumes at entry `resume_at` (as a fork of its own, with `fork`).
+        Recorded as a `session_configured` event, so a new serving process does the same.
+
+        Raises:
+            InvalidInput: a task is running, or the session never started.
+        """
+        async with self._lock:
+            if self._task is not None:
+                raise InvalidInput("a task is running: interrupt it before rewinding")
+            if self.settings is None or (native_id or self.native_id) is None:
+                raise InvalidInput(f"{self.session} never started: nothing to rewind")
+            if self._backend is not None:  # the next input starts it again, at the point
+                backend, self._backend = self._backend, None
+                await self._close_backend(backend)
+            options = {key: value for key, value in self.settings.options.items()
+                       if key not in REWIND_OPTIONS}
+            if resume_at is not None:
+                options.update(resume_at=resume_at, fork_at_resume=fork)
+            self.settings = replace(self.settings, options=options)
+            self.native_id = native_id or self.native_id
+            self._record("session_configured", {
+                "native_id": self.native_id, "agent": self.agent, "cwd": self.settings.cwd,
+                "model": self.settings.model, "permission_mode": self.settings.permission_mode,
+                "options": options, "project": self.project})
 
     async def shutdown(self, reply_to: str | None = None) -> None:
         """End the running task (`shutdown`), close the backend and the log; idempotent."""

@@ -97,6 +97,50 @@ class ConversationRewind:
             return self._claude(tiers, report, dry_run)
         return self._codex(tiers, report, dry_run)
 
+    def apply_to_engine(self, dry_run: bool, program: str | None = None) -> dict[str, Any]:
+        """Rewind the conversation of a session the engine runs (DESIGN.md §6): no handover;
+        what its next start must resume (`repoint`: `native_id`, `resume_at`, `fork`), with a
+        Codex thread forked (or reverted in place) now by the app-server (`program`: the one
+        the session runs).
+
+        Raises:
+            NotFound, BackendError: as `apply`.
+        """
+        report = self.report()
+        report["engine"] = True
+        if not self.available:
+            return report
+        assert self.native_id is not None and self.cwd is not None
+        if self.kind == "claude":
+            at = self.point.get("uuid")
+            if at is None:
+                raise InvalidInput(f"nothing of {self.session}'s conversation came before "
+                                   f"checkpoint {self.record['id']}: start a new session "
+                                   "instead")
+            report["repoint"] = {"native_id": self.native_id, "resume_at": str(at),
+                                 "fork": not self.in_place}
+        else:
+            from coding_os.adapters.codex.app_server import fork_thread, revert_thread
+
+            through, before = self.point.get("through"), self.point.get("before")
+            program = program or "codex"  # the session's own program, as it runs it
+            if self.in_place:
+                if before is not None and not dry_run:
+                    revert_thread(self.native_id, str(before), cwd=self.cwd, env=self.env,
+                                  program=program)
+                native = self.native_id
+            elif through is None:
+                raise InvalidInput(f"nothing of {self.session}'s conversation came before "
+                                   f"checkpoint {self.record['id']}: start a new session "
+                                   "instead")
+            else:
+                native = ("<the forked thread>" if dry_run else
+                          fork_thread(self.native_id, str(through), cwd=self.cwd, env=self.env,
+                                      program=program))
+            report["repoint"] = {"native_id": native, "resume_at": None, "fork": False}
+        report.update(rewound_session=self.session, applied=not dry_run)
+        return report
+
     # -- Claude Code ---------------------------------------------------------------------------
 
     def _claude(self, tiers: Tiers, report: dict[str, Any], dry_run: bool) -> dict[str, Any]:

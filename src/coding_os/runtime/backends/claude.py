@@ -88,6 +88,9 @@ class ClaudeBackend:
         else:
             native_id = config.native_id
             argv += ["--resume", native_id]
+        resume_at = config.options.get("resume_at")
+        if config.native_id is not None and isinstance(resume_at, str) and resume_at:
+            argv += ["--resume-session-at", resume_at]  # a rewound conversation goes on there
         if config.model:
             argv += ["--model", config.model]
         if config.permission_mode:
