@@ -352,3 +352,36 @@ def test_a_transcript_message_is_searchable_without_its_secrets(
         + ("[REDACTED:huggingface_token]" if redacting else secret)]
     page = search_page(storage, "weasel").to_dict()
     assert (secret in json.dumps(page)) is not redacting
+
+
+def test_a_claude_transcript_is_searched_along_its_live_chain_only(
+        storage: SQLiteStorage, tiers: Tiers, tmp_path: Path) -> None:
+    """A resume at an earlier entry leaves the turns after it as a branch: they are no longer
+    the conversation, and search stops finding them; an append on the live chain adds to it."""
+    from coding_os.sessions import index
+    from tests.helpers import assistant, user, write_jsonl
+
+    native = "bbbbbbbb-0000-0000-0000-00000000000b"
+    projects = tmp_path / "claude" / "projects" / "-work-app"
+    log = projects / f"{native}.jsonl"
+    write_jsonl(log, [user("u1", None, "first walrus", 1, native),
+                      assistant("a1", "u1", "m1", "r1", 2, native),
+                      user("u2", "a1", "second walrus", 3, native),
+                      assistant("a2", "u2", "m2", "r2", 4, native)])
+    index.refresh(storage, tiers, str(tmp_path / "claude"), str(tmp_path / "none"))
+    sync_transcripts(storage, tiers)
+    assert texts(storage, "walrus") == ["first walrus", "second walrus"]
+    # Appended on the live chain: read incrementally, kept with what was there.
+    write_jsonl(log, [user("u3", "a2", "third walrus", 5, native),
+                      assistant("a3", "u3", "m3", "r3", 6, native)], mode="a")
+    index.refresh(storage, tiers, str(tmp_path / "claude"), str(tmp_path / "none"))
+    assert sync_transcripts(storage, tiers) == 2  # the third prompt and its answer
+    assert texts(storage, "walrus") == ["first walrus", "second walrus", "third walrus"]
+    # Resumed at the first answer (--resume-session-at a1): the second and third turns are a
+    # branch now.
+    write_jsonl(log, [user("u4", "a1", "fourth walrus", 7, native),
+                      assistant("a4", "u4", "m4", "r4", 8, native)], mode="a")
+    index.refresh(storage, tiers, str(tmp_path / "claude"), str(tmp_path / "none"))
+    sync_transcripts(storage, tiers)
+    assert texts(storage, "walrus") == ["first walrus", "fourth walrus"]
+    assert sync_transcripts(storage, tiers) == 0

@@ -316,11 +316,9 @@ def test_each_export_shows_its_own_conversation(run: Rewound) -> None:
 
 
 def test_the_rewound_export_holds_the_kept_first_prompt(run: Rewound) -> None:
+    # Codex 0.169 writes a fork as a rollout whose `history_base` points into the parent's
+    # rollout: the export follows it.
     rewound = run.exports[run.rewind["conversation"]["rewound_session"]]
-    if run.cp.agent == "codex" and PROMPTS[0] not in rewound:
-        # Codex 0.169 writes a fork as a rollout whose `history_base` points into the parent's
-        # rollout; the importer reads the fork's own lines only.
-        pytest.xfail("cos export of a Codex fork does not follow its history_base yet")
     assert rewound.index(PROMPTS[0]) < rewound.index(PROMPTS[3])
 
 

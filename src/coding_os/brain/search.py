@@ -22,6 +22,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from typing import BinaryIO
 from dataclasses import dataclass
 
 from coding_os import redact
@@ -38,6 +39,7 @@ MAX_PAGE = 100
 SNIPPET_CHARS = 240
 MESSAGE_CHARS = 8000  # a transcript message is searchable up to this length
 _TAIL_BYTES = 256
+_LEAF_TAIL_BYTES = 256 * 1024  # what is read before an append to find the live leaf there
 _CHUNK_BYTES = 8 << 20
 _WORD_PARTS = re.compile(r"[^\W_]+")
 _CONTEXT_PREFIXES = ("<environment_context>", "<user_instructions>", "<permissions instructions>",
@@ -207,6 +209,12 @@ def _sync_file(storage: Storage, path: str, fmt: str, st: os.stat_result,
     with open(path, "rb") as handle:
         restart = mark is not None and not _continues(handle, st, mark)
         start = mark.read_to if mark is not None and not restart else 0
+        keep: set[str] | None = None  # a Claude transcript: the uuids of its live chain
+        if fmt == "claude":
+            keep = _appended_live(handle, start, st.st_size) if start else None
+            if keep is None:  # read whole, or the live chain left what was read: all again
+                restart, start = mark is not None, 0
+                keep = _live_uuids(handle, st.st_size)
         if restart and st.st_size == 0:  # emptied: nothing of it is searchable any more
             return storage.add_source_docs(SourceMark(path, st.st_ino, 0, _digest(b"")), [],
                                            restart=True)
@@ -221,7 +229,8 @@ def _sync_file(storage: Storage, path: str, fmt: str, st: os.stat_result,
                 whole = len(data)  # one line longer than a chunk: skipped, not searched
                 docs: list[SearchDoc] = []
             else:
-                docs = list(_messages(data[:whole], start, fmt, session, path, redacting))
+                docs = list(_messages(data[:whole], start, fmt, session, path, redacting,
+                                      keep))
             end = start + whole
             handle.seek(max(0, end - _TAIL_BYTES))
             tail = handle.read(min(end, _TAIL_BYTES))
@@ -230,6 +239,65 @@ def _sync_file(storage: Storage, path: str, fmt: str, st: os.stat_result,
             restart = False
             start = end
     return added
+
+
+def _entries(data: bytes) -> Iterator[dict[str, object]]:
+    for raw in data.split(b"\n"):
+        try:
+            entry = json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(entry, dict):
+            yield entry
+
+
+def _live_uuids(handle: BinaryIO, size: int) -> set[str]:
+    """The uuids of a Claude transcript's live chain (DESIGN.md §5: transcripts are trees):
+    what search holds of it; the dropped branches are not the conversation."""
+    from coding_os.adapters.claude.tree import live_chain
+
+    handle.seek(0)
+    data = handle.read(size)
+    data = data[: data.rfind(b"\n") + 1]  # a torn last line waits for the next sync
+    return {str(entry["uuid"]) for entry in live_chain(list(_entries(data)))
+            if isinstance(entry.get("uuid"), str)}
+
+
+def _appended_live(handle: BinaryIO, read_to: int, size: int) -> set[str] | None:
+    """The uuids of what was appended after `read_to` that is on the live chain, when the live
+    chain still runs through what was read before; None when it left it (a resume at an earlier
+    entry, a rewind): then the file is read again whole."""
+    from coding_os.adapters.claude.leaf import entry_uuid, in_tree, is_message
+
+    handle.seek(max(0, read_to - _LEAF_TAIL_BYTES))
+    before = handle.read(read_to - max(0, read_to - _LEAF_TAIL_BYTES))
+    handle.seek(read_to)
+    added = handle.read(size - read_to)
+    added = added[: added.rfind(b"\n") + 1]
+    old = [entry for entry in _entries(before) if in_tree(entry)]
+    old_leaf = next((entry_uuid(e) for e in reversed(old) if is_message(e)), None)
+    # What was written after the old leaf (attachments, system lines) may carry the chain on.
+    after_leaf = {entry_uuid(e) for e in old[next((i for i in range(len(old) - 1, -1, -1)
+                                                   if is_message(old[i])), -1) + 1:]}
+    parents: dict[str, object] = {}
+    leaf = None
+    for entry in _entries(added):
+        uuid = entry_uuid(entry)
+        if uuid is None or not in_tree(entry):
+            continue
+        parents[uuid] = entry.get("parentUuid") or entry.get("logicalParentUuid")
+        if is_message(entry):
+            leaf = uuid
+    if leaf is None:
+        return set()  # no message appended: nothing new is the conversation
+    chain: set[str] = set()
+    current: object = leaf
+    while isinstance(current, str) and current in parents and current not in chain:
+        chain.add(current)
+        current = parents[current]
+    if old_leaf is None or current == old_leaf or current in after_leaf:
+        return chain
+    return None
 
 
 def _continues(handle: object, st: os.stat_result, mark: SourceMark | None) -> bool:
@@ -252,10 +320,11 @@ def _session_of(path: str, fmt: str) -> str:
 
 
 def _messages(data: bytes, offset: int, fmt: str, session: str, path: str,
-              redacting: bool = True) -> Iterator[SearchDoc]:
+              redacting: bool = True, keep: set[str] | None = None) -> Iterator[SearchDoc]:
     """The user and assistant texts of complete lines, each a document named by its file and
     byte offset (stable across re-reads, unique in the database), its secrets redacted unless
-    `redacting` is false."""
+    `redacting` is false; with `keep`, only the entries whose uuid it holds (a Claude
+    transcript's live chain)."""
     key = hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
     position = offset
     for raw in data.split(b"\n")[:-1] if data else []:
@@ -266,6 +335,8 @@ def _messages(data: bytes, offset: int, fmt: str, session: str, path: str,
         except (ValueError, RecursionError):
             continue
         if not isinstance(entry, dict):
+            continue
+        if keep is not None and entry.get("uuid") not in keep:
             continue
         found = _text_of(entry, fmt)
         if found is None:
