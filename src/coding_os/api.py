@@ -1900,3 +1900,271 @@ def rerun_session(plan: Mapping[str, Any], view: RunView, *, approvals: str = "d
     settings = SessionSettings(agent=str(ran["agent"]), cwd=worktree, model=ran["model"],
                                permission_mode=ran["permission_mode"], options=options)
     return run_foreground(settings, rendered.text, view, approvals=approvals, env=env)
+
+
+# The web view (DESIGN.md §10, `cos web`): what its pages read beside the functions above — a
+# page of a session's conversation, an engine session's stored events, a job's events as a
+# feed, an interrupt, and a checkpoint's per-file diffs.
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+__all__ += ["TURNS_PAGE_MAX", "session_turns", "session_events", "session_job", "JobFeed",
+            "job_feed", "job_interrupt", "checkpoint_diff"]
+
+TURNS_PAGE_MAX = 500
+DIFF_TEXT_MAX = 200_000  # characters of one file's diff shown; the rest is cut and said
+
+
+def session_turns(session: str, offset: int = 0, limit: int = 50, branch: int | None = None,
+                  env: Mapping[str, str] | None = None, cwd: str | None = None
+                  ) -> dict[str, Any]:
+    """A page of a session's conversation (its live chain, or `branch`): `turns` (role, text,
+    ts, tool) from `offset`, at most `limit`, with `total`, `next_offset` (None at the end) and
+    the log's `meta`. The log is read whole for each page (a Claude transcript is a tree whose
+    live chain is known only at its end); only the page is returned.
+
+    Raises:
+        InvalidInput: a negative offset, a limit outside 1..TURNS_PAGE_MAX, a bad branch.
+        NotFound: no such session, no log, or an offset past the end.
+        InvalidId: as `show_session`.
+    """
+    from dataclasses import asdict
+
+    from coding_os.sessions.export import read_turns
+
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise InvalidInput("the offset must be an integer, 0 or more")
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= TURNS_PAGE_MAX:
+        raise InvalidInput(f"the page size must be 1 to {TURNS_PAGE_MAX}")
+    row = show_session(session, env, cwd)
+    source = row.get("source_path")
+    if not isinstance(source, str) or not source:
+        raise NotFound(f"session {session} has no log to read")
+    meta, turns = read_turns(source, str(row.get("kind")),
+                             redact.configured(Caller(env, cwd).tiers.state_dir), branch)
+    if offset and offset >= len(turns):
+        raise NotFound(f"session {session} has {len(turns)} turns: offset {offset} is past "
+                       "the end")
+    end = offset + limit
+    return {"session": row.get("id"), "kind": row.get("kind"), "meta": meta,
+            "offset": offset, "total": len(turns),
+            "next_offset": end if end < len(turns) else None,
+            "turns": [asdict(turn) for turn in turns[offset:end]]}
+
+
+def session_events(session: str, since: int = 0, env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> dict[str, Any]:
+    """The stored events of a session the engine runs, after seq `since`: `events`,
+    `last_seq`, and `engine` (False, with no events, for a session without an events log:
+    one the agent ran on its own).
+
+    Raises:
+        InvalidInput: `since` is not an integer >= 0, or beyond the last seq.
+        InvalidId: a malformed session id.
+    """
+    from coding_os.runtime.events import events_path, last_seq, read_since
+
+    _validate_lookup(session)
+    caller = Caller(env, cwd)
+    path = events_path(caller.tiers, session)
+    if not os.path.exists(path):
+        return {"engine": False, "events": [], "last_seq": 0}
+    end = last_seq(path)
+    if isinstance(since, int) and not isinstance(since, bool) and since > end:
+        raise InvalidInput(f"seq {since} is beyond the end of {session}'s events (its last "
+                           f"seq is {end})")
+    events = read_since(path, since).events
+    return {"engine": True, "events": events,
+            "last_seq": events[-1]["seq"] if events else max(end, since)}
+
+
+def session_job(session: str, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The row of the background job whose session is `session`, or None."""
+    from coding_os.daemon import jobs, roster
+
+    for job in roster.current(env):
+        if job.state.get("cos_session") == session:
+            return jobs.row(job)
+    return None
+
+
+class JobFeed:
+    """A job's events after a seq: through its runner's connection (the stored ones, then the
+    live ones, with no gap and no duplicate: the protocol's `resume`) while the runner runs,
+    else those stored. `close` may be called from another thread to end a blocked read."""
+
+    def __init__(self, job: dict[str, Any], connection: Any,
+                 stored: list[dict[str, Any]]) -> None:
+        self.job = job
+        self.live = connection is not None
+        self._connection = connection
+        self._stored = stored
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._connection is None:
+            yield from self._stored
+            return
+        try:
+            for event in self._connection.events():
+                if isinstance(event.get("seq"), int):
+                    yield event
+        except (OSError, ValueError):
+            return  # closed under the read, or the runner went away
+
+    def close(self) -> None:
+        import socket
+
+        if self._connection is None:
+            return
+        try:
+            self._connection.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self._connection.close()
+        except (OSError, ValueError):
+            pass
+
+
+def job_feed(job: str, since: int = 0, env: Mapping[str, str] | None = None) -> JobFeed:
+    """The feed of job `job`'s events after seq `since` (see `JobFeed`).
+
+    Raises:
+        NotFound, Ambiguous: as jobs.resolve. InvalidInput: `since` beyond the end.
+    """
+    from coding_os.daemon import background, jobs
+
+    found, connection, stored = background.attach(job, since, env)
+    return JobFeed(jobs.row(found), connection, stored)
+
+
+def job_interrupt(job: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Interrupt the job's running task (`turn_aborted` `interrupted`); the job goes on.
+
+    Raises:
+        NotFound, Ambiguous: as jobs.resolve. Conflict: its runner does not run.
+        InvalidInput: the runner refused (no task runs).
+    """
+    from coding_os.daemon import background, jobs
+    from coding_os.errors import Conflict
+    from coding_os.runtime.events import last_seq
+
+    found = background.find_job(job, env)
+    if found.state.get("pid") is None or not jobs.runner_alive(found):
+        raise Conflict(f"job {found.id} ({found.name}) is {found.state.get('state')}: its "
+                       f"runner is not running")
+    path = found.state.get("events")
+    seq = last_seq(path) if isinstance(path, str) and os.path.exists(path) else 0
+    connection = background.Connection(found, background.CONNECT_TIMEOUT_S)
+    aborted = None
+    try:
+        if found.state.get("cos_session"):
+            connection.send({"type": "resume", "session": found.state["cos_session"],
+                             "last_seq": seq})
+        connection.send({"type": "interrupt"}, "web-interrupt")
+        for event in connection.events():
+            msg = event.get("msg") or {}
+            if event.get("seq") is None and msg.get("type") == "error":
+                raise InvalidInput(f"job {found.id}: {msg.get('message')}")
+            if msg.get("type") == "turn_aborted":
+                aborted = msg.get("task")
+                break
+    except TimeoutError:
+        pass
+    finally:
+        connection.close()
+    return {"id": found.id, "name": found.name, "task": aborted}
+
+
+def _file_bytes(root: str, store: Any, manifest: dict[str, object], paths: list[str]
+                ) -> dict[str, bytes | None]:
+    """The bytes each of `paths` has in `manifest` (None: absent, or not a file it stored)."""
+    from coding_os.checkpoints.manifest import resolve
+    from coding_os.checkpoints.restore import fetch
+
+    found = resolve(root, manifest, set(paths))
+    wanted = [(path, entry, prefix) for path, (entry, prefix, _) in sorted(found.items())
+              if entry is not None and entry[0] in ("f", "l")]
+    data = fetch(root, store, [{"op": "write", "path": path, "kind": entry[0], "sha1": entry[1],
+                                "mode": entry[2], "oid": entry[3], "layer": prefix}
+                               for path, entry, prefix in wanted])
+    out: dict[str, bytes | None] = {path: None for path in paths}
+    for number, (path, _, _) in enumerate(wanted):
+        out[path] = data.get(number)
+    return out
+
+
+def _text_diff(path: str, old: bytes | None, new: bytes | None) -> dict[str, Any]:
+    import difflib
+
+    a, b = old or b"", new or b""
+    if b"\0" in a[:8000] or b"\0" in b[:8000] or len(a) + len(b) > 8 << 20:
+        return {"binary": True, "diff": None, "truncated": False}
+    lines = difflib.unified_diff(a.decode("utf-8", "replace").splitlines(),
+                                 b.decode("utf-8", "replace").splitlines(),
+                                 fromfile=f"a/{path}" if old is not None else "/dev/null",
+                                 tofile=f"b/{path}" if new is not None else "/dev/null",
+                                 lineterm="")
+    text = "\n".join(lines)
+    truncated = len(text) > DIFF_TEXT_MAX
+    return {"binary": False, "diff": text[:DIFF_TEXT_MAX], "truncated": truncated}
+
+
+def checkpoint_diff(checkpoint: str, against: str = "tree", env: Mapping[str, str] | None = None,
+                    cwd: str | None = None) -> dict[str, Any]:
+    """The per-file diffs of a checkpoint: from it to the tree now (`tree`: what a rewind
+    would undo), or from the checkpoint before it of the same tree to it (`previous`: what
+    its turn changed). `files`: path, action (create, delete, change), binary, diff
+    (unified, at most DIFF_TEXT_MAX characters; `truncated` says when cut). Changes nothing.
+
+    Raises:
+        InvalidInput: a bad id or `against`, a checkpoint of another tree.
+        NotFound: no such checkpoint in this project.
+        DamagedObject, RestoreError: its objects are missing or damaged.
+    """
+    from coding_os.daemon.client import ask_watcher
+    from coding_os.checkpoints import points
+    from coding_os.checkpoints.manifest import diff, read_manifest
+    from coding_os.checkpoints.rewind import preview, read_current, row
+    from coding_os.checkpoints.store import ObjectStore
+
+    if against not in ("tree", "previous"):
+        raise InvalidInput(f"a checkpoint is compared with the tree or the previous one, not "
+                           f"{against[:40]!r}")
+    if not points.valid_id(checkpoint):
+        raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
+    caller, root, settings = _checkpoint_context(env, cwd, create=False)
+    folder = caller.tiers.checkpoints_dir
+    record = points.load(folder, checkpoint)
+    if record.get("root") != root:
+        raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}")
+    store = ObjectStore(folder)
+    manifest = read_manifest(store, str(record["manifest"]))
+    previous_id = None
+    files: list[dict[str, Any]] = []
+    if against == "tree":
+        shown = preview(caller.tiers, root, checkpoint, settings, watcher=ask_watcher)
+        listed = shown["files"]
+        assert isinstance(listed, list)
+        paths = [str(item["path"]) for item in listed]
+        then = _file_bytes(root, store, manifest, paths)
+        pairs = [(path, then[path], read_current(root, path)) for path in paths]
+    else:
+        earlier = [r for r in points.all_records(folder)
+                   if str(r["id"]) < checkpoint and r.get("root") == root
+                   and r.get("mode") == record.get("mode")]
+        if earlier:
+            previous_id = str(earlier[-1]["id"])
+            before = read_manifest(store, str(earlier[-1]["manifest"]))
+            paths = [change[0] for change in diff(root, manifest, before)]
+            old = _file_bytes(root, store, before, paths)
+        else:  # the first checkpoint of this tree: nothing to compare it with
+            paths, old = [], {}
+        new = _file_bytes(root, store, manifest, paths)
+        pairs = [(path, old.get(path), new[path]) for path in paths]
+    for path, a, b in pairs:
+        action = "create" if a is None else "delete" if b is None else "change"
+        files.append({"path": path, "action": action, **_text_diff(path, a, b)})
+    return {"checkpoint": row(record), "against": against, "previous": previous_id,
+            "root": root, "files": files}
