@@ -1193,6 +1193,26 @@ def daemon_status(as_json: bool) -> None:
     _daemon_lines(report)
 
 
+@cli.command("web")
+@click.option("--port", type=click.IntRange(0, 65535), default=8777, show_default=True,
+              help="The port on 127.0.0.1 (0: any free port).")
+@click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print {url, port, token, pid} as one JSON line, then serve.")
+def web_command(port: int, open_browser: bool, as_json: bool) -> None:
+    """Serve the web agent view on 127.0.0.1 (docs/web.md): the roster, sessions, live
+    jobs, checkpoints, tasks and search. Prints its URL with a random token; serves until
+    stopped."""
+    try:
+        from coding_os.interfaces.web.app import serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("starlette", "uvicorn", "jinja2",
+                                                       "markupsafe", "anyio"):
+            raise
+        raise InvalidInput("cos web needs its extra: pip install 'coding-os[web]'") from None
+    serve(port, open_browser=open_browser, as_json=as_json)
+
+
 def _add_agents_commands() -> None:
     from coding_os.interfaces.agents import COMMANDS
 

@@ -1,0 +1,487 @@
+"""The web agent view, `cos web` (DESIGN.md §10; docs/web.md): a Starlette app rendering Jinja2
+pages over `coding_os.api` — the roster of background jobs, the sessions, a session's
+conversation with its live tail, checkpoints with diffs and rewind, tasks and the work log,
+search — with htmx (served from the package) for actions and partial updates and Server-Sent
+Events for live ones. The app is thin: every page's data comes from the api the CLI uses.
+Who may reach it is security.py's; the live feeds are live.py's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jinja2
+from markupsafe import Markup, escape
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from coding_os import api
+from coding_os.errors import (Ambiguous, Conflict, CosError, CrossProject, InvalidInput,
+                              NotFound)
+from coding_os.interfaces.web import live
+from coding_os.interfaces.web.security import CSRF_FIELD, LOOPBACK, Guard, new_token
+
+__all__ = ["create_app", "serve", "SESSIONS_PAGE", "TURNS_PAGE", "CHECKPOINTS_PAGE"]
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SESSIONS_PAGE = 50
+TURNS_PAGE = 100
+CHECKPOINTS_PAGE = 50
+LIVE_SHOWN = 200  # stored events a session page shows before its live tail
+QUERY_MAX = 500
+_URL = re.compile(r"https?://[^\s<>\"'`]+")
+
+
+def _linkify(text: object) -> Markup:
+    """`text` escaped, its http(s) URLs made links (no other scheme ever becomes one)."""
+    raw = "" if text is None else str(text)
+    out: list[str] = []
+    last = 0
+    for match in _URL.finditer(raw):
+        out.append(str(escape(raw[last:match.start()])))
+        url = escape(match.group(0))
+        out.append(f'<a href="{url}" rel="noopener noreferrer nofollow" target="_blank">{url}</a>')
+        last = match.end()
+    out.append(str(escape(raw[last:])))
+    return Markup("".join(out))
+
+
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
+        autoescape=True, trim_blocks=True,
+        lstrip_blocks=True)
+    environment.filters["linkify"] = _linkify
+    environment.filters["tojson_text"] = lambda value: json.dumps(value, ensure_ascii=False,
+                                                                  indent=2, default=str)
+    return environment
+
+
+def _status(exc: BaseException) -> int:
+    if isinstance(exc, NotFound):
+        return 404
+    if isinstance(exc, (InvalidInput, CrossProject)):
+        return 400
+    if isinstance(exc, (Conflict, Ambiguous)):
+        return 409
+    return 500
+
+
+def _one_line(exc: BaseException) -> str:
+    text = " ".join(str(exc).split())
+    if isinstance(exc, CosError):
+        return text
+    return f"internal error: {type(exc).__name__}: {text}"
+
+
+class View:
+    """The pages of one server: the project it serves (`cwd`) and its templates."""
+
+    def __init__(self, cwd: str, env: Mapping[str, str] | None = None) -> None:
+        self.cwd = cwd
+        self.env = env
+        self.templates = _environment()
+
+    # -- rendering ----------------------------------------------------------------------------
+
+    def render(self, request: Request, name: str, code: int = 200,
+               **context: Any) -> HTMLResponse:
+        csrf = request.scope.get("state", {}).get("csrf", "")
+        html = self.templates.get_template(name).render(
+            csrf=csrf, csrf_field=CSRF_FIELD, path=request.url.path, cwd=self.cwd, **context)
+        return HTMLResponse(html, status_code=code)
+
+    def error(self, request: Request, exc: BaseException) -> HTMLResponse:
+        status = _status(exc)
+        if request.headers.get("hx-request"):
+            return self.render(request, "flash.html", status, message=_one_line(exc),
+                               ok=False)
+        return self.render(request, "error.html", status, message=_one_line(exc),
+                           status=status)
+
+    def page(self, handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
+        """A route whose CosError (and any other error) is a page with one line, never a
+        traceback."""
+        def route(request: Request) -> Response:
+            try:
+                return handler(request)
+            except CosError as exc:
+                return self.error(request, exc)
+            except Exception as exc:  # noqa: BLE001 - one line for a bug in cos, not a traceback
+                sys.stderr.write(f"cos web: {_one_line(exc)}\n")
+                return self.error(request, exc)
+        return route
+
+    def done(self, request: Request, message: str, back: str) -> Response:
+        """What an action answers: a line for htmx, a redirect for a plain form."""
+        if request.headers.get("hx-request"):
+            return self.render(request, "flash.html", message=message, ok=True)
+        return RedirectResponse(back, status_code=303)
+
+    # -- the roster ----------------------------------------------------------------------------
+
+    def _jobs(self, request: Request) -> list[dict[str, Any]]:
+        return api.agents_list(every=request.query_params.get("all") == "1", cwd=self.cwd,
+                               env=self.env)
+
+    def roster(self, request: Request) -> Response:
+        return self.render(request, "roster.html", jobs=self._jobs(request),
+                           every=request.query_params.get("all") == "1")
+
+    def roster_rows(self, request: Request) -> Response:
+        return self.render(request, "roster_rows.html", jobs=self._jobs(request))
+
+    async def start_job(self, request: Request) -> Response:
+        form = await request.form()
+        fields = {key: str(form.get(key) or "").strip() for key in
+                  ("agent", "prompt", "name", "isolation", "recipe", "params")}
+
+        def start() -> Response:
+            agent = fields["agent"] or "claude"
+            params = [line.strip() for line in fields["params"].splitlines() if line.strip()]
+            common: dict[str, Any] = {"name": fields["name"] or None,
+                                      "isolation": fields["isolation"] or "worktree",
+                                      "cwd": self.cwd, "env": self.env}
+            if agent == "exec":
+                row = api.bg_start(None, command=fields["prompt"], **common)
+            elif fields["recipe"]:
+                row = api.bg_start(fields["prompt"] or None, agent=fields["agent"] or None,
+                                   recipe=fields["recipe"], params=params, **common)
+            else:
+                row = api.bg_start(fields["prompt"], agent=agent, **common)
+            return self.done(request, f"backgrounded · {row['id']} · {row['name']}", "/")
+
+        return await _in_thread(self.page(lambda _: start()), request)
+
+    async def job_action(self, request: Request) -> Response:
+        job = request.path_params["job"]
+        action = request.path_params["action"]
+        form = await request.form()
+
+        def act() -> Response:
+            if action == "reply":
+                text = str(form.get("text") or "")
+                done = api.job_reply(job, text, env=self.env)
+                message = f"sent to {done['id']}"
+            elif action == "approve":
+                decision = str(form.get("decision") or "allow")
+                if decision not in ("allow", "deny"):
+                    raise InvalidInput("the decision is allow or deny")
+                done = api.job_approve(job, decision == "allow",
+                                       str(form.get("request") or "") or None, env=self.env)
+                message = f"{done['decision']} · {done['id']} · request {done['request']}"
+            elif action == "interrupt":
+                done = api.job_interrupt(job, env=self.env)
+                message = f"interrupted {done['id']}"
+            elif action == "stop":
+                done = api.job_stop(job, env=self.env)
+                message = f"stopped {done['id']}"
+            elif action == "respawn":
+                rows = api.job_respawn(job, env=self.env)
+                message = f"respawned {', '.join(str(r['id']) for r in rows)}"
+            else:
+                raise NotFound(f"no action {action[:40]!r}")
+            return self.done(request, message, str(form.get("back") or "/")
+                             if str(form.get("back") or "/").startswith("/") else "/")
+
+        return await _in_thread(self.page(lambda _: act()), request)
+
+    def job(self, request: Request) -> Response:
+        feed_row = api.job_logs(request.path_params["job"], env=self.env)["job"]
+        session = feed_row.get("cos_session")
+        if not session:
+            raise NotFound(f"job {feed_row['id']} has no session yet: reload in a moment")
+        return RedirectResponse(f"/sessions/{session}", status_code=303)
+
+    async def job_events(self, request: Request) -> Response:
+        try:
+            since = live.resume_point(request.headers, request.query_params)
+            feed = await _run(api.job_feed, request.path_params["job"], since, self.env)
+        except CosError as exc:
+            return self.error(request, exc)
+        return _sse(live.job_stream(feed))
+
+    # -- sessions ------------------------------------------------------------------------------
+
+    def sessions(self, request: Request) -> Response:
+        query = request.query_params
+        search = query.get("q") or None
+        scope = query.get("scope") or "repo"
+        agent = query.get("agent") or None
+        page = _page_number(query.get("page"))
+        if search is not None and len(search) > QUERY_MAX:
+            raise InvalidInput(f"the search is over {QUERY_MAX} characters")
+        rows = api.list_sessions(scope=scope, agent=agent, search=search,
+                                 limit=page * SESSIONS_PAGE + 1, cwd=self.cwd, env=self.env)
+        shown = rows[(page - 1) * SESSIONS_PAGE: page * SESSIONS_PAGE]
+        if page > 1 and not shown:
+            raise NotFound(f"page {page} is past the end of the sessions")
+        return self.render(request, "sessions.html", sessions=shown, page=page,
+                           more=len(rows) > page * SESSIONS_PAGE, q=search or "",
+                           scope=scope, agent=agent or "", scopes=api.SESSION_SCOPES)
+
+    def _turns(self, request: Request, offset: int) -> dict[str, Any]:
+        return api.session_turns(request.path_params["session"], offset, TURNS_PAGE,
+                                 _branch(request.query_params.get("branch")), cwd=self.cwd,
+                                 env=self.env)
+
+    def session(self, request: Request) -> Response:
+        sid = request.path_params["session"]
+        row = api.show_session(sid, cwd=self.cwd, env=self.env)
+        sid = str(row["id"])
+        turns = self._turns(request, 0)
+        tree = api.session_branches(row)
+        stored = api.session_events(sid, cwd=self.cwd, env=self.env)
+        events = stored["events"]
+        return self.render(request, "session.html", session=row, turns=turns,
+                           branch=request.query_params.get("branch") or "", tree=tree,
+                           engine=stored["engine"], events=events[-LIVE_SHOWN:],
+                           last_seq=stored["last_seq"], job=api.session_job(sid, env=self.env),
+                           chart=_token_chart(events))
+
+    def session_turns(self, request: Request) -> Response:
+        offset = _offset(request.query_params.get("offset"))
+        return self.render(request, "turns.html", turns=self._turns(request, offset),
+                           session={"id": request.path_params["session"]},
+                           branch=request.query_params.get("branch") or "")
+
+    async def session_events(self, request: Request) -> Response:
+        sid = request.path_params["session"]
+        try:
+            since = live.resume_point(request.headers, request.query_params)
+            job = await _run(api.session_job, sid, self.env)
+            if job is not None:
+                feed = await _run(api.job_feed, str(job["id"]), since, self.env)
+                return _sse(live.job_stream(feed))
+            stored = await _run(lambda: api.session_events(sid, since, cwd=self.cwd,
+                                                           env=self.env))
+            if not stored["engine"]:
+                raise NotFound(f"session {sid} is not run by cos: it has no live events")
+        except CosError as exc:
+            return self.error(request, exc)
+        return _sse(live.log_stream(sid, since, self.cwd))
+
+    async def session_input(self, request: Request) -> Response:
+        sid = request.path_params["session"]
+        form = await request.form()
+
+        def send() -> Response:
+            job = api.session_job(sid, env=self.env)
+            if job is None:
+                raise Conflict(f"session {sid} is not run by a background job: nothing to send "
+                               "its input to (cos bg starts one)")
+            done = api.job_reply(str(job["id"]), str(form.get("text") or ""), env=self.env)
+            return self.done(request, f"sent to {done['id']}", f"/sessions/{sid}")
+
+        return await _in_thread(self.page(lambda _: send()), request)
+
+    def export(self, request: Request) -> Response:
+        sid = request.path_params["session"]
+        fmt = request.path_params["fmt"]
+        text = api.export_session(sid, fmt, cwd=self.cwd, env=self.env,
+                                  branch=_branch(request.query_params.get("branch")))
+        kinds = {"md": "text/markdown", "json": "application/json", "html": "text/html"}
+        safe = re.sub(r"[^A-Za-z0-9._-]", "_", sid)[:120]
+        return Response(text, media_type=f"{kinds[fmt]}; charset=utf-8", headers={
+            "content-disposition": f'attachment; filename="{safe}.{fmt}"',
+            "content-security-policy": "sandbox; default-src 'none'"})
+
+    # -- checkpoints ---------------------------------------------------------------------------
+
+    def checkpoints(self, request: Request) -> Response:
+        page = _page_number(request.query_params.get("page"))
+        session = request.query_params.get("session") or None
+        rows = api.checkpoint_list(session, cwd=self.cwd, env=self.env)
+        shown = rows[(page - 1) * CHECKPOINTS_PAGE: page * CHECKPOINTS_PAGE]
+        if page > 1 and not shown:
+            raise NotFound(f"page {page} is past the end of the checkpoints")
+        return self.render(request, "checkpoints.html", checkpoints=shown, page=page,
+                           more=len(rows) > page * CHECKPOINTS_PAGE, session=session or "")
+
+    def checkpoint(self, request: Request) -> Response:
+        cp = request.path_params["checkpoint"]
+        against = request.query_params.get("against") or "tree"
+        diffs = api.checkpoint_diff(cp, against, cwd=self.cwd, env=self.env)
+        preview = api.rewind(cp, "code", dry_run=True, cwd=self.cwd, env=self.env)["code"]
+        return self.render(request, "checkpoint.html", diffs=diffs, preview=preview,
+                           against=against, result=None)
+
+    async def rewind(self, request: Request) -> Response:
+        cp = request.path_params["checkpoint"]
+        form = await request.form()
+
+        def apply() -> Response:
+            if form.get("confirm") != "yes":
+                raise InvalidInput("tick the confirmation to rewind the code (nothing changed)")
+            done = api.rewind(cp, "code", cwd=self.cwd, env=self.env)
+            return self.render(request, "rewound.html", result=done, undo=False)
+
+        return await _in_thread(self.page(lambda _: apply()), request)
+
+    async def undo(self, request: Request) -> Response:
+        def apply() -> Response:
+            done = api.rewind_undo(cwd=self.cwd, env=self.env)
+            return self.render(request, "rewound.html", result=done, undo=True)
+
+        return await _in_thread(self.page(lambda _: apply()), request)
+
+    # -- tasks, work log, search ---------------------------------------------------------------
+
+    def tasks(self, request: Request) -> Response:
+        query = request.query_params
+        board = api.task_list(query.get("status") or None, cursor=query.get("after") or None,
+                              cwd=self.cwd, env=self.env)
+        log = api.work_log(cursor=query.get("before") or None, cwd=self.cwd, env=self.env)
+        return self.render(request, "tasks.html", board=board, log=log,
+                           status=query.get("status") or "")
+
+    def search(self, request: Request) -> Response:
+        query = request.query_params.get("q")
+        found = None
+        if query:
+            if len(query) > QUERY_MAX:
+                raise InvalidInput(f"the search is over {QUERY_MAX} characters")
+            found = api.search(query, cursor=request.query_params.get("before") or None,
+                               cwd=self.cwd, env=self.env)
+        return self.render(request, "search.html", q=query or "", found=found)
+
+    def not_found(self, request: Request, exc: Exception) -> Response:
+        return self.error(request, NotFound(f"no page {request.url.path[:200]}"))
+
+
+async def _run(function: Callable[..., Any], *args: Any) -> Any:
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(function, *args)
+
+
+async def _in_thread(route: Callable[[Request], Response], request: Request) -> Response:
+    result: Response = await _run(route, request)
+    return result
+
+
+def _sse(body: Any) -> StreamingResponse:
+    return StreamingResponse(body, media_type="text/event-stream",
+                             headers={"x-accel-buffering": "no"})
+
+
+def _page_number(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return 1
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9 or int(raw) < 1:
+        raise InvalidInput(f"not a page number: {raw[:40]!r} (1 or more)")
+    return int(raw)
+
+
+def _offset(raw: str | None) -> int:
+    if raw is None or raw == "":
+        return 0
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 12:
+        raise InvalidInput(f"not an offset: {raw[:40]!r} (0 or more)")
+    return int(raw)
+
+
+def _branch(raw: str | None) -> int | None:
+    if raw is None or raw == "":
+        return None
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 9:
+        raise InvalidInput(f"not a branch number: {raw[:40]!r}")
+    return int(raw)
+
+
+def _token_chart(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tokens per turn from the usage each finished task reported: task, input, output, and
+    the bar's height in the chart (0-100)."""
+    bars: list[dict[str, Any]] = []
+    for event in events:
+        msg = event.get("msg") or {}
+        usage = msg.get("usage")
+        if msg.get("type") != "task_complete" or not isinstance(usage, dict):
+            continue
+        tokens_in, tokens_out = usage.get("input"), usage.get("output")
+        if not isinstance(tokens_in, int) and not isinstance(tokens_out, int):
+            continue
+        bars.append({"task": msg.get("task"), "seq": event.get("seq"),
+                     "input": tokens_in if isinstance(tokens_in, int) else 0,
+                     "output": tokens_out if isinstance(tokens_out, int) else 0})
+    top = max((int(bar["input"]) + int(bar["output"]) for bar in bars), default=0) or 1
+    for bar in bars:
+        bar["height"] = max(1, round(100 * (int(bar["input"]) + int(bar["output"])) / top))
+    return bars
+
+
+def create_app(token: str, port: int, cwd: str | None = None,
+               env: Mapping[str, str] | None = None) -> Any:
+    """The ASGI app of `cos web` for the project of `cwd`, behind its Guard (`token`, the
+    loopback `port` it answers to)."""
+    view = View(os.path.realpath(cwd or os.getcwd()), env)
+    page = view.page
+    routes = [
+        Route("/", page(view.roster)),
+        Route("/roster/rows", page(view.roster_rows)),
+        Route("/jobs", view.start_job, methods=["POST"]),
+        Route("/jobs/{job}", page(view.job)),
+        Route("/jobs/{job}/events", view.job_events),
+        Route("/jobs/{job}/{action}", view.job_action, methods=["POST"]),
+        Route("/sessions", page(view.sessions)),
+        Route("/sessions/{session}", page(view.session)),
+        Route("/sessions/{session}/turns", page(view.session_turns)),
+        Route("/sessions/{session}/events", view.session_events),
+        Route("/sessions/{session}/input", view.session_input, methods=["POST"]),
+        Route("/sessions/{session}/export/{fmt:str}", page(view.export)),
+        Route("/checkpoints", page(view.checkpoints)),
+        Route("/checkpoints/{checkpoint}", page(view.checkpoint)),
+        Route("/checkpoints/{checkpoint}/rewind", view.rewind, methods=["POST"]),
+        Route("/rewind/undo", view.undo, methods=["POST"]),
+        Route("/tasks", page(view.tasks)),
+        Route("/search", page(view.search)),
+        Mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static"),
+    ]
+    app = Starlette(routes=routes, exception_handlers={404: view.not_found,
+                                                       405: view.not_found})
+    return Guard(app, token, port)
+
+
+def serve(port: int = 0, *, open_browser: bool = False, as_json: bool = False,
+          cwd: str | None = None, env: Mapping[str, str] | None = None) -> None:
+    """Serve the web view on 127.0.0.1:`port` (0: any free port) until stopped, after printing
+    its URL with the token (`as_json`: url, port, token, pid as one line).
+
+    Raises:
+        CosError: the port cannot be listened on.
+    """
+    import socket
+
+    import uvicorn
+
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((LOOPBACK, port))
+        listener.listen(128)  # before the URL is printed: a client may connect at once
+    except OSError as exc:
+        listener.close()
+        raise CosError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}") from None
+    port = listener.getsockname()[1]
+    token = new_token()
+    url = f"http://{LOOPBACK}:{port}/?token={token}"
+    if as_json:
+        print(json.dumps({"url": url, "port": port, "token": token, "pid": os.getpid()}),
+              flush=True)
+    else:
+        print(f"cos web: serving {url}", flush=True)
+    if open_browser:
+        import webbrowser
+
+        webbrowser.open(url)
+    config = uvicorn.Config(create_app(token, port, cwd, env), log_level="warning",
+                            access_log=False, timeout_graceful_shutdown=1)
+    uvicorn.Server(config).run(sockets=[listener])

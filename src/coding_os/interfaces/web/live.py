@@ -1,0 +1,83 @@
+"""Live updates of `cos web` as Server-Sent Events (DESIGN.md §10): each protocol event is one
+SSE message whose `id` is its `seq`, so a browser that reconnects sends `Last-Event-ID` and gets
+every event after it, none twice. A job's events come through its runner's connection (stored,
+then live: the protocol's `resume`); a session the engine runs without a job is followed by
+reading its events log after the last seq sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator, Mapping
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from coding_os import api
+
+__all__ = ["resume_point", "sse_message", "job_stream", "log_stream", "POLL_S", "RETRY_MS"]
+
+POLL_S = 0.5  # how often the events log of a session without a job is read again
+RETRY_MS = 1000  # how soon a browser reconnects
+
+
+def resume_point(headers: Mapping[str, str], query: Mapping[str, str]) -> int:
+    """The seq to resume after: `Last-Event-ID` (a reconnect), else `?since=`, else 0.
+
+    Raises:
+        InvalidInput: it is not an integer >= 0.
+    """
+    from coding_os.errors import InvalidInput
+
+    raw = headers.get("last-event-id") or query.get("since") or "0"
+    if not raw.isascii() or not raw.isdigit() or len(raw) > 18:
+        raise InvalidInput(f"not a seq: {raw[:40]!r} (an integer, 0 or more)")
+    return int(raw)
+
+
+def sse_message(event: Mapping[str, Any]) -> str:
+    """One protocol event as an SSE message: `id` its seq, `data` the event's JSON (one line:
+    JSON escapes newlines)."""
+    data = json.dumps(event, ensure_ascii=True, separators=(",", ":"))
+    return f"id: {event['seq']}\nevent: protocol\ndata: {data}\n\n"
+
+
+def _end(state: object) -> str:
+    return f"event: end\ndata: {json.dumps({'state': state})}\n\n"
+
+
+def _next(events: Iterator[dict[str, Any]]) -> dict[str, Any] | None:
+    return next(events, None)
+
+
+async def job_stream(feed: api.JobFeed) -> AsyncIterator[str]:
+    """The SSE body of a job's feed: its events, then `end` when its runner has ended (the
+    browser then stops reconnecting). A client that goes away closes the feed, which ends the
+    read blocked in its thread."""
+    events = iter(feed)
+    try:
+        yield f"retry: {RETRY_MS}\n\n"
+        while True:
+            event = await anyio.to_thread.run_sync(_next, events, abandon_on_cancel=True)
+            if event is None:
+                break
+            yield sse_message(event)
+        row = await anyio.to_thread.run_sync(api.session_job, str(feed.job.get("cos_session")))
+        yield _end((row or feed.job).get("state"))
+    finally:
+        feed.close()
+
+
+async def log_stream(session: str, since: int, cwd: str) -> AsyncIterator[str]:
+    """The SSE body of a session the engine runs without a job: its stored events after
+    `since`, then each one as the log grows, for as long as the client stays."""
+    yield f"retry: {RETRY_MS}\n\n"
+    while True:
+        read = await anyio.to_thread.run_sync(
+            lambda: api.session_events(session, since, cwd=cwd))
+        for event in read["events"]:
+            if isinstance(event.get("seq"), int) and event["seq"] > since:
+                since = event["seq"]
+                yield sse_message(event)
+        await anyio.sleep(POLL_S)
