@@ -478,3 +478,40 @@ def test_without_the_web_extra_cos_web_names_the_install_and_exits_2(project: Pa
                           text=True, timeout=WAIT)
     assert done.returncode == 2
     assert done.stderr.strip() == "cos: cos web needs its extra: pip install 'coding-os[web]'"
+
+
+def test_a_jobs_task_is_interrupted_and_its_session_page_sends_input_stops_and_respawns_it(
+        web: Web, project: Path) -> None:
+    job = bg_job(project, "--agent", f"python:{ECHO_TARGET}", "--isolation", "none",
+                 "sleep 60")
+    session = job_session(project, job["id"])
+    client = web.client()
+    until(lambda: "sleeping 60s" in "".join(page(client, f"/sessions/{session}").text),
+          "the job to sleep")
+    shown = page(client, f"/sessions/{session}")
+    assert shown.testid("job-controls")[0]["data-job"] == job["id"]
+    assert shown.testid("input-form")
+    csrf = shown.csrf()
+    hx = {"x-csrf-token": csrf, "hx-request": "true"}
+    answer = client.post(f"/jobs/{job['id']}/interrupt", headers=hx)
+    assert answer.status_code == 200 and "interrupted" in answer.text, answer.text
+    aborted = [e for e in api.session_events(session, cwd=str(project))["events"]
+               if e["msg"]["type"] == "turn_aborted"]
+    assert [e["msg"]["reason"] for e in aborted] == ["interrupted"]
+    idle = client.post(f"/jobs/{job['id']}/interrupt", headers=hx)
+    assert idle.status_code == 400 and 'data-testid="flash-error"' in idle.text
+    sent = client.post(f"/sessions/{session}/input", data={"text": "after the nap"}, headers=hx)
+    assert sent.status_code == 200, sent.text
+    until(lambda: "echo: after the nap" in "".join(page(client, f"/sessions/{session}").text),
+          "the answer to the input")
+    assert client.post(f"/jobs/{job['id']}/stop", headers=hx).status_code == 200
+    stopped = page(client, "/roster/rows").testid("job-row")
+    assert [r["data-state"] for r in stopped if r["data-job"] == job["id"]] == ["stopped"]
+    again = client.post(f"/jobs/{job['id']}/respawn", headers=hx)
+    assert again.status_code == 200 and "respawned" in again.text, again.text
+    until(lambda: [r for r in page(client, "/roster/rows").testid("job-row")
+                   if r["data-job"] == job["id"] and r["data-state"] == "done"],
+          "the respawned job to be idle")
+    plain = python_session(project, "no job here")
+    refused = client.post(f"/sessions/{plain}/input", data={"text": "x"}, headers=hx)
+    assert refused.status_code == 409 and "not run by a background job" in refused.text
