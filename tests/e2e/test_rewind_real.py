@@ -119,6 +119,7 @@ class Rewound:
     checkpoint: dict[str, Any] = field(default_factory=dict)
     dry_run: dict[str, Any] = field(default_factory=dict)
     resumed: dict[str, Any] = field(default_factory=dict)
+    untouched: dict[str, bool] = field(default_factory=dict)
     rewind: dict[str, Any] = field(default_factory=dict)
     after_rewind: Tree = field(default_factory=dict)
     p4_request: dict[str, Any] = field(default_factory=dict)
@@ -227,6 +228,19 @@ def rewind_session(root: Path, agent: str) -> Rewound:
             before = tree_state(cp.project)
             run.refused[name] = cp.cos("rewind", *args, env=env)
             run.refused_trees[name] = before
+        if agent == "codex":  # a rollout the app-server cannot load: nothing is restored
+            rollout = Path(run.checkpoint["native"]["transcript"])
+            kept = rollout.read_bytes()
+            lines = kept.split(b"\n")
+            rollout.write_bytes(b"\n".join([b'{"type": "session_meta", "payload": {}}',
+                                            *lines[1:]]))
+            try:
+                before = tree_state(cp.project)
+                run.refused["unloadable thread"] = cp.cos("rewind", target, "--both",
+                                                          env=run.env)
+                run.untouched["unloadable thread"] = tree_state(cp.project) == before
+            finally:
+                rollout.write_bytes(kept)
         # The original session still resumes with all three prompts.
         run_agent(run, "P5 " + "again", resume_args(agent, cp.native_id))
         run.original_request = run.last_turn_request()
@@ -320,6 +334,14 @@ def test_the_rewound_export_holds_the_kept_first_prompt(run: Rewound) -> None:
     # rollout: the export follows it.
     rewound = run.exports[run.rewind["conversation"]["rewound_session"]]
     assert rewound.index(PROMPTS[0]) < rewound.index(PROMPTS[3])
+
+
+def test_a_thread_the_app_server_cannot_load_is_refused_with_nothing_restored(
+        codex: Rewound) -> None:
+    proc = codex.refused["unloadable thread"]
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert codex.untouched["unloadable thread"]
 
 
 def test_a_checkpoint_of_another_session_is_refused_in_one_line_with_the_tree_untouched(
