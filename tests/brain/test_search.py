@@ -385,3 +385,30 @@ def test_a_claude_transcript_is_searched_along_its_live_chain_only(
     sync_transcripts(storage, tiers)
     assert texts(storage, "walrus") == ["first walrus", "fourth walrus"]
     assert sync_transcripts(storage, tiers) == 0
+
+
+def test_a_codex_thread_is_searched_along_its_live_history_only(
+        storage: SQLiteStorage, tiers: Tiers, tmp_path: Path) -> None:
+    """Rollouts the real Codex wrote (tests/adapters/fixtures/codex_history): a revert in
+    place writes a new rollout of the thread and leaves the dropped turns in the old one."""
+    import shutil
+
+    from coding_os.sessions import index
+
+    fixtures = Path(__file__).resolve().parents[1] / "adapters" / "fixtures" / "codex_history"
+    thread = "01a234f8-198f-7441-8a98-76c6ad64d4b2"
+    day = tmp_path / "codex" / "sessions" / "2026" / "12" / "02"
+    day.mkdir(parents=True)
+    first, *later = sorted(fixtures.glob(f"rollout-*-{thread}*.jsonl"))
+    shutil.copy(first, day)
+    index.refresh(storage, tiers, str(tmp_path / "none"), str(tmp_path / "codex"))
+    sync_transcripts(storage, tiers)
+    assert {h.session for h in storage.search(["prompt", "two"])} == {thread}
+    for path in later:  # the two reverts: the turns after prompt one are dropped, twice
+        shutil.copy(path, day)
+    index.refresh(storage, tiers, str(tmp_path / "none"), str(tmp_path / "codex"))
+    sync_transcripts(storage, tiers)
+    said = sorted(h.text for h in storage.search(["prompt"]) if h.text.startswith("prompt"))
+    assert said == ["prompt four, in place", "prompt one", "prompt six"]
+    assert {h.session for h in storage.search(["prompt"])} == {thread}
+    assert sync_transcripts(storage, tiers) == 0

@@ -185,32 +185,63 @@ def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None =
     for path in marks:
         if not os.path.lexists(path):  # deleted, or moved to the trash: its text goes too
             storage.remove_source(path)
-    for path, fmt in transcript_sources(tiers):
+    sources = transcript_sources(tiers)
+    # A Codex thread that gained a rollout (a revert writes a new one) may have left turns of
+    # its older rollouts out of its live history: those are read again, keeping the live ones.
+    threads = {_session_of(path, fmt) for path, fmt in sources
+               if fmt == "codex" and path not in marks}
+    live: dict[str, set[tuple[object, object]] | None] = {}
+    for path, fmt in sources:
         mark = marks.get(path)
         try:
             st = os.stat(path)
         except OSError:
             continue
-        if mark is not None and mark.inode == st.st_ino and mark.read_to == st.st_size:
+        thread = _session_of(path, fmt) if fmt == "codex" else None
+        again = thread in threads and mark is not None
+        if not again and mark is not None and mark.inode == st.st_ino \
+                and mark.read_to == st.st_size:
             continue
+        keep = None
+        if thread is not None:
+            if thread not in live:
+                live[thread] = _codex_live(path)
+            keep = live[thread]
         try:
-            added += _sync_file(storage, path, fmt, st, mark, say, redacting)
+            added += _sync_file(storage, path, fmt, st, None if again else mark, say,
+                                redacting, keep, restart=again)
         except OSError:
             continue  # unreadable now: the next sync retries from the stored mark
     return added
 
 
+def _codex_live(path: str) -> set[tuple[object, object]] | None:
+    """The (ordinal, timestamp) of every line of the live history of the Codex thread whose
+    rollout is at `path`; None for a rollout without ordinals (older Codex: every line)."""
+    from coding_os.adapters.codex.rollouts import read_history
+
+    try:
+        history = read_history(path)
+    except OSError:
+        return None
+    keys = {(line.get("ordinal"), line.get("timestamp")) for line in history.live}
+    return None if not keys or any(ordinal is None for ordinal, _ in keys) else keys
+
+
 def _sync_file(storage: Storage, path: str, fmt: str, st: os.stat_result,
-               mark: SourceMark | None, say: Progress, redacting: bool = True) -> int:
-    """Read one transcript from its mark (or from the start, when it was rewritten) in chunks
-    of whole lines, each stored with the mark after it in one transaction."""
+               mark: SourceMark | None, say: Progress, redacting: bool = True,
+               codex_live: set[tuple[object, object]] | None = None,
+               restart: bool = False) -> int:
+    """Read one transcript from its mark (or from the start, when it was rewritten, or
+    `restart`) in chunks of whole lines, each stored with the mark after it in one transaction.
+    `codex_live`: the keys of a Codex thread's live lines, the only ones kept."""
     session = _session_of(path, fmt)
     added = 0
     with open(path, "rb") as handle:
-        restart = mark is not None and not _continues(handle, st, mark)
+        restart = restart or mark is not None and not _continues(handle, st, mark)
         start = mark.read_to if mark is not None and not restart else 0
-        keep: set[str] | None = None  # a Claude transcript: the uuids of its live chain
-        if fmt == "claude":
+        keep: set[str] | set[tuple[object, object]] | None = codex_live
+        if fmt == "claude":  # the uuids of its live chain
             keep = _appended_live(handle, start, st.st_size) if start else None
             if keep is None:  # read whole, or the live chain left what was read: all again
                 restart, start = mark is not None, 0
@@ -316,15 +347,21 @@ def _digest(data: bytes) -> str:
 def _session_of(path: str, fmt: str) -> str:
     stem = os.path.basename(path)[: -len(".jsonl")] if path.endswith(".jsonl") \
         else os.path.basename(path)
-    return stem[-36:] if fmt == "codex" else stem
+    if fmt == "codex":
+        from coding_os.adapters.codex.rollouts import thread_of_path
+
+        return thread_of_path(path) or stem[-36:]
+    return stem
 
 
 def _messages(data: bytes, offset: int, fmt: str, session: str, path: str,
-              redacting: bool = True, keep: set[str] | None = None) -> Iterator[SearchDoc]:
+              redacting: bool = True,
+              keep: set[str] | set[tuple[object, object]] | None = None
+              ) -> Iterator[SearchDoc]:
     """The user and assistant texts of complete lines, each a document named by its file and
     byte offset (stable across re-reads, unique in the database), its secrets redacted unless
-    `redacting` is false; with `keep`, only the entries whose uuid it holds (a Claude
-    transcript's live chain)."""
+    `redacting` is false; with `keep`, only the entries it holds: by uuid (a Claude transcript's
+    live chain) or by ordinal and timestamp (a Codex thread's live history)."""
     key = hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
     position = offset
     for raw in data.split(b"\n")[:-1] if data else []:
@@ -336,7 +373,8 @@ def _messages(data: bytes, offset: int, fmt: str, session: str, path: str,
             continue
         if not isinstance(entry, dict):
             continue
-        if keep is not None and entry.get("uuid") not in keep:
+        if keep is not None and (entry.get("uuid") if fmt == "claude" else (
+                entry.get("ordinal"), entry.get("timestamp"))) not in keep:
             continue
         found = _text_of(entry, fmt)
         if found is None:

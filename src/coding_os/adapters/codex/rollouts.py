@@ -51,6 +51,7 @@ from coding_os.adapters.native import (
 
 __all__ = [
     "KNOWN_LINE_TYPES",
+    "thread_of_path",
     "CodexRollout",
     "CodexHistory",
     "SessionIndex",
@@ -799,6 +800,13 @@ def _apply_rollbacks(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
             cut -= 1
         del kept[cut:]
     return kept
+
+
+def thread_of_path(path: str) -> str | None:
+    """The thread a rollout file belongs to, from its name (`rollout-<ts>-<thread>.jsonl`, or
+    `…-<thread>_<history>.jsonl` for the thread's rollout after a revert)."""
+    match = _ROLLOUT_NAME.match(os.path.basename(path))
+    return match.group(1) if match else None
 
 
 def read_history(path: str | os.PathLike[str]) -> CodexHistory:
