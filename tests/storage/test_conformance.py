@@ -97,6 +97,15 @@ def test_touch_moves_last_activity_forward_only(storage: Storage) -> None:
     assert (found.last_active, found.status) == ("2026-11-29T12:00:00.000Z", "ended")
 
 
+def test_a_sessions_fork_point_is_kept_by_a_later_upsert_that_does_not_know_it(
+        storage: Storage) -> None:
+    point = '{"checkpoint": "cp-20261129-100000-000-abcd", "uuid": "u1"}'
+    storage.upsert_session(session("s1", forked_from="s0", fork_point=point))
+    storage.upsert_session(session("s1", forked_from="s0", status="ended"))
+    found = storage.session("s1")
+    assert found is not None and found.fork_point == point and found.status == "ended"
+
+
 def test_sessions_are_listed_most_recent_first(storage: Storage) -> None:
     storage.upsert_session(session("ses-claude-20261129-100000-aaaa", last_active="2026-11-29T10:00:00Z"))
     storage.upsert_session(session("ses-codex-20261129-100000-bbbb", agent="codex",

@@ -107,6 +107,8 @@ class SessionRecord:
     started: str = ""
     last_active: str = ""
     status: str = "active"  # active | ended | orphaned | reaped
+    # Where a fork began, as JSON (a rewind's: the checkpoint and the agent's point in its log).
+    fork_point: str | None = None
 
 
 @dataclass

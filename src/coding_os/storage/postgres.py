@@ -47,7 +47,8 @@ CONNECT_TIMEOUT_S = 5
 # pg_advisory_xact_lock(classid, objid): the class is ours ("cos"), the object is the schema.
 _MIGRATION_LOCK_CLASS = 0x636F73
 _SESSION_COLUMNS = ("id", "agent", "panel", "native_id", "project", "cwd", "source",
-                    "forked_from", "cleared_from", "started", "last_active", "status")
+                    "forked_from", "cleared_from", "started", "last_active", "status",
+                    "fork_point")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 _Connection = psycopg.Connection[tuple[Any, ...]]
@@ -166,7 +167,9 @@ class PostgresStorage(Storage):
 
     def upsert_session(self, record: SessionRecord) -> None:
         values = [_text(getattr(record, c)) for c in _SESSION_COLUMNS]
-        updates = ", ".join(f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
+        # A fork point, once filed, stays: a later upsert that does not know it keeps it.
+        updates = ", ".join(f"{c} = coalesce(excluded.{c}, sessions.{c})" if c == "fork_point"
+                            else f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
         with self._transaction() as conn:
             conn.execute(
                 f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) "

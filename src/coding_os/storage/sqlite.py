@@ -38,7 +38,8 @@ __all__ = ["SQLiteStorage"]
 
 BUSY_TIMEOUT_S = 30.0
 _SESSION_COLUMNS = ("id", "agent", "panel", "native_id", "project", "cwd", "source",
-                    "forked_from", "cleared_from", "started", "last_active", "status")
+                    "forked_from", "cleared_from", "started", "last_active", "status",
+                    "fork_point")
 
 
 class SQLiteStorage(Storage):
@@ -158,7 +159,9 @@ class SQLiteStorage(Storage):
     def upsert_session(self, record: SessionRecord) -> None:
         values = [storable_text(v) if isinstance(v, str) else v
                   for v in (getattr(record, c) for c in _SESSION_COLUMNS)]
-        updates = ", ".join(f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
+        # A fork point, once filed, stays: a later upsert that does not know it keeps it.
+        updates = ", ".join(f"{c} = coalesce(excluded.{c}, sessions.{c})" if c == "fork_point"
+                            else f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
         with self._transaction() as conn:
             conn.execute(
                 f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) "

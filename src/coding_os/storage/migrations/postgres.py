@@ -180,4 +180,10 @@ MIGRATIONS: list[tuple[str, str]] = [
         ANALYZE search_docs
         """,
     ),
+    (
+        "0005_sessions_fork_point",
+        """
+        ALTER TABLE sessions ADD COLUMN fork_point TEXT
+        """,
+    ),
 ]

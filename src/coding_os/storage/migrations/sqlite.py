@@ -170,4 +170,10 @@ MIGRATIONS: list[tuple[str, str]] = [
         INSERT INTO search_fts (rowid, text) SELECT id, text FROM search_docs
         """,
     ),
+    (
+        "0005_sessions_fork_point",
+        """
+        ALTER TABLE sessions ADD COLUMN fork_point TEXT
+        """,
+    ),
 ]
