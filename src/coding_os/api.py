@@ -648,15 +648,33 @@ def show_session(session: str, env: Mapping[str, str] | None = None,
     _validate_lookup(session)
     caller = Caller(env, cwd)
 
-    def work(storage: Storage) -> Found:
+    def work(storage: Storage) -> tuple[Found, dict[str, object]]:
         found = find_by_id(storage, caller.tiers, session,
                            lambda: _lookup_refresh(storage, caller, env))
         if found is None:
             raise NotFound(f"no session {session}")
-        return found
+        return found, _fork_of(storage, found.row)
 
-    found, repairs = _with_repairs(caller, env, work)
-    return {**asdict(found.row), "path": found.path, "repaired": [*repairs, *found.rebuilt]}
+    (found, fork), repairs = _with_repairs(caller, env, work)
+    return {**asdict(found.row), **fork, "path": found.path,
+            "repaired": [*repairs, *found.rebuilt]}
+
+
+def _fork_of(storage: Storage, row: IndexRow) -> dict[str, object]:
+    """Where the session was forked from, as the hooks or a rewind filed it: the cos session
+    (`forked_from`) and the point (`fork_point`: the checkpoint and the agent's own point)."""
+    from coding_os import jsonwire
+
+    record = storage.session(row.id)
+    if record is None and row.native_id:
+        record = storage.session_by_native(row.agent, row.native_id)
+    if record is None or record.fork_point is None:
+        return {"fork_point": None}
+    try:
+        point = jsonwire.loads(record.fork_point)
+    except ValueError:
+        point = None
+    return {"fork_point": point, "forked_from": record.forked_from or row.forked_from}
 
 
 def rename_session(session: str, name: str, env: Mapping[str, str] | None = None,

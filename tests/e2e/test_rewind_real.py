@@ -308,8 +308,9 @@ def test_the_rewound_conversation_is_a_new_session_linked_to_the_original(run: R
     conversation = run.rewind["conversation"]
     rewound = conversation["rewound_session"]
     assert rewound != run.session
-    # Filed by cos under the cos id; the import of the agent's own log names the native one.
-    assert run.rewound_row["forked_from"] in (run.session, run.cp.native_id)
+    # Filed by cos in the index: the cos session it was forked from, and where.
+    assert run.rewound_row["forked_from"] == run.session
+    assert run.rewound_row["fork_point"]["checkpoint"] == run.checkpoint["id"]
     presence = json.loads((run.cp.state / run.cp.agent / "sessions" / f"{rewound}.json")
                           .read_text(encoding="utf-8"))
     assert presence["forked_from"] == run.session

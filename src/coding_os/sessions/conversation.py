@@ -215,7 +215,8 @@ class ConversationRewind:
             "forked_from": self.session, "fork_point": fork_point})
         if native_id is not None:
             _link(tiers, self.env, session, self.kind, native_id, self.cwd,
-                  str(self.record.get("root") or "") or None, self.session, now)
+                  str(self.record.get("root") or "") or None, self.session, now,
+                  jsonwire.dumps(fork_point))
         return session
 
 
@@ -228,14 +229,16 @@ def _handover(argv: list[str], cwd: str) -> dict[str, Any]:
 
 def _link(tiers: Tiers, env: Mapping[str, str] | None, session: str, agent: str,
           native_id: str, cwd: str | None, project: str | None, forked_from: str,
-          now: str) -> None:
-    """File `session` under `native_id` in the index, forked from `forked_from`."""
+          now: str, fork_point: str | None = None) -> None:
+    """File `session` under `native_id` in the index, forked from `forked_from` at
+    `fork_point` (JSON: the checkpoint and the agent's point)."""
     from coding_os.sessions.database import with_index
     from coding_os.storage.base import SessionRecord, StorageError
 
     record = SessionRecord(id=session, agent=agent, panel="rewind", native_id=native_id,
                            project=project, cwd=cwd, source="rewind", forked_from=forked_from,
-                           started=now, last_active=now, status="active")
+                           started=now, last_active=now, status="active",
+                           fork_point=fork_point)
     try:
         with_index(tiers, os.environ if env is None else env,
                    lambda storage: storage.upsert_session(record))
