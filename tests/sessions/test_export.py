@@ -55,6 +55,26 @@ def test_a_codex_rollout_exports_prompts_answers_and_tool_calls() -> None:
     assert "<!doctype html>" in render(meta, turns, "html")
 
 
+def test_a_codex_rollout_exports_no_context_codex_injected_as_a_user_message(
+        tmp_path: Path) -> None:
+    def message(role: str, text: str) -> dict[str, object]:
+        return {"timestamp": "2026-02-23T13:19:40Z", "type": "response_item",
+                "payload": {"type": "message", "role": role,
+                            "content": [{"type": "input_text", "text": text}]}}
+
+    rollout = tmp_path / "rollout-2026-02-23T13-19-38-019c8a70-dda7-7f33-98ea-f30553347399.jsonl"
+    rollout.write_text("".join(json.dumps(line) + "\n" for line in [
+        {"timestamp": "2026-02-23T13:19:38Z", "type": "session_meta",
+         "payload": {"id": "019c8a70-dda7-7f33-98ea-f30553347399", "cwd": "/w"}},
+        message("user", "# AGENTS.md instructions for /w\n\nbe brief"),
+        message("user", "  <environment_context><cwd>/w</cwd></environment_context>"),
+        message("user", "fix the build"),
+        message("assistant", "fixed")]), encoding="utf-8")
+    _, turns = read_turns(str(rollout), "codex")
+    assert [(t.role, t.text) for t in turns] == [("user", "fix the build"),
+                                                 ("assistant", "fixed")]
+
+
 def test_bad_format_kind_and_missing_file_are_clear_errors(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="format"):
         render({}, [], "pdf")

@@ -20,7 +20,8 @@ from typing import Any
 from coding_os import jsonwire
 from coding_os.errors import InvalidInput, NotFound
 
-__all__ = ["Turn", "FORMATS", "KINDS", "branches", "read_turns", "render"]
+__all__ = ["Turn", "FORMATS", "KINDS", "branches", "claude_entry_turns", "codex_item_turns",
+           "read_turns", "render"]
 
 FORMATS = ("md", "json", "html")
 KINDS = ("cos", "claude", "codex")
@@ -124,38 +125,43 @@ def _claude_chain(path: str, branch: int | None
     return meta, tree.chain(found[branch - 1].tip)[0]
 
 
+def claude_entry_turns(entry: Mapping[str, Any]) -> list[Turn]:
+    """The turns of one Claude Code transcript entry: its text, tool calls and tool results
+    (none for an entry that is not a user or assistant message)."""
+    if entry.get("type") not in ("user", "assistant"):
+        return []
+    ts = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
+    content = _mapping(entry.get("message")).get("content")
+    role = str(entry["type"])
+    if isinstance(content, str):
+        return [Turn(role, content, ts)]
+    turns: list[Turn] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            turns.append(Turn(role, block["text"], ts))
+        elif kind == "tool_use":
+            turns.append(Turn("tool_call", _short(block.get("input")), ts,
+                              str(block.get("name"))))
+        elif kind == "tool_result":
+            result = block.get("content")
+            if isinstance(result, list):
+                result = "\n".join(str(part.get("text", "")) for part in result
+                                   if isinstance(part, dict))
+            turns.append(Turn("tool_result", _short(result or ""), ts))
+    return turns
+
+
 def _claude_turns(path: str, branch: int | None = None) -> tuple[dict[str, Any], list[Turn]]:
     meta, chain = _claude_chain(path, branch)
     turns: list[Turn] = []
     for entry in chain:
-        if entry.get("type") not in ("user", "assistant"):
-            continue
-        meta.setdefault("native_id", entry.get("sessionId"))
-        meta.setdefault("cwd", entry.get("cwd"))
-        meta.setdefault("native_id", entry.get("sessionId"))
-        meta.setdefault("cwd", entry.get("cwd"))
-        ts = entry.get("timestamp")
-        message = _mapping(entry.get("message"))
-        content = message.get("content")
-        role = str(entry["type"])
-        if isinstance(content, str):
-            turns.append(Turn(role, content, ts))
-            continue
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text" and isinstance(block.get("text"), str):
-                turns.append(Turn(role, block["text"], ts))
-            elif kind == "tool_use":
-                turns.append(Turn("tool_call", _short(block.get("input")), ts,
-                                  str(block.get("name"))))
-            elif kind == "tool_result":
-                result = block.get("content")
-                if isinstance(result, list):
-                    result = "\n".join(str(part.get("text", "")) for part in result
-                                       if isinstance(part, dict))
-                turns.append(Turn("tool_result", _short(result or ""), ts))
+        if entry.get("type") in ("user", "assistant"):
+            meta.setdefault("native_id", entry.get("sessionId"))
+            meta.setdefault("cwd", entry.get("cwd"))
+        turns += claude_entry_turns(entry)
     return meta, turns
 
 
@@ -173,6 +179,34 @@ def _codex_history(path: str) -> Any:
                        f"{exc.strerror or type(exc).__name__}") from None
 
 
+# A Codex user message that starts so is context Codex injected, not something typed.
+_CODEX_CONTEXT_PREFIXES = ("<environment_context", "<user_instructions", "# AGENTS.md")
+
+
+def codex_item_turns(line: Mapping[str, Any]) -> list[Turn]:
+    """The turns of one line of a Codex rollout: a `response_item` message, tool call or tool
+    output (none for other lines, or for the context Codex injects as a user message)."""
+    payload = _mapping(line.get("payload"))
+    if line.get("type") != "response_item":
+        return []
+    ts = line.get("timestamp") if isinstance(line.get("timestamp"), str) else None
+    kind = payload.get("type")
+    if kind == "message" and payload.get("role") in ("user", "assistant"):
+        text = "\n".join(str(part.get("text", "")) for part in payload.get("content") or []
+                         if isinstance(part, dict) and isinstance(part.get("text"), str))
+        if text and not text.lstrip().startswith(_CODEX_CONTEXT_PREFIXES):
+            return [Turn(str(payload["role"]), text, ts)]
+    elif kind in ("function_call", "custom_tool_call"):
+        arguments = payload.get("arguments", payload.get("input"))
+        return [Turn("tool_call", _short(arguments), ts, str(payload.get("name")))]
+    elif kind in ("function_call_output", "custom_tool_call_output"):
+        output = payload.get("output")
+        if isinstance(output, dict):
+            output = output.get("content", output)
+        return [Turn("tool_result", _short(output or ""), ts)]
+    return []
+
+
 def _codex_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     meta: dict[str, Any] = {}
     turns: list[Turn] = []
@@ -180,29 +214,11 @@ def _codex_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     if history.warnings:
         meta["warnings"] = list(history.warnings)
     for entry in history.live:
-        payload = _mapping(entry.get("payload"))
-        ts = entry.get("timestamp")
         if entry.get("type") == "session_meta":
+            payload = _mapping(entry.get("payload"))
             meta.setdefault("native_id", payload.get("id"))
             meta.setdefault("cwd", payload.get("cwd"))
-            continue
-        if entry.get("type") != "response_item":
-            continue
-        kind = payload.get("type")
-        if kind == "message" and payload.get("role") in ("user", "assistant"):
-            parts = [str(part.get("text", "")) for part in payload.get("content") or []
-                     if isinstance(part, dict) and isinstance(part.get("text"), str)]
-            text = "\n".join(parts)
-            if text and not text.startswith(("<environment_context>", "<user_instructions>")):
-                turns.append(Turn(str(payload["role"]), text, ts))
-        elif kind in ("function_call", "custom_tool_call"):
-            arguments = payload.get("arguments", payload.get("input"))
-            turns.append(Turn("tool_call", _short(arguments), ts, str(payload.get("name"))))
-        elif kind in ("function_call_output", "custom_tool_call_output"):
-            output = payload.get("output")
-            if isinstance(output, dict):
-                output = output.get("content", output)
-            turns.append(Turn("tool_result", _short(output or ""), ts))
+        turns += codex_item_turns(entry)
     return meta, turns
 
 

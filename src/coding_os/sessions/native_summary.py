@@ -11,7 +11,6 @@ is only read.
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -20,11 +19,9 @@ from typing import Any
 from coding_os import jsonwire
 from coding_os.clock import utc_now
 from coding_os.errors import InvalidInput, NotFound
-from coding_os.sessions.export import Turn
+from coding_os.sessions.export import Turn, claude_entry_turns, codex_item_turns
 
 __all__ = ["summarize_native"]
-
-_TEXT_MAX = 4000
 
 
 def _read_lines(path: str) -> list[dict[str, Any]]:
@@ -49,64 +46,13 @@ def _read_lines(path: str) -> list[dict[str, Any]]:
     return out
 
 
-def _short(value: object) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
-    return text if len(text) <= _TEXT_MAX else text[:_TEXT_MAX] + "…"
-
-
 def _claude_turns(entries: Sequence[Mapping[str, Any]]) -> list[Turn]:
-    turns: list[Turn] = []
-    for entry in entries:
-        if entry.get("type") not in ("user", "assistant") or entry.get("isCompactSummary"):
-            continue
-        ts = entry.get("timestamp") if isinstance(entry.get("timestamp"), str) else None
-        message = entry.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        role = str(entry["type"])
-        if isinstance(content, str):
-            turns.append(Turn(role, content, ts))
-            continue
-        for block in content if isinstance(content, list) else []:
-            if not isinstance(block, dict):
-                continue
-            kind = block.get("type")
-            if kind == "text" and isinstance(block.get("text"), str):
-                turns.append(Turn(role, block["text"], ts))
-            elif kind == "tool_use":
-                turns.append(Turn("tool_call", _short(block.get("input")), ts,
-                                  str(block.get("name"))))
-            elif kind == "tool_result":
-                result = block.get("content")
-                if isinstance(result, list):
-                    result = "\n".join(str(p.get("text", "")) for p in result
-                                       if isinstance(p, dict))
-                turns.append(Turn("tool_result", _short(result or ""), ts))
-    return turns
+    return [turn for entry in entries if not entry.get("isCompactSummary")
+            for turn in claude_entry_turns(entry)]
 
 
 def _codex_turns(lines: Sequence[Mapping[str, Any]]) -> list[Turn]:
-    turns: list[Turn] = []
-    for line in lines:
-        payload = line.get("payload")
-        if line.get("type") != "response_item" or not isinstance(payload, dict):
-            continue
-        ts = line.get("timestamp") if isinstance(line.get("timestamp"), str) else None
-        kind = payload.get("type")
-        if kind == "message" and payload.get("role") in ("user", "assistant"):
-            text = "\n".join(str(p.get("text", "")) for p in payload.get("content") or []
-                             if isinstance(p, dict) and isinstance(p.get("text"), str))
-            if text and not text.lstrip().startswith(("<environment_context",
-                                                      "<user_instructions", "# AGENTS.md")):
-                turns.append(Turn(str(payload["role"]), text, ts))
-        elif kind in ("function_call", "custom_tool_call"):
-            turns.append(Turn("tool_call", _short(payload.get("arguments", payload.get("input"))),
-                              ts, str(payload.get("name"))))
-        elif kind in ("function_call_output", "custom_tool_call_output"):
-            output = payload.get("output")
-            if isinstance(output, dict):
-                output = output.get("content", output)
-            turns.append(Turn("tool_result", _short(output or ""), ts))
-    return turns
+    return [turn for line in lines for turn in codex_item_turns(line)]
 
 
 def _native_point(record: Mapping[str, object], key: str) -> str | None:
