@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import given
@@ -214,3 +215,23 @@ def test_loads_reads_utf8_bytes_as_the_text_they_encode() -> None:
         jsonwire.loads(b'{"a": "\xff"}')
     with pytest.raises(ValueError, match="nested"):
         jsonwire.loads(b"[" * 100_000)
+
+
+def test_objects_of_json_lines_skip_every_line_that_holds_no_json_object(tmp_path: Path) -> None:
+    log = tmp_path / "log.jsonl"
+    log.write_bytes(b'{"a": 1}\n'                      # an object
+                    b'[1, 2]\n"text"\n7\n\n'            # JSON, but not objects; a blank line
+                    b'{"torn": \n'                      # cut off mid-write
+                    b'{"bad": "\xff"}\n'                # not UTF-8
+                    + b"[" * (jsonwire.MAX_DEPTH + 1) + b"\n"  # nested too deeply
+                    + b'  {"b": {"c": [2]}}  \r\n'      # an object, with space around it
+                    + b'{"last": true}')               # no newline at the end
+    with open(log, "rb") as f:
+        assert list(jsonwire.objects(f)) == [{"a": 1}, {"b": {"c": [2]}}, {"last": True}]
+    assert list(jsonwire.objects(['{"x": "é"}', "nope"])) == [{"x": "é"}]
+
+
+def test_loads_object_is_the_object_a_line_holds_or_none() -> None:
+    assert jsonwire.loads_object(b'{"id": 1, "result": null}') == {"id": 1, "result": None}
+    assert [jsonwire.loads_object(text) for text in ("[]", "null", "{", "", b"\xff")] == \
+        [None] * 5

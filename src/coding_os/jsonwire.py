@@ -16,7 +16,12 @@ from __future__ import annotations
 
 import _json
 
-__all__ = ["MAX_DEPTH", "loads", "dumps"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and collections.abc stay off the hook's hot path
+    from collections.abc import Iterable, Iterator
+    from typing import Any
+
+__all__ = ["MAX_DEPTH", "loads", "loads_object", "objects", "dumps"]
 
 # Arrays and objects inside one another: far more than any agent, settings file or transcript
 # writes, and few enough that whatever walks a parsed value recursively stays clear of the
@@ -73,6 +78,25 @@ def loads(text: str | bytes) -> object:
     if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
         raise ValueError(_TOO_DEEP)
     return value
+
+
+def loads_object(text: str | bytes) -> dict[str, Any] | None:
+    """The JSON object `text` holds, or None when it holds none: not JSON (torn, not UTF-8,
+    nested deeper than MAX_DEPTH) or another kind of value."""
+    try:
+        value = loads(text)
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def objects(lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
+    """The JSON objects of JSON lines (a JSONL file, a stream of messages), in order; a line
+    that holds no JSON object (see `loads_object`) is skipped."""
+    for line in lines:
+        value = loads_object(line)
+        if value is not None:
+            yield value
 
 
 _TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels of arrays and objects)"

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+from coding_os import jsonwire
 from coding_os.daemon import jobs, roster, sockets
 from coding_os.daemon.jobs import Job, JobError
 from coding_os.errors import Conflict, CosError, InvalidInput, NotFound
@@ -225,16 +226,7 @@ class Connection:
         self.file.flush()
 
     def events(self) -> Iterator[dict[str, Any]]:
-        while True:
-            line = self.file.readline()
-            if not line:
-                return
-            try:
-                event = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(event, dict):
-                yield event
+        yield from jsonwire.objects(self.file)
 
     def close(self) -> None:
         try:

@@ -444,19 +444,11 @@ def _find_rollout(thread: str, env: Mapping[str, str] | None) -> str | None:
 
 def _read_jsonl(path: str) -> list[dict[str, Any]]:
     """The JSON objects of a log file, one a line (a torn or foreign line is skipped)."""
-    entries: list[dict[str, Any]] = []
     try:
         with open(path, "rb") as f:
-            for raw in f:
-                try:
-                    entry = jsonwire.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(entry, dict):
-                    entries.append(entry)
+            return list(jsonwire.objects(f))
     except OSError as exc:
         raise NotFound(f"cannot read {path}: {exc.strerror or exc}") from None
-    return entries
 
 
 def _known(nodes: Mapping[str, object], uuid: object, checkpoint: object, path: str) -> str:

@@ -46,13 +46,7 @@ def _lines(path: str) -> Iterator[dict[str, Any]]:
     except FileNotFoundError:
         raise NotFound(f"no session log at {path}") from None
     with f:
-        for line in f:
-            try:
-                entry = jsonwire.loads(line)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                yield entry
+        yield from jsonwire.objects(f)
 
 
 def _mapping(value: object) -> dict[str, Any]:

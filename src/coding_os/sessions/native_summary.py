@@ -34,16 +34,8 @@ def _read_lines(path: str) -> list[dict[str, Any]]:
         f = open(path, "rb")
     except FileNotFoundError:
         raise NotFound(f"no session log at {path}") from None
-    out: list[dict[str, Any]] = []
     with f:
-        for raw in f:
-            try:
-                entry = jsonwire.loads(raw)
-            except ValueError:
-                continue
-            if isinstance(entry, dict):
-                out.append(entry)
-    return out
+        return list(jsonwire.objects(f))
 
 
 def _claude_turns(entries: Sequence[Mapping[str, Any]]) -> list[Turn]:

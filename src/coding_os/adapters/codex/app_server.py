@@ -146,11 +146,8 @@ class _Talk:
             line, newline, rest = self.buffer.partition(b"\n")
             if newline:
                 self.buffer = rest
-                try:
-                    message = jsonwire.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(message, dict):
+                message = jsonwire.loads_object(line)
+                if message is not None:
                     return message
                 continue
             remaining = self.deadline - time.monotonic()
