@@ -216,16 +216,25 @@ class SessionCore:
         for subscriber in self._subscribers:
             subscriber.push(error)
         backend, self._backend = self._backend, None
+        self._clear_task()
+        if backend is not None:
+            self._close_in_background(backend)
+
+    def _clear_task(self) -> None:
+        """No task runs any more: its approvals are void, its waiters wake, its watchdog (unless
+        that is what calls) is cancelled."""
         self._task = None
         self._approvals.clear()
         self._task_done.set()
         if self._watchdog is not None and self._watchdog is not asyncio.current_task():
             self._watchdog.cancel()
         self._watchdog = None
-        if backend is not None:
-            closing = asyncio.get_running_loop().create_task(self._close_backend(backend))
-            self._discarded.add(closing)
-            closing.add_done_callback(self._discarded.discard)
+
+    def _close_in_background(self, backend: Backend) -> None:
+        """Close `backend` in a task of its own; shutdown waits for it (`_discarded`)."""
+        closing = asyncio.get_running_loop().create_task(self._close_backend(backend))
+        self._discarded.add(closing)
+        closing.add_done_callback(self._discarded.discard)
 
     def _transcribe(self, event_type: str, fields: Mapping[str, object]) -> None:
         """Keep the cos transcript of a python or exec session in step with its events."""
@@ -446,12 +455,7 @@ class SessionCore:
                 fields["reason"] = "interrupted"
         else:
             fields.setdefault("usage", None)
-        self._task = None
-        self._approvals.clear()
-        self._task_done.set()
-        if self._watchdog is not None and self._watchdog is not asyncio.current_task():
-            self._watchdog.cancel()
-        self._watchdog = None
+        self._clear_task()
         try:
             self._record(kind, fields, reply_to)
         except InvalidInput as exc:  # a bad usage: the task still ends
@@ -621,9 +625,7 @@ class SessionCore:
                 # starts the backend again.
                 if backend is not None and self._backend is backend:
                     self._backend = None
-                    closing = asyncio.create_task(self._close_backend(backend))
-                    self._discarded.add(closing)
-                    closing.add_done_callback(self._discarded.discard)
+                    self._close_in_background(backend)
 
     async def _close_backend(self, backend: Backend) -> None:
         """Close `backend` within the call timeout; a failure is said, not raised."""
