@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from coding_os.state.gc import PanelGcReport
     from coding_os.hooks.context import HookResult
     from coding_os.runtime.core import SessionSettings
+    from coding_os.sessions.export import Turn
     from coding_os.runtime.foreground import View as RunView
 
 __all__ = [
@@ -244,20 +245,35 @@ def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
         InvalidId, NotFound: as `show_session`.
         InvalidInput: an unknown format, or a branch the session does not have.
     """
-    from coding_os.sessions.export import FORMATS, read_turns, render
+    from coding_os.sessions.export import FORMATS, render
 
     if fmt not in FORMATS:
         raise InvalidInput(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
-    row = show_session(session, env, cwd)
-    source = row.get("source_path")
-    if not isinstance(source, str) or not source:
-        raise NotFound(f"session {session} has no log to export")
-    meta, turns = read_turns(source, str(row.get("kind")),
-                             redact.configured(Caller(env, cwd).tiers.state_dir), branch)
+    row, meta, turns = _read_conversation(session, "export", env, cwd, branch)
     meta.update({key: row[key] for key in ("id", "native_id", "agent", "title", "name", "cwd")
                  if row.get(key) is not None})
     meta["title"] = row.get("name") or row.get("title") or row.get("id")
     return render(meta, turns, fmt)
+
+
+def _read_conversation(session: str, purpose: str, env: Mapping[str, str] | None,
+                       cwd: str | None, branch: int | None
+                       ) -> tuple[dict[str, Any], dict[str, Any], list[Turn]]:
+    """A session's row, and the metadata and turns of its log (redacted as its project says).
+
+    Raises:
+        InvalidId, NotFound: as `show_session`; NotFound: a session without a log (to `purpose`).
+        InvalidInput: a branch the session does not have.
+    """
+    from coding_os.sessions.export import read_turns
+
+    row = show_session(session, env, cwd)
+    source = row.get("source_path")
+    if not isinstance(source, str) or not source:
+        raise NotFound(f"session {session} has no log to {purpose}")
+    meta, turns = read_turns(source, str(row.get("kind")),
+                             redact.configured(Caller(env, cwd).tiers.state_dir), branch)
+    return row, meta, turns
 
 
 def session_branches(row: Mapping[str, object]) -> dict[str, object]:
@@ -1949,18 +1965,11 @@ def session_turns(session: str, offset: int = 0, limit: int = 50, branch: int | 
     """
     from dataclasses import asdict
 
-    from coding_os.sessions.export import read_turns
-
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInput("the offset must be an integer, 0 or more")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= TURNS_PAGE_MAX:
         raise InvalidInput(f"the page size must be 1 to {TURNS_PAGE_MAX}")
-    row = show_session(session, env, cwd)
-    source = row.get("source_path")
-    if not isinstance(source, str) or not source:
-        raise NotFound(f"session {session} has no log to read")
-    meta, turns = read_turns(source, str(row.get("kind")),
-                             redact.configured(Caller(env, cwd).tiers.state_dir), branch)
+    row, meta, turns = _read_conversation(session, "read", env, cwd, branch)
     if offset and offset >= len(turns):
         raise NotFound(f"session {session} has {len(turns)} turns: offset {offset} is past "
                        "the end")
