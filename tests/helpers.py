@@ -17,7 +17,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -105,6 +105,19 @@ def cos_json(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None) 
     proc = cos(*args, "--json", cwd=cwd, env=env)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def until(what: Callable[[], Any], message: str, timeout: float = 60.0) -> Any:
+    """What `what` returns once it is truthy, asked every 0.1 s; fails the test naming
+    `message` when it is not within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = what()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {message}")
+        time.sleep(0.1)
 
 
 def _namespaces_work() -> bool:

@@ -11,14 +11,14 @@ import random
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from coding_os.daemon import jobs
-from tests.helpers import COS, Terminal, cos, git, raw_bytes, stop_runners_of
+from tests.helpers import COS, Terminal, cos, git, raw_bytes, stop_runners_of, until
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
@@ -36,17 +36,6 @@ def agents(project: Path, *args: str) -> dict[str, dict[str, Any]]:
     done = cos("agents", "--json", *args, cwd=project)
     assert done.returncode == 0, done.stderr
     return {row["id"]: row for row in json.loads(done.stdout)}
-
-
-def until(what: Callable[[], Any], message: str, timeout: float = WAIT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {message}")
-        time.sleep(0.1)
 
 
 def state_of(project: Path, job: str, *states: str) -> dict[str, Any]:

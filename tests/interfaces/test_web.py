@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -20,7 +19,7 @@ import httpx
 import pytest
 
 from coding_os import api
-from tests.helpers import COS, cos
+from tests.helpers import COS, cos, until
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO_TARGET = f"{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
@@ -123,17 +122,6 @@ def page(client: httpx.Client, path: str, status: int = 200) -> Page:
     assert answer.status_code == status, (path, answer.status_code, answer.text[:2000])
     assert "Traceback" not in answer.text
     return Page(answer.text)
-
-
-def until(what: Callable[[], Any], message: str, timeout: float = WAIT) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = what()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {message}")
-        time.sleep(0.1)
 
 
 def python_session(project: Path, *inputs: str) -> str:
