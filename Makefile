@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CLIENTS := tests/e2e/clients
 
-.PHONY: demo test bench clients typecheck clean
+.PHONY: demo test bench clients chromium typecheck clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +27,27 @@ $(CLIENTS)/node_modules/.installed: $(CLIENTS)/package.json $(CLIENTS)/package-l
 
 clients: $(CLIENTS)/node_modules/.installed
 
+# The browser tests (tests/e2e/test_web_browser.py) drive Debian's chromium through Playwright;
+# no browser is downloaded. Run as root, this installs it with apt-get when /usr/bin/chromium is
+# missing; otherwise those tests are skipped, except under CI=true, where a missing chromium fails.
+CHROMIUM := /usr/bin/chromium
+
+chromium:
+	@if [ -x $(CHROMIUM) ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+		echo "make test: $(CHROMIUM) is missing; installing Debian's chromium (apt-get install -y chromium)"; \
+		apt-get install -y -qq chromium >/dev/null 2>&1 || { \
+			apt-get update -qq && apt-get install -y -qq chromium >/dev/null; } \
+			|| { echo "make test: apt-get install chromium failed" >&2; \
+			     [ "$$CI" != "true" ] || exit 1; }; \
+		if [ -x $(CHROMIUM) ]; then echo "make test: installed $$($(CHROMIUM) --version 2>/dev/null)"; fi; \
+	elif [ "$$CI" = "true" ]; then \
+		echo "make test: $(CHROMIUM) is missing; install it (apt-get install chromium): CI=true needs it" >&2; \
+		exit 1; \
+	else \
+		echo "make test: $(CHROMIUM) is missing and this is not root; the browser tests will be skipped (apt-get install chromium)" >&2; \
+	fi
+
 demo: $(VENV)/.installed
 	$(PY) demo/run_demo.py
 
@@ -36,7 +57,7 @@ PG_TEST_URL := $(or $(COS_TEST_PG_URL),postgresql://postgres@127.0.0.1:5432/test
 
 # Byte-compile the editable sources once (a regular install ships .pyc files), so the many
 # `cos` subprocesses of the suite do not recompile them when PYTHONDONTWRITEBYTECODE is set.
-test: $(VENV)/.test-installed clients
+test: $(VENV)/.test-installed clients chromium
 	@$(PY) -c "import psycopg, sys; psycopg.connect(sys.argv[1], connect_timeout=3).close()" \
 		'$(PG_TEST_URL)' 2>/dev/null || { \
 		if [ "$$CI" = "true" ]; then \
