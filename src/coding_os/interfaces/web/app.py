@@ -462,7 +462,9 @@ def serve(port: int = 0, *, open_browser: bool = False, as_json: bool = False,
 
     import uvicorn
 
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP: asyncio sets TCP_NODELAY on what such a listener accepts (protocol 0 keeps
+    # Nagle, and a second request on a kept-alive connection waits for a delayed ACK).
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     try:
         listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         listener.bind((LOOPBACK, port))
