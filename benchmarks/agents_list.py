@@ -21,7 +21,6 @@ from __future__ import annotations
 import compileall
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _fixtures  # noqa: E402
+from _jobs import kill_leftovers  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
 COLD_RUNS = int(os.environ.get("BENCH_COLD_RUNS", "5"))
@@ -128,40 +128,6 @@ def cleanup(env: dict[str, str], cwd: Path, live: list[str]) -> None:
         subprocess.run([COS, "stop", job], env=env, cwd=cwd, capture_output=True, timeout=60)
     subprocess.run([COS, "daemon", "stop"], env=env, cwd=cwd, capture_output=True, timeout=60)
     kill_leftovers(Path(env["HOME"]))
-
-
-def kill_leftovers(home: Path) -> None:
-    """End every runner still named in a job's state (a benchmark that failed midway)."""
-    pids = []
-    for state in (home / ".coding-os" / "jobs").glob("*/state.json"):
-        try:
-            pid = json.loads(state.read_text(encoding="utf-8")).get("pid")
-        except (OSError, ValueError):
-            continue
-        if isinstance(pid, int):
-            pids.append(pid)
-    for pid in pids:
-        end_runner(pid)
-
-
-def end_runner(pid: int) -> None:
-    """End a runner left running: SIGTERM (it then ends its agent's processes, which are in
-    groups of their own), and SIGKILL to its group if it is still there after 10 s."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return
-        time.sleep(0.1)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
-    except OSError:
-        pass
 
 
 def main() -> None:

@@ -42,6 +42,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _installs import make_installs  # noqa: E402
+from _jobs import kill_leftovers  # noqa: E402
+from _stream_json import assistant_text  # noqa: E402
 from _worktree import make_tree  # noqa: E402
 
 from tests.e2e.harness import BIN_DIR, CLAUDE_BIN, claude_env, clients_installed  # noqa: E402
@@ -160,17 +162,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-def _assistant_text(line: dict[str, Any]) -> str | None:
-    if line.get("type") != "assistant":
-        return None
-    message = line.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "text":
-            return str(block.get("text"))
-    return None
-
-
 class DirectSide:
     """Claude Code started directly in stream-json mode, timed to its first assistant text."""
 
@@ -212,7 +203,7 @@ class DirectSide:
                     found = json.loads(line)
                 except ValueError:
                     continue
-                if isinstance(found, dict) and (text := _assistant_text(found)) is not None:
+                if isinstance(found, dict) and (text := assistant_text(found)) is not None:
                     break
         elapsed = time.perf_counter() - start
         if text != ANSWER:
@@ -239,34 +230,6 @@ class DirectSide:
 def _ms(found: list[float]) -> str:
     """The median of the timed rounds (the warm-up left out), in ms."""
     return f"{statistics.median(found[WARMUP:]) * 1000:.0f} ms"
-
-
-def kill_leftovers(home: Path) -> None:
-    """End every runner still named in a job's state (a benchmark that failed midway)."""
-    for state in (home / ".coding-os" / "jobs").glob("*/state.json"):
-        pid = _read_json(state).get("pid")
-        if isinstance(pid, int):
-            end_runner(pid)
-
-
-def end_runner(pid: int) -> None:
-    """End a runner left running: SIGTERM (it then ends its agent's processes, which are in
-    groups of their own), and SIGKILL to its group if it is still there after 10 s."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return
-        time.sleep(0.1)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
-    except OSError:
-        pass
 
 
 def main() -> None:

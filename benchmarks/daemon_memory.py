@@ -17,7 +17,6 @@ import compileall
 import json
 import os
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _fixtures  # noqa: E402
+from _jobs import kill_leftovers  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_JOBS", "20"))
 COS = str(Path(sys.executable).with_name("cos"))
@@ -84,33 +84,7 @@ def cleanup(env: dict[str, str], cwd: Path, ids: list[str]) -> None:
         except subprocess.TimeoutExpired:
             pass
     subprocess.run([COS, "daemon", "stop"], env=env, cwd=cwd, capture_output=True, timeout=60)
-    for state in (Path(env["HOME"]) / ".coding-os" / "jobs").glob("*/state.json"):
-        try:
-            pid = json.loads(state.read_text(encoding="utf-8")).get("pid")
-        except (OSError, ValueError):
-            continue
-        if isinstance(pid, int):
-            end_runner(pid)
-
-
-def end_runner(pid: int) -> None:
-    """End a runner left running: SIGTERM (it then ends its agent's processes, which are in
-    groups of their own), and SIGKILL to its group if it is still there after 10 s."""
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except OSError:
-        return
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except OSError:
-            return
-        time.sleep(0.1)
-    try:
-        os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
-    except OSError:
-        pass
+    kill_leftovers(Path(env["HOME"]))
 
 
 def main() -> None:

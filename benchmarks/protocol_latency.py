@@ -43,7 +43,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _stream_json import assistant_text  # noqa: E402
 from tests.e2e.harness import (CLAUDE_BIN, CODEX_BIN, claude_env, clients_installed,  # noqa: E402
                                codex_env, write_codex_config)
 from tests.e2e.model_server import ModelServer, Text  # noqa: E402
@@ -141,17 +143,6 @@ class Cos:
         self.lines.end()
 
 
-def _assistant_text(line: dict[str, Any]) -> str | None:
-    if line.get("type") != "assistant":
-        return None
-    message = line.get("message")
-    content = message.get("content") if isinstance(message, dict) else None
-    for block in content if isinstance(content, list) else []:
-        if isinstance(block, dict) and block.get("type") == "text":
-            return str(block.get("text"))
-    return None
-
-
 class DirectClaude:
     """`claude -p` in stream-json mode; a round is one `user` line."""
 
@@ -162,9 +153,9 @@ class DirectClaude:
     def round(self, text: str) -> float:
         start = time.perf_counter()
         self.lines.send({"type": "user", "message": {"role": "user", "content": text}})
-        first = self.lines.until(lambda line: _assistant_text(line) is not None)
+        first = self.lines.until(lambda line: assistant_text(line) is not None)
         elapsed = time.perf_counter() - start
-        assert _assistant_text(first) == ANSWER, first
+        assert assistant_text(first) == ANSWER, first
         self.lines.until(lambda line: line.get("type") == "result")
         return elapsed
 
