@@ -32,7 +32,7 @@ from typing import Any
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _fixtures  # noqa: E402
-from _jobs import kill_leftovers  # noqa: E402
+from _jobs import COS, cos, kill_leftovers, stop_jobs  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "15"))
 COLD_RUNS = int(os.environ.get("BENCH_COLD_RUNS", "5"))
@@ -41,17 +41,7 @@ SMALL, LARGE = 10, 1_000
 LIVE = 2  # jobs with a running runner in each set
 PROJECTS = 10
 TARGET = 1.5
-COS = str(Path(sys.executable).with_name("cos"))
 AGENTS = ("claude", "codex", "exec", "python")
-
-
-def cos(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 60.0) -> str:
-    proc = subprocess.run([COS, *argv], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
-    if proc.returncode != 0:
-        raise SystemExit(f"cos {' '.join(argv)} failed (exit {proc.returncode}): "
-                         f"{proc.stderr.strip()[-2000:]}")
-    return proc.stdout
 
 
 def finished_jobs(count: int, scratch: Path, env: dict[str, str]) -> None:
@@ -122,14 +112,6 @@ def timed(env: dict[str, str], cwd: Path, expected: int) -> float:
     return elapsed
 
 
-def cleanup(env: dict[str, str], cwd: Path, live: list[str]) -> None:
-    """Stop the live jobs and the supervisor; kill what does not stop."""
-    for job in live:
-        subprocess.run([COS, "stop", job], env=env, cwd=cwd, capture_output=True, timeout=60)
-    subprocess.run([COS, "daemon", "stop"], env=env, cwd=cwd, capture_output=True, timeout=60)
-    kill_leftovers(Path(env["HOME"]))
-
-
 def main() -> None:
     import coding_os
 
@@ -179,7 +161,7 @@ def main() -> None:
               f"{'OK' if ratio <= TARGET else 'OVER'} cold_ratio={cold_large / cold_small:.2f}")
     finally:
         for env, project, live in sets.values():
-            cleanup(env, project, live)
+            stop_jobs(env, project, live)
         for count in (SMALL, LARGE):
             if count not in sets:  # a set that failed while it was made
                 home = scratch / f"with-{count}" / "home"

@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -27,22 +26,12 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _fixtures  # noqa: E402
-from _jobs import kill_leftovers  # noqa: E402
+from _jobs import cos, stop_jobs  # noqa: E402
 
 JOBS = int(os.environ.get("BENCH_JOBS", "20"))
-COS = str(Path(sys.executable).with_name("cos"))
 AGENT = Path(__file__).resolve().parents[1] / "examples" / "echo_agent.py"
 IDLE_TIMEOUT = 90.0  # seconds for every job to answer its first prompt
 SWEEP_WAIT = 2.5  # seconds: longer than the supervisor's sweep period (supervisor.SWEEP_S)
-
-
-def cos(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 60.0) -> str:
-    proc = subprocess.run([COS, *argv], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout)
-    if proc.returncode != 0:
-        raise SystemExit(f"cos {' '.join(argv)} failed (exit {proc.returncode}): "
-                         f"{proc.stderr.strip()[-2000:]}")
-    return proc.stdout
 
 
 def rss_kb(pid: int) -> int:
@@ -74,17 +63,6 @@ def idle_runners(env: dict[str, str], cwd: Path, ids: list[str]) -> dict[str, in
         if failed or time.monotonic() > deadline:
             raise SystemExit(f"jobs not idle: {[rows.get(job) for job in ids if job not in idle]}")
         time.sleep(0.5)
-
-
-def cleanup(env: dict[str, str], cwd: Path, ids: list[str]) -> None:
-    """`cos stop` every job, `cos daemon stop`; end any runner still named in a state."""
-    for job in ids:
-        try:
-            subprocess.run([COS, "stop", job], env=env, cwd=cwd, capture_output=True, timeout=60)
-        except subprocess.TimeoutExpired:
-            pass
-    subprocess.run([COS, "daemon", "stop"], env=env, cwd=cwd, capture_output=True, timeout=60)
-    kill_leftovers(Path(env["HOME"]))
 
 
 def main() -> None:
@@ -124,7 +102,7 @@ def main() -> None:
               f"daemon_alone_mb={alone / 1024:.1f} runner_mb={one / 1024:.1f} jobs={JOBS} "
               "(no target)")
     finally:
-        cleanup(env, project, ids)
+        stop_jobs(env, project, ids)
         shutil.rmtree(scratch, ignore_errors=True)
 
 
