@@ -228,6 +228,13 @@ class Connection:
     def events(self) -> Iterator[dict[str, Any]]:
         yield from jsonwire.objects(self.file)
 
+    def lines(self) -> Iterator[bytes]:
+        """The runner's lines as they come, unparsed (each one JSON object, ASCII)."""
+        for line in self.file:
+            line = line.strip()
+            if line:
+                yield line
+
     def close(self) -> None:
         try:
             self.file.close()

@@ -8,7 +8,7 @@ reading its events log after the last seq sent.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
@@ -47,22 +47,42 @@ def _end(state: object) -> str:
     return f"event: end\ndata: {json.dumps({'state': state})}\n\n"
 
 
-def _next(events: Iterator[dict[str, Any]]) -> dict[str, Any] | None:
-    return next(events, None)
-
-
 async def job_stream(feed: api.JobFeed) -> AsyncIterator[str]:
     """The SSE body of a job's feed: its events, then `end` when its runner has ended (the
-    browser then stops reconnecting). A client that goes away closes the feed, which ends the
-    read blocked in its thread."""
-    events = iter(feed)
+    browser then stops reconnecting). One thread reads the feed and hands the events over as
+    they come; each wake-up sends every event handed over by then in one write. A client that
+    goes away closes the feed, which ends the read blocked in the thread."""
+    import asyncio
+    import threading
+
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[int, str] | None] = asyncio.Queue()
+
+    def read() -> None:
+        try:
+            for event in feed.raw():  # relayed as the runner sent it: no parse, no dump
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+        except (OSError, ValueError):
+            pass  # the feed was closed under the read: the client went away
+        finally:
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+            except RuntimeError:
+                pass  # the loop is gone already
+
+    threading.Thread(target=read, name="cos-web-feed", daemon=True).start()
     try:
         yield f"retry: {RETRY_MS}\n\n"
-        while True:
-            event = await anyio.to_thread.run_sync(_next, events, abandon_on_cancel=True)
-            if event is None:
-                break
-            yield sse_message(event)
+        ended = False
+        while not ended:
+            batch = [await queue.get()]
+            while not queue.empty():
+                batch.append(queue.get_nowait())
+            ended = batch[-1] is None
+            chunk = "".join(f"id: {seq}\nevent: protocol\ndata: {data}\n\n"
+                            for seq, data in (item for item in batch if item is not None))
+            if chunk:
+                yield chunk
         row = await anyio.to_thread.run_sync(api.session_job, str(feed.job.get("cos_session")))
         yield _end((row or feed.job).get("state"))
     finally:
