@@ -32,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import _fixtures  # noqa: E402
-from agents_list import cleanup  # noqa: E402
+from _jobs import cos, stop_jobs  # noqa: E402
 from web_sessions_page import COS, WebServer, byte_compile  # noqa: E402
 
 LINES = int(os.environ.get("BENCH_EVENTS", "10000"))
@@ -40,15 +40,6 @@ RUNS = int(os.environ.get("BENCH_RUNS", "5"))
 WARMUP = 1
 TARGET = 0.8
 WAIT = 120.0
-
-
-def cos(argv: list[str], env: dict[str, str], cwd: Path) -> str:
-    proc = subprocess.run([COS, *argv], env=env, cwd=cwd, capture_output=True, text=True,
-                          timeout=WAIT)
-    if proc.returncode != 0:
-        raise SystemExit(f"cos {' '.join(argv)} failed (exit {proc.returncode}): "
-                         f"{proc.stderr.strip()[-2000:]}")
-    return proc.stdout
 
 
 def wait_printed(job: str, env: dict[str, str], last: int) -> str:
@@ -208,7 +199,7 @@ def main() -> None:
     finally:
         if server is not None:
             server.stop()
-        cleanup(env, project, jobs)
+        stop_jobs(env, project, jobs)
         shutil.rmtree(scratch, ignore_errors=True)
 
 

@@ -2039,24 +2039,27 @@ class JobFeed:
         except (OSError, ValueError):
             return  # closed under the read, or the runner went away
 
-    def raw(self) -> Iterator[tuple[int, str]]:
-        """Each event as `(seq, its JSON as the runner sent it)`, without parsing it (what a
-        relay such as cos web's SSE sends on); a line for this client only (`seq` null) is
-        left out."""
+    def raw(self) -> Iterator[list[tuple[int, str]]]:
+        """The events in batches (what arrived together), each `(seq, its JSON as the runner
+        sent it)`, without parsing it (what a relay such as cos web's SSE sends on); a line
+        for this client only (`seq` null) is left out."""
         if self._connection is None:
             from coding_os import jsonwire
 
-            for event in self._stored:
-                yield int(event["seq"]), jsonwire.dumps(event)
+            yield [(int(event["seq"]), jsonwire.dumps(event)) for event in self._stored]
             return
         try:
-            for line in self._connection.lines():
-                at = line.find(b'"seq":')
-                end = at + 6
-                while end < len(line) and 48 <= line[end] <= 57:
-                    end += 1
-                if at >= 0 and end > at + 6:
-                    yield int(line[at + 6:end]), line.decode("ascii", "replace")
+            for lines in self._connection.lines():
+                batch = []
+                for line in lines:
+                    at = line.find(b'"seq":')
+                    end = at + 6
+                    while end < len(line) and 48 <= line[end] <= 57:
+                        end += 1
+                    if at >= 0 and end > at + 6:
+                        batch.append((int(line[at + 6:end]), line.decode("ascii", "replace")))
+                if batch:
+                    yield batch
         except (OSError, ValueError):
             return  # closed under the read, or the runner went away
 

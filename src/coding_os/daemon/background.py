@@ -228,12 +228,21 @@ class Connection:
     def events(self) -> Iterator[dict[str, Any]]:
         yield from jsonwire.objects(self.file)
 
-    def lines(self) -> Iterator[bytes]:
-        """The runner's lines as they come, unparsed (each one JSON object, ASCII)."""
-        for line in self.file:
-            line = line.strip()
-            if line:
-                yield line
+    def lines(self) -> Iterator[list[bytes]]:
+        """The runner's lines as they come, unparsed (each one JSON object, ASCII), in batches:
+        every whole line one read of the socket brought."""
+        pending = b""
+        while True:
+            chunk = self.file.read1(1 << 16)
+            if not chunk:
+                return
+            pending += chunk
+            whole = pending.rfind(b"\n") + 1
+            if whole:
+                lines = [line for line in pending[:whole].split(b"\n") if line.strip()]
+                pending = pending[whole:]
+                if lines:
+                    yield lines
 
     def close(self) -> None:
         try:

@@ -56,12 +56,12 @@ async def job_stream(feed: api.JobFeed) -> AsyncIterator[str]:
     import threading
 
     loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[tuple[int, str] | None] = asyncio.Queue()
+    queue: asyncio.Queue[list[tuple[int, str]] | None] = asyncio.Queue()
 
     def read() -> None:
         try:
-            for event in feed.raw():  # relayed as the runner sent it: no parse, no dump
-                loop.call_soon_threadsafe(queue.put_nowait, event)
+            for batch in feed.raw():  # relayed as the runner sent it: no parse, no dump
+                loop.call_soon_threadsafe(queue.put_nowait, batch)
         except (OSError, ValueError):
             pass  # the feed was closed under the read: the client went away
         finally:
@@ -80,7 +80,8 @@ async def job_stream(feed: api.JobFeed) -> AsyncIterator[str]:
                 batch.append(queue.get_nowait())
             ended = batch[-1] is None
             chunk = "".join(f"id: {seq}\nevent: protocol\ndata: {data}\n\n"
-                            for seq, data in (item for item in batch if item is not None))
+                            for events in batch if events is not None
+                            for seq, data in events)
             if chunk:
                 yield chunk
         row = await anyio.to_thread.run_sync(api.session_job, str(feed.job.get("cos_session")))

@@ -13,6 +13,17 @@
     evt.detail.headers["X-CSRF-Token"] = csrf();
   });
 
+  // The roster's rows are fetched again every 2 s: not while the user types in one of them
+  // (a reply being written would be wiped by the swap).
+  document.addEventListener("htmx:beforeRequest", function (evt) {
+    var rows = document.getElementById("roster-rows");
+    var active = document.activeElement;
+    if (rows && evt.detail.elt === rows && active && rows.contains(active) &&
+        (active.tagName === "INPUT" || active.tagName === "TEXTAREA")) {
+      evt.preventDefault();
+    }
+  });
+
   document.addEventListener("htmx:beforeSwap", function (evt) {
     var xhr = evt.detail.xhr;
     if (xhr && xhr.status >= 400) {
