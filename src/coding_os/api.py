@@ -267,13 +267,24 @@ def _read_conversation(session: str, purpose: str, env: Mapping[str, str] | None
     """
     from coding_os.sessions.export import read_turns
 
+    row, source = _session_log(session, purpose, env, cwd)
+    meta, turns = read_turns(source, str(row.get("kind")),
+                             redact.configured(Caller(env, cwd).tiers.state_dir), branch)
+    return row, meta, turns
+
+
+def _session_log(session: str, purpose: str, env: Mapping[str, str] | None,
+                 cwd: str | None) -> tuple[dict[str, Any], str]:
+    """A session's row and the path of its log.
+
+    Raises:
+        InvalidId, NotFound: as `show_session`; NotFound: a session without a log (to `purpose`).
+    """
     row = show_session(session, env, cwd)
     source = row.get("source_path")
     if not isinstance(source, str) or not source:
         raise NotFound(f"session {session} has no log to {purpose}")
-    meta, turns = read_turns(source, str(row.get("kind")),
-                             redact.configured(Caller(env, cwd).tiers.state_dir), branch)
-    return row, meta, turns
+    return row, source
 
 
 def session_branches(row: Mapping[str, object]) -> dict[str, object]:
@@ -1954,9 +1965,12 @@ def session_turns(session: str, offset: int = 0, limit: int = 50, branch: int | 
                   env: Mapping[str, str] | None = None, cwd: str | None = None
                   ) -> dict[str, Any]:
     """A page of a session's conversation (its live chain, or `branch`): `turns` (role, text,
-    ts, tool) from `offset`, at most `limit`, with `total`, `next_offset` (None at the end) and
-    the log's `meta`. The log is read whole for each page (a Claude transcript is a tree whose
-    live chain is known only at its end); only the page is returned.
+    ts, tool) from `offset`, at most `limit`, with `total` (None when it is not known),
+    `next_offset` (None at the end) and the log's `meta`; only the page is redacted. A cos
+    transcript is read from its start until one turn past the page (`total` is then None
+    unless that is its end; the whole file when a rewind may hide some of it); a Claude
+    transcript (a tree whose live chain is known only at its end) or a Codex thread is read
+    whole for each page (export.read_page).
 
     Raises:
         InvalidInput: a negative offset, a limit outside 1..TURNS_PAGE_MAX, a bad branch.
@@ -1965,19 +1979,22 @@ def session_turns(session: str, offset: int = 0, limit: int = 50, branch: int | 
     """
     from dataclasses import asdict
 
+    from coding_os.sessions.export import read_page
+
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInput("the offset must be an integer, 0 or more")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= TURNS_PAGE_MAX:
         raise InvalidInput(f"the page size must be 1 to {TURNS_PAGE_MAX}")
-    row, meta, turns = _read_conversation(session, "read", env, cwd, branch)
-    if offset and offset >= len(turns):
-        raise NotFound(f"session {session} has {len(turns)} turns: offset {offset} is past "
+    row, source = _session_log(session, "read", env, cwd)
+    page = read_page(source, str(row.get("kind")), offset, limit,
+                     redact.configured(Caller(env, cwd).tiers.state_dir), branch)
+    if offset and not page.turns:
+        raise NotFound(f"session {session} has {page.total} turns: offset {offset} is past "
                        "the end")
-    end = offset + limit
-    return {"session": row.get("id"), "kind": row.get("kind"), "meta": meta,
-            "offset": offset, "total": len(turns),
-            "next_offset": end if end < len(turns) else None,
-            "turns": [asdict(turn) for turn in turns[offset:end]]}
+    return {"session": row.get("id"), "kind": row.get("kind"), "meta": page.meta,
+            "offset": offset, "total": page.total,
+            "next_offset": offset + len(page.turns) if page.more else None,
+            "turns": [asdict(turn) for turn in page.turns]}
 
 
 def session_events(session: str, since: int = 0, env: Mapping[str, str] | None = None,

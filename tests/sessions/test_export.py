@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -11,7 +13,7 @@ from hypothesis import strategies as st
 
 from coding_os.errors import InvalidInput, NotFound
 from coding_os.sessions import transcript
-from coding_os.sessions.export import read_turns, render
+from coding_os.sessions.export import read_page, read_turns, render
 from coding_os.state.tiers import Tiers
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
@@ -257,3 +259,149 @@ def test_sessions_show_lists_the_branches_and_export_takes_one(
     missing = cos("export", native, "--branch", "2", cwd=repo)
     assert missing.returncode != 0 and missing.stdout == ""
     assert missing.stderr.strip().count("\n") == 0 and "branches 1 to 1" in missing.stderr
+
+
+# -- a page of a conversation costs what the page shows ----------------------------------------
+
+
+SECRET = "gl" + "pat-xY7zQ2wE9rT4uI1oP6aS"  # made up, built at run time
+
+
+def _long_cos_session(tiers: Tiers, turns: int, rewind_at: int | None = None,
+                      rewind_to: int = 0) -> str:
+    """A cos session of `turns` prompts and answers (each answer with a tool call and result,
+    every fifth prompt holding a secret); after turn `rewind_at`, a rewind to seq `rewind_to`."""
+    sid = transcript.create(tiers, "claude", title="long")
+    transcript.set_title(tiers, sid, "long and titled", durability="none")
+    for n in range(1, turns + 1):
+        text = f"prompt {n}" + (f" with {SECRET}" if n % 5 == 0 else "")
+        transcript.append(tiers, sid, "user", {"text": text, "turn": n}, durability="none")
+        transcript.append(tiers, sid, "tool_call", {"turn": n, "tool": "Bash",
+                                                    "input": {"command": f"echo {n}"},
+                                                    "call_id": f"c{n}"}, durability="none")
+        transcript.append(tiers, sid, "tool_result", {"turn": n, "call_id": f"c{n}", "ok": True,
+                                                      "output": f"{n}"}, durability="none")
+        transcript.append(tiers, sid, "assistant", {"text": f"answer {n}", "turn": n},
+                          durability="none")
+        if n == rewind_at:
+            transcript.append(tiers, sid, "rewind", {"to_seq": rewind_to}, durability="none")
+    return transcript.transcript_path(tiers, sid)
+
+
+def _assert_pages_are_slices_of_the_whole(path: str, offsets: list[int], limit: int) -> None:
+    meta, whole = read_turns(path, "cos")
+    for offset in offsets:
+        page = read_page(path, "cos", offset, limit)
+        assert page.turns == whole[offset:offset + limit], offset
+        assert page.meta == meta
+        assert page.more == (offset + limit < len(whole))
+        assert page.total in (None, len(whole))
+        if not page.more:
+            assert page.total == len(whole)
+
+
+@pytest.mark.parametrize("rewind", [None, (12, 30), (45, 90)],
+                         ids=["no-rewind", "rewind-into-the-first-page", "rewind-past-it"])
+def test_a_page_of_a_long_cos_session_is_that_slice_of_its_whole_conversation(
+        tmp_path: Path, rewind: tuple[int, int] | None) -> None:
+    rewind_at, rewind_to = rewind or (None, 0)
+    path = _long_cos_session(Tiers(str(tmp_path / ".coding-os")), 60, rewind_at, rewind_to)
+    _assert_pages_are_slices_of_the_whole(path, [0, 1, 7, 19, 20, 50, 100, 199, 235, 239],
+                                          limit=20)
+    meta, whole = read_turns(path, "cos")
+    if rewind is None:
+        assert len(whole) == 240
+    elif rewind == (12, 30):  # seq 30 is turn 8's prompt: the rest of turns 8 to 12 hidden
+        assert len(whole) == 240 - 19
+    first = read_page(path, "cos", 0, 20)
+    assert first.turns[16].text == "prompt 5 with [REDACTED:gitlab_token]"
+    assert SECRET not in render(first.meta, first.turns, "json")
+    assert read_page(path, "cos", 0, 20, redacting=False).turns[16].text.endswith(SECRET)
+
+
+def test_a_cos_page_is_read_only_as_far_as_the_page_unless_a_rewind_may_hide_it(
+        tmp_path: Path) -> None:
+    tiers = Tiers(str(tmp_path / ".coding-os"))
+    path = _long_cos_session(tiers, 200)
+    report = transcript.ReadReport(path)
+    taken = list(itertools.islice(transcript.iter_visible(path, report), 10))
+    assert [e["seq"] for e in taken] == list(range(10))
+    assert not report.complete and report.lines == 10
+    page = read_page(path, "cos", 0, 20)
+    assert page.total is None and page.more and len(page.turns) == 20
+    last = read_page(path, "cos", 780, 20)
+    assert last.total == 800 and not last.more and len(last.turns) == 20
+
+    sid = Path(path).stem
+    transcript.append(tiers, sid, "rewind", {"to_seq": 9}, durability="none")
+    report = transcript.ReadReport(path)
+    taken = list(itertools.islice(transcript.iter_visible(path, report), 12))
+    assert report.complete  # seq 10 and on may be hidden: the whole file is read
+    assert taken == transcript.read(path).visible()[:12] == transcript.read(path).entries[:10]
+    assert read_page(path, "cos", 0, 20).total == 8  # turns 1 and 2 (seqs 2 to 9)
+
+
+def test_a_rewind_appended_or_a_transcript_replaced_after_a_read_shows_in_the_next_read(
+        tmp_path: Path) -> None:
+    tiers = Tiers(str(tmp_path / ".coding-os"))
+    path = _long_cos_session(tiers, 30)
+    sid = Path(path).stem
+    assert read_page(path, "cos", 0, 10).more
+    transcript.append(tiers, sid, "user", {"text": "x " * 3000, "turn": 31}, durability="none")
+    transcript.append(tiers, sid, "rewind", {"to_seq": 4}, durability="none")
+    assert list(transcript.iter_visible(path)) == transcript.read(path).visible()
+    assert [t.text for t in read_page(path, "cos", 0, 10).turns] == ["prompt 1", '{"command": '
+                                                                    '"echo 1"}', "1"]
+
+    other = _long_cos_session(Tiers(str(tmp_path / "other" / ".coding-os")), 5,
+                              rewind_at=3, rewind_to=2)
+    os.replace(other, path)  # another file at the same path
+    assert list(transcript.iter_visible(path)) == transcript.read(path).visible()
+    assert read_page(path, "cos", 0, 50).turns == read_turns(path, "cos")[1]
+    Path(path).write_bytes(Path(path).read_bytes()[:-1])  # a torn tail: its last newline gone
+    assert list(transcript.iter_visible(path)) == transcript.read(path).visible()
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow,
+                                                  HealthCheck.function_scoped_fixture])
+@given(st.lists(st.one_of(st.sampled_from(["user", "assistant", "title", "compact"]),
+                          st.integers(0, 40)), max_size=40),
+       st.integers(0, 45), st.integers(1, 12))
+def test_random_cos_transcripts_page_exactly_as_their_whole_read(
+        tmp_path_factory: pytest.TempPathFactory, steps: list[str | int], offset: int,
+        limit: int) -> None:
+    tiers = Tiers(str(tmp_path_factory.mktemp("t") / ".coding-os"))
+    sid = transcript.create(tiers, "claude")
+    seq = 0
+    for step in steps:
+        if isinstance(step, int):  # a rewind to an earlier seq
+            fields: dict[str, object] = {"to_seq": min(step, seq)}
+            kind = "rewind"
+        elif step == "title":
+            kind, fields = "title", {"title": f"t{seq}"}
+        elif step == "compact":
+            kind, fields = "compact", {"text": "c", "from_seq": 0, "to_seq": seq}
+        else:
+            kind, fields = step, {"text": f"{step} {seq}", "turn": 1}
+        seq = transcript.append(tiers, sid, kind, fields, durability="none").seq
+    path = transcript.transcript_path(tiers, sid)
+    assert list(transcript.iter_visible(path)) == transcript.read(path).visible()
+    meta, whole = read_turns(path, "cos")
+    if offset and offset >= len(whole):
+        assert read_page(path, "cos", offset, limit).turns == []
+        return
+    _assert_pages_are_slices_of_the_whole(path, [offset], limit)
+
+
+def test_a_claude_or_codex_page_is_that_slice_of_the_whole_read_with_its_total() -> None:
+    for path, kind in ((str(CLAUDE), "claude"), (str(CODEX), "codex")):
+        meta, whole = read_turns(path, kind)
+        for offset in (0, 3, len(whole) - 2):
+            page = read_page(path, kind, offset, 5)
+            assert (page.meta, page.turns, page.total) == (meta, whole[offset:offset + 5],
+                                                           len(whole))
+            assert page.more == (offset + 5 < len(whole))
+    with pytest.raises(InvalidInput, match="no branches"):
+        read_page(str(CODEX), "codex", 0, 5, branch=1)
+    with pytest.raises(InvalidInput, match="offset"):
+        read_page(str(CODEX), "codex", -1, 5)

@@ -6,7 +6,8 @@ branches beside it: adapters/claude/tree.py), or a Codex thread (its live histor
 rollouts a fork or a revert continues: adapters/codex/rollouts.py) — into one list of turns, then
 renders it. Native logs are only read, never changed. Sidechain (subagent) entries inline in a
 Claude transcript are left out, as they are from the session list. Secrets of known shapes in the
-conversation are redacted (redact.py), unless the project says `redact: false`.
+conversation are redacted (redact.py), unless the project says `redact: false`. `read_page` gives
+one page of the same conversation, reading a cos transcript only as far as the page.
 """
 
 from __future__ import annotations
@@ -14,14 +15,15 @@ from __future__ import annotations
 import html
 import json
 from collections.abc import Iterator, Mapping
+from contextlib import closing
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from coding_os import jsonwire
 from coding_os.errors import InvalidInput, NotFound
 
-__all__ = ["Turn", "FORMATS", "KINDS", "branches", "claude_entry_turns", "codex_item_turns",
-           "read_turns", "render"]
+__all__ = ["Turn", "Page", "FORMATS", "KINDS", "branches", "claude_entry_turns",
+           "codex_item_turns", "read_page", "read_turns", "render"]
 
 FORMATS = ("md", "json", "html")
 KINDS = ("cos", "claude", "codex")
@@ -67,24 +69,61 @@ _WORD_CHARACTERS = ("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456
                     "_-+/=.~:@%")
 
 
+_COS_NOTES = ("compact", "summary")
+
+
+def _cos_turn(entry: Mapping[str, Any]) -> Turn | None:
+    """The turn of one cos transcript entry (None for an entry that is not part of the
+    conversation: the session_meta, a title, a checkpoint…)."""
+    kind = entry.get("type")
+    ts = entry.get("ts")
+    if kind in ("user", "assistant"):
+        return Turn(str(kind), str(entry.get("text") or ""), ts)
+    if kind == "tool_call":
+        return Turn("tool_call", _short(entry.get("input")), ts, str(entry.get("tool")))
+    if kind == "tool_result":
+        return Turn("tool_result", _short(entry.get("output") or ""), ts)
+    if kind in _COS_NOTES:
+        return Turn("note", f"[{kind}] {entry.get('text') or ''}", ts)
+    return None
+
+
+_COS_TURN_TYPES = frozenset(("user", "assistant", "tool_call", "tool_result") + _COS_NOTES)
+
+
 def _cos_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     from coding_os.sessions import transcript
 
     read = transcript.read(path)
     meta = dict(read.meta or {})
-    turns = []
-    for entry in read.visible():
-        kind = entry.get("type")
-        ts = entry.get("ts")
-        if kind in ("user", "assistant"):
-            turns.append(Turn(str(kind), str(entry.get("text") or ""), ts))
-        elif kind == "tool_call":
-            turns.append(Turn("tool_call", _short(entry.get("input")), ts, str(entry.get("tool"))))
-        elif kind == "tool_result":
-            turns.append(Turn("tool_result", _short(entry.get("output") or ""), ts))
-        elif kind in ("compact", "summary"):
-            turns.append(Turn("note", f"[{kind}] {entry.get('text') or ''}", ts))
+    turns = [turn for turn in map(_cos_turn, read.visible()) if turn is not None]
     return meta, turns
+
+
+def _cos_page(path: str, offset: int, limit: int
+              ) -> tuple[dict[str, Any], list[Turn], int | None]:
+    """The session_meta, the turns `offset` to `offset + limit` of a cos transcript's visible
+    conversation, and the number of its turns — None when the read stopped early: it reads
+    entries only until one turn past the page is found (transcript.iter_visible)."""
+    from coding_os.sessions import transcript
+
+    meta: dict[str, Any] = {}
+    page: list[Turn] = []
+    count = 0
+    with closing(transcript.iter_visible(path)) as entries:
+        for n, entry in enumerate(entries):
+            if not n and entry["type"] == "session_meta":
+                meta = dict(entry)
+            if entry.get("type") not in _COS_TURN_TYPES:
+                continue
+            if count == offset + limit:
+                return meta, page, None  # one turn past the page: there is more
+            if count >= offset:
+                turn = _cos_turn(entry)
+                assert turn is not None
+                page.append(turn)
+            count += 1
+    return meta, page, count
 
 
 def _claude_chain(path: str, branch: int | None
@@ -216,6 +255,27 @@ def _codex_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     return meta, turns
 
 
+def _read(path: str, kind: str, branch: int | None) -> tuple[dict[str, Any], list[Turn]]:
+    if kind not in KINDS:
+        raise InvalidInput(f"unknown session kind {kind!r}: expected one of {', '.join(KINDS)}")
+    if kind == "claude":
+        return _claude_turns(path, branch)
+    if branch is not None:
+        raise InvalidInput(f"--branch: a {kind} session has no branches (only Claude Code "
+                           "transcripts are trees)")
+    return _cos_turns(path) if kind == "cos" else _codex_turns(path)
+
+
+def _redacted(meta: dict[str, Any], turns: list[Turn], redacting: bool
+              ) -> tuple[dict[str, Any], list[Turn]]:
+    if not redacting:
+        return meta, turns
+    from coding_os import redact
+
+    return (redact.redact_value(meta),  # type: ignore[return-value]
+            [Turn(t.role, redact.redact(t.text), t.ts, t.tool) for t in turns])
+
+
 def read_turns(path: str, kind: str, redacting: bool = True, branch: int | None = None
                ) -> tuple[dict[str, Any], list[Turn]]:
     """The session's metadata and conversation from its log at `path`, of `kind` (KINDS), the
@@ -228,22 +288,51 @@ def read_turns(path: str, kind: str, redacting: bool = True, branch: int | None 
         InvalidInput: an unknown kind, or a branch the session does not have.
         NotFound: there is no file at `path`.
     """
-    readers = {"cos": _cos_turns, "claude": _claude_turns, "codex": _codex_turns}
-    if kind not in readers:
-        raise InvalidInput(f"unknown session kind {kind!r}: expected one of {', '.join(KINDS)}")
-    if kind == "claude":
-        meta, turns = _claude_turns(path, branch)
-    elif branch is not None:
-        raise InvalidInput(f"--branch: a {kind} session has no branches (only Claude Code "
-                           "transcripts are trees)")
-    else:
-        meta, turns = readers[kind](path)
-    if redacting:
-        from coding_os import redact
+    meta, turns = _read(path, kind, branch)
+    return _redacted(meta, turns, redacting)
 
-        meta = redact.redact_value(meta)  # type: ignore[assignment]
-        turns = [Turn(t.role, redact.redact(t.text), t.ts, t.tool) for t in turns]
-    return meta, turns
+
+@dataclass
+class Page:
+    """Turns `offset` to `offset + len(turns)` of a conversation, and what is known of the
+    rest: `total` turns (None when the log was not read to its end), `more` after the page."""
+
+    meta: dict[str, Any]
+    turns: list[Turn]
+    offset: int
+    total: int | None
+    more: bool
+
+
+def read_page(path: str, kind: str, offset: int, limit: int, redacting: bool = True,
+              branch: int | None = None) -> Page:
+    """The turns `offset` to `offset + limit` of the conversation `read_turns` gives (the same
+    turns, the same metadata), only the page's turns redacted.
+
+    What it costs: a cos transcript is read from its start only until one turn past the page
+    (the whole file when a rewind may hide some of those turns: transcript.iter_visible), so
+    `total` is None unless that reached its end. A Claude Code transcript is a tree whose live
+    chain is known only at its end, and a Codex thread's live history only once its rollouts
+    are read: both are read whole, and `total` is known.
+
+    Raises:
+        InvalidInput: an unknown kind, a branch the session does not have, a negative offset
+            or a limit below 1.
+        NotFound: there is no file at `path`.
+    """
+    if offset < 0 or limit < 1:
+        raise InvalidInput(f"a page is an offset >= 0 and a limit >= 1, not {offset} and "
+                           f"{limit}")
+    total: int | None
+    if kind == "cos" and branch is None:
+        meta, turns, total = _cos_page(path, offset, limit)
+        more = total is None
+    else:
+        meta, every = _read(path, kind, branch)
+        turns, total = every[offset:offset + limit], len(every)
+        more = offset + limit < total
+    meta, turns = _redacted(meta, turns, redacting)
+    return Page(meta, turns, offset, total, more)
 
 
 _LABELS = {"user": "User", "assistant": "Assistant", "tool_call": "Tool call",

@@ -15,7 +15,9 @@ Reader. Takes a shared lock only long enough to note the file's length, so it se
 only, then reads without blocking writers. It skips — and reports in a `ReadReport` — a torn
 last line, invalid UTF-8, lines that are not JSON or not v1 entries, blank lines, seq gaps and
 seqs out of order. `tail` reads backwards from the end and parses only what it returns.
-`visible` applies `rewind` entries: later entries are hidden from the conversation, never deleted.
+`visible` applies `rewind` entries: later entries are hidden from the conversation, never deleted;
+`iter_visible` gives the same, reading only as far as its caller takes it when no rewind can
+hide what it has read.
 
 Lines are written with `jsonwire` (compact, ASCII-only JSON): the standard `json` module is not
 on this path, and any Python string, lone surrogates included, reads back identical.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import itertools
 import os
 import stat
 
@@ -43,8 +46,8 @@ from coding_os.state.identity import (
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable, Iterator, Mapping
-    from typing import Any, TypeAlias
+    from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
+    from typing import Any, BinaryIO, TypeAlias
 
     from coding_os.state.tiers import Tiers
 
@@ -76,6 +79,7 @@ __all__ = [
     "close",
     "fork",
     "iter_entries",
+    "iter_visible",
     "read",
     "read_meta",
     "tail",
@@ -941,25 +945,118 @@ def iter_entries(path: str, report: ReadReport | None = None) -> Iterator[Entry]
     fd, size = durable.open_snapshot(path, "transcript")
     report.size = size
     with os.fdopen(fd, "rb") as f:
-        offset = 0
-        while offset < size:
-            raw = f.readline(size - offset)
-            if not raw:
-                break
-            report.lines += 1
-            start, offset = offset, offset + len(raw)
-            if not raw.endswith(b"\n"):
-                report.problems.append(Problem(
-                    TORN_TAIL, start, report.lines, len(raw),
-                    f"the last line is unterminated ({len(raw)} bytes; a crash during an "
-                    "append) — the next writer moves it to .torn"))
-                break
-            line = raw[:-1]
-            entry = _parse_line(line, start, report.lines, report)
-            if entry is not None and _in_order(entry, start, report.lines, len(line), report,
-                                               from_start=True):
-                yield entry
-        report.complete = True
+        yield from _entries(f, size, report)
+
+
+def _entries(f: BinaryIO, size: int, report: ReadReport) -> Iterator[Entry]:
+    """The valid entries in the first `size` bytes of `f` (read from its start)."""
+    offset = 0
+    while offset < size:
+        raw = f.readline(size - offset)
+        if not raw:
+            break
+        report.lines += 1
+        start, offset = offset, offset + len(raw)
+        if not raw.endswith(b"\n"):
+            report.problems.append(Problem(
+                TORN_TAIL, start, report.lines, len(raw),
+                f"the last line is unterminated ({len(raw)} bytes; a crash during an "
+                "append) — the next writer moves it to .torn"))
+            break
+        line = raw[:-1]
+        entry = _parse_line(line, start, report.lines, report)
+        if entry is not None and _in_order(entry, start, report.lines, len(line), report,
+                                           from_start=True):
+            yield entry
+    report.complete = True
+
+
+def iter_visible(path: str, report: ReadReport | None = None
+                 ) -> Generator[Entry, None, None]:
+    """The conversation of the transcript at `path` after rewinds — what `visible` makes of
+    every entry — read only as far as the caller takes it, when it can be.
+
+    A rewind to seq k hides only entries after k, so the entries up to the lowest `to_seq` of
+    the file's rewinds (all of them, when it has none) are yielded as they are read; past that
+    point the rest of the file is read and `visible` applied. The rewinds are found by a scan
+    of the file's bytes for the JSON string `"rewind"` (no line is parsed unless it holds
+    one; a `type` spelled with `\\u` escapes is not found); the scan is remembered in this
+    process for the file (its device, inode and first bytes), so a later read of a file that
+    grew scans only what was appended.
+
+    Raises:
+        NotFound: no transcript at `path`.
+        StateIOError: it cannot be read.
+    """
+    report = ReadReport(path) if report is None else report
+    fd, size = durable.open_snapshot(path, "transcript")
+    report.size = size
+    with os.fdopen(fd, "rb") as f:
+        floor = _rewind_floor(path, fd, size)
+        entries = _entries(f, size, report)
+        for entry in entries:
+            if floor is not None and entry["seq"] > floor:
+                # Rewinds hide nothing up to `floor`: what was yielded stays, whatever follows.
+                yield from visible(itertools.chain((entry,), entries))
+                return
+            yield entry
+
+
+_REWIND_TOKEN = b'"rewind"'
+_SCAN_CHUNK = 1 << 20
+_HEAD_BYTES = 256
+_SCANS_KEPT = 64
+# path -> (st_dev, st_ino, the first _HEAD_BYTES, bytes scanned (whole lines), lowest to_seq)
+_scans: dict[str, tuple[int, int, bytes, int, int | None]] = {}
+
+
+def _rewind_floor(path: str, fd: int, size: int) -> int | None:
+    """The lowest `to_seq` of the rewind entries among the whole lines of the first `size`
+    bytes of `fd` (None: there is none). Any line holding the bytes `"rewind"` that parses as
+    a rewind counts, even one the reader would skip: a floor too low only costs a whole read.
+    """
+    info = os.fstat(fd)
+    head = os.pread(fd, min(size, _HEAD_BYTES), 0)
+    pos, floor = 0, None
+    known = _scans.get(path)
+    # A transcript only grows (a torn tail, past its last whole line, can be cut), so the
+    # lines scanned before are still there unless the file was replaced.
+    if known is not None and known[:3] == (info.st_dev, info.st_ino, head) \
+            and known[3] <= size:
+        pos, floor = known[3], known[4]
+    chunk = _SCAN_CHUNK
+    while pos < size:
+        want = min(chunk, size - pos)
+        block = os.pread(fd, want, pos)
+        cut = block.rfind(b"\n") + 1
+        if not cut:
+            if len(block) < want or pos + want >= size:
+                break  # a torn tail, not scanned until it is whole
+            chunk *= 2  # a line longer than the chunk
+            continue
+        hit = block.find(_REWIND_TOKEN, 0, cut)
+        while hit >= 0:
+            start = block.rfind(b"\n", 0, hit) + 1
+            end = block.find(b"\n", hit, cut)
+            to_seq = _rewind_to(block[start:end])
+            if to_seq is not None:
+                floor = to_seq if floor is None else min(floor, to_seq)
+            hit = block.find(_REWIND_TOKEN, end, cut)
+        pos += cut
+        chunk = _SCAN_CHUNK
+    if len(_scans) >= _SCANS_KEPT and path not in _scans:
+        del _scans[next(iter(_scans))]
+    _scans[path] = (info.st_dev, info.st_ino, head, pos, floor)
+    return floor
+
+
+def _rewind_to(line: bytes) -> int | None:
+    """The seq a line's rewind goes back to (-1 when it names none), or None: not a rewind."""
+    entry = jsonwire.loads_object(line)
+    if entry is None or entry.get("type") != "rewind":
+        return None
+    to_seq = entry.get("to_seq")
+    return to_seq if _is_count(to_seq) else -1
 
 
 def read(path: str) -> Transcript:
