@@ -1969,8 +1969,9 @@ def session_turns(session: str, offset: int = 0, limit: int = 50, branch: int | 
     `next_offset` (None at the end) and the log's `meta`; only the page is redacted. A cos
     transcript is read from its start until one turn past the page (`total` is then None
     unless that is its end; the whole file when a rewind may hide some of it); a Claude
-    transcript (a tree whose live chain is known only at its end) or a Codex thread is read
-    whole for each page (export.read_page).
+    transcript (a tree whose live chain is known only at its end) is read whole, its turns kept
+    in this process while the file is unchanged; a Codex thread is read whole for each page
+    (export.read_page).
 
     Raises:
         InvalidInput: a negative offset, a limit outside 1..TURNS_PAGE_MAX, a bad branch.

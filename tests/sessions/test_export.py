@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from coding_os.errors import InvalidInput, NotFound
 from coding_os.sessions import transcript
-from coding_os.sessions.export import read_page, read_turns, render
+from coding_os.sessions.export import branches, read_page, read_turns, render
 from coding_os.state.tiers import Tiers
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
@@ -405,3 +405,32 @@ def test_a_claude_or_codex_page_is_that_slice_of_the_whole_read_with_its_total()
         read_page(str(CODEX), "codex", 0, 5, branch=1)
     with pytest.raises(InvalidInput, match="offset"):
         read_page(str(CODEX), "codex", -1, 5)
+
+
+def test_a_claude_transcript_read_for_a_page_is_read_again_once_it_changes(
+        tmp_path: Path) -> None:
+    from tests.helpers import assistant, user, write_jsonl
+
+    path = tmp_path / "s.jsonl"
+    write_jsonl(path, _tree_transcript("/work/app", "s"))  # type: ignore[arg-type]
+    page = read_page(str(path), "claude", 0, 2)
+    assert _prompts(page.turns) == ["prompt 0"] and page.total == 4 and page.more
+    page.meta["title"] = "changed by a caller"
+    shape = branches(str(path), "claude")
+    assert [b["tip"] for b in shape["branches"]] == ["a2"]
+    shape["branches"].clear()
+    assert [b["tip"] for b in branches(str(path), "claude")["branches"]] == ["a2"]
+    assert "title" not in read_page(str(path), "claude", 2, 2).meta
+    assert _prompts(read_page(str(path), "claude", 0, 9, branch=1).turns) == [
+        "prompt 0", "prompt 1", "prompt 2"]
+
+    write_jsonl(path, [{"type": "custom-title", "customTitle": "retitled", "sessionId": "s"},
+                       user("y-u", "x-a", "one more", 30, "s"),
+                       assistant("y-a", "y-u", "ym", "yr", 31, "s")], mode="a")
+    page = read_page(str(path), "claude", 2, 9)
+    assert page.meta["title"] == "retitled" and page.total == 6 and not page.more
+    assert _prompts(page.turns) == ["after the resume-at", "one more"]
+    assert branches(str(path), "claude")["live_leaf"] == "y-a"
+    path.unlink()
+    with pytest.raises(NotFound):
+        read_page(str(path), "claude", 0, 9)

@@ -12,15 +12,20 @@ one page of the same conversation, reading a cos transcript only as far as the p
 
 from __future__ import annotations
 
+import copy
 import html
 import json
+import os
 from collections.abc import Iterator, Mapping
 from contextlib import closing
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from coding_os import jsonwire
 from coding_os.errors import InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from coding_os.adapters.claude.tree import Tree
 
 __all__ = ["Turn", "Page", "FORMATS", "KINDS", "branches", "claude_entry_turns",
            "codex_item_turns", "read_page", "read_turns", "render"]
@@ -126,14 +131,9 @@ def _cos_page(path: str, offset: int, limit: int
     return meta, page, count
 
 
-def _claude_chain(path: str, branch: int | None
-                  ) -> tuple[dict[str, Any], list[Mapping[str, Any]]]:
-    """The title, warnings and chosen branch of a Claude transcript, and the chain to export:
-    the live chain, or branch number `branch`.
-
-    Raises:
-        InvalidInput: there is no branch of that number.
-    """
+def _claude_tree(path: str) -> tuple[dict[str, Any], list[Mapping[str, Any]], Tree]:
+    """A Claude transcript's title and warnings, its entries (sidechains left out) and their
+    tree."""
     from coding_os.adapters.claude.tree import read_tree
 
     meta: dict[str, Any] = {}
@@ -146,6 +146,21 @@ def _claude_chain(path: str, branch: int | None
     tree = read_tree(entries)
     if tree.warnings:
         meta["warnings"] = list(tree.warnings)
+    return meta, entries, tree
+
+
+def _claude_chain(path: str, branch: int | None,
+                  parsed: tuple[dict[str, Any], list[Mapping[str, Any]], Tree] | None = None
+                  ) -> tuple[dict[str, Any], list[Mapping[str, Any]]]:
+    """The title, warnings and chosen branch of a Claude transcript (`parsed`: its
+    `_claude_tree`, when read already), and the chain to export: the live chain, or branch
+    number `branch`.
+
+    Raises:
+        InvalidInput: there is no branch of that number.
+    """
+    known, entries, tree = parsed or _claude_tree(path)
+    meta = dict(known)
     if branch is None:
         # Messages without uuids (hand-written, or older than uuids) are read as a line.
         return meta, tree.live if tree.leaf is not None else entries
@@ -187,8 +202,10 @@ def claude_entry_turns(entry: Mapping[str, Any]) -> list[Turn]:
     return turns
 
 
-def _claude_turns(path: str, branch: int | None = None) -> tuple[dict[str, Any], list[Turn]]:
-    meta, chain = _claude_chain(path, branch)
+def _claude_turns(path: str, branch: int | None = None,
+                  parsed: tuple[dict[str, Any], list[Mapping[str, Any]], Tree] | None = None
+                  ) -> tuple[dict[str, Any], list[Turn]]:
+    meta, chain = _claude_chain(path, branch, parsed)
     turns: list[Turn] = []
     for entry in chain:
         if entry.get("type") in ("user", "assistant"):
@@ -196,6 +213,49 @@ def _claude_turns(path: str, branch: int | None = None) -> tuple[dict[str, Any],
             meta.setdefault("cwd", entry.get("cwd"))
         turns += claude_entry_turns(entry)
     return meta, turns
+
+
+def _claude_shape(tree: Tree) -> dict[str, Any]:
+    return {"live_leaf": tree.leaf, "live_entries": len(tree.live),
+            "branches": [b.to_dict() for b in tree.branches()], "warnings": list(tree.warnings)}
+
+
+_CLAUDE_VIEWS_KEPT = 2
+# path -> ((st_dev, st_ino, st_size, st_mtime_ns), views): a view is ("turns", branch) -> the
+# (meta, turns) of `_claude_turns`, or "shape" -> `_claude_shape`.
+_claude_views: dict[str, tuple[tuple[int, int, int, int], dict[object, Any]]] = {}
+
+
+def _claude_view(path: str, key: tuple[str, int | None] | str) -> Any:
+    """A view of a Claude transcript (see `_claude_views`), remembered in this process while
+    the file stays as it was: the pages of a session after its first, and its branches, do
+    not read it again. A read computes the live chain's turns and the shape together.
+
+    Raises:
+        InvalidInput: a branch the transcript does not have.
+        NotFound: there is no file at `path`.
+    """
+    signature: tuple[int, int, int, int] | None
+    try:
+        info = os.stat(path)
+        signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    except OSError:
+        signature = None  # read below: NotFound, or the reader's error
+    known = _claude_views.get(path)
+    if known is not None and known[0] == signature and key in known[1]:
+        return known[1][key]
+    parsed = _claude_tree(path)  # NotFound when the file is gone
+    views: dict[object, Any] = known[1] if known is not None and known[0] == signature else {}
+    views[("turns", None)] = _claude_turns(path, None, parsed)
+    views["shape"] = _claude_shape(parsed[2])
+    if signature is not None:
+        if len(_claude_views) >= _CLAUDE_VIEWS_KEPT and path not in _claude_views:
+            del _claude_views[next(iter(_claude_views))]
+        _claude_views[path] = (signature, views)
+    if key not in views:
+        assert isinstance(key, tuple)  # ("turns", branch)
+        views[key] = _claude_turns(path, key[1], parsed)
+    return views[key]
 
 
 def _codex_history(path: str) -> Any:
@@ -312,8 +372,10 @@ def read_page(path: str, kind: str, offset: int, limit: int, redacting: bool = T
     What it costs: a cos transcript is read from its start only until one turn past the page
     (the whole file when a rewind may hide some of those turns: transcript.iter_visible), so
     `total` is None unless that reached its end. A Claude Code transcript is a tree whose live
-    chain is known only at its end, and a Codex thread's live history only once its rollouts
-    are read: both are read whole, and `total` is known.
+    chain is known only at its end: it is read whole, and the turns kept in this process for
+    the next pages while the file stays unchanged (`_claude_view`; `branches` shares the read).
+    A Codex thread's live history is known only once its rollouts are read: they are read
+    whole for each page. For both, `total` is known.
 
     Raises:
         InvalidInput: an unknown kind, a branch the session does not have, a negative offset
@@ -328,7 +390,11 @@ def read_page(path: str, kind: str, offset: int, limit: int, redacting: bool = T
         meta, turns, total = _cos_page(path, offset, limit)
         more = total is None
     else:
-        meta, every = _read(path, kind, branch)
+        if kind == "claude":
+            known, every = _claude_view(path, ("turns", branch))
+            meta = dict(known)
+        else:
+            meta, every = _read(path, kind, branch)
         turns, total = every[offset:offset + limit], len(every)
         more = offset + limit < total
     meta, turns = _redacted(meta, turns, redacting)
@@ -354,11 +420,7 @@ def branches(path: str, kind: str) -> dict[str, Any]:
                 "branches": history.branches, "warnings": list(history.warnings)}
     if kind != "claude":
         return {"live_leaf": None, "live_entries": None, "branches": [], "warnings": []}
-    from coding_os.adapters.claude.tree import read_tree
-
-    tree = read_tree(entry for entry in _lines(path) if entry.get("isSidechain") is not True)
-    return {"live_leaf": tree.leaf, "live_entries": len(tree.live),
-            "branches": [b.to_dict() for b in tree.branches()], "warnings": list(tree.warnings)}
+    return copy.deepcopy(_claude_view(path, "shape"))
 
 
 def render(meta: dict[str, Any], turns: list[Turn], fmt: str) -> str:
