@@ -33,8 +33,8 @@ from tests.e2e.matrix_payloads import EVENTS, new_native_id, payload
 from tests.helpers import cos, cos_json, fire, git
 
 
-SESSION_RE = re.compile(r"^ses-[a-z][a-z0-9_]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
-SESSION_IN_TEXT = re.compile(r"ses-[a-z][a-z0-9_]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}")
+SESSION_RE = re.compile(r"^ses-[a-z][a-z0-9_-]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
+SESSION_IN_TEXT = re.compile(r"ses-[a-z][a-z0-9_-]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}")
 AGENTS = ("claude", "codex")
 SETTINGS = {"claude": ".claude/settings.json", "codex": ".codex/hooks.json"}
 

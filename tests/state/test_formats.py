@@ -18,13 +18,13 @@ from coding_os.state.identity import is_session_id, mint_session_id, sanitize_pa
 from coding_os.state.statefile import MAX_VALUE as STATE_MAX_VALUE
 from coding_os.state.statefile import format_state, parse_state
 
-SESSION_RE = r"ses-[a-z][a-z0-9_]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}"
+SESSION_RE = r"ses-[a-z][a-z0-9_-]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}"
 PANEL_RE = r"[A-Za-z0-9._-]{1,64}"
 # The payload fields identity and routing read, which must be strings when present.
 # Only the identity field is strict; other fields of a drifted type are logged and ignored.
 IDENTITY_FIELDS = ("session_id",)
 
-AGENTS = st.from_regex(r"\A[a-z][a-z0-9_]{0,31}\Z")
+AGENTS = st.from_regex(r"\A[a-z][a-z0-9_-]{0,31}\Z")
 SESSIONS = st.from_regex(rf"\A{SESSION_RE}\Z")
 ONE_LINE = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\n\r\x00"),
                    max_size=300)

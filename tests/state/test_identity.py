@@ -6,11 +6,13 @@ import pytest
 
 from coding_os.errors import InvalidId
 from coding_os.state.identity import (
+    agent_of_session,
     detect_agent,
     is_session_id,
     mint_session_id,
     panel_identity,
     sanitize_panel_id,
+    validate_agent,
 )
 
 
@@ -60,7 +62,14 @@ def test_minted_session_ids_match_the_contract_regex() -> None:
     import re
 
     session = mint_session_id("claude", 1_700_000_000)
-    assert re.fullmatch(r"ses-[a-z][a-z0-9_]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}", session)
+    assert re.fullmatch(r"ses-[a-z][a-z0-9_-]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}", session)
     assert session.startswith("ses-claude-20231114-221320-")
     assert is_session_id(session) and not is_session_id(session + "0")
     assert not is_session_id("ses-Claude-20231114-221320-abcd")
+
+
+def test_agent_names_with_a_hyphen_make_session_ids_that_name_that_agent() -> None:
+    session = mint_session_id(validate_agent("claude-sdk"), 1_700_000_000)
+    assert session.startswith("ses-claude-sdk-20231114-221320-")
+    assert is_session_id(session) and agent_of_session(session) == "claude-sdk"
+    assert agent_of_session("ses-openai-agents-20231114-221320-abcd") == "openai-agents"

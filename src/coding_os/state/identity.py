@@ -33,7 +33,7 @@ __all__ = [
 FALLBACK_AGENT = "shell"
 PANEL_SOURCES = ("env", "payload", "adapter_env", "ppid")
 _LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
-_AGENT_CHARS = _LOWER | frozenset("0123456789_")
+_AGENT_CHARS = _LOWER | frozenset("0123456789_-")
 _PANEL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 _HEX = frozenset("0123456789abcdef")
 _DIGITS = frozenset("0123456789")
@@ -41,14 +41,14 @@ _DIGITS = frozenset("0123456789")
 
 
 def validate_agent(name: str) -> str:
-    """Return `name` if it is a valid agent name (`[a-z][a-z0-9_]{0,31}`).
+    """Return `name` if it is a valid agent name (`[a-z][a-z0-9_-]{0,31}`, e.g. `claude-sdk`).
 
     Raises:
         InvalidId: it is not.
     """
     if (not name or len(name) > 32 or name[0] not in _LOWER
             or not set(name) <= _AGENT_CHARS or name in RESERVED_DIRS):
-        raise InvalidId(f"invalid agent name {name[:80]!r}: expected [a-z][a-z0-9_]{{0,31}}")
+        raise InvalidId(f"invalid agent name {name[:80]!r}: expected [a-z][a-z0-9_-]{{0,31}}")
     return name
 
 
@@ -135,7 +135,7 @@ def mint_session_id(agent: str, now: float | None = None) -> str:
 
 
 def is_session_id(value: object) -> bool:
-    """Whether `value` matches `^ses-[a-z][a-z0-9_]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$`."""
+    """Whether `value` matches `^ses-[a-z][a-z0-9_-]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$`."""
     if not isinstance(value, str) or not value.startswith("ses-") or len(value) > 4 + 32 + 21:
         return False
     head, _, suffix = value.rpartition("-")
