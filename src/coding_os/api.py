@@ -1967,8 +1967,9 @@ def session_turns(session: str, offset: int = 0, limit: int = 50, branch: int | 
     """A page of a session's conversation (its live chain, or `branch`): `turns` (role, text,
     ts, tool) from `offset`, at most `limit`, with `total` (None when it is not known),
     `next_offset` (None at the end) and the log's `meta`; only the page is redacted. A cos
-    transcript is read from its start until one turn past the page (`total` is then None
-    unless that is its end; the whole file when a rewind may hide some of it); a Claude
+    transcript is read from its start, or from where this process's read of an earlier page
+    stopped, until one turn past the page (`total` is then None unless that is its end; the
+    whole file when a rewind may hide some of it); a Claude
     transcript (a tree whose live chain is known only at its end) is read whole, its turns kept
     in this process while the file is unchanged; a Codex thread is read whole for each page
     (export.read_page).

@@ -434,3 +434,66 @@ def test_a_claude_transcript_read_for_a_page_is_read_again_once_it_changes(
     path.unlink()
     with pytest.raises(NotFound):
         read_page(str(path), "claude", 0, 9)
+
+
+def test_a_read_of_the_visible_conversation_continues_where_an_earlier_one_stopped(
+        tmp_path: Path) -> None:
+    tiers = Tiers(str(tmp_path / ".coding-os"))
+    path = _long_cos_session(tiers, 50)
+    sid = Path(path).stem
+    first = transcript.ReadReport(path)
+    taken = list(itertools.islice(transcript.iter_visible(path, first), 30))
+    assert first.resume is not None and first.resume.seq == 29
+    later = transcript.ReadReport(path)
+    rest = list(transcript.iter_visible(path, later, first.resume))
+    assert later.resumed and later.lines == 202 - 30  # only the lines after the first 30
+    assert taken + rest == transcript.read(path).visible()
+
+    transcript.append(tiers, sid, "rewind", {"to_seq": 100}, durability="none")  # after it
+    later = transcript.ReadReport(path)
+    rest = list(transcript.iter_visible(path, later, first.resume))
+    assert later.resumed and later.resume is None  # the rest read whole, past seq 100
+    assert taken + rest == transcript.read(path).visible()
+
+    transcript.append(tiers, sid, "rewind", {"to_seq": 20}, durability="none")  # before it
+    again = transcript.ReadReport(path)
+    assert list(transcript.iter_visible(path, again, first.resume)) == \
+        transcript.read(path).visible()
+    assert not again.resumed and again.complete
+
+    other = transcript.ReadReport(path)
+    list(itertools.islice(transcript.iter_visible(path, other), 10))
+    os.replace(_long_cos_session(Tiers(str(tmp_path / "other" / ".coding-os")), 3), path)
+    replaced = transcript.ReadReport(path)
+    assert list(transcript.iter_visible(path, replaced, other.resume)) == \
+        transcript.read(path).visible()
+    assert not replaced.resumed
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow,
+                                                  HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 25), st.booleans(),
+                          st.integers(0, 30), st.integers(1, 8)), min_size=1, max_size=5))
+def test_pages_asked_while_a_cos_transcript_grows_and_rewinds_are_slices_of_its_whole_read(
+        tmp_path_factory: pytest.TempPathFactory,
+        phases: list[tuple[int, int, bool, int, int]]) -> None:
+    tiers = Tiers(str(tmp_path_factory.mktemp("t") / ".coding-os"))
+    sid = transcript.create(tiers, "claude")
+    path = transcript.transcript_path(tiers, sid)
+    seq = 0
+    # Each phase: a rewind of some entries back, entries appended (prompts, answers, now and
+    # then a title), then a page asked, and the one after it.
+    for back, added, titled, offset, limit in phases:
+        if back and seq:
+            seq = transcript.append(tiers, sid, "rewind", {"to_seq": max(0, seq - back)},
+                                    durability="none").seq
+        for n in range(added):
+            kind = "title" if titled and n % 7 == 3 else ("user", "assistant")[n % 2]
+            fields = ({"title": f"t{seq}"} if kind == "title"
+                      else {"text": f"{kind} {seq}", "turn": 1})
+            seq = transcript.append(tiers, sid, kind, fields, durability="none").seq
+        _, whole = read_turns(path, "cos")
+        for at in (offset, offset + limit):
+            page = read_page(path, "cos", at, limit)
+            assert page.turns == whole[at:at + limit]
+            assert page.more == (at + limit < len(whole))

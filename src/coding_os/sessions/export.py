@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import html
+import itertools
 import json
 import os
 from collections.abc import Iterator, Mapping
@@ -105,29 +106,52 @@ def _cos_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     return meta, turns
 
 
+_COS_MARKS_KEPT = 8
+_COS_MARKS_PER_FILE = 4096  # pages of a file: a mark is some 100 bytes
+# path -> (its session_meta, {a number of turns: where a read continues after that many turns,
+# a transcript.Resume})
+_cos_marks: dict[str, tuple[dict[str, Any], dict[int, Any]]] = {}
+
+
 def _cos_page(path: str, offset: int, limit: int
               ) -> tuple[dict[str, Any], list[Turn], int | None]:
     """The session_meta, the turns `offset` to `offset + limit` of a cos transcript's visible
     conversation, and the number of its turns — None when the read stopped early: it reads
-    entries only until one turn past the page is found (transcript.iter_visible)."""
+    entries only until one turn past the page is found (transcript.iter_visible). Where the
+    read stopped is remembered in this process (_COS_MARKS_PER_FILE places a file, for the last
+    _COS_MARKS_KEPT files), so the next page continues from there, not from the file's start.
+    """
     from coding_os.sessions import transcript
 
-    meta: dict[str, Any] = {}
+    meta, marks = _cos_marks.get(path, ({}, {}))
+    start = max((n for n in marks if n <= offset), default=0)
+    report = transcript.ReadReport(path)
     page: list[Turn] = []
-    count = 0
-    with closing(transcript.iter_visible(path)) as entries:
-        for n, entry in enumerate(entries):
-            if not n and entry["type"] == "session_meta":
-                meta = dict(entry)
-            if entry.get("type") not in _COS_TURN_TYPES:
-                continue
-            if count == offset + limit:
-                return meta, page, None  # one turn past the page: there is more
-            if count >= offset:
-                turn = _cos_turn(entry)
-                assert turn is not None
-                page.append(turn)
-            count += 1
+    with closing(transcript.iter_visible(path, report, marks.get(start))) as entries:
+        first = next(entries, None)
+        if report.resumed:
+            count, before = start, marks[start]
+        else:
+            count, before, marks = 0, None, {}
+            meta = dict(first) if first is not None and first["type"] == "session_meta" else {}
+        for entry in itertools.chain(() if first is None else (first,), entries):
+            # `before`: where a read continues to take this entry next (None: not known);
+            # `after`: to take the entry that follows it.
+            after = report.resume
+            if entry.get("type") in _COS_TURN_TYPES:
+                if count == offset + limit:  # one turn past the page: there is more
+                    if before is not None and len(marks) < _COS_MARKS_PER_FILE:
+                        marks[count] = before
+                        if len(_cos_marks) >= _COS_MARKS_KEPT and path not in _cos_marks:
+                            del _cos_marks[next(iter(_cos_marks))]
+                        _cos_marks[path] = (meta, marks)
+                    return meta, page, None
+                if count >= offset:
+                    turn = _cos_turn(entry)
+                    assert turn is not None
+                    page.append(turn)
+                count += 1
+            before = after
     return meta, page, count
 
 
@@ -369,9 +393,10 @@ def read_page(path: str, kind: str, offset: int, limit: int, redacting: bool = T
     """The turns `offset` to `offset + limit` of the conversation `read_turns` gives (the same
     turns, the same metadata), only the page's turns redacted.
 
-    What it costs: a cos transcript is read from its start only until one turn past the page
-    (the whole file when a rewind may hide some of those turns: transcript.iter_visible), so
-    `total` is None unless that reached its end. A Claude Code transcript is a tree whose live
+    What it costs: a cos transcript is read from its start (or from where this process's read
+    of an earlier page stopped: `_cos_page`) only until one turn past the page (the whole file
+    when a rewind may hide some of those turns: transcript.iter_visible), so `total` is None
+    unless that reached its end. A Claude Code transcript is a tree whose live
     chain is known only at its end: it is read whole, and the turns kept in this process for
     the next pages while the file stays unchanged (`_claude_view`; `branches` shares the read).
     A Codex thread's live history is known only once its rollouts are read: they are read

@@ -67,6 +67,7 @@ __all__ = [
     "Forked",
     "Problem",
     "ReadReport",
+    "Resume",
     "Transcript",
     "transcript_path",
     "session_agent",
@@ -357,7 +358,7 @@ class ReadReport:
     """What a read of one transcript saw: lines, entries, seq range and every problem."""
 
     __slots__ = ("path", "complete", "size", "lines", "entries", "first_seq", "last_seq",
-                 "problems")
+                 "problems", "resume", "resumed")
 
     def __init__(self, path: str) -> None:
         self.path = path
@@ -368,6 +369,10 @@ class ReadReport:
         self.first_seq: int | None = None
         self.last_seq: int | None = None
         self.problems: list[Problem] = []
+        # iter_visible: where a later read can continue after the last entry it yielded (None
+        # once rewinds made it read the rest whole), and whether it began at a given Resume.
+        self.resume: Resume | None = None
+        self.resumed = False
 
     @property
     def ok(self) -> bool:
@@ -381,6 +386,19 @@ class ReadReport:
         return {"path": self.path, "complete": self.complete, "size": self.size,
                 "lines": self.lines, "entries": self.entries, "first_seq": self.first_seq,
                 "last_seq": self.last_seq, "problems": [p.as_dict() for p in self.problems]}
+
+
+class Resume:
+    """Where a read of a transcript's visible conversation can continue (`iter_visible`): after
+    the entry of seq `seq`, whose line ends at byte `offset` of the file `identity` names (its
+    device, inode and first bytes)."""
+
+    __slots__ = ("identity", "offset", "seq")
+
+    def __init__(self, identity: tuple[int, int, bytes], offset: int, seq: int) -> None:
+        self.identity = identity
+        self.offset = offset
+        self.seq = seq
 
 
 class Transcript:
@@ -945,12 +963,17 @@ def iter_entries(path: str, report: ReadReport | None = None) -> Iterator[Entry]
     fd, size = durable.open_snapshot(path, "transcript")
     report.size = size
     with os.fdopen(fd, "rb") as f:
-        yield from _entries(f, size, report)
+        for entry, _ in _entries(f, size, report):
+            yield entry
 
 
-def _entries(f: BinaryIO, size: int, report: ReadReport) -> Iterator[Entry]:
-    """The valid entries in the first `size` bytes of `f` (read from its start)."""
-    offset = 0
+def _entries(f: BinaryIO, size: int, report: ReadReport, offset: int = 0
+             ) -> Iterator[tuple[Entry, int]]:
+    """The valid entries in the first `size` bytes of `f`, read from byte `offset` (the start
+    of a line; from the file's start, the first entry must be the session_meta), each with the
+    offset its line ends at."""
+    f.seek(offset)
+    first = offset
     while offset < size:
         raw = f.readline(size - offset)
         if not raw:
@@ -966,23 +989,29 @@ def _entries(f: BinaryIO, size: int, report: ReadReport) -> Iterator[Entry]:
         line = raw[:-1]
         entry = _parse_line(line, start, report.lines, report)
         if entry is not None and _in_order(entry, start, report.lines, len(line), report,
-                                           from_start=True):
-            yield entry
+                                           from_start=not first):
+            yield entry, offset
     report.complete = True
 
 
-def iter_visible(path: str, report: ReadReport | None = None
+def iter_visible(path: str, report: ReadReport | None = None, resume: Resume | None = None
                  ) -> Generator[Entry, None, None]:
     """The conversation of the transcript at `path` after rewinds — what `visible` makes of
-    every entry — read only as far as the caller takes it, when it can be.
+    every entry — read only as far as the caller takes it, when it can be; with `resume` (a
+    `report.resume` of an earlier read), only what follows that point.
 
     A rewind to seq k hides only entries after k, so the entries up to the lowest `to_seq` of
-    the file's rewinds (all of them, when it has none) are yielded as they are read; past that
-    point the rest of the file is read and `visible` applied. The rewinds are found by a scan
-    of the file's bytes for the JSON string `"rewind"` (no line is parsed unless it holds
-    one; a `type` spelled with `\\u` escapes is not found); the scan is remembered in this
-    process for the file (its device, inode and first bytes), so a later read of a file that
-    grew scans only what was appended.
+    the file's rewinds (all of them, when it has none) are yielded as they are read, and
+    `report.resume` says after each where a later read can continue; past that point the rest
+    of the file is read and `visible` applied (`report.resume` is then None). The rewinds are
+    found by a scan of the file's bytes for the JSON string `"rewind"` (no line is parsed
+    unless it holds one; a `type` spelled with `\\u` escapes is not found); the scan is
+    remembered in this process for the file (its device, inode and first bytes), so a later
+    read of a file that grew scans only what was appended.
+
+    A `resume` is taken (`report.resumed`) only while it still holds: the same file, and no
+    rewind appended since that may hide what it follows; otherwise the read begins at the
+    file's start. The report covers the lines read.
 
     Raises:
         NotFound: no transcript at `path`.
@@ -992,13 +1021,19 @@ def iter_visible(path: str, report: ReadReport | None = None
     fd, size = durable.open_snapshot(path, "transcript")
     report.size = size
     with os.fdopen(fd, "rb") as f:
-        floor = _rewind_floor(path, fd, size)
-        entries = _entries(f, size, report)
-        for entry in entries:
+        identity, floor = _rewind_floor(path, fd, size)
+        start = 0
+        if resume is not None and resume.identity == identity and resume.offset <= size \
+                and (floor is None or resume.seq <= floor):
+            start, report.last_seq, report.resumed = resume.offset, resume.seq, True
+        entries = _entries(f, size, report, start)
+        for entry, end in entries:
             if floor is not None and entry["seq"] > floor:
                 # Rewinds hide nothing up to `floor`: what was yielded stays, whatever follows.
-                yield from visible(itertools.chain((entry,), entries))
+                report.resume = None
+                yield from visible(itertools.chain((entry,), (e for e, _ in entries)))
                 return
+            report.resume = Resume(identity, end, entry["seq"])
             yield entry
 
 
@@ -1010,10 +1045,12 @@ _SCANS_KEPT = 64
 _scans: dict[str, tuple[int, int, bytes, int, int | None]] = {}
 
 
-def _rewind_floor(path: str, fd: int, size: int) -> int | None:
-    """The lowest `to_seq` of the rewind entries among the whole lines of the first `size`
-    bytes of `fd` (None: there is none). Any line holding the bytes `"rewind"` that parses as
-    a rewind counts, even one the reader would skip: a floor too low only costs a whole read.
+def _rewind_floor(path: str, fd: int, size: int
+                  ) -> tuple[tuple[int, int, bytes], int | None]:
+    """The file's identity (device, inode, first bytes), and the lowest `to_seq` of the rewind
+    entries among the whole lines of the first `size` bytes of `fd` (None: there is none). Any
+    line holding the bytes `"rewind"` that parses as a rewind counts, even one the reader would
+    skip: a floor too low only costs a whole read.
     """
     info = os.fstat(fd)
     head = os.pread(fd, min(size, _HEAD_BYTES), 0)
@@ -1047,7 +1084,7 @@ def _rewind_floor(path: str, fd: int, size: int) -> int | None:
     if len(_scans) >= _SCANS_KEPT and path not in _scans:
         del _scans[next(iter(_scans))]
     _scans[path] = (info.st_dev, info.st_ino, head, pos, floor)
-    return floor
+    return (info.st_dev, info.st_ino, head), floor
 
 
 def _rewind_to(line: bytes) -> int | None:
