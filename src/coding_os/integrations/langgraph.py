@@ -10,6 +10,8 @@ serialized with the saver's `serde` (`[type, base64 of the bytes]`):
   this checkpoint gave a new version; `null` for a channel that has none);
 - `langgraph.writes`: `ns`, `checkpoint_id`, `task_id`, `task_path`, `writes`
   (`[[channel, index, value], …]`);
+- `langgraph.drop`: `checkpoints` (`[[ns, checkpoint_id], …]`) are no longer the thread's, nor
+  their writes (`delete_for_runs`);
 - `langgraph.delete`: the thread was deleted — what came before it is no longer the thread's
   (it stays in the file, as everything a transcript holds does).
 
@@ -54,6 +56,7 @@ AGENT = "langgraph"
 CHECKPOINT = "langgraph.checkpoint"
 WRITES = "langgraph.writes"
 DELETE = "langgraph.delete"
+DROP = "langgraph.drop"
 
 _Typed = tuple[str, bytes]
 _Write = tuple[str, str, _Typed, str]  # task id, channel, value, task path
@@ -107,6 +110,10 @@ class _Thread:
                 if index >= 0 and key in stored:
                     continue  # a regular write is kept as first written; special ones replace
                 stored[key] = (task_id, channel, _unpack(value), task_path)
+        elif name == DROP:
+            for ns, checkpoint_id in entry["checkpoints"]:
+                self.checkpoints.get(ns, {}).pop(checkpoint_id, None)
+                self.writes.pop((ns, checkpoint_id), None)
         elif name == DELETE:
             self.checkpoints.clear()
             self.blobs.clear()
@@ -343,6 +350,50 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
         if session is not None:
             self._append(session, DELETE, {})
 
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint and write of `source_thread_id` (and the user and assistant
+        entries of its messages) to `target_thread_id`, after what the target holds.
+
+        Raises:
+            StateIOError: the target's transcript cannot be written.
+        """
+        source = self.session_of(source_thread_id)
+        if source is None:
+            return
+        kept: list[dict[str, Any]] = []
+        for entry in transcript.iter_entries(transcript.transcript_path(self.tiers, source)):
+            if entry["type"] == "event" and entry["name"] == DELETE:
+                kept.clear()
+            elif (entry["type"] in ("user", "assistant")
+                  or (entry["type"] == "event" and entry["name"] in (CHECKPOINT, WRITES))):
+                kept.append(entry)
+        if not kept:
+            return
+        target = self._session_for_write(target_thread_id)
+        for entry in kept:
+            fields = {k: v for k, v in entry.items() if k not in transcript.HEAD_FIELDS}
+            transcript.append(self.tiers, target, entry["type"], fields,
+                              durability=self.durability)
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Forget the checkpoints (and their writes) whose metadata's `run_id` is one of
+        `run_ids`, in every thread (a `langgraph.drop` entry in each thread that had some).
+
+        Raises:
+            StateIOError: a transcript cannot be written.
+        """
+        wanted = set(run_ids)
+        if not wanted:
+            return
+        for session in sorted(set(self._scan().values())):
+            thread = self._read(session)
+            dropped = [[ns, checkpoint_id]
+                       for ns, stored in sorted(thread.checkpoints.items())
+                       for checkpoint_id, (_, metadata, _) in sorted(stored.items())
+                       if self.serde.loads_typed(metadata).get("run_id") in wanted]
+            if dropped:
+                self._append(session, DROP, {"checkpoints": dropped})
+
     def get_next_version(self, current: str | None, channel: None) -> str:
         """The version after `current`: increasing strings, as LangGraph's own savers use."""
         number = 0 if current is None else int(str(current).split(".")[0])
@@ -374,6 +425,14 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
     async def adelete_thread(self, thread_id: str) -> None:
         """`delete_thread`, run in a worker thread."""
         await asyncio.to_thread(self.delete_thread, thread_id)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """`copy_thread`, run in a worker thread."""
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """`delete_for_runs`, run in a worker thread."""
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
 
     # -- the conversation, for export and search --------------------------------------------
 
