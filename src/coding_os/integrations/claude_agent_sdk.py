@@ -1,0 +1,402 @@
+"""cos as the session store of the Claude Agent SDK (DESIGN.md §8): `CosSessionStore`.
+
+The SDK mirrors every line of a session's transcript to a `SessionStore` and loads it back to
+resume, fork and list. `CosSessionStore` keeps each SDK key — `(project_key, session_id)` and
+each `subpath` under it — as a cos-native session of agent `claude-sdk`, its transcript cos's
+own (§4.1): so it is listed by `cos sessions`, exported, searched and forked like any session.
+
+Each SDK record is kept verbatim in the `item` field of one transcript entry: a `user` or
+`assistant` entry (with the message's text) when the record is a user prompt or an assistant
+reply with text, else an `event` named `sdk_item`. `load` returns the `item`s in order. A
+subpath key (a subagent's transcript) is a sidechain: its `parent` is the main key's session, so
+it is not listed as a session of its own.
+
+On disk, beside the transcripts: `<state_dir>/claude-sdk/sdk-store/<project>/<session>/` (each a
+hash of the SDK's string) holds `main.json` and `sub-<hash>.json` (which cos session a key is:
+`{"session", "project_key", "session_id", "subpath"}`), `summary.json` (the SDK's summary of the
+main key, kept as `fold_session_summary` makes it) and `.lock`. Every write to a session's keys —
+the appends, the summary, a delete — holds an exclusive `flock` on that `.lock`, so several
+processes may append to one session: each batch lands whole and in one piece, and the summary
+follows the entries in the order they were written. In one process, calls run one at a time in
+the order they were made (one worker thread per store), off the event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import fcntl
+import functools
+import hashlib
+import os
+
+from coding_os import durable, jsonwire
+from coding_os.errors import InvalidInput, NotFound
+from coding_os.sessions import transcript
+from coding_os.state.caller import Caller
+from coding_os.state.identity import mint_session_id
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator, Mapping
+    from typing import Any, TypeVar
+
+    from claude_agent_sdk.types import (
+        SessionKey,
+        SessionListSubkeysKey,
+        SessionStoreEntry,
+        SessionStoreListEntry,
+        SessionSummaryEntry,
+    )
+
+    _T = TypeVar("_T")
+
+__all__ = ["CosSessionStore", "AGENT", "ITEM_EVENT"]
+
+AGENT = "claude-sdk"
+ITEM_EVENT = "sdk_item"  # the `event` name of an SDK record that is not a message with text
+_STORE_DIR = "sdk-store"
+_MAIN = "main.json"
+_SUMMARY = "summary.json"
+_LOCK = ".lock"
+_KEY_FILE_MAX = 1 << 16
+_SUMMARY_MAX = 1 << 24
+
+
+def _hashed(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
+class CosSessionStore:
+    """The Claude Agent SDK's `SessionStore` over the cos sessions of the project at `project`
+    (a directory: its state dir is found as every cos command finds it; default the current
+    directory). `env` is the environment cos reads (`COS_*`, `HOME`; default `os.environ`).
+
+    Pass it as `ClaudeAgentOptions(session_store=CosSessionStore(...))`.
+    """
+
+    def __init__(self, project: str | os.PathLike[str] | None = None,
+                 env: Mapping[str, str] | None = None) -> None:
+        """Find the project's state dir (made and registered when it does not exist yet).
+
+        Raises:
+            CosError: the state dir cannot be used (foreign, unwritable; see `Caller`).
+        """
+        cwd = os.path.abspath(os.fspath(project)) if project is not None else os.getcwd()
+        if not os.path.isdir(cwd):
+            raise InvalidInput(f"no project directory at {cwd}")
+        caller = Caller(env, cwd=cwd)
+        self.tiers = caller.tiers
+        self.project_root = caller.resolution.project_root
+        self.worktree = caller.resolution.worktree or self.project_root
+        self.root = os.path.join(self.tiers.agent_dir(AGENT), _STORE_DIR)
+        # Per cos session: (the current turn, the uuids it holds) as this store last saw it.
+        self._seen: dict[str, tuple[int, set[str]]] = {}
+        self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+
+    # -- the SessionStore protocol ------------------------------------------------------------
+
+    async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        """Store `entries` after what `key` holds, in order; an entry whose `uuid` the session
+        already holds is skipped (the SDK retries a failed batch)."""
+        if entries:
+            await self._run(self._append, key, list(entries))
+
+    async def load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
+        """Every record stored under `key`, in order; None when nothing was."""
+        return await self._run(self._load, key)
+
+    async def list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
+        """The main keys stored under `project_key`, with the mtime (epoch ms) of each one's
+        transcript."""
+        return await self._run(self._list_sessions, project_key)
+
+    async def list_session_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
+        """The SDK's summary of each main key under `project_key`, as its appends folded it."""
+        return await self._run(self._list_summaries, project_key)
+
+    async def delete(self, key: SessionKey) -> None:
+        """Delete the transcript of `key`; a main key takes its subpaths with it."""
+        await self._run(self._delete, key)
+
+    async def list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
+        """The subpaths stored under a main key."""
+        return await self._run(self._list_subkeys, key)
+
+    # -- in the worker --------------------------------------------------------------------------
+
+    async def _run(self, work: Callable[..., _T], *args: Any) -> _T:
+        if self._worker is None:
+            self._worker = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="cos-claude-sdk-store")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._worker, functools.partial(work, *args))
+
+    def _append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        folder = self._session_dir(key)
+        durable.ensure_dir(folder)
+        subpath = _subpath(key)
+        with _locked(os.path.join(folder, _LOCK)):
+            session = self._session_for(folder, key, subpath)
+            turn, uuids = self._state(session)
+            for record in entries:
+                uuid = record.get("uuid")
+                if isinstance(uuid, str):
+                    if uuid in uuids:
+                        continue
+                    uuids.add(uuid)
+                entry_type, fields, turn = _as_entry(dict(record), turn)
+                transcript.append(self.tiers, session, entry_type, fields, durability="none")
+            self._seen[session] = (turn, uuids)
+            path = transcript.transcript_path(self.tiers, session)
+            _fsync(path)  # the batch is durable once append returns
+            if subpath is None:
+                self._fold_summary(folder, key, entries, path)
+
+    def _load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
+        info = _read_key(self._key_file(key))
+        if info is None:
+            return None
+        try:
+            entries = transcript.iter_entries(transcript.transcript_path(self.tiers,
+                                                                         info["session"]))
+            return [entry["item"] for entry in entries if "item" in entry]
+        except NotFound:
+            return None
+
+    def _list_sessions(self, project_key: str) -> list[SessionStoreListEntry]:
+        found: list[SessionStoreListEntry] = []
+        for folder in _subdirs(os.path.join(self.root, _hashed(project_key))):
+            info = _read_key(os.path.join(folder, _MAIN))
+            if info is None or info.get("project_key") != project_key:
+                continue
+            mtime = _mtime_ms(transcript.transcript_path(self.tiers, info["session"]))
+            if mtime is not None:
+                found.append({"session_id": info["session_id"], "mtime": mtime})
+        return found
+
+    def _list_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
+        found: list[SessionSummaryEntry] = []
+        for folder in _subdirs(os.path.join(self.root, _hashed(project_key))):
+            info = _read_key(os.path.join(folder, _MAIN))
+            if info is None or info.get("project_key") != project_key:
+                continue
+            summary = _read_json(os.path.join(folder, _SUMMARY), _SUMMARY_MAX)
+            if summary is not None and _mtime_ms(
+                    transcript.transcript_path(self.tiers, info["session"])) is not None:
+                found.append(summary)  # type: ignore[arg-type]
+        return found
+
+    def _delete(self, key: SessionKey) -> None:
+        folder = self._session_dir(key)
+        if not os.path.isdir(folder):
+            return
+        subpath = _subpath(key)
+        with _locked(os.path.join(folder, _LOCK)):
+            if subpath is None:
+                names = [n for n in _names(folder) if n.startswith("sub-")] + [_MAIN]
+                durable.unlink_quietly(os.path.join(folder, _SUMMARY))
+            else:
+                names = [os.path.basename(self._key_file(key))]
+            for name in names:
+                key_file = os.path.join(folder, name)
+                info = _read_key(key_file)
+                if info is not None:
+                    self._seen.pop(info["session"], None)
+                    durable.unlink_quietly(
+                        transcript.transcript_path(self.tiers, info["session"]))
+                durable.unlink_quietly(key_file)
+
+    def _list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
+        folder = self._session_dir(key)
+        found = []
+        for name in _names(folder):
+            if name.startswith("sub-") and name.endswith(".json"):
+                info = _read_key(os.path.join(folder, name))
+                if (info is not None and isinstance(info.get("subpath"), str)
+                        and os.path.exists(transcript.transcript_path(self.tiers,
+                                                                      info["session"]))):
+                    found.append(info["subpath"])
+        return sorted(found)
+
+    # -- keys, sessions, summaries --------------------------------------------------------------
+
+    def _session_dir(self, key: Mapping[str, Any]) -> str:
+        return os.path.join(self.root, _hashed(_text(key, "project_key")),
+                            _hashed(_text(key, "session_id")))
+
+    def _key_file(self, key: SessionKey) -> str:
+        subpath = _subpath(key)
+        name = _MAIN if subpath is None else f"sub-{_hashed(subpath)}.json"
+        return os.path.join(self._session_dir(key), name)
+
+    def _session_for(self, folder: str, key: SessionKey, subpath: str | None) -> str:
+        """The cos session of `key`, its transcript made when it has none (under the lock)."""
+        key_file = self._key_file(key)
+        info = _read_key(key_file)
+        claimed = str(info["session"]) if info is not None else None
+        if claimed is not None and os.path.exists(
+                transcript.transcript_path(self.tiers, claimed)):
+            return claimed
+        parent = None if subpath is None else self._main_session(folder, key)
+        meta: dict[str, Any] = {
+            "native_id": key["session_id"], "project": self.project_root,
+            "worktree": self.worktree, "parent": parent}
+        try:
+            session = transcript.create(self.tiers, AGENT, session=claimed, **meta)
+        except InvalidInput:  # the claimed id was taken meanwhile by another transcript
+            session = transcript.create(self.tiers, AGENT, **meta)
+        record = {"session": session, "project_key": key["project_key"],
+                  "session_id": key["session_id"], "subpath": subpath}
+        durable.atomic_write(key_file, jsonwire.dumps(record).encode("ascii"))
+        self._seen[session] = (0, set())
+        return session
+
+    def _main_session(self, folder: str, key: SessionKey) -> str:
+        """The session id of the main key (claimed, without a transcript, when it has none)."""
+        main = os.path.join(folder, _MAIN)
+        info = _read_key(main)
+        if info is not None:
+            return str(info["session"])
+        session = mint_session_id(AGENT)
+        record = {"session": session, "project_key": key["project_key"],
+                  "session_id": key["session_id"], "subpath": None}
+        durable.atomic_write(main, jsonwire.dumps(record).encode("ascii"))
+        return session
+
+    def _state(self, session: str) -> tuple[int, set[str]]:
+        """(current turn, uuids held) of `session`, read from its transcript the first time."""
+        seen = self._seen.get(session)
+        if seen is not None:
+            return seen
+        turn, uuids = 0, set()
+        for entry in transcript.iter_entries(transcript.transcript_path(self.tiers, session)):
+            if entry["type"] == "user":
+                turn = max(turn, entry["turn"])
+            item = entry.get("item")
+            if isinstance(item, dict) and isinstance(item.get("uuid"), str):
+                uuids.add(item["uuid"])
+        return turn, uuids
+
+    def _fold_summary(self, folder: str, key: SessionKey, entries: list[SessionStoreEntry],
+                      path: str) -> None:
+        from claude_agent_sdk import fold_session_summary
+
+        main: SessionKey = {"project_key": key["project_key"], "session_id": key["session_id"]}
+        summary_path = os.path.join(folder, _SUMMARY)
+        previous = _read_json(summary_path, _SUMMARY_MAX)
+        if previous is None:  # the first batch, or a summary lost: fold all the session holds
+            entries = self._load(main) or entries
+        folded = fold_session_summary(previous, main, entries)  # type: ignore[arg-type]
+        # Stamped with the transcript's own mtime: the clock list_sessions reports.
+        folded["mtime"] = _mtime_ms(path) or 0
+        durable.atomic_write(summary_path, jsonwire.dumps(folded).encode("ascii"), sync=False)
+
+
+def _as_entry(record: dict[str, Any], turn: int) -> tuple[str, dict[str, Any], int]:
+    """(entry type, fields, turn after it) of the transcript entry holding an SDK record."""
+    kind = record.get("type")
+    if kind in ("user", "assistant") and not record.get("isMeta") \
+            and not record.get("isCompactSummary"):
+        message = record.get("message")
+        text = _text_of(message)
+        if text:
+            if kind == "user":
+                turn += 1
+                return "user", {"turn": turn, "text": text, "item": record}, turn
+            fields: dict[str, Any] = {"turn": turn, "text": text, "item": record}
+            usage = message.get("usage") if isinstance(message, dict) else None
+            if isinstance(usage, dict):
+                counts = {name: usage.get(f"{name}_tokens") for name in ("input", "output")}
+                if all(isinstance(v, int) and not isinstance(v, bool) and v >= 0
+                       for v in counts.values()):
+                    fields["usage"] = counts
+            return "assistant", fields, turn
+    return "event", {"name": ITEM_EVENT, "item": record}, turn
+
+
+def _text_of(message: object) -> str:
+    """The text of a message (`content` a string, or its text blocks joined)."""
+    if not isinstance(message, dict):
+        return ""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(block["text"] for block in content
+                         if isinstance(block, dict) and block.get("type") == "text"
+                         and isinstance(block.get("text"), str) and block["text"])
+    return ""
+
+
+def _text(key: Mapping[str, Any], name: str) -> str:
+    value = key.get(name)
+    if not isinstance(value, str) or not value:
+        raise InvalidInput(f"a session key needs a non-empty string {name}, not {value!r}")
+    return value
+
+
+def _subpath(key: Mapping[str, Any]) -> str | None:
+    _text(key, "project_key")
+    _text(key, "session_id")
+    if "subpath" not in key:
+        return None
+    return _text(key, "subpath")
+
+
+def _read_json(path: str, limit: int) -> dict[str, Any] | None:
+    data = durable.read_small(path, limit)
+    return None if data is None else jsonwire.loads_object(data)
+
+
+def _read_key(path: str) -> dict[str, Any] | None:
+    info = _read_json(path, _KEY_FILE_MAX)
+    if info is None or not isinstance(info.get("session"), str):
+        return None
+    return info
+
+
+def _mtime_ms(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns // 1_000_000
+    except OSError:
+        return None
+
+
+def _fsync(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise durable.io_error(path, exc) from None
+
+
+def _names(folder: str) -> list[str]:
+    try:
+        return sorted(os.listdir(folder))
+    except OSError:
+        return []
+
+
+def _subdirs(folder: str) -> list[str]:
+    return [os.path.join(folder, n) for n in _names(folder)
+            if os.path.isdir(os.path.join(folder, n))]
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_CLOEXEC", 0), durable.FILE_MODE)
+    except OSError as exc:
+        raise durable.io_error(path, exc) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
