@@ -143,16 +143,17 @@ def _cos_page(path: str, offset: int, limit: int
                     if before is not None and len(marks) < _COS_MARKS_PER_FILE:
                         marks[count] = before
                         if len(_cos_marks) >= _COS_MARKS_KEPT and path not in _cos_marks:
-                            del _cos_marks[next(iter(_cos_marks))]
+                            # The oldest; cos web's threads may race for it.
+                            _cos_marks.pop(next(iter(list(_cos_marks))), None)
                         _cos_marks[path] = (meta, marks)
-                    return meta, page, None
+                    return dict(meta), page, None
                 if count >= offset:
                     turn = _cos_turn(entry)
                     assert turn is not None
                     page.append(turn)
                 count += 1
             before = after
-    return meta, page, count
+    return dict(meta), page, count
 
 
 def _claude_tree(path: str) -> tuple[dict[str, Any], list[Mapping[str, Any]], Tree]:
@@ -274,7 +275,8 @@ def _claude_view(path: str, key: tuple[str, int | None] | str) -> Any:
     views["shape"] = _claude_shape(parsed[2])
     if signature is not None:
         if len(_claude_views) >= _CLAUDE_VIEWS_KEPT and path not in _claude_views:
-            del _claude_views[next(iter(_claude_views))]
+            # The oldest; cos web's threads may race for it.
+            _claude_views.pop(next(iter(list(_claude_views))), None)
         _claude_views[path] = (signature, views)
     if key not in views:
         assert isinstance(key, tuple)  # ("turns", branch)

@@ -1082,7 +1082,7 @@ def _rewind_floor(path: str, fd: int, size: int
         pos += cut
         chunk = _SCAN_CHUNK
     if len(_scans) >= _SCANS_KEPT and path not in _scans:
-        del _scans[next(iter(_scans))]
+        _scans.pop(next(iter(list(_scans))), None)  # the oldest; threads may race for it
     _scans[path] = (info.st_dev, info.st_ino, head, pos, floor)
     return (info.st_dev, info.st_ino, head), floor
 
