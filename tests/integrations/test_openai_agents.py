@@ -326,3 +326,66 @@ def test_pop_in_two_processes_at_once_removes_two_different_items(project: Path)
     assert sorted(item["content"] for item in popped) == sorted(
         f"message {n}" for n in range(10, 20))
     assert run(session.get_items()) == [_msg(n) for n in range(10)]
+
+
+# -- the SDK's own runner, and the documented example ------------------------------------------
+
+
+def test_the_sdk_runner_keeps_a_conversation_in_a_cos_session_across_runs(project: Path) -> None:
+    from agents import Agent, ModelResponse, RunConfig, Runner, Usage
+    from agents.models.interface import Model
+    from openai.types.responses import ResponseOutputMessage, ResponseOutputText
+
+    seen: list[Any] = []
+
+    class Scripted(Model):
+        """A model that answers `reply N` and records the input of each request."""
+
+        async def get_response(self, system_instructions: Any, input: Any, *args: Any,
+                               **kwargs: Any) -> ModelResponse:
+            seen.append(input)
+            text = ResponseOutputText(type="output_text", text=f"reply {len(seen)}",
+                                      annotations=[])
+            message = ResponseOutputMessage(id=f"msg_{len(seen)}", type="message",
+                                            role="assistant", status="completed",
+                                            content=[text])
+            return ModelResponse(output=[message], usage=Usage(), response_id=None)
+
+        def stream_response(self, *args: Any, **kwargs: Any) -> Any:
+            raise NotImplementedError
+
+    agent = Agent(name="helper", instructions="Be brief.", model=Scripted())
+    config = RunConfig(tracing_disabled=True)
+
+    async def two_runs() -> tuple[str, str]:
+        first = await Runner.run(agent, "hello", session=CosSession("chat", project=project),
+                                 run_config=config)
+        second = await Runner.run(agent, "and again",
+                                  session=CosSession("chat", project=project),
+                                  run_config=config)
+        return first.final_output, second.final_output
+
+    assert run(two_runs()) == ("reply 1", "reply 2")
+    # The second request carried the first exchange, read back from cos.
+    texts = [json.dumps(item) for item in seen[1]]
+    assert "hello" in texts[0] and "reply 1" in texts[1] and "and again" in texts[2]
+    items = run(CosSession("chat", project=project).get_items())
+    assert [item.get("role") for item in items] == ["user", "assistant", "user", "assistant"]
+    proc = cos("export", "chat", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert "and again" in proc.stdout and "reply 2" in proc.stdout
+
+
+def test_the_example_of_docs_integrations_runs_and_prints_what_it_says(project: Path) -> None:
+    page = (Path(__file__).parents[2] / "docs" / "integrations.md").read_text(encoding="utf-8")
+    section = page.split("## OpenAI Agents SDK", 1)[1].split("\n## ", 1)[0]
+    example = section.split("```python\n", 1)[1].split("```", 1)[0]
+    proc = subprocess.run([sys.executable, "-c", example], cwd=project, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[1] == "{'role': 'assistant', 'content': 'It is 18°C and clear.'}"
+    assert lines[2] == "3"
+    assert lines[3].startswith("ses-openai-agents-")
+    listed = cos_json("sessions", cwd=project)
+    assert isinstance(listed, list) and [r["id"] for r in listed] == [lines[3]]
