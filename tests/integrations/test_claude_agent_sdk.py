@@ -39,6 +39,14 @@ def _assistant(uuid: str, text: str) -> dict[str, Any]:
                 "usage": {"input_tokens": 11, "output_tokens": 5}}}
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The project's database: the default SQLite file, or a fresh PostgreSQL schema."""
+    if request.param == "postgres":
+        monkeypatch.setenv("COS_DATABASE_URL", request.getfixturevalue("pg_url"))
+    return str(request.param)
+
+
 def _new_project(root: Path, counter: itertools.count[int]) -> Path:
     path = root / f"project-{next(counter)}"
     path.mkdir()
@@ -47,20 +55,20 @@ def _new_project(root: Path, counter: itertools.count[int]) -> Path:
 
 
 def test_the_sdks_session_store_conformance_suite_passes_with_every_optional_method(
-        tmp_path: Path) -> None:
+        tmp_path: Path, backend: str) -> None:
     counter = itertools.count()
-    store = CosSessionStore(_new_project(tmp_path, counter))
+    store = CosSessionStore(project=_new_project(tmp_path, counter))
     # Every optional method is implemented, so the suite runs all 14 contracts (it skips the
     # contracts of a method the store inherits from the Protocol or lacks).
     for method in ("list_sessions", "list_session_summaries", "delete", "list_subkeys"):
         assert getattr(type(store), method) is not getattr(SessionStore, method)
 
     asyncio.run(run_session_store_conformance(
-        lambda: CosSessionStore(_new_project(tmp_path, counter))))
+        lambda: CosSessionStore(project=_new_project(tmp_path, counter))))
 
 
 def test_a_session_stored_through_it_is_listed_by_cos_sessions_and_exported(
-        project: Path) -> None:
+        project: Path, backend: str) -> None:
     async def store() -> None:
         sdk = CosSessionStore(project)
         await sdk.append(KEY, [_user("u1", "rename the helper"),
@@ -155,7 +163,8 @@ def test_several_processes_appending_to_one_session_each_land_whole_and_in_order
     assert [e["seq"] for e in transcript.read(path).entries] == list(range(181))
 
 
-def test_a_deleted_session_is_gone_from_cos_sessions_and_from_the_sdk(project: Path) -> None:
+def test_a_deleted_session_is_gone_from_cos_sessions_and_from_the_sdk(project: Path,
+                                                                     backend: str) -> None:
     other: SessionKey = {"project_key": "proj", "session_id": "other"}
 
     async def run() -> tuple[Any, Any, Any]:
