@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import subprocess
 import sys
@@ -226,6 +227,18 @@ def test_a_session_stored_through_cos_is_listed_and_exported_as_an_openai_agents
     assert "It is 18°C and clear." in proc.stdout
     searched = cos_json("sessions", "--search", "support-42", cwd=project)
     assert isinstance(searched, list) and [r["id"] for r in searched] == [cos_id]
+
+
+def test_on_postgresql_the_session_is_listed_from_the_shared_index(
+        project: Path, pg_url: str) -> None:
+    env = {"COS_DATABASE_URL": pg_url}
+    session = CosSession("on-pg", project=project, env={**os.environ, **env})
+    run(session.add_items([_msg(0), _msg(1)]))
+    assert run(session.pop_item()) == _msg(1)
+    listed = cos_json("sessions", "--agent", "openai-agents", cwd=project, env=env)
+    assert isinstance(listed, list)
+    assert [(r["id"], r["native_id"], r["messages"]) for r in listed] == [
+        (session.cos_session, "on-pg", 1)]
 
 
 def test_the_cos_session_id_opens_the_same_items_and_a_fork_holds_them_too(
