@@ -170,3 +170,38 @@ def test_messages_of_a_graph_are_written_as_user_and_assistant_entries(project: 
     exported = cos("export", session, "--format", "md", cwd=project)
     assert exported.returncode == 0, exported.stderr
     assert "hello" in exported.stdout and "echo: again" in exported.stdout
+
+
+def test_a_saver_that_read_a_thread_sees_what_another_saver_appended_since(
+        project: Path) -> None:
+    reader = CosCheckpointSaver(project=project)
+    first = empty_checkpoint()
+    reader.put(_config("t"), first, {"step": 0}, {})
+    assert reader.get_tuple(_config("t")).checkpoint["id"] == first["id"]  # type: ignore[union-attr]
+
+    writer = CosCheckpointSaver(project=project)
+    second = empty_checkpoint()
+    writer.put(_config("t", first["id"]), second, {"step": 1}, {})
+
+    latest = reader.get_tuple(_config("t"))
+    assert latest is not None and latest.checkpoint["id"] == second["id"]
+    assert latest.parent_config == {"configurable": {
+        "thread_id": "t", "checkpoint_ns": "", "checkpoint_id": first["id"]}}
+    assert [t.metadata["step"] for t in reader.list(_config("t"))] == [1, 0]
+
+
+def test_a_rewind_of_the_session_rewinds_the_thread(project: Path) -> None:
+    saver = CosCheckpointSaver(project=project)
+    first = empty_checkpoint()
+    saver.put(_config("t"), first, {"step": 0}, {})
+    saver.get_tuple(_config("t"))
+    session = saver.session_of("t")
+    assert session is not None
+    kept = transcript.last_seq(transcript.transcript_path(saver.tiers, session))
+    saver.put(_config("t", first["id"]), empty_checkpoint(), {"step": 1}, {})
+
+    transcript.append(saver.tiers, session, "rewind", {"to_seq": kept})
+
+    latest = saver.get_tuple(_config("t"))
+    assert latest is not None and latest.checkpoint["id"] == first["id"]
+    assert len(list(saver.list(_config("t")))) == 1

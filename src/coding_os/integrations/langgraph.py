@@ -18,7 +18,8 @@ serialized with the saver's `serde` (`[type, base64 of the bytes]`):
 The text of the human and AI messages a checkpoint's channels hold is also written as `user` and
 `assistant` entries (once per message id), so `cos export` and search show the conversation.
 Appends go through `transcript.append` (locked, durable): several processes may write one thread.
-Reads replay the transcript.
+Reads replay the transcript's visible entries (a `cos rewind` of the session rewinds the thread),
+parsing only what was appended since the saver's last read.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import base64
 import fcntl
 import os
 import random
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
@@ -59,7 +61,8 @@ DELETE = "langgraph.delete"
 DROP = "langgraph.drop"
 
 _Typed = tuple[str, bytes]
-_Write = tuple[str, str, _Typed, str]  # task id, channel, value, task path
+_Packed = list[str]  # [type, base64 of the bytes]: a serialized value as the transcript holds it
+_Write = tuple[str, str, _Packed, str]  # task id, channel, value, task path
 
 
 def _pack(typed: _Typed) -> list[str]:
@@ -77,13 +80,23 @@ class _Thread:
 
     def __init__(self) -> None:
         # ns -> checkpoint id -> (checkpoint, metadata, parent id)
-        self.checkpoints: dict[str, dict[str, tuple[_Typed, _Typed, str | None]]] = {}
+        self.checkpoints: dict[str, dict[str, tuple[_Packed, _Packed, str | None]]] = {}
         # (ns, channel, version) -> value, or None: the channel was emptied at that version
-        self.blobs: dict[tuple[str, str, Any], _Typed | None] = {}
+        self.blobs: dict[tuple[str, str, Any], _Packed | None] = {}
         # (ns, checkpoint id) -> (task id, index) -> write
         self.writes: dict[tuple[str, str], dict[tuple[str, int], _Write]] = {}
         self.messages: set[str] = set()  # ids of the messages written as user/assistant
         self.turn = 0
+
+    def copy(self) -> _Thread:
+        """A copy that `apply` can change without changing this one."""
+        other = _Thread()
+        other.checkpoints = {ns: dict(stored) for ns, stored in self.checkpoints.items()}
+        other.blobs = dict(self.blobs)
+        other.writes = {key: dict(stored) for key, stored in self.writes.items()}
+        other.messages = set(self.messages)
+        other.turn = self.turn
+        return other
 
     def apply(self, entry: dict[str, Any]) -> None:
         kind = entry["type"]
@@ -99,9 +112,9 @@ class _Thread:
         if name == CHECKPOINT:
             ns = entry["ns"]
             for channel, version, value in entry["blobs"]:
-                self.blobs[(ns, channel, version)] = None if value is None else _unpack(value)
+                self.blobs[(ns, channel, version)] = value
             self.checkpoints.setdefault(ns, {})[entry["checkpoint_id"]] = (
-                _unpack(entry["checkpoint"]), _unpack(entry["metadata"]), entry["parent_id"])
+                entry["checkpoint"], entry["metadata"], entry["parent_id"])
         elif name == WRITES:
             stored = self.writes.setdefault((entry["ns"], entry["checkpoint_id"]), {})
             task_id, task_path = entry["task_id"], entry["task_path"]
@@ -109,7 +122,7 @@ class _Thread:
                 key = (task_id, index)
                 if index >= 0 and key in stored:
                     continue  # a regular write is kept as first written; special ones replace
-                stored[key] = (task_id, channel, _unpack(value), task_path)
+                stored[key] = (task_id, channel, value, task_path)
         elif name == DROP:
             for ns, checkpoint_id in entry["checkpoints"]:
                 self.checkpoints.get(ns, {}).pop(checkpoint_id, None)
@@ -140,6 +153,8 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
         self.tiers = Caller(cwd=self.project).tiers
         self.durability = durability
         self._sessions: dict[str, str] = {}  # thread id -> session id
+        self._read_cache: dict[str, tuple[_Thread, transcript.Resume]] = {}
+        self._lock = threading.Lock()
 
     # -- threads and their sessions --------------------------------------------------------
 
@@ -195,9 +210,30 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
         return session
 
     def _read(self, session: str) -> _Thread:
-        thread = _Thread()
-        for entry in transcript.iter_entries(transcript.transcript_path(self.tiers, session)):
+        """The thread as the transcript of `session` stands now. What was read before is kept
+        (per session, with where the read stopped): a later read parses only what was appended,
+        unless a rewind or a replaced file makes it start over. The thread returned is never
+        changed afterwards (an update works on a copy), so callers in other threads may use it.
+        """
+        path = transcript.transcript_path(self.tiers, session)
+        with self._lock:
+            known = self._read_cache.get(session)
+        report = transcript.ReadReport(path)
+        entries = list(transcript.iter_visible(
+            path, report, resume=known[1] if known is not None else None))
+        if known is not None and report.resumed:
+            if not entries:
+                return known[0]
+            thread = known[0].copy()
+        else:
+            thread = _Thread()
+        for entry in entries:
             thread.apply(entry)
+        with self._lock:
+            if report.resume is not None:
+                self._read_cache[session] = (thread, report.resume)
+            else:
+                self._read_cache.pop(session, None)
         return thread
 
     def _append(self, session: str, name: str, fields: dict[str, object]) -> None:
@@ -227,12 +263,12 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
     def _tuple(self, thread: _Thread, thread_id: str, ns: str,
                checkpoint_id: str, metadata: CheckpointMetadata | None = None) -> CheckpointTuple:
         checkpoint_typed, metadata_typed, parent_id = thread.checkpoints[ns][checkpoint_id]
-        checkpoint: Checkpoint = self.serde.loads_typed(checkpoint_typed)
+        checkpoint: Checkpoint = self.serde.loads_typed(_unpack(checkpoint_typed))
         values: dict[str, Any] = {}
         for channel, version in checkpoint["channel_versions"].items():
             blob = thread.blobs.get((ns, channel, version))
             if blob is not None and blob[0] != "empty":
-                values[channel] = self.serde.loads_typed(blob)
+                values[channel] = self.serde.loads_typed(_unpack(blob))
         stored = thread.writes.get((ns, checkpoint_id), {})
         writes = [write for key, write in sorted(
             stored.items(), key=lambda item: writes_sort_key(item[1][3], *item[0]))]
@@ -241,8 +277,8 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
                                      "checkpoint_id": checkpoint_id}},
             checkpoint={**checkpoint, "channel_values": values},
             metadata=(metadata if metadata is not None
-                      else self.serde.loads_typed(metadata_typed)),
-            pending_writes=[(task_id, channel, self.serde.loads_typed(value))
+                      else self.serde.loads_typed(_unpack(metadata_typed))),
+            pending_writes=[(task_id, channel, self.serde.loads_typed(_unpack(value)))
                             for task_id, channel, value, _ in writes],
             parent_config=({"configurable": {"thread_id": thread_id, "checkpoint_ns": ns,
                                              "checkpoint_id": parent_id}}
@@ -280,7 +316,8 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
                         continue
                     if before_id and checkpoint_id >= before_id:
                         continue
-                    metadata: CheckpointMetadata = self.serde.loads_typed(stored[checkpoint_id][1])
+                    metadata: CheckpointMetadata = self.serde.loads_typed(
+                        _unpack(stored[checkpoint_id][1]))
                     if filter and not all(metadata.get(key) == value
                                           for key, value in filter.items()):
                         continue
@@ -390,7 +427,7 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
             dropped = [[ns, checkpoint_id]
                        for ns, stored in sorted(thread.checkpoints.items())
                        for checkpoint_id, (_, metadata, _) in sorted(stored.items())
-                       if self.serde.loads_typed(metadata).get("run_id") in wanted]
+                       if self.serde.loads_typed(_unpack(metadata)).get("run_id") in wanted]
             if dropped:
                 self._append(session, DROP, {"checkpoints": dropped})
 
