@@ -288,6 +288,13 @@ def test_a_cos_session_id_of_another_agent_is_refused(project: Path) -> None:
         CosSession("", project=project)
 
 
+def test_a_limit_that_is_not_an_integer_is_refused(project: Path) -> None:
+    session = CosSession("limits", project=project)
+    for bad in ("3", 1.5, True):
+        with pytest.raises(InvalidInput, match="limit must be an integer"):
+            run(session.get_items(limit=bad))  # type: ignore[arg-type]
+
+
 def test_processes_adding_to_one_session_at_once_keep_every_batch_whole_and_in_order(
         project: Path) -> None:
     script = textwrap.dedent("""

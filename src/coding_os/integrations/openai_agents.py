@@ -126,7 +126,13 @@ class CosSession:
         return self._cos_id
 
     def items(self, limit: int | None = None) -> list[Any]:
-        """`get_items`, synchronous."""
+        """`get_items`, synchronous.
+
+        Raises:
+            InvalidInput: `limit` is not an integer.
+        """
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool)):
+            raise InvalidInput(f"limit must be an integer or None, not {limit!r:.40}")
         if limit == 0:
             return []
         found = [item for _, item in self._visible_items()]
