@@ -122,6 +122,12 @@ def test_a_config_without_a_thread_id_is_refused_with_a_clear_error(project: Pat
         saver.put({"configurable": {}}, empty_checkpoint(), {}, {})
 
 
+def test_a_project_that_is_not_a_directory_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput, match="not a directory"):
+        CosCheckpointSaver(project=tmp_path / "missing")
+    assert not (tmp_path / "missing").exists()
+
+
 def test_processes_writing_one_thread_at_once_share_one_session(project: Path) -> None:
     script = textwrap.dedent("""
         import sys

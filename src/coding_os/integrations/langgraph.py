@@ -144,12 +144,14 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
     def __init__(self, project: str | os.PathLike[str] | None = None, *,
                  serde: SerializerProtocol | None = None, durability: str = "event") -> None:
         """Raises:
-            InvalidInput: a bad durability.
+            InvalidInput: a bad durability, or `project` is not a directory.
             ForeignState, Misroute, StateIOError: the project's state dir cannot be used.
         """
         super().__init__(serde=serde)
         transcript.check_durability(durability)
         self.project = os.path.abspath(os.fspath(project) if project is not None else ".")
+        if not os.path.isdir(self.project):
+            raise InvalidInput(f"project {self.project} is not a directory")
         self.tiers = Caller(cwd=self.project).tiers
         self.durability = durability
         self._sessions: dict[str, str] = {}  # thread id -> session id
