@@ -207,3 +207,39 @@ def _tiers(project: Path) -> Any:
     from coding_os.state.tiers import Tiers
 
     return Tiers(str(project / ".coding-os"))
+
+
+@pytest.mark.e2e
+def test_a_real_sdk_session_resumes_from_cos_where_the_cli_has_no_transcript_of_it(
+        project: Path, tmp_path: Path) -> None:
+    from claude_agent_sdk import ClaudeAgentOptions, ResultMessage, query
+
+    from tests.e2e.harness import claude_env
+    from tests.e2e.model_server import ModelServer, Text
+
+    async def turn(server: ModelServer, home: Path, prompt: str,
+                   resume: str | None = None) -> str:
+        home.mkdir(exist_ok=True)
+        options = ClaudeAgentOptions(
+            cwd=str(project), resume=resume,
+            env=claude_env(server, home, {"CLAUDE_CONFIG_DIR": str(home / ".claude")}),
+            session_store=CosSessionStore(project=project),
+            permission_mode="bypassPermissions", max_turns=2)
+        ended = [m.session_id async for m in query(prompt=prompt, options=options)
+                 if isinstance(m, ResultMessage)]
+        assert len(ended) == 1
+        return ended[0]
+
+    with ModelServer([Text("Noted.")]) as server:
+        first = asyncio.run(turn(server, tmp_path / "home-a", "remember the word pelican"))
+        # Another HOME: the CLI there has no transcript of the session, only cos has it.
+        again = asyncio.run(turn(server, tmp_path / "home-b", "which word?", resume=first))
+        assert again == first
+        last = json.dumps(server.requests_to("/v1/messages")[-1].body["messages"])
+    assert "remember the word pelican" in last and "which word?" in last
+    assert not list((tmp_path / "home-b").rglob(f"{first}.jsonl"))
+
+    [row] = cos_json("sessions", cwd=project)  # type: ignore[misc]
+    assert row["agent"] == "claude-sdk" and row["native_id"] == first
+    exported = cos("export", first, cwd=project).stdout
+    assert "remember the word pelican" in exported and "which word?" in exported
