@@ -128,6 +128,32 @@ def test_a_retried_batch_is_stored_once_also_by_another_store_of_the_project(
                                   {"type": "mode", "mode": "plan"}]
 
 
+def test_a_record_another_store_wrote_meanwhile_is_not_stored_again(project: Path) -> None:
+    async def run() -> Any:
+        first, second = CosSessionStore(project), CosSessionStore(project)
+        await first.append(KEY, [_user("u1", "one")])
+        await second.append(KEY, [_user("u2", "two")])
+        await first.append(KEY, [_user("u2", "two"), _user("u3", "three")])
+        return await first.load(KEY)
+
+    assert [e["uuid"] for e in asyncio.run(run())] == ["u1", "u2", "u3"]
+    [row] = cos_json("sessions", cwd=project)  # type: ignore[misc]
+    turns = [e["turn"] for e in transcript.read(transcript.transcript_path(
+        _tiers(project), row["id"])).entries if e["type"] == "user"]
+    assert turns == [1, 2, 3]
+
+
+@pytest.mark.parametrize("bad", [["not an object"], [{"type": "x", "v": object()}],
+                                 [{"type": "x", 3: "a key that is not a string"}]])
+def test_a_batch_holding_a_record_that_is_not_a_json_object_is_refused_whole(
+        project: Path, bad: list[Any]) -> None:
+    store = CosSessionStore(project)
+    asyncio.run(store.append(KEY, [_user("u1", "kept")]))
+    with pytest.raises(InvalidInput, match="nothing of the batch was stored"):
+        asyncio.run(store.append(KEY, [_user("u2", "not kept"), *bad]))
+    assert asyncio.run(store.load(KEY)) == [_user("u1", "kept")]
+
+
 _WRITER = """
 import asyncio, sys
 from coding_os.integrations.claude_agent_sdk import CosSessionStore

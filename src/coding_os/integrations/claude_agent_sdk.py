@@ -91,15 +91,22 @@ class CosSessionStore:
         self.project_root = caller.resolution.project_root
         self.worktree = caller.resolution.worktree or self.project_root
         self.root = os.path.join(self.tiers.agent_dir(AGENT), _STORE_DIR)
-        # Per cos session: (the current turn, the uuids it holds) as this store last saw it.
-        self._seen: dict[str, tuple[int, set[str]]] = {}
+        # Per cos session: (the transcript's size, the current turn, the uuids it holds) as this
+        # store left it; read again when the size says another writer appended meanwhile.
+        self._seen: dict[str, tuple[int, int, set[str]]] = {}
         self._worker: concurrent.futures.ThreadPoolExecutor | None = None
 
     # -- the SessionStore protocol ------------------------------------------------------------
 
     async def append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
         """Store `entries` after what `key` holds, in order; an entry whose `uuid` the session
-        already holds is skipped (the SDK retries a failed batch)."""
+        already holds is skipped (the SDK retries a failed batch).
+
+        Raises:
+            InvalidInput: a malformed key, or an entry that is not a JSON object (nothing of
+                the batch is stored).
+            StateIOError: the transcript cannot be written.
+        """
         if entries:
             await self._run(self._append, key, list(entries))
 
@@ -134,12 +141,15 @@ class CosSessionStore:
         return await loop.run_in_executor(self._worker, functools.partial(work, *args))
 
     def _append(self, key: SessionKey, entries: list[SessionStoreEntry]) -> None:
+        subpath = _subpath(key)
+        for record in entries:  # checked whole before anything is written
+            _check_record(record)
         folder = self._session_dir(key)
         durable.ensure_dir(folder)
-        subpath = _subpath(key)
         with _locked(os.path.join(folder, _LOCK)):
             session = self._session_for(folder, key, subpath)
-            turn, uuids = self._state(session)
+            path = transcript.transcript_path(self.tiers, session)
+            turn, uuids = self._state(session, path)
             for record in entries:
                 uuid = record.get("uuid")
                 if isinstance(uuid, str):
@@ -148,9 +158,8 @@ class CosSessionStore:
                     uuids.add(uuid)
                 entry_type, fields, turn = _as_entry(dict(record), turn)
                 transcript.append(self.tiers, session, entry_type, fields, durability="none")
-            self._seen[session] = (turn, uuids)
-            path = transcript.transcript_path(self.tiers, session)
             _fsync(path)  # the batch is durable once append returns
+            self._seen[session] = (_size(path), turn, uuids)
             if subpath is None:
                 self._fold_summary(folder, key, entries, path)
 
@@ -250,7 +259,7 @@ class CosSessionStore:
         record = {"session": session, "project_key": key["project_key"],
                   "session_id": key["session_id"], "subpath": subpath}
         durable.atomic_write(key_file, jsonwire.dumps(record).encode("ascii"))
-        self._seen[session] = (0, set())
+        self._seen.pop(session, None)
         return session
 
     def _main_session(self, folder: str, key: SessionKey) -> str:
@@ -265,13 +274,14 @@ class CosSessionStore:
         durable.atomic_write(main, jsonwire.dumps(record).encode("ascii"))
         return session
 
-    def _state(self, session: str) -> tuple[int, set[str]]:
-        """(current turn, uuids held) of `session`, read from its transcript the first time."""
+    def _state(self, session: str, path: str) -> tuple[int, set[str]]:
+        """(current turn, uuids held) of `session`: as this store left it, unless another
+        writer appended since (then read from its transcript, as the first time)."""
         seen = self._seen.get(session)
-        if seen is not None:
-            return seen
+        if seen is not None and seen[0] == _size(path):
+            return seen[1], seen[2]
         turn, uuids = 0, set()
-        for entry in transcript.iter_entries(transcript.transcript_path(self.tiers, session)):
+        for entry in transcript.iter_entries(path):
             if entry["type"] == "user":
                 turn = max(turn, entry["turn"])
             item = entry.get("item")
@@ -292,6 +302,29 @@ class CosSessionStore:
         # Stamped with the transcript's own mtime: the clock list_sessions reports.
         folded["mtime"] = _mtime_ms(path) or 0
         durable.atomic_write(summary_path, jsonwire.dumps(folded).encode("ascii"), sync=False)
+
+
+def _check_record(record: object) -> None:
+    """Refuse a record that is not a JSON object (nothing of its batch is stored).
+
+    Raises:
+        InvalidInput: it is not.
+    """
+    if not isinstance(record, dict):
+        raise InvalidInput(f"a session store entry must be a JSON object, not "
+                           f"{type(record).__name__}; nothing of the batch was stored")
+    try:
+        jsonwire.dumps(record)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInput(f"a session store entry is not JSON ({exc}); nothing of the batch "
+                           "was stored") from None
+
+
+def _size(path: str) -> int:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return -1
 
 
 def _as_entry(record: dict[str, Any], turn: int) -> tuple[str, dict[str, Any], int]:
