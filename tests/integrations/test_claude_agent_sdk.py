@@ -67,7 +67,7 @@ def test_the_sdks_session_store_conformance_suite_passes_with_every_optional_met
         lambda: CosSessionStore(project=_new_project(tmp_path, counter))))
 
 
-def test_a_session_stored_through_it_is_listed_by_cos_sessions_and_exported(
+def test_a_session_stored_through_it_is_listed_by_cos_sessions_exported_searched_and_forked(
         project: Path, backend: str) -> None:
     async def store() -> None:
         sdk = CosSessionStore(project)
@@ -91,6 +91,13 @@ def test_a_session_stored_through_it_is_listed_by_cos_sessions_and_exported(
     assert ("user", "rename the helper") in turns
     assert ("assistant", "Renamed it to `load_rows`.") in turns
     assert "Renamed it to `load_rows`." in cos("export", row["id"], cwd=project).stdout
+
+    found = cos_json("search", "load_rows", cwd=project)
+    assert row["id"] in [r["session"] for r in found["results"]]  # type: ignore[index]
+    forked = cos_json("fork", row["id"], cwd=project)
+    assert forked["session"].startswith("ses-claude-sdk-")  # type: ignore[index]
+    assert "Renamed it to `load_rows`." in cos("export", forked["session"],  # type: ignore[index]
+                                               cwd=project).stdout
 
 
 def test_load_gives_back_what_the_sdks_in_memory_store_gives_back(project: Path) -> None:
