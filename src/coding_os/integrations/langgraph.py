@@ -48,7 +48,7 @@ from langgraph.checkpoint.base import (
 )
 
 from coding_os import durable
-from coding_os.errors import InvalidInput, NotFound
+from coding_os.errors import InvalidInput
 from coding_os.sessions import transcript
 from coding_os.state.caller import Caller
 
@@ -160,26 +160,9 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
 
     # -- threads and their sessions --------------------------------------------------------
 
-    def _transcripts_dir(self) -> str:
-        return os.path.join(self.tiers.agent_dir(AGENT), "transcripts")
-
     def _scan(self) -> dict[str, str]:
         """thread id -> session id, from the session_meta of every `langgraph` transcript."""
-        found: dict[str, str] = {}
-        folder = self._transcripts_dir()
-        try:
-            names = sorted(os.listdir(folder))
-        except FileNotFoundError:
-            return found
-        for name in names:
-            if not name.endswith(".jsonl") or name.startswith("."):
-                continue
-            try:
-                meta = transcript.read_meta(os.path.join(folder, name))
-            except NotFound:
-                continue
-            if meta and isinstance(meta.get("native_id"), str) and meta.get("forked_from") is None:
-                found.setdefault(meta["native_id"], meta["session"])
+        found = transcript.native_sessions(self.tiers, AGENT)
         self._sessions.update(found)
         return found
 

@@ -196,21 +196,7 @@ class CosSession:
 
     def _scan(self) -> str | None:
         """The oldest transcript of the agent whose native_id is this session id."""
-        folder = os.path.join(self._agent_dir(), "transcripts")
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            return None
-        for name in names:
-            if not name.endswith(".jsonl") or name.startswith("."):
-                continue
-            try:
-                meta = transcript.read_meta(os.path.join(folder, name))
-            except NotFound:
-                continue
-            if meta is not None and meta.get("native_id") == self.session_id:
-                return str(meta["session"])
-        return None
+        return transcript.native_sessions(self._tiers, AGENT).get(self.session_id)
 
     def _create(self) -> str:
         """Make the cos session (under the creation lock, unless another process made it)."""

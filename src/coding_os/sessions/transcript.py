@@ -1107,6 +1107,28 @@ def read(path: str) -> Transcript:
     return Transcript(list(iter_entries(path, report)), report)
 
 
+def native_sessions(tiers: Tiers, agent: str) -> dict[str, str]:
+    """The cos-native sessions of `agent` that store a runtime's own session, by its id
+    (`session_meta.native_id`): the oldest transcript naming it, forks left out (a fork copies
+    its source's native id but is a session of its own)."""
+    folder = os.path.join(tiers.agent_dir(agent), "transcripts")
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return {}
+    found: dict[str, str] = {}
+    for name in names:
+        if not name.endswith(".jsonl") or name.startswith("."):
+            continue
+        try:
+            meta = read_meta(os.path.join(folder, name))
+        except (NotFound, StateIOError):
+            continue
+        if meta and isinstance(meta.get("native_id"), str) and meta.get("forked_from") is None:
+            found.setdefault(meta["native_id"], str(meta["session"]))
+    return found
+
+
 def read_meta(path: str) -> Entry | None:
     """The session_meta of the transcript at `path` (its first line), or None when invalid.
 
