@@ -1124,3 +1124,30 @@ def on_terminal(*args: str, cwd: Path) -> tuple[int, bytes]:
         received += chunk
     os.close(primary)
     return proc.wait(timeout=60), received
+
+
+# -- sessions the engine runs, and background jobs ---------------------------------------------
+
+# The example agent of examples/ (no model): `python:` + this is its agent name for cos.
+ECHO_AGENT = f"{Path(__file__).resolve().parents[1] / 'examples' / 'echo_agent.py'}:EchoAgent"
+
+
+def python_session(project: Path, *inputs: str) -> str:
+    """A session the engine ran with the example echo agent: one input, answered, then EOF."""
+    lines = [{"id": "1", "op": {"type": "configure", "agent": "python", "target": ECHO_AGENT}},
+             *[{"id": str(n + 2), "op": {"type": "user_input", "text": text}}
+               for n, text in enumerate(inputs)]]
+    done = cos("protocol", cwd=project, input="".join(json.dumps(x) + "\n" for x in lines))
+    assert done.returncode == 0, done.stderr
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert any(e["msg"]["type"] == "task_complete" for e in events), events
+    session: str = events[0]["session"]
+    return session
+
+
+def bg_job(project: Path, *args: str, input: str | None = None) -> dict[str, Any]:
+    """`cos bg --json ARGS` in `project`: the job's row."""
+    done = cos("bg", "--json", *args, cwd=project, input=input)
+    assert done.returncode == 0, done.stderr
+    row: dict[str, Any] = json.loads(done.stdout)
+    return row

@@ -1587,7 +1587,7 @@ def serve_protocol(session: str | None = None, agent: str | None = None,
                        cwd=os.path.abspath(cwd) if cwd is not None else None, env=env)
 
 
-# Background agents (DESIGN.md §6): coding_os.daemon.background makes and drives the jobs.
+# Background agents (DESIGN.md §6): coding_os.daemon.agents makes and drives the jobs.
 
 __all__ += ["bg_start", "agents_list", "job_attach", "job_reply", "job_approve", "job_logs",
             "job_stop", "job_respawn", "job_remove", "jobs_gc"]
@@ -1602,12 +1602,12 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
     job of `agent`; its row, at once.
 
     Raises:
-        InvalidInput: as background.start_job, or a bad agent. RecipeError: as
+        InvalidInput: as agents.start_job, or a bad agent. RecipeError: as
             `prepare_recipe_run`. StateIOError, JobError: the job could not be made.
     """
     from dataclasses import replace
 
-    from coding_os.daemon import background, jobs
+    from coding_os.daemon import agents, jobs
     from coding_os.daemon.recipes import parse_params
 
     seed_ref = None
@@ -1636,7 +1636,7 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
         hooks = cos_hooks_settings("claude", checkout)
         return {"settings": hooks} if hooks else {}
 
-    job = background.start_job(settings, prompt, name=name, isolation=isolation,
+    job = agents.start_job(settings, prompt, name=name, isolation=isolation,
                                seed_ref=seed_ref, in_worktree=in_worktree, env=env)
     return jobs.row(job, alive=True)
 
@@ -1644,10 +1644,10 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
 def agents_list(every: bool = False, cwd: str | None = None,
                 env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """`cos agents`: the rows of the jobs of the project of `cwd` (or of every project)."""
-    from coding_os.daemon import background
+    from coding_os.daemon import agents
 
-    background.ensure_daemon(env)
-    return background.list_jobs(every_project=every, cwd=cwd, env=env)
+    agents.ensure_daemon(env)
+    return agents.list_jobs(every_project=every, cwd=cwd, env=env)
 
 
 def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = False,
@@ -1659,9 +1659,9 @@ def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = F
     Raises:
         NotFound, Ambiguous: as jobs.resolve. InvalidInput: `since` beyond the end.
     """
-    from coding_os.daemon import background, jobs
+    from coding_os.daemon import agents, jobs
 
-    found, connection, stored = background.attach(job, since, env)
+    found, connection, stored = agents.attach(job, since, env)
     if connection is None:
         for event in stored:
             view.show(event)
@@ -1675,7 +1675,7 @@ def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = F
 
                 line = sys.stdin.readline()
                 return line.rstrip("\n") if line else None
-        how = background.follow(connection, view.show, interactive=interactive, lines=lines)
+        how = agents.follow(connection, view.show, interactive=interactive, lines=lines)
         if how == "detached":
             view.note(f"detached from job {found.id}; it goes on (cos attach {found.id})")
             return 0
@@ -1685,62 +1685,62 @@ def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = F
 
 def job_reply(job: str, text: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos reply`: `text` as the job's next user input."""
-    from coding_os.daemon import background
+    from coding_os.daemon import agents
 
-    return background.reply(job, text, env)
+    return agents.reply(job, text, env)
 
 
 def job_approve(job: str, allow: bool = True, request: str | None = None,
                 env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos approve`: answer the approval the job waits for."""
-    from coding_os.daemon import background
+    from coding_os.daemon import agents
 
-    return background.approve(job, allow, request, env)
+    return agents.approve(job, allow, request, env)
 
 
 def job_logs(job: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`cos logs`: the job's row, its events and its runner's stderr."""
-    from coding_os.daemon import background
+    from coding_os.daemon import agents
 
-    return background.logs(job, env)
+    return agents.logs(job, env)
 
 
 def job_stop(job: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos stop`: interrupt the job and end its runner; it stays stopped."""
-    from coding_os.daemon import background
+    from coding_os.daemon import agents
 
-    return background.stop(job, env)
+    return agents.stop(job, env)
 
 
 def job_respawn(job: str | None, every: bool = False,
                 env: Mapping[str, str] | None = None) -> list[dict[str, object]]:
     """`cos respawn`: start the runner of a failed or stopped job again (or of every failed
     one), resuming its native session."""
-    from coding_os.daemon import background
+    from coding_os.daemon import agents
 
-    return background.respawn(job, every=every, env=env)
+    return agents.respawn(job, every=every, env=env)
 
 
 def job_remove(job: str, force: bool = False,
                env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos rm`: remove a job that does not run and its worktree (refused when it holds work,
     unless `force`); its transcript and events stay."""
-    from coding_os.daemon import background
+    from coding_os.daemon import agents
 
-    return background.remove(job, force, env)
+    return agents.remove(job, force, env)
 
 
 def jobs_gc(dry_run: bool = False, env: Mapping[str, str] | None = None,
             cwd: str | None = None) -> dict[str, Any]:
     """The jobs ended longer ago than cleanup_period_days, removed with their worktrees (a
     worktree that holds work is kept, and said)."""
-    from coding_os.daemon import background
+    from coding_os.daemon import agents
     from coding_os.sessions.retention import cleanup_period_days
 
     environ = os.environ if env is None else env
     caller = Caller(environ, cwd, create=False)
     period = cleanup_period_days(load_config(caller.resolution.project_root), environ)
-    return background.gc_jobs(period, dry_run, env)
+    return agents.gc_jobs(period, dry_run, env)
 
 
 def run_agent_settings(agent: str, cwd: str | None = None, *, model: str | None = None,
@@ -2103,9 +2103,9 @@ def job_feed(job: str, since: int = 0, env: Mapping[str, str] | None = None) -> 
     Raises:
         NotFound, Ambiguous: as jobs.resolve. InvalidInput: `since` beyond the end.
     """
-    from coding_os.daemon import background, jobs
+    from coding_os.daemon import agents, jobs
 
-    found, connection, stored = background.attach(job, since, env)
+    found, connection, stored = agents.attach(job, since, env)
     return JobFeed(jobs.row(found), connection, stored)
 
 
@@ -2116,17 +2116,17 @@ def job_interrupt(job: str, env: Mapping[str, str] | None = None) -> dict[str, o
         NotFound, Ambiguous: as jobs.resolve. Conflict: its runner does not run.
         InvalidInput: the runner refused (no task runs).
     """
-    from coding_os.daemon import background, jobs
+    from coding_os.daemon import agents, jobs
     from coding_os.errors import Conflict
     from coding_os.runtime.events import last_seq
 
-    found = background.find_job(job, env)
+    found = agents.find_job(job, env)
     if found.state.get("pid") is None or not jobs.runner_alive(found):
         raise Conflict(f"job {found.id} ({found.name}) is {found.state.get('state')}: its "
                        f"runner is not running")
     path = found.state.get("events")
     seq = last_seq(path) if isinstance(path, str) and os.path.exists(path) else 0
-    connection = background.Connection(found, background.CONNECT_TIMEOUT_S)
+    connection = agents.Connection(found, agents.CONNECT_TIMEOUT_S)
     aborted = None
     try:
         if found.state.get("cos_session"):

@@ -8,17 +8,22 @@ the clients talk to 127.0.0.1 only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import stat
+import time
 import re
 import shutil
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
-from .model_server import ModelServer
+from .model_server import ModelServer, Step, ToolCall
+
+from tests.helpers import COS
 
 __all__ = [
     "CLAUDE_BIN",
@@ -291,3 +296,183 @@ def codex_rollout(codex_home: Path, session_id: str) -> Path:
         if path.name.endswith(f"-{session_id}.jsonl"):
             return path
     raise FileNotFoundError(f"no Codex rollout for {session_id} under {codex_home}")
+
+
+# -- the tree of a checkout, compared whole --------------------------------------------------
+
+
+# What the agent's state and configuration live in: not part of the tree compared here.
+NOT_THE_TREE = {".git", ".coding-os", ".claude", ".codex"}
+
+# Each entry: (kind, permission and type bits, bytes of a file or target of a symlink).
+Tree = dict[str, tuple[str, int, bytes]]
+
+
+def tree_state(root: Path) -> Tree:
+    """Every file, symlink and directory under `root` (bar the agents' and cos's own)."""
+    found: Tree = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        here = Path(dirpath)
+        if here == root:
+            dirnames[:] = [name for name in dirnames if name not in NOT_THE_TREE]
+        for name in [*dirnames, *filenames]:
+            path = here / name
+            rel = path.relative_to(root).as_posix()
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode):
+                found[rel] = ("symlink", st.st_mode, os.readlink(path).encode())
+            elif stat.S_ISDIR(st.st_mode):
+                found[rel] = ("dir", st.st_mode, b"")
+            else:
+                found[rel] = ("file", st.st_mode, path.read_bytes())
+    return found
+
+
+def tree_differences(expected: Tree, actual: Tree) -> list[str]:
+    """Readable differences between two trees (empty when they are the same)."""
+    problems = []
+    for path in sorted(set(expected) | set(actual)):
+        want, got = expected.get(path), actual.get(path)
+        if want == got:
+            continue
+        if want is None or got is None:
+            problems.append(f"{path}: {'missing' if got is None else 'unexpected'}")
+        elif want[0] != got[0]:
+            problems.append(f"{path}: a {got[0]} instead of a {want[0]}")
+        elif want[1] != got[1]:
+            problems.append(f"{path}: mode {oct(got[1])} instead of {oct(want[1])}")
+        else:
+            problems.append(f"{path}: content differs")
+    return problems
+
+
+# -- background jobs of the real clients (cos bg), as a user's shell runs cos ----------------
+
+JOB_WAIT = 120.0  # seconds a job may take to reach a state (the real clients on a loaded machine)
+Row = dict[str, Any]
+Event = dict[str, Any]
+
+
+def shell(agent: str, command: str) -> ToolCall:
+    """A scripted call of the agent's shell tool running `command`."""
+    if agent == "claude":
+        return ToolCall("Bash", {"command": command, "description": "run it"})
+    return ToolCall("exec_command", {"cmd": command})
+
+
+class Jobs:
+    """One test's model server, and `cos` run as a user's shell runs it in one project."""
+
+    def __init__(self, project: Path, home: Path) -> None:
+        self.project = project
+        self.home = home
+        self.server = ModelServer({}).start()
+        env = dict(os.environ)
+        env.update(claude_env(self.server, home))
+        codex_home = home / ".codex"
+        write_codex_config(codex_home, self.server)
+        env.update(codex_env(home, codex_home))
+        env["PATH"] = os.pathsep.join([str(BIN_DIR), env["PATH"]])  # `claude`, `codex`
+        self.env = env
+
+    def script(self, marker: str, steps: list[Step]) -> None:
+        """The steps answering every conversation whose first prompt holds `marker`."""
+        self.server.scripts[marker] = steps
+
+    def run(self, *args: str, timeout: float = JOB_WAIT) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([COS, *args], cwd=self.project, env=self.env, text=True,
+                              capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
+        done = self.run(*args)
+        assert done.returncode == 0, f"cos {' '.join(args)}: {done.returncode}\n{done.stderr}"
+        return done
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.ok(*args, "--json").stdout)
+
+    def bg(self, *args: str) -> Row:
+        row = self.json("bg", *args)
+        assert isinstance(row, dict) and row["id"]
+        return row
+
+    def rows(self) -> dict[str, Row]:
+        return {row["id"]: row for row in self.json("agents")}
+
+    def until(self, job: str, wanted: Callable[[Row], bool], what: str) -> Row:
+        """The job's row once `wanted` holds for it (polled through `cos agents --json`)."""
+        deadline = time.monotonic() + JOB_WAIT
+        row: Row | None = None
+        while time.monotonic() < deadline:
+            row = self.rows().get(job)
+            if row is not None and wanted(row):
+                return row
+            time.sleep(0.2)
+        stderr = self.run("logs", job, "--stderr").stdout[-3000:]
+        raise AssertionError(f"job {job} never {what}; last row {row}\nstderr:\n{stderr}")
+
+    def events(self, job: str) -> list[Event]:
+        found = self.json("logs", job)["events"]
+        assert isinstance(found, list)
+        return found
+
+    def until_task_ends(self, job: str, task: str) -> list[Event]:
+        """The job's stored events once the task `task` completed."""
+        deadline = time.monotonic() + JOB_WAIT
+        while time.monotonic() < deadline:
+            got = self.events(job)
+            if any(e["msg"]["type"] == "task_complete" and e["msg"].get("task") == task
+                   for e in got):
+                return got
+            time.sleep(0.2)
+        raise AssertionError(f"task {task} of job {job} never completed")
+
+    def asked(self, marker: str) -> list[str]:
+        """The agent requests (those that carry tools) the model server got holding `marker`,
+        each as its JSON text."""
+        bodies = [json.dumps(r.body) for r in list(self.server.requests)
+                  if isinstance(r.body, dict) and r.body.get("tools")]
+        return [body for body in bodies if marker in body]
+
+    def until_asked(self, marker: str) -> list[str]:
+        deadline = time.monotonic() + JOB_WAIT
+        while not self.asked(marker):
+            assert time.monotonic() < deadline, f"the model server never got {marker!r}"
+            time.sleep(0.1)
+        return self.asked(marker)
+
+
+def processes_of(home: Path) -> list[int]:
+    """Every process (but this one) whose environment has HOME=`home`: runners, clients, the
+    daemon."""
+    wanted = b"HOME=" + os.fsencode(str(home))
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if wanted in f.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+@contextlib.contextmanager
+def running_jobs(project: Path, home: Path) -> Iterator[Jobs]:
+    """A `Jobs` for one test; afterwards every process of `home` left running (runners, their
+    clients, the daemon) is killed and the model server stopped."""
+    from tests.helpers import require_clients
+
+    require_clients()
+    at = Jobs(project, home)
+    try:
+        yield at
+    finally:
+        for pid in processes_of(home):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        at.server.stop()

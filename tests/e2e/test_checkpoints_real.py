@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import run_claude, run_codex
+from tests.e2e.harness import Tree, run_claude, run_codex, tree_differences, tree_state
 from tests.e2e.model_server import ModelServer, Step, Text, ToolCall, codex_patch, when_prompted
 from tests.helpers import CosProject, add_file_patch, require_clients, succeeded
 
@@ -42,51 +42,6 @@ EDIT_NEW = "BRAVO (edited by the agent)"
 DELETE_COMMAND = "rm delete.txt scratch.txt latest"
 MOVE_COMMAND = "mv data.bin docs/data.bin && chmod -x tool.sh"
 BINARY = bytes(range(256)) * 8 + b"\0tail"
-
-# What the agent's state and configuration live in: not part of the tree compared here.
-NOT_THE_TREE = {".git", ".coding-os", ".claude", ".codex"}
-
-# Each entry: (kind, permission and type bits, bytes of a file or target of a symlink).
-Tree = dict[str, tuple[str, int, bytes]]
-
-
-def tree_state(root: Path) -> Tree:
-    """Every file, symlink and directory under `root` (bar the agents' and cos's own)."""
-    found: Tree = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        here = Path(dirpath)
-        if here == root:
-            dirnames[:] = [name for name in dirnames if name not in NOT_THE_TREE]
-        for name in [*dirnames, *filenames]:
-            path = here / name
-            rel = path.relative_to(root).as_posix()
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode):
-                found[rel] = ("symlink", st.st_mode, os.readlink(path).encode())
-            elif stat.S_ISDIR(st.st_mode):
-                found[rel] = ("dir", st.st_mode, b"")
-            else:
-                found[rel] = ("file", st.st_mode, path.read_bytes())
-    return found
-
-
-def tree_differences(expected: Tree, actual: Tree) -> list[str]:
-    """Readable differences between two trees (empty when they are the same)."""
-    problems = []
-    for path in sorted(set(expected) | set(actual)):
-        want, got = expected.get(path), actual.get(path)
-        if want == got:
-            continue
-        if want is None or got is None:
-            problems.append(f"{path}: {'missing' if got is None else 'unexpected'}")
-        elif want[0] != got[0]:
-            problems.append(f"{path}: a {got[0]} instead of a {want[0]}")
-        elif want[1] != got[1]:
-            problems.append(f"{path}: mode {oct(got[1])} instead of {oct(want[1])}")
-        else:
-            problems.append(f"{path}: content differs")
-    return problems
-
 
 def write_project(project: Path, home: Path) -> None:
     """A git repository with committed files to edit, delete and move, a symlink, an

@@ -20,9 +20,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import BIN_DIR, codex_env, run_claude, run_codex, write_codex_config
+from tests.e2e.harness import (BIN_DIR, Tree, codex_env, run_claude, run_codex, tree_differences,
+                               tree_state, write_codex_config)
 from tests.e2e.model_server import ModelServer, Step, Text, ToolCall, codex_patch
-from tests.e2e.test_checkpoints_real import Tree, tree_differences, tree_state
 from tests.helpers import CosProject, require_clients, succeeded
 
 pytestmark = pytest.mark.e2e

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
@@ -24,9 +23,8 @@ import pytest
 from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from tests.e2e.model_server import Text
-from tests.e2e.test_background_real import Jobs, processes_of, shell
-from tests.helpers import COS, cos, git, require_clients
-from tests.interfaces.test_web import python_session
+from tests.e2e.harness import Jobs, running_jobs, shell
+from tests.helpers import COS, cos, git, python_session
 
 pytestmark = pytest.mark.e2e
 
@@ -199,17 +197,8 @@ def start_from_the_form(page: Page, agent: str, prompt: str, name: str,
 
 @pytest.fixture
 def jobs(project: Path, isolated_env: Path) -> Iterator[Jobs]:
-    require_clients()
-    at = Jobs(project, isolated_env)
-    try:
+    with running_jobs(project, isolated_env) as at:
         yield at
-    finally:
-        for pid in processes_of(isolated_env):  # the runners and their clients left running
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        at.server.stop()
 
 
 def test_claude_and_codex_jobs_started_from_the_page_are_approved_denied_and_answer_live(

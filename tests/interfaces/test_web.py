@@ -19,10 +19,8 @@ import httpx
 import pytest
 
 from coding_os import api
-from tests.helpers import COS, cos, until
+from tests.helpers import COS, ECHO_AGENT, bg_job, cos, python_session, until
 
-ROOT = Path(__file__).resolve().parents[2]
-ECHO_TARGET = f"{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
 WAIT = 60.0
 HOSTILE = ('<script>alert("x")</script> <img src=x onerror=alert(1)> '
            '[click](javascript:alert(1)) <a href="javascript:alert(2)">here</a> '
@@ -122,26 +120,6 @@ def page(client: httpx.Client, path: str, status: int = 200) -> Page:
     assert answer.status_code == status, (path, answer.status_code, answer.text[:2000])
     assert "Traceback" not in answer.text
     return Page(answer.text)
-
-
-def python_session(project: Path, *inputs: str) -> str:
-    """A session the engine ran with the example echo agent: one input, answered, then EOF."""
-    lines = [{"id": "1", "op": {"type": "configure", "agent": "python", "target": ECHO_TARGET}},
-             *[{"id": str(n + 2), "op": {"type": "user_input", "text": text}}
-               for n, text in enumerate(inputs)]]
-    done = cos("protocol", cwd=project, input="".join(json.dumps(x) + "\n" for x in lines))
-    assert done.returncode == 0, done.stderr
-    events = [json.loads(line) for line in done.stdout.splitlines()]
-    assert any(e["msg"]["type"] == "task_complete" for e in events), events
-    session: str = events[0]["session"]
-    return session
-
-
-def bg_job(project: Path, *args: str) -> dict[str, Any]:
-    done = cos("bg", "--json", *args, cwd=project)
-    assert done.returncode == 0, done.stderr
-    row: dict[str, Any] = json.loads(done.stdout)
-    return row
 
 
 # -- security ------------------------------------------------------------------------------
@@ -385,7 +363,7 @@ def read_sse(answer: httpx.Response, stop: Callable[[list[dict[str, Any]]], bool
 
 def test_sse_resumes_after_last_event_id_with_no_event_lost_or_shown_twice(
         web: Web, project: Path) -> None:
-    job = bg_job(project, "--agent", f"python:{ECHO_TARGET}", "--isolation", "none",
+    job = bg_job(project, "--agent", f"python:{ECHO_AGENT}", "--isolation", "none",
                  "first words")
     client = web.client()
     csrf = page(client, "/").csrf()
@@ -434,7 +412,7 @@ def job_session(project: Path, job: str) -> str:
 
 def test_the_roster_lists_a_job_waiting_for_approval_and_approves_it_from_the_page(
         web: Web, project: Path) -> None:
-    job = bg_job(project, "--agent", f"python:{ECHO_TARGET}", "--isolation", "none",
+    job = bg_job(project, "--agent", f"python:{ECHO_AGENT}", "--isolation", "none",
                  "write notes.txt: from the web")
     client = web.client()
 
@@ -470,7 +448,7 @@ def test_without_the_web_extra_cos_web_names_the_install_and_exits_2(project: Pa
 
 def test_a_jobs_task_is_interrupted_and_its_session_page_sends_input_stops_and_respawns_it(
         web: Web, project: Path) -> None:
-    job = bg_job(project, "--agent", f"python:{ECHO_TARGET}", "--isolation", "none",
+    job = bg_job(project, "--agent", f"python:{ECHO_AGENT}", "--isolation", "none",
                  "sleep 60")
     session = job_session(project, job["id"])
     client = web.client()

@@ -1,5 +1,5 @@
 """A job's runner (DESIGN.md §6): `python -m coding_os.daemon.runner JOB_ID`, one process per
-job, detached from whoever started it (background.spawn), so that neither the command that made the job
+job, detached from whoever started it (agents.spawn), so that neither the command that made the job
 nor the supervisor has to live for the job to go on.
 
 The runner takes the job's lock (a second runner of the same job finds it held and exits 3),

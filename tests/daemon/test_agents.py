@@ -1,7 +1,7 @@
 """Background jobs as a user runs them (docs/background.md): `cos bg`, `cos agents`, `cos attach`,
 `cos reply`, `cos approve`, `cos stop`, `cos respawn`, `cos rm`, each a `cos` subprocess, with
 command jobs and the example Python agent (no model). The real Claude Code and Codex jobs are in
-tests/e2e/test_background_real.py."""
+tests/e2e/test_agents_real.py."""
 
 from __future__ import annotations
 
@@ -18,18 +18,11 @@ from typing import Any
 import pytest
 
 from coding_os.daemon import jobs
-from tests.helpers import COS, Terminal, cos, git, raw_bytes, stop_runners_of, until
+from tests.helpers import COS, ECHO_AGENT, Terminal, cos, git, raw_bytes, stop_runners_of, until
+from tests.helpers import bg_job as bg, until
 
-ROOT = Path(__file__).resolve().parents[2]
-ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
+ECHO = f"python:{ECHO_AGENT}"
 WAIT = 60.0
-
-
-def bg(project: Path, *args: str, input: str | None = None) -> dict[str, Any]:
-    done = cos("bg", "--json", *args, cwd=project, input=input)
-    assert done.returncode == 0, done.stderr
-    row: dict[str, Any] = json.loads(done.stdout)
-    return row
 
 
 def agents(project: Path, *args: str) -> dict[str, dict[str, Any]]:

@@ -12,127 +12,21 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.harness import BIN_DIR, claude_env, codex_env, write_codex_config
-from tests.e2e.model_server import ModelServer, Step, Text, ToolCall
-from tests.helpers import COS, git, require_clients, tree
+from tests.e2e.harness import JOB_WAIT as WAIT
+from tests.e2e.harness import Jobs, running_jobs, shell
+from tests.e2e.model_server import Text
+from tests.helpers import COS, git, tree
 
 pytestmark = pytest.mark.e2e
 
-WAIT = 120.0  # seconds a job may take to reach a state (the real clients on a loaded machine)
 Row = dict[str, Any]
 Event = dict[str, Any]
-
-
-def shell(agent: str, command: str) -> ToolCall:
-    """A scripted call of the agent's shell tool running `command`."""
-    if agent == "claude":
-        return ToolCall("Bash", {"command": command, "description": "run it"})
-    return ToolCall("exec_command", {"cmd": command})
-
-
-class Jobs:
-    """One test's model server, and `cos` run as a user's shell runs it in one project."""
-
-    def __init__(self, project: Path, home: Path) -> None:
-        self.project = project
-        self.home = home
-        self.server = ModelServer({}).start()
-        env = dict(os.environ)
-        env.update(claude_env(self.server, home))
-        codex_home = home / ".codex"
-        write_codex_config(codex_home, self.server)
-        env.update(codex_env(home, codex_home))
-        env["PATH"] = os.pathsep.join([str(BIN_DIR), env["PATH"]])  # `claude`, `codex`
-        self.env = env
-
-    def script(self, marker: str, steps: list[Step]) -> None:
-        """The steps answering every conversation whose first prompt holds `marker`."""
-        self.server.scripts[marker] = steps
-
-    def run(self, *args: str, timeout: float = WAIT) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([COS, *args], cwd=self.project, env=self.env, text=True,
-                              capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-    def ok(self, *args: str) -> subprocess.CompletedProcess[str]:
-        done = self.run(*args)
-        assert done.returncode == 0, f"cos {' '.join(args)}: {done.returncode}\n{done.stderr}"
-        return done
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.ok(*args, "--json").stdout)
-
-    def bg(self, *args: str) -> Row:
-        row = self.json("bg", *args)
-        assert isinstance(row, dict) and row["id"]
-        return row
-
-    def rows(self) -> dict[str, Row]:
-        return {row["id"]: row for row in self.json("agents")}
-
-    def until(self, job: str, wanted: Callable[[Row], bool], what: str) -> Row:
-        """The job's row once `wanted` holds for it (polled through `cos agents --json`)."""
-        deadline = time.monotonic() + WAIT
-        row: Row | None = None
-        while time.monotonic() < deadline:
-            row = self.rows().get(job)
-            if row is not None and wanted(row):
-                return row
-            time.sleep(0.2)
-        stderr = self.run("logs", job, "--stderr").stdout[-3000:]
-        raise AssertionError(f"job {job} never {what}; last row {row}\nstderr:\n{stderr}")
-
-    def events(self, job: str) -> list[Event]:
-        found = self.json("logs", job)["events"]
-        assert isinstance(found, list)
-        return found
-
-    def until_task_ends(self, job: str, task: str) -> list[Event]:
-        """The job's stored events once the task `task` completed."""
-        deadline = time.monotonic() + WAIT
-        while time.monotonic() < deadline:
-            got = self.events(job)
-            if any(e["msg"]["type"] == "task_complete" and e["msg"].get("task") == task
-                   for e in got):
-                return got
-            time.sleep(0.2)
-        raise AssertionError(f"task {task} of job {job} never completed")
-
-    def asked(self, marker: str) -> list[str]:
-        """The agent requests (those that carry tools) the model server got holding `marker`,
-        each as its JSON text."""
-        bodies = [json.dumps(r.body) for r in list(self.server.requests)
-                  if isinstance(r.body, dict) and r.body.get("tools")]
-        return [body for body in bodies if marker in body]
-
-    def until_asked(self, marker: str) -> list[str]:
-        deadline = time.monotonic() + WAIT
-        while not self.asked(marker):
-            assert time.monotonic() < deadline, f"the model server never got {marker!r}"
-            time.sleep(0.1)
-        return self.asked(marker)
-
-
-def processes_of(home: Path) -> list[int]:
-    """Every process (but this one) whose environment has HOME=`home`: runners, clients, the
-    daemon."""
-    wanted = b"HOME=" + os.fsencode(str(home))
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if wanted in f.read().split(b"\0"):
-                    found.append(int(name))
-        except OSError:
-            continue
-    return found
 
 
 def runners_of(job: str) -> list[int]:
@@ -165,17 +59,8 @@ def lock_holders(path: Path) -> list[int]:
 
 @pytest.fixture
 def jobs(repo: Path, isolated_env: Path) -> Iterator[Jobs]:
-    require_clients()
-    at = Jobs(repo, isolated_env)
-    try:
+    with running_jobs(repo, isolated_env) as at:
         yield at
-    finally:
-        for pid in processes_of(isolated_env):  # the runners and their clients left running
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        at.server.stop()
 
 
 def checkout_state(repo: Path) -> tuple[object, ...]:
