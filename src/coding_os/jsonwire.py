@@ -21,7 +21,7 @@ if TYPE_CHECKING:  # typing and collections.abc stay off the hook's hot path
     from collections.abc import Iterable, Iterator
     from typing import Any
 
-__all__ = ["MAX_DEPTH", "loads", "loads_object", "objects", "dumps"]
+__all__ = ["MAX_DEPTH", "loads", "loads_object", "objects", "dumps", "object_problem"]
 
 # Arrays and objects inside one another: far more than any agent, settings file or transcript
 # writes, and few enough that whatever walks a parsed value recursively stays clear of the
@@ -163,3 +163,15 @@ def _refuse(value: object) -> object:
 # markers (no cycle check: cos never builds cyclic values), default, string encoder, indent,
 # separators, sort_keys, skipkeys, allow_nan
 _encoder = _json.make_encoder(None, _refuse, _quote, None, ":", ",", False, False, False)
+
+
+def object_problem(value: object) -> str | None:
+    """Why `value` cannot be stored as a JSON object (`dumps` of it would fail, or it is
+    another kind of value), in a few words; None when it can."""
+    if not isinstance(value, dict):
+        return f"must be a JSON object, not {type(value).__name__}"
+    try:
+        dumps(value)
+    except (TypeError, ValueError) as exc:
+        return f"is not JSON ({exc})"
+    return None

@@ -310,14 +310,9 @@ def _check_record(record: object) -> None:
     Raises:
         InvalidInput: it is not.
     """
-    if not isinstance(record, dict):
-        raise InvalidInput(f"a session store entry must be a JSON object, not "
-                           f"{type(record).__name__}; nothing of the batch was stored")
-    try:
-        jsonwire.dumps(record)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"a session store entry is not JSON ({exc}); nothing of the batch "
-                           "was stored") from None
+    problem = jsonwire.object_problem(record)
+    if problem is not None:
+        raise InvalidInput(f"a session store entry {problem}; nothing of the batch was stored")
 
 
 def _size(path: str) -> int:

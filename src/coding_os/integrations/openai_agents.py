@@ -284,13 +284,10 @@ def _entry_of(item: object) -> tuple[str, dict[str, Any]]:
     Raises:
         InvalidInput: `item` is not a JSON object.
     """
-    if not isinstance(item, dict):
-        raise InvalidInput(f"an OpenAI Agents item must be a JSON object, not "
-                           f"{type(item).__name__}")
-    try:
-        jsonwire.dumps(item)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInput(f"an OpenAI Agents item is not JSON: {exc}") from None
+    problem = jsonwire.object_problem(item)
+    if problem is not None:
+        raise InvalidInput(f"an OpenAI Agents item {problem}")
+    assert isinstance(item, dict)
     kind = item.get("type")
     role = item.get("role")
     if kind in (None, "message") and role in ("user", "assistant"):
