@@ -422,3 +422,17 @@ def test_bg_from_a_recipe_runs_its_rendered_prompt_and_records_the_seed(project:
     assert events[0]["msg"]["options"]["seed_ref"] == seed
     missing = cos("bg", "--agent", ECHO, "--recipe", str(recipe), cwd=project)
     assert missing.returncode == 2 and "who" in missing.stderr
+
+
+def test_attach_right_after_bg_waits_for_the_runner_and_follows_the_job(project: Path) -> None:
+    from coding_os import api
+    from coding_os.daemon import agents
+
+    job = api.bg_start(None, command="echo started; sleep 1; echo ended", cwd=str(project))["id"]
+    found, connection, stored = agents.attach(job, 0)  # at once: the job is still starting
+    assert connection is not None and stored == []
+    seen = list(connection.events())
+    connection.close()
+    assert [e["msg"].get("text") for e in seen if e["msg"]["type"] == "agent_message"] == [
+        "started", "ended"]
+    assert seen == stored_events(project, job)

@@ -142,13 +142,14 @@ def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None
 
 def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
     """Start the job's runner in a process of its own (a new session, stdin closed, output to
-    the job's stderr.log); the job's state says `starting` until the runner takes over.
+    the job's stderr.log); the job's state says `starting` until the runner takes over. A shell
+    starts it in the background and exits, so the runner is nobody's child: no caller (a
+    command, `cos web`) has to wait for it, and none is left holding a zombie.
 
     Raises:
         StateIOError: the state could not be written. JobError: the runner could not be run.
     """
     import subprocess
-
     import sys
 
     env = dict(os.environ if env is None else env)
@@ -161,10 +162,13 @@ def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
     log = os.open(job.path(jobs.STDERR), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                   0o600)
     try:
-        subprocess.Popen([sys.executable, "-m", "coding_os.daemon.runner", job.id],
-                         cwd=job.folder, env=env, stdin=subprocess.DEVNULL, stdout=log,
-                         stderr=log, start_new_session=True)
-    except OSError as exc:
+        started = subprocess.run(
+            ["/bin/sh", "-c", '"$0" -m coding_os.daemon.runner "$1" &', sys.executable, job.id],
+            cwd=job.folder, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+            start_new_session=True, check=False, timeout=30)
+        if started.returncode != 0:
+            raise OSError(f"/bin/sh exited {started.returncode}")
+    except (OSError, subprocess.TimeoutExpired) as exc:
         jobs.update(job, state="failed", error=f"the runner could not start: {exc}")
         raise jobs.JobError(f"job {job.id}: the runner could not start: {exc}") from None
     finally:
@@ -469,6 +473,8 @@ def attach(key: str, since: int = 0, env: Mapping[str, str] | None = None
     from coding_os.runtime.events import read_since
 
     job = find_job(key, env)
+    if job.state.get("state") == "starting":  # just made: its runner is on its way
+        job = _wait_session(job)
     path = job.state.get("events")
     if since and isinstance(path, str) and os.path.exists(path):
         from coding_os.runtime.events import last_seq

@@ -235,6 +235,10 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("usage: python -m coding_os.daemon.runner JOB_ID\n")
         return 2
     try:
+        os.setsid()  # a session and process group of its own, led by the runner
+    except OSError:
+        pass  # leads one already
+    try:
         job = jobs.load(args[0])
     except CosError as exc:
         sys.stderr.write(f"cos runner: {exc}\n")
