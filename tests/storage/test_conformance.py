@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from coding_os.storage.base import (
     IndexRow,
     Observation,
+    ReplicaSource,
     SearchDoc,
     SearchHit,
     SessionRecord,
@@ -895,3 +896,206 @@ def test_concurrent_writers_number_tasks_and_work_log_lines_without_gaps_or_repe
     assert sorted(n for n, _ in written) == list(range(1, 9))
     assert len({seq for _, seq in written}) == 8
     assert len(storage.search(["concurrent"], limit=100)) == 8
+
+
+# Several hosts (DESIGN.md §8): hosts of rows, replicated lines, project roots, published jobs
+
+
+def source(session: str = "s1", stream: str = "transcript", host: str = "alpha",
+           **fields: object) -> ReplicaSource:
+    base: dict[str, object] = dict(session=session, stream=stream, host=host, agent="worker",
+                                   path=f"/home/u/{session}.jsonl", project_key="git:abc",
+                                   root="/home/u/repo")
+    base.update(fields)
+    return ReplicaSource(**base)  # type: ignore[arg-type]
+
+
+def test_a_session_keeps_its_host_across_an_upsert_that_does_not_know_it(
+        storage: Storage) -> None:
+    storage.upsert_session(session("s1", host="alpha"))
+    storage.upsert_session(session("s1", status="ended"))
+    found = storage.session("s1")
+    assert found is not None and (found.host, found.status) == ("alpha", "ended")
+    storage.upsert_session(session("s2"))
+    assert storage.session("s2").host is None  # type: ignore[union-attr]
+
+
+def test_index_rows_are_listed_by_host_and_a_row_without_one_is_the_local_hosts(
+        storage: Storage) -> None:
+    storage.upsert_index_rows([
+        index_row("a", host="alpha", last_active="2026-11-29T10:00:00.000Z"),
+        index_row("b", host="beta", last_active="2026-11-29T11:00:00.000Z"),
+        index_row("old", last_active="2026-11-29T09:00:00.000Z"),
+    ])
+    assert [r.id for r in storage.index_rows()] == ["b", "a", "old"]
+    assert [r.id for r in storage.index_rows(hosts=["alpha"], local_host="alpha")] == ["a", "old"]
+    assert [r.id for r in storage.index_rows(hosts=["beta"], local_host="alpha")] == ["b"]
+    assert [r.id for r in storage.index_rows(hosts=["beta"])] == ["b", "old"]
+    assert [r.id for r in storage.index_rows(hosts=["alpha", "beta"], local_host="gamma")] \
+        == ["b", "a"]
+    assert storage.index_rows(hosts=[]) == []
+    assert storage.index_row("b").host == "beta"  # type: ignore[union-attr]
+    assert storage.index_hosts(["a", "b", "old", "nothing"]) == {
+        "a": "alpha", "b": "beta", "old": None}
+
+
+def test_a_row_of_another_host_with_the_same_id_does_not_replace_the_first(
+        storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("same", host="alpha", title="from alpha")])
+    assert storage.upsert_index_rows([index_row("same", host="beta", title="from beta")]) == 0
+    kept = storage.index_row("same")
+    assert kept is not None and (kept.host, kept.title) == ("alpha", "from alpha")
+    storage.upsert_index_rows([index_row("same", host="alpha", title="again alpha")])
+    assert storage.index_row("same").title == "again alpha"  # type: ignore[union-attr]
+    # a row without a host (a caller that does not know it) updates it and keeps the host
+    storage.upsert_index_rows([index_row("same", title="no host")])
+    kept = storage.index_row("same")
+    assert kept is not None and (kept.host, kept.title) == ("alpha", "no host")
+
+
+def test_a_native_row_of_another_host_is_not_replaced_by_a_linked_cos_id(
+        storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("n-1", native_id="n-1", host="alpha")])
+    storage.upsert_index_rows([index_row("ses-x", native_id="n-1", host="beta")])
+    assert sorted(r.id for r in storage.index_rows()) == ["n-1", "ses-x"]
+    storage.upsert_index_rows([index_row("ses-y", native_id="n-1", host="alpha")])
+    assert sorted(r.id for r in storage.index_rows()) == ["ses-x", "ses-y"]
+
+
+def test_clearing_one_hosts_index_leaves_the_other_hosts_rows(storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("a", host="alpha"), index_row("b", host="beta"),
+                               index_row("old")])
+    storage.clear_index(host="alpha")
+    assert [r.id for r in storage.index_rows()] == ["b"]
+    storage.clear_index()
+    assert storage.index_count() == 0
+
+
+LINES = [b'{"a": 1}', b"", b"caf\xc3\xa9 \xff\xfe not utf-8", b"nul \x00 and cr \r",
+         b"\t  spaces  "]
+
+
+def test_replicated_lines_are_stored_exactly_once_and_in_order(storage: Storage) -> None:
+    numbered = list(enumerate(LINES, 1))
+    assert storage.add_replica_lines(source(), numbered[:3]) == 3
+    assert storage.add_replica_lines(source(), numbered[:3]) == 0  # a second run adds nothing
+    assert storage.add_replica_lines(source(), numbered[2:]) == 2
+    assert storage.replica_lines("s1", "transcript") == numbered
+    assert storage.replica_lines("s1", "transcript", after=3) == numbered[3:]
+    assert storage.replica_lines("s1", "transcript", after=1, limit=2) == numbered[1:3]
+    stored = storage.replica_source("s1", "transcript")
+    assert stored is not None
+    assert (stored.lines, stored.host, stored.agent, stored.project_key, stored.root) == \
+        (5, "alpha", "worker", "git:abc", "/home/u/repo")
+    assert stored.updated
+    assert storage.add_replica_lines(source(), []) == 0
+    assert storage.replica_source("s1", "transcript").lines == 5  # type: ignore[union-attr]
+
+
+def test_a_line_already_stored_under_its_seq_is_kept(storage: Storage) -> None:
+    storage.add_replica_lines(source(), [(1, b"first")])
+    assert storage.add_replica_lines(source(), [(1, b"other"), (2, b"second")]) == 1
+    assert storage.replica_lines("s1", "transcript") == [(1, b"first"), (2, b"second")]
+
+
+def test_the_replicated_count_is_the_highest_seq_without_a_gap_below(storage: Storage) -> None:
+    storage.add_replica_lines(source(), [(1, b"a"), (3, b"c"), (4, b"d")])
+    assert storage.replica_source("s1", "transcript").lines == 1  # type: ignore[union-attr]
+    storage.add_replica_lines(source(), [(2, b"b")])
+    assert storage.replica_source("s1", "transcript").lines == 4  # type: ignore[union-attr]
+    assert [seq for seq, _ in storage.replica_lines("s1", "transcript")] == [1, 2, 3, 4]
+
+
+def test_lines_of_the_same_session_id_from_another_host_are_refused(storage: Storage) -> None:
+    storage.add_replica_lines(source(), [(1, b"alpha's line")])
+    with pytest.raises(StorageError, match="host alpha"):
+        storage.add_replica_lines(source(host="beta"), [(1, b"beta's"), (2, b"more")])
+    with pytest.raises(StorageError, match="host alpha"):
+        storage.add_replica_lines(source(host="beta", stream="native"), [(1, b"beta's")])
+    assert storage.replica_lines("s1", "transcript") == [(1, b"alpha's line")]
+    assert [s.stream for s in storage.replica_sources("s1")] == ["transcript"]
+    assert storage.replica_source("s1", "transcript").host == "alpha"  # type: ignore[union-attr]
+
+
+def test_bad_replicated_lines_are_refused_and_nothing_is_stored(storage: Storage) -> None:
+    for bad in ([(0, b"x")], [(1, b"a\nb")], [(1, "text")]):
+        with pytest.raises(StorageError):
+            storage.add_replica_lines(source(), bad)  # type: ignore[arg-type]
+    assert storage.replica_source("s1", "transcript") is None
+    assert storage.replica_lines("s1", "transcript") == []
+
+
+def test_a_session_has_one_source_per_stream_and_removing_one_keeps_the_others(
+        storage: Storage) -> None:
+    storage.add_replica_lines(source(stream="transcript"), [(1, b"t1"), (2, b"t2")])
+    storage.add_replica_lines(source(stream="events"), [(1, b"e1")])
+    storage.add_replica_lines(source("s2", stream="native"), [(1, b"n1")])
+    assert [s.stream for s in storage.replica_sources("s1")] == ["events", "transcript"]
+    assert storage.remove_replica("s1", "transcript") == 2
+    assert storage.replica_source("s1", "transcript") is None
+    assert storage.replica_lines("s1", "transcript") == []
+    assert storage.replica_lines("s1", "events") == [(1, b"e1")]
+    assert storage.remove_replica("s1", "transcript") == 0
+    # started over after a removal, from 1
+    assert storage.add_replica_lines(source(stream="transcript"), [(1, b"new")]) == 1
+    assert storage.replica_source("s1", "transcript").lines == 1  # type: ignore[union-attr]
+
+
+def test_a_project_is_mapped_to_its_root_on_each_host(storage: Storage) -> None:
+    assert storage.project_hosts("git:abc") == {}
+    storage.set_project_host("git:abc", "alpha", "/home/a/repo")
+    storage.set_project_host("git:abc", "beta", "/srv/b/checkout")
+    storage.set_project_host("git:abc", "alpha", "/home/a/moved")
+    storage.set_project_host("origin:example.com/x", "alpha", "/elsewhere")
+    assert storage.project_hosts("git:abc") == {"alpha": "/home/a/moved",
+                                                "beta": "/srv/b/checkout"}
+
+
+def test_published_jobs_replace_only_their_hosts_rows(storage: Storage) -> None:
+    storage.publish_jobs("alpha", [{"id": "job-1", "status": "running", "n": 1},
+                                   {"id": "job-2", "status": "done"}])
+    storage.publish_jobs("beta", [{"id": "job-1", "status": "running", "note": "é"}])
+    storage.publish_jobs("alpha", [{"id": "job-2", "status": "failed"}])
+    assert storage.host_jobs() == [("alpha", {"id": "job-2", "status": "failed"}),
+                                   ("beta", {"id": "job-1", "status": "running", "note": "é"})]
+    assert storage.host_jobs("beta") == [("beta", {"id": "job-1", "status": "running",
+                                                    "note": "é"})]
+    with pytest.raises(StorageError):
+        storage.publish_jobs("alpha", [{"status": "no id"}])
+    assert storage.host_jobs("alpha") == [("alpha", {"id": "job-2", "status": "failed"})]
+    storage.publish_jobs("alpha", [])
+    assert storage.host_jobs("alpha") == []
+
+
+def another_connection(storage: Storage, request: pytest.FixtureRequest) -> Storage:
+    """A second connection to the same database as `storage` (another process's, in effect)."""
+    if isinstance(storage, SQLiteStorage):
+        return SQLiteStorage(storage.path)
+    from coding_os.storage.postgres import PostgresStorage
+
+    return PostgresStorage(request.getfixturevalue("pg_url"))
+
+
+def test_two_hosts_replicating_one_session_id_at_once_never_mix_lines(
+        storage: Storage, request: pytest.FixtureRequest) -> None:
+    stores = [storage, another_connection(storage, request)]
+    try:
+        def push(index: int) -> str:
+            host = ("alpha", "beta")[index]
+            try:
+                for seq in range(1, 31):
+                    stores[index].add_replica_lines(source(host=host, stream=f"st{seq % 2}"),
+                                                    [(seq, host.encode())])
+            except StorageError:
+                return "refused"
+            return "done"
+
+        with ThreadPoolExecutor(2) as pool:
+            outcomes = sorted(pool.map(push, range(2)))
+        assert outcomes == ["done", "refused"]
+        owners = {s.host for s in storage.replica_sources("s1")}
+        assert len(owners) == 1
+        lines = storage.replica_lines("s1", "st0") + storage.replica_lines("s1", "st1")
+        assert {line for _, line in lines} == {owners.pop().encode()} and len(lines) == 30
+    finally:
+        stores[1].close()

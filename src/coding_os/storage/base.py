@@ -7,7 +7,7 @@ same behaviour against each. Rows are plain dataclasses; timestamps are ISO-8601
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 TYPE_CHECKING = False
@@ -18,7 +18,8 @@ __all__ = [
     "Storage", "SessionRecord", "Observation", "SessionSummary", "StorageError", "storable_text",
     "check_schema_version", "IndexRow", "INDEX_COLUMNS", "like_pattern", "index_query",
     "Task", "TaskMove", "WorkLogEntry", "SearchDoc", "SearchHit", "SourceMark", "TASK_STATUSES",
-    "SEARCH_KINDS", "task_text",
+    "SEARCH_KINDS", "task_text", "ReplicaSource", "REPLICA_STREAMS", "valid_replica_lines",
+    "published_jobs",
 ]
 
 from coding_os.errors import StateIOError
@@ -44,11 +45,21 @@ def index_query(columns: Sequence[str], *, placeholder: str,
                 text: Callable[[str], str | None], agent: str | None = None,
                 search: str | None = None, cwd_under: Sequence[str] | None = None,
                 kind: str | None = None, limit: int | None = None,
-                branch: str | None = None) -> tuple[str, list[object]] | None:
+                branch: str | None = None, hosts: Sequence[str] | None = None,
+                local_host: str | None = None) -> tuple[str, list[object]] | None:
     """The listing query of `Storage.index_rows` for a dialect (its `placeholder`, and `text`
-    making a string storable there); None when `cwd_under` is empty (nothing can match)."""
+    making a string storable there); None when `cwd_under` or `hosts` is empty (nothing can
+    match)."""
     where: list[str] = []
     params: list[object] = []
+    if hosts is not None:
+        if not hosts:
+            return None
+        # A row without a host (indexed before hosts were recorded) is the local host's.
+        own = local_host is None or local_host in hosts
+        where.append("(host IN (" + ", ".join([placeholder] * len(hosts)) + ")"
+                     + (" OR host IS NULL)" if own else ")"))
+        params.extend(text(h) for h in hosts)
     for column, value in (("agent", agent), ("kind", kind), ("branch", branch)):
         if value:
             where.append(f"{column} = {placeholder}")
@@ -109,6 +120,9 @@ class SessionRecord:
     status: str = "active"  # active | ended | orphaned | reaped
     # Where a fork began, as JSON (a rewind's: the checkpoint and the agent's point in its log).
     fork_point: str | None = None
+    # The host the session ran on (state.hosts.this_host); None in rows from before schema
+    # version 6, read as the local host.
+    host: str | None = None
 
 
 @dataclass
@@ -176,6 +190,65 @@ class IndexRow:
     # before schema version 3 until the next import or rebuild reads the session again.
     first_prompt: str | None = None
     last_prompt: str | None = None
+    # The host whose importer wrote the row (state.hosts.this_host); None in rows indexed
+    # before schema version 6, read as the local host.
+    host: str | None = None
+
+
+# Replicated transcript lines (DESIGN.md §8): the streams a session's files are stored as.
+REPLICA_STREAMS = ("transcript", "events", "native")
+
+
+@dataclass
+class ReplicaSource:
+    """One replicated file of a session: its stream, where it lives, how much is stored.
+
+    `(session, stream)` is owned by one host: lines of the same session id from another host are
+    refused, never mixed.
+    """
+
+    session: str  # the index id (cos id, or the native id of a Claude/Codex session)
+    stream: str  # one of REPLICA_STREAMS
+    host: str
+    agent: str  # the session's agent: a cos agent name, "claude", "codex"
+    path: str  # the file on its host
+    project_key: str | None  # state.hosts.project_key of the project
+    root: str | None  # the project root on that host
+    lines: int = 0  # the highest seq stored with every seq below it (lines replicated so far)
+    updated: str = ""
+
+
+def valid_replica_lines(lines: Sequence[tuple[int, bytes]]) -> None:
+    """Check lines given to `Storage.add_replica_lines`: seq from 1, bytes without a newline.
+
+    Raises:
+        StorageError: a seq below 1, or a line that is not bytes or holds a newline.
+    """
+    for seq, line in lines:
+        if not isinstance(seq, int) or seq < 1:
+            raise StorageError(f"replicated line number {seq!r}: lines are numbered from 1")
+        if not isinstance(line, bytes) or b"\n" in line:
+            raise StorageError(f"replicated line {seq}: must be bytes without a newline")
+
+
+def published_jobs(rows: Sequence[Mapping[str, object]]) -> list[tuple[str, str]]:
+    """`(id, JSON text)` of each job row given to `Storage.publish_jobs`, in order.
+
+    Raises:
+        StorageError: a row without a string "id", or one that is not JSON.
+    """
+    import json
+
+    out: list[tuple[str, str]] = []
+    for row in rows:
+        job_id = row.get("id")
+        if not isinstance(job_id, str) or not job_id:
+            raise StorageError("a published job row needs a string \"id\"")
+        try:
+            out.append((job_id, json.dumps(dict(row), ensure_ascii=False, sort_keys=True)))
+        except (TypeError, ValueError) as exc:
+            raise StorageError(f"job {job_id}: cannot be stored as JSON ({exc})") from None
+    return out
 
 
 # The brain (DESIGN.md §8): tasks, their moves, the work log, and the search documents.
@@ -269,7 +342,7 @@ class SourceMark:
 
 INDEX_COLUMNS = ("id", "native_id", "agent", "kind", "title", "name", "project", "worktree",
                  "cwd", "branch", "created", "last_active", "messages", "tokens", "forked_from",
-                 "parent", "status", "source_path", "first_prompt", "last_prompt")
+                 "parent", "status", "source_path", "first_prompt", "last_prompt", "host")
 
 
 def like_pattern(text: str) -> str:
@@ -347,18 +420,30 @@ class Storage(abc.ABC):
         transaction; return how many were new.
 
         A row with a native id replaces a non-cos row of the same agent and native id filed
-        under another id (a native session the hooks linked to a cos id after it was indexed).
-        A new row takes the name kept for its id, if any.
+        under another id (a native session the hooks linked to a cos id after it was indexed),
+        unless that row is another host's. A new row takes the name kept for its id, if any.
+
+        Hosts: a row with a `host` never replaces a stored row of another host (the same id
+        indexed on two hosts: the first stays; see `index_hosts` to tell which were kept). A row
+        without a host updates whatever row has its id and keeps that row's host.
         """
+
+    @abc.abstractmethod
+    def index_hosts(self, ids: Sequence[str]) -> dict[str, str | None]:
+        """The host of each stored index row among `ids` (None for a row without a host)."""
 
     @abc.abstractmethod
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
-                   limit: int | None = None, branch: str | None = None) -> list[IndexRow]:
+                   limit: int | None = None, branch: str | None = None,
+                   hosts: Sequence[str] | None = None,
+                   local_host: str | None = None) -> list[IndexRow]:
         """Indexed sessions, most recently active first (then by id, descending), at most `limit`.
 
         `search` matches id, native id, title, name, project or cwd, case-insensitively, as a
         substring; `cwd_under` keeps sessions whose cwd is one of the directories or inside one.
+        `hosts` (None: every host) keeps rows whose host is one of them; a row without a host
+        counts as `local_host`'s, and when `local_host` is not given it matches any list.
         The cost follows the page: ORDER BY last_active DESC LIMIT.
 
         Raises:
@@ -374,8 +459,9 @@ class Storage(abc.ABC):
         """Forget one row (and its name); True when there was one."""
 
     @abc.abstractmethod
-    def clear_index(self) -> None:
-        """Empty the index (user-set names are kept, for the rows a rebuild brings back)."""
+    def clear_index(self, host: str | None = None) -> None:
+        """Empty the index (user-set names are kept, for the rows a rebuild brings back); with
+        `host`, only that host's rows and those without a host."""
 
     @abc.abstractmethod
     def index_count(self) -> int:
@@ -452,6 +538,59 @@ class Storage(abc.ABC):
     def remove_source(self, source: str) -> int:
         """Forget a transcript file that is gone: its documents and its mark, in one
         transaction; return how many documents were removed."""
+
+    # several hosts (DESIGN.md §8): replicated lines, project roots, published jobs
+
+    @abc.abstractmethod
+    def add_replica_lines(self, source: ReplicaSource, lines: Sequence[tuple[int, bytes]]) -> int:
+        """Store the lines `(seq, bytes without the newline)` not stored yet and upsert the
+        source (its `lines` becomes the highest seq stored with every seq below it; its other
+        fields are taken from `source`), in one transaction; return how many lines were new.
+        A line already stored under its seq is kept as it is.
+
+        Raises:
+            StorageError: the session already has lines of another host (the same session id
+                from two hosts never mixes), a seq below 1 or a line holding a newline, or the
+                database cannot be written.
+        """
+
+    @abc.abstractmethod
+    def replica_source(self, session: str, stream: str) -> ReplicaSource | None:
+        """The replicated file of `session` in `stream`, or None."""
+
+    @abc.abstractmethod
+    def replica_sources(self, session: str) -> list[ReplicaSource]:
+        """Every replicated file of `session`, by stream name."""
+
+    @abc.abstractmethod
+    def replica_lines(self, session: str, stream: str, after: int = 0,
+                      limit: int | None = None) -> list[tuple[int, bytes]]:
+        """Stored lines of a replicated file numbered above `after`, by seq, at most `limit`."""
+
+    @abc.abstractmethod
+    def remove_replica(self, session: str, stream: str) -> int:
+        """Forget a replicated file (its lines and its source row), in one transaction; return
+        how many lines were removed."""
+
+    @abc.abstractmethod
+    def set_project_host(self, project_key: str, host: str, root: str) -> None:
+        """Record where the project `project_key` is checked out on `host`."""
+
+    @abc.abstractmethod
+    def project_hosts(self, project_key: str) -> dict[str, str]:
+        """The hosts the project is known on, each with its root there."""
+
+    @abc.abstractmethod
+    def publish_jobs(self, host: str, rows: Sequence[Mapping[str, object]]) -> None:
+        """Replace `host`'s published job rows (each keyed by its "id"), in one transaction.
+
+        Raises:
+            StorageError: a row without a string "id", or one that is not JSON.
+        """
+
+    @abc.abstractmethod
+    def host_jobs(self, host: str | None = None) -> list[tuple[str, dict[str, object]]]:
+        """Published job rows `(host, row)`, of one host or of every host, by host then id."""
 
     @abc.abstractmethod
     def close(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import string
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,6 +24,7 @@ from coding_os.storage.base import (
     INDEX_COLUMNS,
     IndexRow,
     Observation,
+    ReplicaSource,
     SessionRecord,
     SearchDoc,
     SearchHit,
@@ -36,8 +37,10 @@ from coding_os.storage.base import (
     WorkLogEntry,
     check_schema_version,
     index_query,
+    published_jobs,
     storable_text,
     task_text,
+    valid_replica_lines,
 )
 from coding_os.storage.migrations.postgres import MIGRATIONS
 
@@ -46,9 +49,14 @@ __all__ = ["PostgresStorage", "redact"]
 CONNECT_TIMEOUT_S = 5
 # pg_advisory_xact_lock(classid, objid): the class is ours ("cos"), the object is the schema.
 _MIGRATION_LOCK_CLASS = 0x636F73
+# The same, for the replicated lines of one session (its owner host is checked under it).
+_REPLICA_LOCK_CLASS = 0x636F72
 _SESSION_COLUMNS = ("id", "agent", "panel", "native_id", "project", "cwd", "source",
                     "forked_from", "cleared_from", "started", "last_active", "status",
-                    "fork_point")
+                    "fork_point", "host")
+_KEPT_UNLESS_GIVEN = ("fork_point", "host")
+_REPLICA_COLUMNS = ("session", "stream", "host", "agent", "path", "project_key", "root", "lines",
+                    "updated")
 _ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 _Connection = psycopg.Connection[tuple[Any, ...]]
@@ -168,8 +176,9 @@ class PostgresStorage(Storage):
     def upsert_session(self, record: SessionRecord) -> None:
         values = [_text(getattr(record, c)) for c in _SESSION_COLUMNS]
         # A fork point, once filed, stays: a later upsert that does not know it keeps it.
-        updates = ", ".join(f"{c} = coalesce(excluded.{c}, sessions.{c})" if c == "fork_point"
-                            else f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
+        updates = ", ".join(f"{c} = coalesce(excluded.{c}, sessions.{c})"
+                            if c in _KEPT_UNLESS_GIVEN else f"{c} = excluded.{c}"
+                            for c in _SESSION_COLUMNS[1:])
         with self._transaction() as conn:
             conn.execute(
                 f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) "
@@ -287,19 +296,24 @@ class PostgresStorage(Storage):
         if not rows:
             return 0
         columns = [c for c in INDEX_COLUMNS if c != "name"]
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
+        updates = ", ".join("host = coalesce(excluded.host, session_index.host)" if c == "host"
+                            else f"{c} = excluded.{c}" for c in columns if c != "id")
         insert = (f"INSERT INTO session_index ({', '.join(columns)}, name) "
                   f"VALUES ({', '.join(['%s'] * len(columns))}, "
                   "(SELECT name FROM session_names WHERE id = %s)) "
                   f"ON CONFLICT (id) DO UPDATE SET {updates} "
+                  "WHERE session_index.host IS NULL OR excluded.host IS NULL "
+                  "OR session_index.host = excluded.host "
                   "RETURNING (xmax = 0)")  # true for a row inserted, false for one updated
         added = 0
         with self._transaction() as conn:
             for row in rows:
                 if row.native_id is not None:
                     conn.execute("DELETE FROM session_index WHERE agent = %s AND native_id = %s "
-                                 "AND id <> %s AND kind <> 'cos'",
-                                 (_text(row.agent), _text(row.native_id), _text(row.id)))
+                                 "AND id <> %s AND kind <> 'cos' "
+                                 "AND (host IS NULL OR %s::text IS NULL OR host = %s)",
+                                 (_text(row.agent), _text(row.native_id), _text(row.id),
+                                  _text(row.host), _text(row.host)))
                 values = [_text(v) if isinstance(v, str) else v
                           for v in (getattr(row, c) for c in columns)]
                 inserted = conn.execute(insert, [*values, _text(row.id)]).fetchone()
@@ -308,10 +322,12 @@ class PostgresStorage(Storage):
 
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
-                   limit: int | None = None, branch: str | None = None) -> list[IndexRow]:
+                   limit: int | None = None, branch: str | None = None,
+                   hosts: Sequence[str] | None = None,
+                   local_host: str | None = None) -> list[IndexRow]:
         built = index_query(INDEX_COLUMNS, placeholder="%s", text=_text, agent=agent,
                             search=search, cwd_under=cwd_under, kind=kind, limit=limit,
-                            branch=branch)
+                            branch=branch, hosts=hosts, local_host=local_host)
         if built is None:
             return []
         query, params = built
@@ -333,9 +349,20 @@ class PostgresStorage(Storage):
             cursor = conn.execute("DELETE FROM session_index WHERE id = %s", (_text(session_id),))
             return cursor.rowcount > 0
 
-    def clear_index(self) -> None:
+    def clear_index(self, host: str | None = None) -> None:
         with self._transaction() as conn:
-            conn.execute("DELETE FROM session_index")
+            if host is None:
+                conn.execute("DELETE FROM session_index")
+            else:
+                conn.execute("DELETE FROM session_index WHERE host = %s OR host IS NULL",
+                             (_text(host),))
+
+    def index_hosts(self, ids: Sequence[str]) -> dict[str, str | None]:
+        if not ids:
+            return {}
+        rows = self._query("SELECT id, host FROM session_index WHERE id = ANY(%s)",
+                           ([_text(i) for i in ids],))
+        return {row_id: host for row_id, host in rows}
 
     def index_count(self) -> int:
         return int(self._query("SELECT count(*) FROM session_index")[0][0])
@@ -499,6 +526,108 @@ class PostgresStorage(Storage):
             removed = conn.execute("DELETE FROM search_docs WHERE source = %s", (key,)).rowcount
             conn.execute("DELETE FROM search_sources WHERE source = %s", (key,))
         return max(removed, 0)
+
+    # several hosts
+
+    def add_replica_lines(self, source: ReplicaSource, lines: Sequence[tuple[int, bytes]]) -> int:
+        valid_replica_lines(lines)
+        session, stream, host = _text(source.session), _text(source.stream), _text(source.host)
+        with self._transaction() as conn:
+            # One writer per session at a time: the owner check and the insert are one step.
+            conn.execute(f"SELECT pg_advisory_xact_lock({_REPLICA_LOCK_CLASS}, hashtext(%s))",
+                         (session,))
+            owner = conn.execute("SELECT host FROM replica_sources WHERE session = %s "
+                                 "AND host <> %s LIMIT 1", (session, host)).fetchone()
+            if owner is not None:
+                raise StorageError(f"session {source.session} is replicated from host "
+                                   f"{owner[0]}, not {source.host}: its lines are kept apart")
+            row = conn.execute("SELECT lines FROM replica_sources WHERE session = %s AND "
+                               "stream = %s", (session, stream)).fetchone()
+            added = 0
+            if lines:
+                added = max(conn.execute(
+                    "INSERT INTO replica_lines (session, stream, seq, line) "
+                    "SELECT %s, %s, seq, line FROM unnest(%s::bigint[], %s::bytea[]) "
+                    "AS t (seq, line) ON CONFLICT (session, stream, seq) DO NOTHING",
+                    (session, stream, [seq for seq, _ in lines],
+                     [line for _, line in lines])).rowcount, 0)
+            contiguous = int(row[0]) if row else 0
+            for seq in sorted({seq for seq, _ in lines}):
+                if seq == contiguous + 1:
+                    contiguous = seq
+            for (seq,) in conn.execute("SELECT seq FROM replica_lines WHERE session = %s AND "
+                                       "stream = %s AND seq > %s ORDER BY seq",
+                                       (session, stream, contiguous)):
+                if seq != contiguous + 1:
+                    break
+                contiguous = int(seq)
+            conn.execute(
+                f"INSERT INTO replica_sources ({', '.join(_REPLICA_COLUMNS)}) "
+                f"VALUES ({', '.join(['%s'] * len(_REPLICA_COLUMNS))}) "
+                "ON CONFLICT (session, stream) DO UPDATE SET agent = excluded.agent, "
+                "path = excluded.path, project_key = excluded.project_key, "
+                "root = excluded.root, lines = excluded.lines, updated = excluded.updated",
+                (session, stream, host, _text(source.agent), _text(source.path),
+                 _text(source.project_key), _text(source.root), contiguous, utc_now()))
+            return added
+
+    def replica_source(self, session: str, stream: str) -> ReplicaSource | None:
+        rows = self._query(f"SELECT {', '.join(_REPLICA_COLUMNS)} FROM replica_sources "
+                           "WHERE session = %s AND stream = %s", (_text(session), _text(stream)))
+        return ReplicaSource(*rows[0]) if rows else None
+
+    def replica_sources(self, session: str) -> list[ReplicaSource]:
+        rows = self._query(f"SELECT {', '.join(_REPLICA_COLUMNS)} FROM replica_sources "
+                           "WHERE session = %s ORDER BY stream", (_text(session),))
+        return [ReplicaSource(*row) for row in rows]
+
+    def replica_lines(self, session: str, stream: str, after: int = 0,
+                      limit: int | None = None) -> list[tuple[int, bytes]]:
+        query = ("SELECT seq, line FROM replica_lines WHERE session = %s AND stream = %s "
+                 "AND seq > %s ORDER BY seq")
+        params: list[object] = [_text(session), _text(stream), after]
+        if limit is not None and limit >= 0:
+            query += " LIMIT %s"
+            params.append(limit)
+        return [(int(seq), bytes(line)) for seq, line in self._query(query, params)]
+
+    def remove_replica(self, session: str, stream: str) -> int:
+        key = (_text(session), _text(stream))
+        with self._transaction() as conn:
+            removed = conn.execute("DELETE FROM replica_lines WHERE session = %s AND "
+                                   "stream = %s", key).rowcount
+            conn.execute("DELETE FROM replica_sources WHERE session = %s AND stream = %s", key)
+        return max(removed, 0)
+
+    def set_project_host(self, project_key: str, host: str, root: str) -> None:
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO project_hosts (project_key, host, root, updated) "
+                         "VALUES (%s, %s, %s, %s) ON CONFLICT (project_key, host) DO UPDATE "
+                         "SET root = excluded.root, updated = excluded.updated",
+                         (_text(project_key), _text(host), _text(root), utc_now()))
+
+    def project_hosts(self, project_key: str) -> dict[str, str]:
+        rows = self._query("SELECT host, root FROM project_hosts WHERE project_key = %s "
+                           "ORDER BY host", (_text(project_key),))
+        return {host: root for host, root in rows}
+
+    def publish_jobs(self, host: str, rows: Sequence[Mapping[str, object]]) -> None:
+        jobs = published_jobs(rows)
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM host_jobs WHERE host = %s", (_text(host),))
+            for job_id, job in jobs:
+                conn.execute("INSERT INTO host_jobs (host, id, job) VALUES (%s, %s, %s) "
+                             "ON CONFLICT (host, id) DO UPDATE SET job = excluded.job",
+                             (_text(host), _text(job_id), _text(job)))
+
+    def host_jobs(self, host: str | None = None) -> list[tuple[str, dict[str, object]]]:
+        query = "SELECT host, job FROM host_jobs"
+        params: tuple[object, ...] = ()
+        if host is not None:
+            query += " WHERE host = %s"
+            params = (_text(host),)
+        return [(h, json.loads(job)) for h, job in self._query(query + " ORDER BY host, id",
+                                                                 params)]
 
     def close(self) -> None:
         with self._lock:

@@ -7,7 +7,7 @@ import json
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
 from coding_os.errors import StateIOError
@@ -17,6 +17,7 @@ from coding_os.storage.base import (
     INDEX_COLUMNS,
     IndexRow,
     Observation,
+    ReplicaSource,
     SessionRecord,
     SearchDoc,
     SearchHit,
@@ -30,7 +31,9 @@ from coding_os.storage.base import (
     check_schema_version,
     task_text,
     index_query,
+    published_jobs,
     storable_text,
+    valid_replica_lines,
 )
 from coding_os.storage.migrations.sqlite import MIGRATIONS
 
@@ -39,7 +42,10 @@ __all__ = ["SQLiteStorage"]
 BUSY_TIMEOUT_S = 30.0
 _SESSION_COLUMNS = ("id", "agent", "panel", "native_id", "project", "cwd", "source",
                     "forked_from", "cleared_from", "started", "last_active", "status",
-                    "fork_point")
+                    "fork_point", "host")
+_KEPT_UNLESS_GIVEN = ("fork_point", "host")
+_REPLICA_COLUMNS = ("session", "stream", "host", "agent", "path", "project_key", "root", "lines",
+                    "updated")
 
 
 class SQLiteStorage(Storage):
@@ -160,8 +166,9 @@ class SQLiteStorage(Storage):
         values = [storable_text(v) if isinstance(v, str) else v
                   for v in (getattr(record, c) for c in _SESSION_COLUMNS)]
         # A fork point, once filed, stays: a later upsert that does not know it keeps it.
-        updates = ", ".join(f"{c} = coalesce(excluded.{c}, sessions.{c})" if c == "fork_point"
-                            else f"{c} = excluded.{c}" for c in _SESSION_COLUMNS[1:])
+        updates = ", ".join(f"{c} = coalesce(excluded.{c}, sessions.{c})"
+                            if c in _KEPT_UNLESS_GIVEN else f"{c} = excluded.{c}"
+                            for c in _SESSION_COLUMNS[1:])
         with self._transaction() as conn:
             conn.execute(
                 f"INSERT INTO sessions ({', '.join(_SESSION_COLUMNS)}) "
@@ -278,18 +285,23 @@ class SQLiteStorage(Storage):
         if not rows:
             return 0
         columns = [c for c in INDEX_COLUMNS if c != "name"]
-        updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c != "id")
+        updates = ", ".join("host = coalesce(excluded.host, session_index.host)" if c == "host"
+                            else f"{c} = excluded.{c}" for c in columns if c != "id")
         insert = (f"INSERT INTO session_index ({', '.join(columns)}, name) "
                   f"VALUES ({', '.join('?' * len(columns))}, "
                   "(SELECT name FROM session_names WHERE id = ?)) "
-                  f"ON CONFLICT (id) DO UPDATE SET {updates}")
+                  f"ON CONFLICT (id) DO UPDATE SET {updates} "
+                  "WHERE session_index.host IS NULL OR excluded.host IS NULL "
+                  "OR session_index.host = excluded.host")
         added = 0
         with self._transaction() as conn:
             for row in rows:
                 if row.native_id is not None:
                     conn.execute("DELETE FROM session_index WHERE agent = ? AND native_id = ? "
-                                 "AND id <> ? AND kind <> 'cos'",
-                                 (row.agent, storable_text(row.native_id), storable_text(row.id)))
+                                 "AND id <> ? AND kind <> 'cos' "
+                                 "AND (host IS NULL OR ? IS NULL OR host = ?)",
+                                 (row.agent, storable_text(row.native_id), storable_text(row.id),
+                                  row.host, row.host))
                 known = conn.execute("SELECT 1 FROM session_index WHERE id = ?",
                                      (storable_text(row.id),)).fetchone()
                 values = [storable_text(v) if isinstance(v, str) else v
@@ -300,10 +312,12 @@ class SQLiteStorage(Storage):
 
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
-                   limit: int | None = None, branch: str | None = None) -> list[IndexRow]:
+                   limit: int | None = None, branch: str | None = None,
+                   hosts: Sequence[str] | None = None,
+                   local_host: str | None = None) -> list[IndexRow]:
         built = index_query(INDEX_COLUMNS, placeholder="?", text=storable_text, agent=agent,
                             search=search, cwd_under=cwd_under, kind=kind, limit=limit,
-                            branch=branch)
+                            branch=branch, hosts=hosts, local_host=local_host)
         if built is None:
             return []
         query, params = built
@@ -326,9 +340,23 @@ class SQLiteStorage(Storage):
                                   (storable_text(session_id),))
             return cursor.rowcount > 0
 
-    def clear_index(self) -> None:
+    def clear_index(self, host: str | None = None) -> None:
         with self._transaction() as conn:
-            conn.execute("DELETE FROM session_index")
+            if host is None:
+                conn.execute("DELETE FROM session_index")
+            else:
+                conn.execute("DELETE FROM session_index WHERE host = ? OR host IS NULL", (host,))
+
+    def index_hosts(self, ids: Sequence[str]) -> dict[str, str | None]:
+        found: dict[str, str | None] = {}
+        keys = [storable_text(i) for i in ids]
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            for row_id, host in self._query(
+                    "SELECT id, host FROM session_index WHERE id IN "
+                    f"({', '.join('?' * len(chunk))})", chunk):
+                found[str(row_id)] = host if isinstance(host, str) else None
+        return found
 
     def index_count(self) -> int:
         count = self._query("SELECT count(*) FROM session_index")[0][0]
@@ -509,6 +537,104 @@ class SQLiteStorage(Storage):
             removed = _drop_source_docs(conn, key)
             conn.execute("DELETE FROM search_sources WHERE source = ?", (key,))
         return removed
+
+    # several hosts
+
+    def add_replica_lines(self, source: ReplicaSource, lines: Sequence[tuple[int, bytes]]) -> int:
+        valid_replica_lines(lines)
+        session, stream = storable_text(source.session), storable_text(source.stream)
+        with self._transaction() as conn:
+            owner = conn.execute("SELECT host FROM replica_sources WHERE session = ? AND host <> ? "
+                                 "LIMIT 1", (session, source.host)).fetchone()
+            if owner is not None:
+                raise StorageError(f"session {source.session} is replicated from host "
+                                   f"{owner[0]}, not {source.host}: its lines are kept apart")
+            row = conn.execute("SELECT lines FROM replica_sources WHERE session = ? AND "
+                               "stream = ?", (session, stream)).fetchone()
+            before = conn.total_changes
+            conn.executemany("INSERT OR IGNORE INTO replica_lines (session, stream, seq, line) "
+                             "VALUES (?, ?, ?, ?)",
+                             [(session, stream, seq, line) for seq, line in lines])
+            added = conn.total_changes - before
+            contiguous = int(row[0]) if row else 0
+            for seq in sorted({seq for seq, _ in lines}):
+                if seq == contiguous + 1:
+                    contiguous = seq
+            for (seq,) in conn.execute("SELECT seq FROM replica_lines WHERE session = ? AND "
+                                       "stream = ? AND seq > ? ORDER BY seq",
+                                       (session, stream, contiguous)):
+                if seq != contiguous + 1:
+                    break
+                contiguous = seq
+            conn.execute(
+                f"INSERT INTO replica_sources ({', '.join(_REPLICA_COLUMNS)}) "
+                f"VALUES ({', '.join('?' * len(_REPLICA_COLUMNS))}) "
+                "ON CONFLICT (session, stream) DO UPDATE SET agent = excluded.agent, "
+                "path = excluded.path, project_key = excluded.project_key, "
+                "root = excluded.root, lines = excluded.lines, updated = excluded.updated",
+                (session, stream, source.host, storable_text(source.agent),
+                 storable_text(source.path), storable_text(source.project_key),
+                 storable_text(source.root), contiguous, utc_now()))
+            return added
+
+    def replica_source(self, session: str, stream: str) -> ReplicaSource | None:
+        rows = self._query(f"SELECT {', '.join(_REPLICA_COLUMNS)} FROM replica_sources "
+                           "WHERE session = ? AND stream = ?",
+                           (storable_text(session), storable_text(stream)))
+        return ReplicaSource(*rows[0]) if rows else None  # type: ignore[arg-type]
+
+    def replica_sources(self, session: str) -> list[ReplicaSource]:
+        rows = self._query(f"SELECT {', '.join(_REPLICA_COLUMNS)} FROM replica_sources "
+                           "WHERE session = ? ORDER BY stream", (storable_text(session),))
+        return [ReplicaSource(*row) for row in rows]  # type: ignore[arg-type]
+
+    def replica_lines(self, session: str, stream: str, after: int = 0,
+                      limit: int | None = None) -> list[tuple[int, bytes]]:
+        sql = ("SELECT seq, line FROM replica_lines WHERE session = ? AND stream = ? "
+               "AND seq > ? ORDER BY seq")
+        params: list[object] = [storable_text(session), storable_text(stream), after]
+        if limit is not None and limit >= 0:
+            sql += " LIMIT ?"
+            params.append(limit)
+        return [(int(seq), bytes(line))  # type: ignore[call-overload]
+                for seq, line in self._query(sql, params)]
+
+    def remove_replica(self, session: str, stream: str) -> int:
+        key = (storable_text(session), storable_text(stream))
+        with self._transaction() as conn:
+            removed = conn.execute("DELETE FROM replica_lines WHERE session = ? AND stream = ?",
+                                   key).rowcount
+            conn.execute("DELETE FROM replica_sources WHERE session = ? AND stream = ?", key)
+        return max(removed, 0)
+
+    def set_project_host(self, project_key: str, host: str, root: str) -> None:
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO project_hosts (project_key, host, root, updated) "
+                         "VALUES (?, ?, ?, ?) ON CONFLICT (project_key, host) DO UPDATE SET "
+                         "root = excluded.root, updated = excluded.updated",
+                         (storable_text(project_key), host, storable_text(root), utc_now()))
+
+    def project_hosts(self, project_key: str) -> dict[str, str]:
+        rows = self._query("SELECT host, root FROM project_hosts WHERE project_key = ? "
+                           "ORDER BY host", (storable_text(project_key),))
+        return {str(host): str(root) for host, root in rows}
+
+    def publish_jobs(self, host: str, rows: Sequence[Mapping[str, object]]) -> None:
+        jobs = published_jobs(rows)
+        with self._transaction() as conn:
+            conn.execute("DELETE FROM host_jobs WHERE host = ?", (host,))
+            conn.executemany("INSERT OR REPLACE INTO host_jobs (host, id, job) VALUES (?, ?, ?)",
+                             [(host, storable_text(job_id), storable_text(job))
+                              for job_id, job in jobs])
+
+    def host_jobs(self, host: str | None = None) -> list[tuple[str, dict[str, object]]]:
+        sql = "SELECT host, job FROM host_jobs"
+        params: tuple[object, ...] = ()
+        if host is not None:
+            sql += " WHERE host = ?"
+            params = (host,)
+        return [(str(h), json.loads(str(job)))
+                for h, job in self._query(sql + " ORDER BY host, id", params)]
 
     def close(self) -> None:
         self._conn.close()

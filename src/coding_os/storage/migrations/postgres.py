@@ -186,4 +186,49 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE sessions ADD COLUMN fork_point TEXT
         """,
     ),
+    (
+        "0006_hosts",
+        """
+        ALTER TABLE sessions ADD COLUMN host TEXT;
+        ALTER TABLE session_index ADD COLUMN host TEXT;
+        CREATE INDEX session_index_host ON session_index (host);
+
+        CREATE TABLE replica_sources (
+            session TEXT COLLATE "C" NOT NULL,
+            stream TEXT COLLATE "C" NOT NULL,
+            host TEXT NOT NULL,
+            agent TEXT NOT NULL,
+            path TEXT NOT NULL,
+            project_key TEXT,
+            root TEXT,
+            lines BIGINT NOT NULL DEFAULT 0,
+            updated TEXT COLLATE "C" NOT NULL,
+            PRIMARY KEY (session, stream)
+        );
+        CREATE INDEX replica_sources_project ON replica_sources (project_key);
+
+        CREATE TABLE replica_lines (
+            session TEXT COLLATE "C" NOT NULL,
+            stream TEXT COLLATE "C" NOT NULL,
+            seq BIGINT NOT NULL,
+            line BYTEA NOT NULL,
+            PRIMARY KEY (session, stream, seq)
+        );
+
+        CREATE TABLE project_hosts (
+            project_key TEXT COLLATE "C" NOT NULL,
+            host TEXT COLLATE "C" NOT NULL,
+            root TEXT NOT NULL,
+            updated TEXT COLLATE "C" NOT NULL,
+            PRIMARY KEY (project_key, host)
+        );
+
+        CREATE TABLE host_jobs (
+            host TEXT COLLATE "C" NOT NULL,
+            id TEXT COLLATE "C" NOT NULL,
+            job TEXT NOT NULL,
+            PRIMARY KEY (host, id)
+        )
+        """,
+    ),
 ]
