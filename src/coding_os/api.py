@@ -489,7 +489,7 @@ SESSION_SCOPES = ("worktree", "repo", "all")
 # The fields of a listed session, in the order they are printed.
 SESSION_FIELDS = ("id", "native_id", "agent", "kind", "title", "name", "project", "worktree",
                   "cwd", "branch", "created", "last_active", "messages", "tokens", "forked_from",
-                  "parent", "status")
+                  "parent", "status", "host")
 # What SQLite says about a file that is not (or no longer) a database it can use.
 def _native_dirs(env: Mapping[str, str]) -> tuple[str, str]:
     from coding_os.sessions.database import native_dirs
@@ -593,23 +593,35 @@ def _row_dict(row: IndexRow, fields: tuple[str, ...] = SESSION_FIELDS) -> dict[s
 
 def list_sessions(scope: str = "worktree", agent: str | None = None, search: str | None = None,
                   limit: int | None = None, refresh: bool = True, this_branch: bool = False,
+                  host: str | None = None, all_hosts: bool = False,
                   env: Mapping[str, str] | None = None, cwd: str | None = None
                   ) -> list[dict[str, object]]:
     """Sessions of every kind, most recently active first, after importing what changed.
 
     `scope`: `worktree` (cwd inside the caller's checkout), `repo` (the repository and all its
     worktrees) or `all`. `this_branch`: only sessions on the branch checked out here.
+    Hosts (DESIGN.md §8): this host's sessions (a row indexed before hosts were recorded is this
+    host's), or `host`'s, or every host's (`all_hosts`); each row says its `host`. Another host's
+    session is in the worktree or repo scope when it ran in the same place of that host's
+    checkout of this repository.
 
     Raises:
-        InvalidInput: an unknown scope or a negative limit, or `this_branch` outside a branch.
+        InvalidInput: an unknown scope or a negative limit, or `this_branch` outside a branch;
+            `host` not a host name, or given with `all_hosts`.
         Misroute, StorageError, StateIOError: as `import_sessions`.
     """
+    from coding_os.state.hosts import this_host, valid_host
+
     if scope not in SESSION_SCOPES:
         raise InvalidInput(f"scope must be one of {', '.join(SESSION_SCOPES)}, not {scope!r}")
     if limit is not None and limit < 0:
         raise InvalidInput("the limit must be zero or more")
+    if host is not None and all_hosts:
+        raise InvalidInput("give --host or --all-hosts, not both")
     caller = Caller(env, cwd)
     environ = os.environ if env is None else env
+    here = this_host(environ)
+    wanted = None if all_hosts else [valid_host(host) if host is not None else here]
     dirs = _scope_dirs(caller, scope, environ)
     branch = None
     if this_branch:
@@ -620,10 +632,44 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
     def work(storage: Storage) -> list[dict[str, object]]:
         if refresh:
             _lookup_refresh(storage, caller, env)
-        return [_row_dict(row) for row in storage.index_rows(
-            agent=agent, search=search, cwd_under=dirs, limit=limit, branch=branch)]
+        elsewhere = _dirs_elsewhere(storage, caller, dirs, here, wanted)
+        if not elsewhere:
+            rows = storage.index_rows(agent=agent, search=search, cwd_under=dirs, limit=limit,
+                                      branch=branch, hosts=wanted, local_host=here)
+        else:  # the directories differ by host: every host's own filter, then the page
+            under = sorted({*(dirs or []), *(d for ds in elsewhere.values() for d in ds)})
+            rows = [row for row in storage.index_rows(
+                agent=agent, search=search, cwd_under=under, branch=branch, hosts=wanted,
+                local_host=here) if _in_dirs(row, elsewhere.get(row.host or here, dirs))]
+            rows = rows[:limit] if limit is not None else rows
+        return [{**_row_dict(row), "host": row.host or here} for row in rows]
 
     return _with_index(caller, env, work)
+
+
+def _dirs_elsewhere(storage: Storage, caller: Caller, dirs: list[str] | None, here: str,
+                    wanted: list[str] | None) -> dict[str, list[str]]:
+    """The scope's directories as each other host wanted has them in its checkout of this
+    repository (mapped from this host's root to that host's); empty when no other host is
+    wanted or the scope is every project."""
+    if dirs is None or wanted == [here]:
+        return {}
+    from coding_os.sessions.materialize import map_path
+    from coding_os.state.hosts import host_roots
+
+    root = caller.resolution.project_root
+    mapped: dict[str, list[str]] = {here: dirs}
+    for other, where in host_roots(storage, root).items():
+        if other != here and (wanted is None or other in wanted):
+            mapped[other] = [str(map_path(d, root, where)) for d in dirs]
+    return mapped
+
+
+def _in_dirs(row: IndexRow, dirs: list[str] | None) -> bool:
+    if dirs is None:
+        return True
+    where = row.cwd or ""
+    return any(where == d or where.startswith(d.rstrip("/") + "/") for d in dirs)
 
 
 def _validate_lookup(key: str) -> str:
@@ -779,7 +825,8 @@ def remove_session(session: str, env: Mapping[str, str] | None = None,
 # in coding_os.sessions.resume, imported when first used.
 
 if TYPE_CHECKING:
-    from coding_os.sessions.resume import ForkReport, Handover, RestoreReport, ResumeScope
+    from coding_os.sessions.resume import (ForkReport, Found, Handover, RestoreReport,
+                                           ResumeScope)
 
 __all__ += [
     "resume_session",
@@ -807,10 +854,14 @@ def _resume_scope(caller: Caller, env: Mapping[str, str]) -> ResumeScope:
 
 
 def resume_session(session: str | None = None, *, latest: bool = False, pr: str | None = None,
-                   env: Mapping[str, str] | None = None, cwd: str | None = None
-                   ) -> RestoreReport:
+                   materialize: bool = True, env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> RestoreReport:
     """Find a session to resume (exact id or name, `latest` of this checkout, or pull request
     `pr`) and return its restore report; nothing is executed (see `hand_over`).
+
+    A session another host wrote (DESIGN.md §8) is first materialised here from its replica,
+    its paths mapped to this host's checkout (coding_os.sessions.materialize; with
+    `materialize` false nothing is written and the report says what would be).
 
     Raises:
         InvalidId: the id or name is malformed (checked before any lookup).
@@ -818,9 +869,11 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
         NotFound: no such session, even after an import and a scan of the transcripts.
         Ambiguous: several sessions have the name or link the pull request.
         CrossProject: the session belongs to another project; the message is the command to run.
+        Conflict: a local file differs from the replica of another host's session.
         Misroute, StorageError, StateIOError: as `import_sessions`.
     """
     from coding_os.sessions import resume
+    from coding_os.state.hosts import this_host
 
     if session is not None:
         resume.validate_key(session)
@@ -828,8 +881,9 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
         resume.pr_number(pr)
     caller = Caller(env, cwd)
     environ = os.environ if env is None else env
+    host = this_host(environ)
     scope = _resume_scope(caller, environ)
-    claude_dir, _ = _native_dirs(environ)
+    claude_dir, codex_dir = _native_dirs(environ)
 
     def work(storage: Storage) -> RestoreReport:
         try:
@@ -844,11 +898,26 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
             if pending is None:
                 raise
             return pending
+        if found.row.host is not None and found.row.host != host:
+            return _restore_elsewhere(storage, found, scope, caller, host, claude_dir,
+                                      codex_dir, materialize)
         return resume.restore_report(found, scope, caller.tiers)
 
     report, repairs = _with_repairs(caller, env, work)
     report.rebuilt[:0] = repairs
     return report
+
+
+def _restore_elsewhere(storage: Storage, found: Found, scope: ResumeScope, caller: Caller,
+                       host: str, claude_dir: str, codex_dir: str, write: bool) -> RestoreReport:
+    """The restore report of another host's session, materialised here (see resume_session)."""
+    from coding_os.sessions.materialize import restore_report_elsewhere
+    from coding_os.state.hosts import project_keys
+
+    root = caller.resolution.project_root
+    return restore_report_elsewhere(storage, found, scope, caller.tiers, local_host=host,
+                                    local_root=root, local_keys=project_keys(root),
+                                    claude_dir=claude_dir, codex_dir=codex_dir, write=write)
 
 
 def fork_any_session(session: str, at_seq: int | None = None, name: str | None = None, *,

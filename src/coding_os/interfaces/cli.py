@@ -377,11 +377,13 @@ def index_rebuild(as_json: bool) -> None:
     _print_refresh(report)
 
 
-def _session_line(row: dict[str, Any]) -> str:
+def _session_line(row: dict[str, Any], here: str | None = None) -> str:
     label = row.get("name") or row.get("title") or "-"
     when = str(row.get("last_active") or "-")[:16].replace("T", " ")
+    host = row.get("host")
+    marker = f"@{host} " if here is not None and host not in (None, here) else ""
     return (f"{row['id']:<38} {row['agent']:<7} {when:<16} {row['messages']:>5}  "
-            f"{' '.join(str(label).split())[:80]}")
+            f"{marker}{' '.join(str(label).split())[:80]}")
 
 
 @cli.group("sessions", invoke_without_command=True)
@@ -394,23 +396,30 @@ def _session_line(row: dict[str, Any]) -> str:
               help="At most N sessions (the most recent).")
 @click.option("--branch", "this_branch", is_flag=True,
               help="Only sessions on the branch checked out here.")
+@click.option("--host", metavar="H", help="Only the sessions of host H (default: this host).")
+@click.option("--all-hosts", is_flag=True, help="The sessions of every host.")
 @json_option
 @click.pass_context
 def sessions(ctx: click.Context, scope: str, agent: str | None, search: str | None,
-             limit: int | None, this_branch: bool, as_json: bool) -> None:
+             limit: int | None, this_branch: bool, host: str | None, all_hosts: bool,
+             as_json: bool) -> None:
     """List sessions of every agent (cos, Claude Code, Codex), most recent first.
 
-    Imports what changed in the logs first.
+    Imports what changed in the logs first. Only this host's sessions unless --host or
+    --all-hosts; another host's are marked @HOST (--json: every row has its `host`).
     """
     if ctx.invoked_subcommand is not None:
         return
     rows = api.list_sessions(scope=scope, agent=agent, search=search, limit=limit,
-                             this_branch=this_branch)
+                             this_branch=this_branch, host=host, all_hosts=all_hosts)
     if as_json:
         _emit_json(rows)
         return
+    from coding_os.state.hosts import this_host
+
+    here = this_host()
     for row in rows:
-        echo(_session_line(row))
+        echo(_session_line(row, here))
 
 
 @sessions.command("show")
@@ -562,12 +571,13 @@ def resume(session: str | None, latest: bool, pr: str | None, replay: bool, reru
                                "(the picker opens only on a terminal)")
         session = _pick()
     try:
-        report = api.resume_session(session, latest=latest, pr=pr)
+        report = api.resume_session(session, latest=latest, pr=pr, materialize=not dry_run)
     except Ambiguous:
         if session is None or not _on_terminal():
             raise
         # Several sessions have this name: the user picks one, the name already searched.
-        report = api.resume_session(_pick(search=session, scope="all"))
+        report = api.resume_session(_pick(search=session, scope="all"),
+                                    materialize=not dry_run)
     found = str(report.session["id"])
     seed = api.recipe_seed(found)
     if seed is None and mode is not None:
@@ -596,14 +606,24 @@ def resume(session: str | None, latest: bool, pr: str | None, replay: bool, reru
         handover = data["handover"]
         _print_report([
             ("session", _label(data["session"])), ("found by", data["path"]),
+            ("from host", data["host"]), *_materialized_lines(data["materialized"]),
             ("mode", mode), ("recipe", seed["path"] if seed else None),
             ("restored", _restored_line(data["restored"])),
             ("rebuilt", "; ".join(data["rebuilt"])), ("relocation", data["relocation"]),
             ("cwd", data["cwd"]),
             ("handover", handover["command"] if handover else f"none: {data['handover_note']}")])
         return
+    for key, value in [("from host", report.host), *_materialized_lines(data["materialized"])]:
+        if value:
+            echo(f"cos: {key}: {value}", err=True)
     _hand_over(report.handover, report.relocation, f"resuming {report.session['id']}"
                + (f" (mode: {mode})" if mode else ""))
+
+
+def _materialized_lines(files: list[dict[str, Any]]) -> list[tuple[str, object]]:
+    """One report line per file materialised from another host's replica."""
+    return [(str(f["action"]), f"{f['path']} ({f['stream']}, {f['lines']} lines)")
+            for f in files]
 
 
 def _rerun(session: str, force: bool, approvals: str | None, dry_run: bool,

@@ -96,7 +96,10 @@ class Found:
 class RestoreReport:
     """What `cos resume` found, restored and rebuilt, and the command that hands over.
 
-    `handover` is None for a session without an external agent; `handover_note` says why.
+    `handover` is None for a session without an external agent; `handover_note` says why. A
+    session another host wrote names that `host`, and `materialized` lists the files written
+    here from its replica (coding_os.sessions.materialize): each `{"path", "stream", "lines",
+    "action"}`.
     """
 
     path: str
@@ -107,6 +110,8 @@ class RestoreReport:
     cwd: str
     handover: Handover | None
     handover_note: str | None = None
+    host: str | None = None  # another host that wrote the session (None: this host's)
+    materialized: list[dict[str, Any]] = field(default_factory=list)  # files written from it
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON (`handover`: `{"argv", "cwd", "command"}` or null)."""

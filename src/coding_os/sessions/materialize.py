@@ -1,0 +1,346 @@
+"""Materialising on this host a session another host wrote (DESIGN.md §8): its replicated lines
+read back from the storage, its paths mapped from the other host's checkout to this one's, and
+written where its agent looks for it.
+
+- cos-native: the transcript (and the engine's events log, when replicated) into this project's
+  state dir, `<agent>/transcripts/<sid>.jsonl` and `<agent>/events/<sid>.jsonl`;
+- Claude Code: `<claude dir>/projects/<this cwd, munged>/<id>.jsonl`, then `claude --resume`;
+- Codex: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<id>.jsonl` (the relative path it had on its
+  host), then `codex resume`.
+
+The path fields of each line (`cwd`; for a cos transcript also `project` and `worktree`) are
+mapped when their value is the other host's root or under it; every other byte of a line stays
+as it was, and a line that is not a JSON object (a torn tail) is kept whole. Every file is read
+from the storage and checked against what is on disk before the first one is written, and each is
+written atomically (temp file, fsync, rename): a storage that goes away mid-read leaves nothing
+behind, a file appears whole or not at all. A local file the replica would change is refused
+(`Conflict`) unless it is a prefix of the replica (it gets the rest); one the replica is a prefix
+of (the session went on here) is kept.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from coding_os.errors import Conflict, CrossProject, InvalidId, NotFound
+from coding_os.storage.base import IndexRow, ReplicaSource, Storage, StorageError
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.sessions.resume import Found, RestoreReport, ResumeScope
+    from coding_os.state.tiers import Tiers
+
+__all__ = [
+    "BATCH",
+    "MaterializedFile",
+    "Materialized",
+    "is_remote",
+    "map_path",
+    "map_lines",
+    "file_action",
+    "read_replica",
+    "roots_for",
+    "materialize",
+    "restore_report_elsewhere",
+]
+
+# Replicated lines read per query: a 50 MB session in a few round trips, never all in one.
+BATCH = 2000
+# The fields of a line holding a path of the session's host, by stream.
+_PATH_KEYS = {"transcript": ("cwd", "project", "worktree"), "events": ("cwd",),
+              "native": ("cwd",)}
+_NATIVE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+_ROLLOUT_TAIL = re.compile(
+    r"(?:^|/)([0-9]{4})/([0-9]{2})/([0-9]{2})/(rollout-[A-Za-z0-9._:-]{1,200}\.jsonl)$")
+# The order the files of a session are written in: the events before the transcript that
+# names them; a native file alone.
+_ORDER = {"events": 0, "native": 1, "transcript": 2}
+
+
+@dataclass
+class MaterializedFile:
+    """One file of the session on this host: where, from which stream, how many lines, and what
+    was done: `written` (new), `extended` (the local file was a prefix of the replica),
+    `unchanged` (already identical), `kept` (the local file goes on past the replica); on a dry
+    run `would write` / `would extend`."""
+
+    path: str
+    stream: str
+    lines: int
+    action: str
+
+
+@dataclass
+class Materialized:
+    """What materialising a session of another host did."""
+
+    host: str  # the host that wrote the session
+    source_root: str | None  # its project root there
+    root: str  # the project root here
+    files: list[MaterializedFile] = field(default_factory=list)
+
+
+def is_remote(row: IndexRow, local_host: str) -> bool:
+    """Whether `row` is another host's session (a row without a host is this host's)."""
+    return row.host is not None and row.host != local_host
+
+
+def map_path(value: str | None, old: str | None, new: str) -> str | None:
+    """`value` with the root `old` replaced by `new` when it is `old` or under it; else as is."""
+    if value is None or not old:
+        return value
+    old = old.rstrip("/") or "/"
+    if value == old:
+        return new
+    prefix = old if old.endswith("/") else old + "/"
+    if value.startswith(prefix):
+        return new.rstrip("/") + "/" + value[len(prefix):]
+    return value
+
+
+def _json_text(value: str, ascii_only: bool) -> bytes:
+    """`value` as the inside of a JSON string (no quotes), as writers of either kind spell it."""
+    import json
+
+    return json.dumps(value, ensure_ascii=ascii_only)[1:-1].encode("utf-8")
+
+
+def _mapper(keys: Sequence[str], old: str, new: str) -> tuple[list[bytes], re.Pattern[bytes],
+                                                            dict[bytes, bytes]]:
+    spellings = {_json_text(old, True): _json_text(new, True),
+                 _json_text(old, False): _json_text(new, False)}
+    key_part = b"|".join(re.escape(k.encode("ascii")) for k in keys)
+    old_part = b"|".join(re.escape(s) for s in spellings)
+    pattern = re.compile(b'("(?:' + key_part + rb')"[ \t]*:[ \t]*")(' + old_part + b')(?=["/])')
+    return list(spellings), pattern, spellings
+
+
+def map_lines(lines: Sequence[bytes], keys: Sequence[str], old: str | None, new: str) -> bytes:
+    """The file made of `lines` (each without its newline), with the string fields `keys` whose
+    value is the root `old` or under it moved to `new`; every other byte as it was, and a line
+    that is not a JSON object kept whole. Each line ends with a newline."""
+    if not lines:
+        return b""
+    old = (old or "").rstrip("/")
+    new = new.rstrip("/") or "/"
+    if not old or old == new:
+        return b"\n".join(lines) + b"\n"
+    spellings, pattern, table = _mapper(keys, old, new)
+    out = list(lines)
+    for i, line in enumerate(out):
+        if not any(s in line for s in spellings):
+            continue
+        stripped = line.strip()
+        if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
+            continue  # not a whole JSON object (a torn tail): kept as it is
+        out[i] = pattern.sub(lambda m: m.group(1) + table[m.group(2)], line)
+    return b"\n".join(out) + b"\n"
+
+
+def file_action(path: str, data: bytes) -> str:
+    """What writing `data` to `path` would do: `write` (no file), `extend` (the file is a prefix
+    of `data`, ending at a line's end), `unchanged` (identical) or `kept` (the file starts with
+    `data`: the session went on here).
+
+    Raises:
+        Conflict: the file holds something else; the message says how to resume anyway.
+        NotFound: the path is taken by something that is not a regular file.
+    """
+    try:
+        with open(path, "rb") as f:
+            if not os.path.isfile(path):
+                raise NotFound(f"{path} is not a regular file: cannot materialise the session")
+            current = f.read()
+    except FileNotFoundError:
+        return "write"
+    except IsADirectoryError:
+        raise NotFound(f"{path} is a directory: cannot materialise the session there") from None
+    if current == data:
+        return "unchanged"
+    if data.startswith(current) and (not current or current.endswith(b"\n")):
+        return "extend"
+    if current.startswith(data):
+        return "kept"
+    raise Conflict(f"{path} exists and differs from the replicated session: move it aside to "
+                   "resume the replica, or resume the local file with the agent itself")
+
+
+def read_replica(storage: Storage, source: ReplicaSource, batch: int = BATCH) -> list[bytes]:
+    """The lines of a replicated file, 1 to `source.lines`, read `batch` at a time.
+
+    Raises:
+        StorageError: the storage failed or went away; a line is missing.
+    """
+    lines: list[bytes] = []
+    after = 0
+    while after < source.lines:
+        chunk = storage.replica_lines(source.session, source.stream, after=after,
+                                      limit=min(batch, source.lines - after))
+        if not chunk:
+            break
+        for seq, line in chunk:
+            if seq != after + 1:
+                raise StorageError(f"the replica of {source.session} ({source.stream}) misses "
+                                   f"line {after + 1}")
+            lines.append(bytes(line))
+            after = seq
+    if after < source.lines:
+        raise StorageError(f"the replica of {source.session} ({source.stream}) misses line "
+                           f"{after + 1}")
+    return lines
+
+
+def roots_for(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource], local_host: str,
+              local_root: str, local_keys: Sequence[str]) -> tuple[str | None, str]:
+    """The session's project root on its host and this host's checkout of the same repository.
+
+    Raises:
+        CrossProject: this host has no checkout of that repository (the command to run on the
+            session's host), or has it elsewhere than the caller's project (the command to run
+            there).
+    """
+    host = str(row.host)
+    key = next((s.project_key for s in sources if s.project_key), None)
+    known = storage.project_hosts(key) if key else {}
+    source_root = next((s.root for s in sources if s.root), None) or known.get(host)
+    where = row.cwd or row.worktree or row.project or source_root or "."
+    if any(s.project_key in local_keys for s in sources if s.project_key):
+        return source_root, local_root
+    here = known.get(local_host)
+    if key is not None and here:
+        moved = map_path(where, source_root, here) or here
+        raise CrossProject(f"cd {shlex.quote(moved)} && cos resume {shlex.quote(row.id)}")
+    raise CrossProject(f"{row.id} is a session of host {host} in a repository this host has "
+                       f"not checked out; on {host}: cd {shlex.quote(where)} && cos resume "
+                       f"{shlex.quote(row.id)}")
+
+
+def _rollout_relative(path: str, created: str | None, native: str) -> str:
+    """The path of a rollout under `sessions/`: the one it had on its host, else one made of
+    the session's day."""
+    match = _ROLLOUT_TAIL.search(path.replace(os.sep, "/"))
+    if match is not None and native in match.group(4):
+        return "/".join(match.groups())
+    day = (created or "")[:10]
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", day):
+        from coding_os.clock import utc_now
+
+        day = utc_now()[:10]
+    year, month, date = day.split("-")
+    return f"{year}/{month}/{date}/rollout-{day}T00-00-00-{native}.jsonl"
+
+
+def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude_dir: str,
+            codex_dir: str) -> str:
+    """Where `source` goes on this host.
+
+    Raises:
+        InvalidId: the stored id cannot name a file.
+    """
+    if source.stream in ("transcript", "events"):
+        from coding_os.sessions.transcript import session_agent
+
+        agent = session_agent(row.id)
+        if source.stream == "transcript":
+            return tiers.transcript_path(agent, row.id)
+        return tiers.events_path(agent, row.id)
+    native = row.native_id or row.id
+    if not _NATIVE_ID.match(native):
+        raise InvalidId(f"not a session id: {native!r}")
+    if row.kind == "codex" or source.agent == "codex":
+        return os.path.join(codex_dir, "sessions",
+                            *_rollout_relative(source.path, row.created, native).split("/"))
+    from coding_os.adapters.claude.transcripts import project_key as munge
+
+    return os.path.join(claude_dir, "projects", munge(cwd), f"{native}.jsonl")
+
+
+def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource], *,
+                source_root: str | None, root: str, cwd: str, tiers: Tiers, claude_dir: str,
+                codex_dir: str, write: bool = True, batch: int = BATCH) -> Materialized:
+    """Write the replicated files of `row` (another host's session) on this host, mapped from
+    `source_root` to `root`; `cwd` is where its agent will run. With `write` false nothing is
+    written and the actions say what would be done.
+
+    Every file is read and checked first, then written, each atomically.
+
+    Raises:
+        NotFound: nothing of the session was replicated.
+        StorageError: the storage failed or went away (nothing written).
+        Conflict: a local file differs from the replica (nothing written).
+        StateIOError: a file could not be written (those before it stay whole).
+    """
+    from coding_os import durable
+
+    wanted = [s for s in sources if s.stream in _PATH_KEYS and s.lines > 0]
+    if row.kind != "cos":
+        wanted = [s for s in wanted if s.stream == "native"][:1]
+    if not any(s.stream in ("transcript", "native") for s in wanted):
+        raise NotFound(f"{row.id} is a session of host {row.host} with nothing replicated: "
+                       f"run `cos sync` on {row.host}")
+    planned: list[tuple[str, bytes, MaterializedFile]] = []
+    for source in sorted(wanted, key=lambda s: _ORDER[s.stream]):
+        path = _target(source, row, tiers, cwd, claude_dir, codex_dir)
+        lines = read_replica(storage, source, batch)
+        data = map_lines(lines, _PATH_KEYS[source.stream], source_root, root)
+        action = file_action(path, data)
+        planned.append((path, data, MaterializedFile(path, source.stream, len(lines), action)))
+    result = Materialized(host=str(row.host), source_root=source_root, root=root)
+    for path, data, done in planned:
+        if done.action in ("write", "extend"):
+            if write:
+                durable.ensure_dir(os.path.dirname(path))
+                durable.atomic_write(path, data)
+                done.action = "written" if done.action == "write" else "extended"
+            else:
+                done.action = f"would {done.action}"
+        result.files.append(done)
+    return result
+
+
+def _mapped_row(row: IndexRow, source_root: str | None, root: str) -> IndexRow:
+    return replace(row, project=map_path(row.project, source_root, root),
+                   worktree=map_path(row.worktree, source_root, root),
+                   cwd=map_path(row.cwd, source_root, root))
+
+
+def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope, tiers: Tiers,
+                             *, local_host: str, local_root: str, local_keys: Sequence[str],
+                             claude_dir: str, codex_dir: str, write: bool = True,
+                             batch: int = BATCH) -> RestoreReport:
+    """The restore report of another host's session, once its files are materialised here
+    (`write` false: what would be written); `RestoreReport.host` names that host and
+    `materialized` the files.
+
+    Raises:
+        CrossProject: this host has no checkout of the session's repository, or the caller is
+            in another project (nothing written).
+        NotFound, StorageError, Conflict, StateIOError: as `materialize`.
+    """
+    from coding_os.sessions import resume
+
+    row = found.row
+    sources = storage.replica_sources(row.id)
+    if not sources and row.native_id and row.native_id != row.id:
+        sources = storage.replica_sources(row.native_id)
+    source_root, root = roots_for(storage, row, sources, local_host, local_root, local_keys)
+    mapped = _mapped_row(row, source_root, root)
+    cwd, relocation = resume.place(mapped, scope)
+    done = materialize(storage, row, sources, source_root=source_root, root=root, cwd=cwd,
+                       tiers=tiers, claude_dir=claude_dir, codex_dir=codex_dir, write=write,
+                       batch=batch)
+    main = next((f for f in done.files if f.stream in ("transcript", "native")), None)
+    if main is not None:
+        mapped = replace(mapped, source_path=main.path)
+    report = resume.restore_report(resume.Found(mapped, found.path, list(found.rebuilt)), scope,
+                                   tiers)
+    report.host = done.host
+    report.materialized = [{"path": f.path, "stream": f.stream, "lines": f.lines,
+                            "action": f.action} for f in done.files]
+    if relocation and report.relocation is None:
+        report.relocation = relocation
+    return report

@@ -1,0 +1,245 @@
+"""Materialising another host's session here (coding_os.sessions.materialize): paths mapped from
+its host's root to this one's with every other byte kept, files written whole or not at all, a
+local file that differs refused; read back from a real SQLite storage holding the replica."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from coding_os.errors import Conflict, CrossProject, InvalidId, NotFound
+from coding_os.sessions.materialize import (
+    file_action,
+    map_lines,
+    map_path,
+    materialize,
+    read_replica,
+    roots_for,
+)
+from coding_os.state.tiers import Tiers
+from coding_os.storage.base import IndexRow, ReplicaSource, StorageError
+from coding_os.storage.sqlite import SQLiteStorage
+
+A = "/home/ann/src/proj"
+B = "/srv/bob/work/proj"
+NATIVE = "0a1b2c3d-0000-4000-8000-000000000001"
+
+
+@pytest.fixture
+def storage(tmp_path: Path) -> SQLiteStorage:
+    return SQLiteStorage(str(tmp_path / "coding-os.db"))
+
+
+def claude_line(cwd: str, text: str = "hi", **extra: object) -> bytes:
+    entry = {"type": "user", "cwd": cwd, "sessionId": NATIVE,
+             "message": {"role": "user", "content": text}, **extra}
+    return json.dumps(entry, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+
+
+def stored(storage: SQLiteStorage, lines: list[bytes], *, stream: str = "native",
+           agent: str = "claude", session: str = NATIVE, path: str | None = None) -> ReplicaSource:
+    source = ReplicaSource(session=session, stream=stream, host="a", agent=agent,
+                           path=path or f"/home/ann/.claude/projects/x/{session}.jsonl",
+                           project_key="git:" + "1" * 40, root=A)
+    storage.add_replica_lines(source, list(enumerate(lines, start=1)))
+    found = storage.replica_source(session, stream)
+    assert found is not None
+    return found
+
+
+def claude_row(cwd: str = A + "/pkg") -> IndexRow:
+    return IndexRow(id=NATIVE, agent="claude", kind="claude", native_id=NATIVE, project=A,
+                    worktree=A, cwd=cwd, host="a", created="2026-11-30T10:00:00Z")
+
+
+# -- paths ----------------------------------------------------------------------------------------
+
+
+def test_a_path_is_mapped_only_when_it_is_the_root_or_under_it() -> None:
+    assert map_path(A, A, B) == B
+    assert map_path(A + "/pkg/x", A, B) == B + "/pkg/x"
+    assert map_path(A + "2/pkg", A, B) == A + "2/pkg"  # a sibling that shares the prefix
+    assert map_path("/elsewhere", A, B) == "/elsewhere"
+    assert map_path(None, A, B) is None
+    assert map_path(A, None, B) == A
+
+
+def test_cwd_fields_under_the_root_are_mapped_and_every_other_byte_kept() -> None:
+    lines = [claude_line(A), claude_line(A + "/pkg", text=f"look in {A}/pkg"),
+             claude_line(A + "2"), claude_line("/tmp/other"),
+             b'{"type":"x","cwd": "' + A.encode() + b'/sub","n":1.50e-7}']
+    out = map_lines(lines, ("cwd",), A, B).split(b"\n")
+    assert out[-1] == b""
+    assert json.loads(out[0])["cwd"] == B
+    second = json.loads(out[1])
+    assert second["cwd"] == B + "/pkg"
+    assert second["message"]["content"] == f"look in {A}/pkg"  # text is not a cwd field
+    assert out[2] == lines[2] and out[3] == lines[3]
+    assert out[4] == b'{"type":"x","cwd": "' + B.encode() + b'/sub","n":1.50e-7}'
+    assert out[1] == lines[1].replace(b'"cwd":"' + A.encode(), b'"cwd":"' + B.encode())
+
+
+def test_a_line_that_is_not_a_json_object_is_kept_as_it_is() -> None:
+    torn = claude_line(A)[:-5]
+    out = map_lines([claude_line(A), torn], ("cwd",), A, B)
+    assert out.split(b"\n")[1] == torn
+    assert json.loads(out.split(b"\n")[0])["cwd"] == B
+
+
+def test_a_cwd_quoted_inside_a_string_is_not_a_field() -> None:
+    inner = json.dumps({"cwd": A})
+    line = json.dumps({"type": "tool", "output": inner}, separators=(",", ":")).encode()
+    assert map_lines([line], ("cwd",), A, B) == line + b"\n"
+
+
+def test_non_ascii_roots_are_mapped_in_either_spelling() -> None:
+    old, new = "/home/zoé/proj", "/srv/ñ/proj"
+    raw = json.dumps({"cwd": old}, ensure_ascii=False).encode()
+    escaped = json.dumps({"cwd": old + "/x"}).encode()
+    out = map_lines([raw, escaped], ("cwd",), old, new).split(b"\n")
+    assert json.loads(out[0])["cwd"] == new and json.loads(out[1])["cwd"] == new + "/x"
+    assert b"\\u00f1" in out[1] and "ñ".encode() in out[0]
+
+
+def test_cos_transcript_fields_project_and_worktree_are_mapped() -> None:
+    meta = (b'{"v":1,"seq":0,"type":"session_meta","project":"' + A.encode()
+            + b'","worktree":"' + A.encode() + b'/wt","title":"' + A.encode() + b'"}')
+    out = json.loads(map_lines([meta], ("cwd", "project", "worktree"), A, B))
+    assert out["project"] == B and out["worktree"] == B + "/wt" and out["title"] == A
+
+
+# -- what is on disk ------------------------------------------------------------------------------
+
+
+def test_a_local_file_is_written_extended_left_or_refused(tmp_path: Path) -> None:
+    path = tmp_path / "s.jsonl"
+    data = b"one\ntwo\n"
+    assert file_action(str(path), data) == "write"
+    path.write_bytes(data)
+    assert file_action(str(path), data) == "unchanged"
+    path.write_bytes(b"one\n")
+    assert file_action(str(path), data) == "extend"
+    path.write_bytes(b"one\ntw")  # not at a line's end: not a prefix of whole lines
+    with pytest.raises(Conflict):
+        file_action(str(path), data)
+    path.write_bytes(data + b"three\n")
+    assert file_action(str(path), data) == "kept"
+    path.write_bytes(b"other\n")
+    with pytest.raises(Conflict):
+        file_action(str(path), data)
+
+
+# -- from the storage -----------------------------------------------------------------------------
+
+
+def test_a_claude_session_is_written_under_this_hosts_munged_cwd(
+        storage: SQLiteStorage, tmp_path: Path) -> None:
+    lines = [claude_line(A + "/pkg", text=f"turn {i}") for i in range(5)]
+    source = stored(storage, lines)
+    claude, codex = tmp_path / "claude", tmp_path / "codex"
+    done = materialize(storage, claude_row(), [source], source_root=A, root=B, cwd=B + "/pkg",
+                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(claude),
+                       codex_dir=str(codex), batch=2)
+    path = claude / "projects" / "-srv-bob-work-proj-pkg" / f"{NATIVE}.jsonl"
+    assert [(f.path, f.stream, f.lines, f.action) for f in done.files] == [
+        (str(path), "native", 5, "written")]
+    written = path.read_bytes().split(b"\n")[:-1]
+    assert [json.loads(x)["cwd"] for x in written] == [B + "/pkg"] * 5
+    assert [json.loads(x)["message"]["content"] for x in written] == [f"turn {i}"
+                                                                      for i in range(5)]
+    again = materialize(storage, claude_row(), [source], source_root=A, root=B, cwd=B + "/pkg",
+                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(claude),
+                        codex_dir=str(codex))
+    assert again.files[0].action == "unchanged"
+
+
+def test_a_dry_run_writes_nothing(storage: SQLiteStorage, tmp_path: Path) -> None:
+    source = stored(storage, [claude_line(A)])
+    done = materialize(storage, claude_row(A), [source], source_root=A, root=B, cwd=B,
+                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                       codex_dir=str(tmp_path / "x"), write=False)
+    assert done.files[0].action == "would write"
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_codex_rollout_keeps_its_relative_path(storage: SQLiteStorage, tmp_path: Path) -> None:
+    native = "019c8a59-e9dd-71f0-9ae3-4079fe9726a9"
+    name = f"rollout-2026-11-30T10-00-00-{native}.jsonl"
+    meta = json.dumps({"type": "session_meta", "payload": {"id": native, "cwd": A}}).encode()
+    turn = json.dumps({"type": "turn_context", "payload": {"cwd": A + "/pkg"}}).encode()
+    source = stored(storage, [meta, turn], agent="codex", session=native,
+                    path=f"/home/ann/.codex/sessions/2026/11/30/{name}")
+    row = IndexRow(id=native, agent="codex", kind="codex", native_id=native, cwd=A, host="a")
+    done = materialize(storage, row, [source], source_root=A, root=B, cwd=B,
+                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                       codex_dir=str(tmp_path / "codex"))
+    path = tmp_path / "codex" / "sessions" / "2026" / "11" / "30" / name
+    assert done.files[0].path == str(path)
+    lines = [json.loads(x) for x in path.read_bytes().splitlines()]
+    assert lines[0]["payload"]["cwd"] == B and lines[1]["payload"]["cwd"] == B + "/pkg"
+
+
+def test_a_conflicting_local_file_stops_everything_before_anything_is_written(
+        storage: SQLiteStorage, tmp_path: Path) -> None:
+    sid = "ses-claude-20261130-100000-abcd"
+    meta = (b'{"v":1,"seq":0,"ts":"2026-11-30T10:00:00Z","type":"session_meta","session":"'
+            + sid.encode() + b'","project":"' + A.encode() + b'"}')
+    transcript = stored(storage, [meta], stream="transcript", session=sid)
+    events = stored(storage, [b'{"seq":1,"cwd":"' + A.encode() + b'"}'], stream="events",
+                    session=sid)
+    tiers = Tiers(str(tmp_path / "state"))
+    target = Path(tiers.transcript_path("claude", sid))
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"something else\n")
+    row = IndexRow(id=sid, agent="claude", kind="cos", project=A, cwd=A, host="a")
+    with pytest.raises(Conflict):
+        materialize(storage, row, [transcript, events], source_root=A, root=B, cwd=B,
+                    tiers=tiers, claude_dir=str(tmp_path / "c"), codex_dir=str(tmp_path / "x"))
+    assert not Path(tiers.events_path("claude", sid)).exists()  # checked first, written after
+    assert target.read_bytes() == b"something else\n"
+    target.unlink()
+    done = materialize(storage, row, [transcript, events], source_root=A, root=B, cwd=B,
+                       tiers=tiers, claude_dir=str(tmp_path / "c"), codex_dir=str(tmp_path / "x"))
+    assert [f.stream for f in done.files] == ["events", "transcript"]
+    assert json.loads(target.read_bytes())["project"] == B
+
+
+def test_a_replica_missing_a_line_is_refused(storage: SQLiteStorage) -> None:
+    source = stored(storage, [claude_line(A)])
+    source.lines = 3  # the source claims more than is stored
+    with pytest.raises(StorageError):
+        read_replica(storage, source)
+
+
+def test_nothing_replicated_is_not_found(storage: SQLiteStorage, tmp_path: Path) -> None:
+    with pytest.raises(NotFound):
+        materialize(storage, claude_row(), [], source_root=A, root=B, cwd=B,
+                    tiers=Tiers(str(tmp_path)), claude_dir=str(tmp_path / "c"),
+                    codex_dir=str(tmp_path / "x"))
+
+
+def test_a_native_id_that_cannot_name_a_file_is_refused(storage: SQLiteStorage,
+                                                        tmp_path: Path) -> None:
+    source = stored(storage, [claude_line(A)])
+    row = claude_row()
+    row.native_id = "../../etc/passwd"
+    with pytest.raises(InvalidId):
+        materialize(storage, row, [source], source_root=A, root=B, cwd=B,
+                    tiers=Tiers(str(tmp_path)), claude_dir=str(tmp_path / "c"),
+                    codex_dir=str(tmp_path / "x"))
+    assert not (tmp_path / "c").exists()
+
+
+def test_a_repository_this_host_has_not_checked_out_is_another_project(
+        storage: SQLiteStorage) -> None:
+    source = stored(storage, [claude_line(A)])
+    with pytest.raises(CrossProject) as refused:
+        roots_for(storage, claude_row(), [source], "b", B, ["git:" + "2" * 40])
+    assert f"on a: cd {A}/pkg && cos resume {NATIVE}" in str(refused.value)
+    storage.set_project_host("git:" + "1" * 40, "b", "/srv/bob/other-checkout")
+    with pytest.raises(CrossProject) as elsewhere:
+        roots_for(storage, claude_row(), [source], "b", B, ["git:" + "2" * 40])
+    assert str(elsewhere.value) == f"cd /srv/bob/other-checkout/pkg && cos resume {NATIVE}"
+    assert roots_for(storage, claude_row(), [source], "b", B, ["git:" + "1" * 40]) == (A, B)
