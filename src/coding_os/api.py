@@ -26,6 +26,7 @@ from coding_os.state.tiers import RESERVED_NAMES
 # command pays for what is imported here (benchmarks/resume_continue.py), typing included.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from typing import Any, NoReturn, TypeVar
 
     from coding_os.brain.attribution import Attribution
@@ -2127,29 +2128,12 @@ class JobFeed:
         except (OSError, ValueError):
             return  # closed under the read, or the runner went away
 
-    def raw(self) -> Iterator[list[tuple[int, str]]]:
-        """The events in batches (what arrived together), each `(seq, its JSON as the runner
-        sent it)`, without parsing it (what a relay such as cos web's SSE sends on); a line
-        for this client only (`seq` null) is left out."""
-        if self._connection is None:
-            from coding_os import jsonwire
-
-            yield [(int(event["seq"]), jsonwire.dumps(event)) for event in self._stored]
-            return
-        try:
-            for lines in self._connection.lines():
-                batch = []
-                for line in lines:
-                    at = line.find(b'"seq":')
-                    end = at + 6
-                    while end < len(line) and 48 <= line[end] <= 57:
-                        end += 1
-                    if at >= 0 and end > at + 6:
-                        batch.append((int(line[at + 6:end]), line.decode("ascii", "replace")))
-                if batch:
-                    yield batch
-        except (OSError, ValueError):
-            return  # closed under the read, or the runner went away
+    def runner_socket(self) -> socket.socket | None:
+        """The runner connection's socket, for a relay that waits on it in an event loop
+        (cos web's SSE): the runner's JSON lines, one event each, `seq` null on a line for this
+        client only; None when the runner does not run (then the feed is the stored events).
+        `close` closes it."""
+        return None if self._connection is None else self._connection.sock
 
     def close(self) -> None:
         import socket

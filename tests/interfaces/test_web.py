@@ -481,3 +481,27 @@ def test_a_jobs_task_is_interrupted_and_its_session_page_sends_input_stops_and_r
     plain = python_session(project, "no job here")
     refused = client.post(f"/sessions/{plain}/input", data={"text": "x"}, headers=hx)
     assert refused.status_code == 409 and "not run by a background job" in refused.text
+
+
+def test_runner_lines_become_sse_messages_with_their_seq_as_id_and_client_only_lines_left_out(
+        ) -> None:
+    from coding_os.interfaces.web.live import sse_messages
+
+    stored = [{"v": 1, "seq": n, "ts": "2026-12-02T06:00:00.000Z", "session": "ses-a", "id": None,
+               "msg": {"type": "agent_message", "message": f"line {n}\n\"quoted\" <b>"}}
+              for n in (7, 8)]
+    lines = b"".join(json.dumps(e, separators=(",", ":")).encode() + b"\n" for e in stored)
+    fast = sse_messages(lines)
+    # Another key order (parsed), a line for this client only, a blank line, a torn one.
+    mixed = (b'{"seq":9,"v":1,"msg":{"type":"warning","message":"x"}}\n'
+             b'{"id":"attach","seq":null,"msg":{"type":"error","message":"no"}}\n\n'
+             b'{"v":1,"seq":\n' + lines)
+    for body, seqs in ((fast, [7, 8]), (sse_messages(mixed), [9, 7, 8])):
+        messages = [m for m in body.decode().split("\n\n") if m]
+        assert len(messages) == len(seqs)
+        for message, seq in zip(messages, seqs):
+            fields = dict(line.split(": ", 1) for line in message.split("\n"))
+            assert fields["id"] == str(seq) and fields["event"] == "protocol"
+            assert json.loads(fields["data"])["seq"] == seq
+    assert [json.loads(m.split("data: ", 1)[1]) for m in fast.decode().split("\n\n") if m] \
+        == stored

@@ -8,15 +8,16 @@ reading its events log after the last seq sent.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
 import anyio
 import anyio.to_thread
 
-from coding_os import api
+from coding_os import api, jsonwire
 
-__all__ = ["resume_point", "sse_message", "job_stream", "log_stream", "POLL_S", "RETRY_MS"]
+__all__ = ["resume_point", "sse_message", "sse_messages", "job_stream", "log_stream", "POLL_S", "RETRY_MS"]
 
 POLL_S = 0.5  # how often the events log of a session without a job is read again
 RETRY_MS = 1000  # how soon a browser reconnects
@@ -47,45 +48,70 @@ def _end(state: object) -> str:
     return f"event: end\ndata: {json.dumps({'state': state})}\n\n"
 
 
-async def job_stream(feed: api.JobFeed) -> AsyncIterator[str]:
+# A stored or live event as the runner sends it: the events log's head first (events.py), so
+# its seq is read without parsing the line. A line of another shape is parsed (`_parsed`).
+_EVENT_LINE = re.compile(rb'^(\{"v":1,"seq":(\d+),[^\n]*)\n', re.MULTILINE)
+GATHER_S = 0.005
+READ_BYTES = 1 << 18  # at most this much of the runner's output is relayed in one write
+
+
+def sse_messages(lines: bytes) -> bytes:
+    """The SSE messages of whole JSON lines from a job's runner (each ending in a newline), the
+    line itself the `data` (no parse, no dump) and its seq the `id`; a line with no seq (an
+    error for this client only) or no JSON object is left out."""
+    found = _EVENT_LINE.findall(lines)
+    if len(found) == lines.count(b"\n"):  # every line in the head's shape: the common case
+        return b"".join([b"id: %s\nevent: protocol\ndata: %s\n\n" % (seq, line)
+                         for line, seq in found])
+    return b"".join(_parsed(line) for line in lines.split(b"\n"))
+
+
+def _parsed(line: bytes) -> bytes:
+    match = _EVENT_LINE.match(line + b"\n")
+    if match is not None:
+        return b"id: %s\nevent: protocol\ndata: %s\n\n" % (match[2], match[1])
+    event = jsonwire.loads_object(line) if line.strip() else None
+    if event is None or not isinstance(event.get("seq"), int) or isinstance(event["seq"], bool):
+        return b""
+    return sse_message(event).encode("ascii")
+
+
+async def job_stream(feed: api.JobFeed) -> AsyncIterator[bytes]:
     """The SSE body of a job's feed: its events, then `end` when its runner has ended (the
-    browser then stops reconnecting). One thread reads the feed and hands the events over as
-    they come; each wake-up sends every event handed over by then in one write. A client that
-    goes away closes the feed, which ends the read blocked in the thread."""
+    browser then stops reconnecting). The runner's socket is read in the event loop (no
+    thread): each read relays every whole line it brought in one write. A client that goes
+    away cancels the read; the feed is closed either way."""
     import asyncio
-    import threading
 
-    loop = asyncio.get_running_loop()
-    queue: asyncio.Queue[list[tuple[int, str]] | None] = asyncio.Queue()
-
-    def read() -> None:
-        try:
-            for batch in feed.raw():  # relayed as the runner sent it: no parse, no dump
-                loop.call_soon_threadsafe(queue.put_nowait, batch)
-        except (OSError, ValueError):
-            pass  # the feed was closed under the read: the client went away
-        finally:
-            try:
-                loop.call_soon_threadsafe(queue.put_nowait, None)
-            except RuntimeError:
-                pass  # the loop is gone already
-
-    threading.Thread(target=read, name="cos-web-feed", daemon=True).start()
     try:
-        yield f"retry: {RETRY_MS}\n\n"
-        ended = False
-        while not ended:
-            batch = [await queue.get()]
-            while not queue.empty():
-                batch.append(queue.get_nowait())
-            ended = batch[-1] is None
-            chunk = "".join(f"id: {seq}\nevent: protocol\ndata: {data}\n\n"
-                            for events in batch if events is not None
-                            for seq, data in events)
-            if chunk:
-                yield chunk
+        yield f"retry: {RETRY_MS}\n\n".encode("ascii")
+        sock = feed.runner_socket()
+        if sock is None:  # the runner has ended: the stored events
+            stored = "".join(sse_message(event) for event in feed)
+            if stored:
+                yield stored.encode("ascii")
+        else:
+            sock.setblocking(False)
+            loop = asyncio.get_running_loop()
+            pending = b""
+            while True:
+                try:
+                    chunk = await loop.sock_recv(sock, READ_BYTES)
+                except OSError:
+                    break  # the runner went away
+                if not chunk:
+                    break
+                pending += chunk
+                whole = pending.rfind(b"\n") + 1
+                if whole:
+                    messages = sse_messages(pending[:whole])
+                    pending = pending[whole:]
+                    if messages:
+                        yield messages
+                if len(chunk) < READ_BYTES:
+                    await asyncio.sleep(GATHER_S)
         row = await anyio.to_thread.run_sync(api.session_job, str(feed.job.get("cos_session")))
-        yield _end((row or feed.job).get("state"))
+        yield _end((row or feed.job).get("state")).encode("ascii")
     finally:
         feed.close()
 
