@@ -302,3 +302,58 @@ def test_the_prompts_a_row_copies_from_a_log_have_their_secrets_redacted(
             "post with [REDACTED:slack_token] please"
         assert rows[0].last_prompt == "and SLACK_TOKEN=[REDACTED:slack_token] again"
         assert rows[1] is not None and rows[1].title == "my token [REDACTED:slack_token]"
+
+
+# several hosts on one shared database
+
+
+def test_a_hosts_rebuild_on_a_shared_database_leaves_another_hosts_rows_alone(
+        pg_url: str, homes: tuple[Path, Path], tmp_path: Path) -> None:
+    from coding_os.storage.postgres import PostgresStorage
+
+    alpha, beta = Tiers(str(tmp_path / "a" / ".coding-os")), Tiers(str(tmp_path / "b" / ".coding-os"))
+    empty = (str(tmp_path / "no-claude"), str(tmp_path / "no-codex"))
+    with PostgresStorage(pg_url) as storage:
+        index.refresh(storage, alpha, str(homes[0]), str(homes[1]), host="alpha")
+        alpha_rows = {r.id: r for r in storage.index_rows()}
+        assert set(alpha_rows) >= NATIVE_IDS
+        assert {r.host for r in alpha_rows.values()} == {"alpha"}
+        own = transcript.create(beta, "claude", project="/b", worktree="/b")
+        first = index.refresh(storage, beta, *empty, host="beta")
+        assert first.full is False and first.sessions_added == 1  # beta's own part was empty
+        index.rebuild(storage, beta, *empty, host="beta")
+        os.unlink(transcript.transcript_path(beta, own))
+        index.refresh(storage, beta, *empty, host="beta")
+        index.rebuild(storage, beta, *empty, host="beta")
+        assert {r.id: r for r in storage.index_rows()} == alpha_rows
+        assert storage.index_rows(hosts=["beta"], local_host="beta") == []
+
+
+def test_the_same_session_id_from_a_second_host_keeps_the_first_hosts_row_with_a_warning(
+        pg_url: str, homes: tuple[Path, Path], tmp_path: Path) -> None:
+    from coding_os.storage.postgres import PostgresStorage
+
+    alpha, beta = Tiers(str(tmp_path / "a" / ".coding-os")), Tiers(str(tmp_path / "b" / ".coding-os"))
+    with PostgresStorage(pg_url) as storage:
+        index.refresh(storage, alpha, str(homes[0]), str(homes[1]), host="alpha")
+        before = {r.id: r for r in storage.index_rows()}
+        # beta holds copies of the same logs (the same native ids)
+        report = index.refresh(storage, beta, str(homes[0]), str(homes[1]), host="beta")
+        assert report.sessions_added == 0 and report.sessions_updated == 0
+        assert {sid for sid, _ in report.foreign_sessions} == set(before)
+        assert {host for _, host in report.foreign_sessions} == {"alpha"}
+        assert len(report.warnings) == 1 and "another host" in report.warnings[0]
+        assert report.to_dict()["foreign_sessions"][0][1] == "alpha"
+        assert {r.id: r for r in storage.index_rows()} == before
+
+
+def test_a_refresh_registers_the_projects_root_on_this_host(
+        project: Path, homes: tuple[Path, Path]) -> None:
+    from coding_os.state.hosts import project_key
+
+    tiers = Tiers(str(project / ".coding-os"))
+    storage = SQLiteStorage(tiers.database)
+    index.refresh(storage, tiers, str(homes[0]), str(homes[1]), host="alpha")
+    key = project_key(str(project))
+    assert key is not None and storage.project_hosts(key) == {"alpha": str(project)}
+    storage.close()

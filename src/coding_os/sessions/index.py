@@ -10,6 +10,13 @@ Subagents and sidechains are never rows. The index can always be rebuilt from th
 `rebuild` empties it and refreshes everything; an empty index (a deleted database) is refilled
 from the kept import state without reading the logs again.
 
+Several hosts (DESIGN.md §8): every row the importer writes carries `host` (state.hosts.this_host),
+and the importer only ever writes, replaces or removes rows of its own host (and rows without a
+host, from before hosts were recorded): on a shared PostgreSQL, one host's refresh or rebuild
+leaves the other hosts' rows alone. A session id another host already indexed is not replaced;
+the report lists it in `foreign_sessions` and says so in `warnings`. Each refresh that writes rows
+registers the project's root on this host (state.hosts.register_project).
+
 Nothing here fails on a bad log: unknown entry types, malformed lines, torn tails and unreadable
 files are counted in the `RefreshReport`. The texts a row copies from a log (title, first and last
 prompt) have their secrets redacted (redact.py), unless the project says `redact: false`.
@@ -25,6 +32,8 @@ from typing import Any
 
 from coding_os.adapters.native import ImportState, NativeSession, ScanReport, clip
 from coding_os import durable, redact
+from coding_os.errors import CosError
+from coding_os.state.hosts import register_project, this_host
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.storage.base import IndexRow, Storage, storable_text
@@ -38,6 +47,7 @@ __all__ = [
     "native_row",
     "cos_row",
     "cos_transcripts",
+    "project_root",
 ]
 
 STATE_FILE = ".import-state.json"
@@ -68,11 +78,16 @@ class RefreshReport:
     torn_files: list[str] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     orphan_subagents: int = 0
+    host: str = ""
+    # Session ids another host indexed first: their rows are kept, this host's not written.
+    foreign_sessions: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON."""
         data = asdict(self)
         data["unreadable"] = [list(item) for item in self.unreadable]
+        data["foreign_sessions"] = [list(item) for item in self.foreign_sessions]
         return data
 
     def _add_scan(self, scan: ScanReport | None) -> None:
@@ -88,17 +103,26 @@ class RefreshReport:
         self.orphan_subagents += len(scan.orphan_subagents)
 
 
+def project_root(tiers: Tiers) -> str | None:
+    """The project a state dir belongs to: the directory holding `.coding-os`, else None."""
+    from coding_os.state.root import STATE_DIR_NAME
+
+    folder, name = os.path.split(tiers.state_dir.rstrip("/"))
+    return folder if name == STATE_DIR_NAME and folder else None
+
+
 def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
             codex_dir: str | None = None, full: bool = False,
-            progress: Progress | None = None) -> RefreshReport:
+            progress: Progress | None = None, host: str | None = None) -> RefreshReport:
     """Bring the index up to date with the logs, reading only files that changed (all, if `full`).
 
     `claude_dir` and `codex_dir` default as the importers' do (`CLAUDE_CONFIG_DIR` or
-    `~/.claude`; `CODEX_HOME` or `~/.codex`).
+    `~/.claude`; `CODEX_HOME` or `~/.codex`). `host` defaults to this host (COS_HOST).
 
     Raises:
         StorageError: the index cannot be read or written.
         StateIOError: the import state cannot be saved.
+        InvalidInput: COS_HOST is not a valid host name.
     """
     from coding_os.adapters.claude.transcripts import scan_claude
     from coding_os.adapters.codex.rollouts import scan_codex
@@ -106,7 +130,8 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     from coding_os.sessions import freshness
 
     say = progress or (lambda message: None)
-    report = RefreshReport(full=full)
+    host = host or this_host()
+    report = RefreshReport(full=full, host=host)
     # Taken before anything is read: a log that changes during this import makes it stale.
     mark = (freshness.fingerprint(tiers, claude_dir, codex_dir)
             if claude_dir is not None and codex_dir is not None else None)
@@ -114,7 +139,7 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     document = {} if full else _load(state_path)
     state = ImportState.from_dict(document)
     before = dict(state.files)
-    everything = full or not storage.index_rows(limit=1)
+    everything = full or not storage.index_rows(limit=1, hosts=[host], local_host=host)
 
     say("scanning Claude Code transcripts")
     claude, state = scan_claude(claude_dir, state)
@@ -184,13 +209,36 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
         if path not in cos_records and str(path).endswith(".jsonl"):
             removed.append(os.path.basename(str(path))[:-len(".jsonl")])
 
+    for row in rows:
+        row.host = host
+    owners = storage.index_hosts([row.id for row in rows] + removed)
+    foreign = {sid: owner for sid, owner in owners.items() if owner not in (None, host)}
+    if foreign:
+        rows = [row for row in rows if row.id not in foreign]
+        for sid in sorted(foreign):
+            report.foreign_sessions.append((sid, foreign[sid]))
+        kept = [sid for sid in sorted(foreign) if sid not in removed]
+        if kept:
+            report.warnings.append(
+                f"{len(kept)} session id(s) already indexed by another host were kept as that "
+                f"host's, not replaced by this host's ({host}): "
+                + ", ".join(f"{sid} (host {foreign[sid]})" for sid in kept[:5])
+                + (" …" if len(kept) > 5 else ""))
     say(f"writing {len(rows)} index rows")
     added = storage.upsert_index_rows(rows)
     report.sessions_added = added
     report.sessions_updated = len(rows) - added
     for session in removed:
+        if session in foreign:
+            continue
         if is_session_id(session) and storage.remove_index_row(session):
             report.sessions_removed += 1
+    root = project_root(tiers)
+    if root is not None and (rows or everything):
+        try:
+            register_project(storage, root, host)
+        except CosError as exc:  # git cannot be run: the index itself is fine
+            report.warnings.append(f"the project's identity could not be read: {exc}")
 
     if not (document and not changed and cos_records == previous_cos):
         document = state.to_dict()
@@ -207,18 +255,22 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
 
 
 def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
-            codex_dir: str | None = None, progress: Progress | None = None) -> RefreshReport:
-    """Empty the index and build it again from every log, read in full.
+            codex_dir: str | None = None, progress: Progress | None = None,
+            host: str | None = None) -> RefreshReport:
+    """Empty this host's part of the index (its rows and those without a host; other hosts'
+    rows stay) and build it again from every log, read in full.
 
     Raises:
-        StorageError, StateIOError: as `refresh`.
+        StorageError, StateIOError, InvalidInput: as `refresh`.
     """
     from coding_os.sessions import freshness
 
+    host = host or this_host()
     (progress or (lambda message: None))("clearing the index")
     freshness.forget(tiers)  # a rebuild killed half way must not look up to date
-    storage.clear_index()
-    return refresh(storage, tiers, claude_dir, codex_dir, full=True, progress=progress)
+    storage.clear_index(host=host)
+    return refresh(storage, tiers, claude_dir, codex_dir, full=True, progress=progress,
+                   host=host)
 
 
 def _load(path: str) -> dict[str, Any]:
