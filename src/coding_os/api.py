@@ -15,7 +15,7 @@ from coding_os import redact
 from coding_os.state import hookslog
 from coding_os.state.tiers import horizon_for
 from coding_os.config import load_config
-from coding_os.errors import InvalidInput, NotFound, NotTrusted
+from coding_os.errors import CosError, CrossProject, InvalidInput, NotFound, NotTrusted
 from coding_os.git.repo import branch as git_branch
 from coding_os.state.caller import Caller
 from coding_os.state.root import Resolution, resolve
@@ -1714,10 +1714,55 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
 def agents_list(every: bool = False, cwd: str | None = None,
                 env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """`cos agents`: the rows of the jobs of the project of `cwd` (or of every project)."""
-    from coding_os.daemon import agents
+    from coding_os.daemon import agents, roster
 
     agents.ensure_daemon(env)
-    return agents.list_jobs(every_project=every, cwd=cwd, env=env)
+    rows = agents.list_jobs(every_project=every, cwd=cwd, env=env)
+    try:
+        roster.publish(env)  # a shared storage: the other hosts' `cos agents --all-hosts`
+    except CosError:
+        pass
+    return rows
+
+
+def agents_all_hosts(every: bool = False, cwd: str | None = None,
+                     env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """`cos agents --all-hosts`: this host's rows as `agents_list` gives them, then the rows
+    the other hosts published to the shared storage (of the same repository, or of every
+    project), each with its `host`.
+
+    Raises:
+        StorageError: the shared storage fails.
+    """
+    from coding_os.daemon import agents, roster
+    from coding_os.state.hosts import project_keys, this_host
+
+    host = this_host(env)
+    agents.ensure_daemon(env)
+    rows = agents.list_jobs(every_project=every, cwd=cwd, env=env)
+    roster.publish(env)
+    keys = [] if every else project_keys(
+        Caller(env, os.path.realpath(cwd or os.getcwd())).resolution.project_root)
+    return [{**row, "host": host} for row in rows] + roster.published(
+        env, project_keys=keys, every_project=every)
+
+
+def job_elsewhere(job: str, command: str, env: Mapping[str, str] | None = None) -> None:
+    """Refuse `cos <command> <job>` for a job this host does not have but another host
+    published: CrossProject naming the command to run there. Nothing when no other host has it.
+
+    Raises:
+        CrossProject: the job runs on another host.
+    """
+    from coding_os.daemon import roster
+
+    try:
+        row = roster.published_job(job, env)
+    except CosError:
+        return
+    if row is not None:
+        raise CrossProject(f"job {row['id']} ({row.get('name')}) runs on another host: "
+                           f"on host {row['host']}: cos {command} {row['id']}")
 
 
 def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = False,

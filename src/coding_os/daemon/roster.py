@@ -1,23 +1,38 @@
-"""`~/.coding-os/daemon/roster.json`: the rows of every job (DESIGN.md §6), a cache.
+"""`~/.coding-os/daemon/roster.json`: the rows of every job (DESIGN.md §6), a cache; and the
+rows every host published to the shared storage (DESIGN.md §8, `cos agents --all-hosts`).
 
 The jobs' folders are canonical; the roster keeps each job's row with the signature of the
 `state.json` it was read from, so listing a thousand jobs reads the roster and the few state
 files that changed since, not a thousand files. A roster missing, torn or of another version is
 rebuilt from the folders, with the same rows.
+
+With a shared storage (`COS_DATABASE_URL=postgresql://…`) each host publishes the rows of its
+jobs (`Storage.publish_jobs`): whenever the roster changes (so also in the daemon's sweep) and
+whenever `cos agents` lists them. A published row is the row `cos agents --json` prints, with
+`host` (state.hosts.this_host), `projectKeys` (state.hosts.project_keys of its project: the
+same repository on every host shares one) and `publishedAt` (epoch ms). On SQLite there is one host: nothing is
+published.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import re
+import time
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_os import durable
 from coding_os.daemon import jobs
 from coding_os.errors import CosError
 
-__all__ = ["ROSTER", "roster_path", "current", "rebuild"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.storage.base import Storage
+
+__all__ = ["ROSTER", "roster_path", "current", "rebuild", "shared_storage", "publish",
+           "published", "published_job"]
 
 ROSTER = "roster.json"
 VERSION = 1
@@ -82,9 +97,10 @@ def current(env: Mapping[str, str] | None = None) -> list[jobs.Job]:
             state = job.state  # under the signature taken before: a change meanwhile is seen next time
         fresh[name] = {"sig": sig, "state": state}
         found.append(jobs.Job(folder, state))
+    found.sort(key=lambda job: (job.state.get("startedAt") or 0, job.id))
     if changed:
         _write(path, fresh)
-    found.sort(key=lambda job: (job.state.get("startedAt") or 0, job.id))
+        _publish_quietly(env, found)
     return found
 
 
@@ -103,3 +119,126 @@ def _write(path: str, rows: Mapping[str, Any]) -> None:
                                               ensure_ascii=False).encode("utf-8"), sync=False)
     except (OSError, CosError):
         pass
+
+
+# -- the rows every host published (a shared storage) ----------------------------------------
+
+
+def shared_storage(env: Mapping[str, str] | None = None) -> Storage | None:
+    """The storage every host shares (PostgreSQL, from `COS_DATABASE_URL`), opened; None when
+    the storage is SQLite (one host).
+
+    Raises:
+        StorageError: it cannot be opened.
+    """
+    url = (os.environ if env is None else env).get("COS_DATABASE_URL") or ""
+    if not url.startswith(("postgresql://", "postgres://")):
+        return None
+    from coding_os.storage import open_storage
+
+    return open_storage("", env=env)
+
+
+def publish(env: Mapping[str, str] | None = None,
+            found: list[jobs.Job] | None = None) -> bool:
+    """Publish the rows of this host's jobs (`found`, default every job now) to the shared
+    storage, replacing what this host published before; False when there is none (SQLite).
+
+    Raises:
+        InvalidInput: COS_HOST is not a valid host name. StorageError: the storage fails.
+    """
+    from coding_os.state.hosts import this_host
+
+    host = this_host(env)
+    storage = shared_storage(env)
+    if storage is None:
+        return False
+    try:
+        rows = _published_rows(host, current(env) if found is None else found)
+        storage.publish_jobs(host, rows)
+    finally:
+        storage.close()
+    return True
+
+
+def _publish_quietly(env: Mapping[str, str] | None, found: list[jobs.Job]) -> None:
+    """`publish`, when the roster changed: a failure is no failure (the next change or
+    `cos agents` publishes again)."""
+    if not ((os.environ if env is None else env).get("COS_DATABASE_URL") or "").startswith(
+            ("postgresql://", "postgres://")):
+        return
+    try:
+        publish(env, found)
+    except CosError:
+        pass
+
+
+def _published_rows(host: str, found: list[jobs.Job]) -> list[dict[str, Any]]:
+    from coding_os.state.hosts import project_keys
+
+    keys: dict[str, list[str]] = {}
+    now = int(time.time() * 1000)
+    rows = []
+    for job in found:
+        row = jobs.row(job)
+        project = job.state.get("project")
+        if isinstance(project, str) and project not in keys:
+            try:
+                keys[project] = project_keys(project)
+            except (CosError, OSError):
+                keys[project] = []
+        row.update(host=host, projectKeys=keys.get(project, []) if isinstance(project, str)
+                   else [], publishedAt=now)
+        rows.append(row)
+    return rows
+
+
+def published(env: Mapping[str, str] | None = None, project_keys: Sequence[str] = (),
+              every_project: bool = False) -> list[dict[str, Any]]:
+    """The rows the other hosts published (each with its `host`), of the project one of whose
+    identities (state.hosts.project_keys) is in `project_keys`, or of `every_project`; oldest
+    first. Empty on SQLite.
+
+    Raises:
+        StorageError: the shared storage fails.
+    """
+    from coding_os.state.hosts import this_host
+
+    host = this_host(env)
+    storage = shared_storage(env)
+    if storage is None:
+        return []
+    try:
+        found = storage.host_jobs()
+    finally:
+        storage.close()
+    rows = []
+    for published_by, row in found:
+        if published_by == host:
+            continue
+        keys = row.get("projectKeys")
+        if not every_project and not (isinstance(keys, list) and set(project_keys) & {
+                key for key in keys if isinstance(key, str)}):
+            continue
+        rows.append({**row, "host": published_by})
+    rows.sort(key=lambda row: (_number(row.get("startedAt")), str(row.get("host")),
+                               str(row.get("id"))))
+    return rows
+
+
+def published_job(key: str, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The row another host published of the job `key` names (its id, a unique prefix of one,
+    or its name), with its `host`; None when no other host published one, or several match."""
+    key = key.strip()
+    if not key:
+        return None
+    rows = published(env, every_project=True)
+    matches = [row for row in rows if row.get("id") == key] or \
+        [row for row in rows if row.get("name") == key] or \
+        [row for row in rows if re.fullmatch(r"[0-9a-fA-F]{1,8}", key)
+         and isinstance(row.get("id"), str) and row["id"].startswith(key.lower())]
+    return matches[0] if len(matches) == 1 else None
+
+
+def _number(value: object) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0

@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import click
 
 from coding_os import api
-from coding_os.errors import InvalidInput
+from coding_os.errors import InvalidInput, NotFound
 from coding_os.interfaces.output import dump_json, visible
 
 __all__ = ["COMMANDS"]
+
+_T = TypeVar("_T")
 
 
 def _echo(message: object = "", *, err: bool = False) -> None:
@@ -95,14 +98,21 @@ def _age(started: object) -> str:
 @click.command("agents")
 @click.option("--all", "every", is_flag=True, help="The jobs of every project, not only this "
                                                      "one's.")
+@click.option("--all-hosts", "all_hosts", is_flag=True,
+              help="Also the jobs other hosts published to the shared storage (PostgreSQL), "
+                   "each with its host: this host's live, the others' as last published.")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), metavar="P",
               help="The jobs of the project of P (default: here).")
 @_json_option
-def agents_command(every: bool, cwd: str | None, as_json: bool) -> None:
+def agents_command(every: bool, all_hosts: bool, cwd: str | None, as_json: bool) -> None:
     """List the background jobs: id, name, agent, state (working, blocked, done, failed,
     stopped), what a live one waits for, its age and branch. `--json` rows are a superset of
-    `claude agents --json`."""
-    rows = api.agents_list(every=every, cwd=cwd)
+    `claude agents --json`; with `--all-hosts` each row has its `host` (and, from another
+    host, `publishedAt`)."""
+    if all_hosts:
+        rows = api.agents_all_hosts(every=every, cwd=cwd)
+    else:
+        rows = api.agents_list(every=every, cwd=cwd)
     if as_json:
         _json(rows)
         return
@@ -114,8 +124,21 @@ def agents_command(every: bool, cwd: str | None, as_json: bool) -> None:
         if row.get("waitingFor"):
             status = f"waiting for {row['waitingFor']}"
         where = row.get("branch") or row.get("cwd") or ""
-        _echo(f"{row['id']}  {row['name'][:28]:<28}  {row['agent']:<7} {row['state']:<8} "
-              f"{status:<28} {_age(row.get('startedAt')):>4}  {where}")
+        host = f"{str(row.get('host'))[:16]:<16} " if all_hosts else ""
+        if "publishedAt" in row:
+            where = f"{where}  (as published {_age(row['publishedAt'])} ago)"
+        _echo(f"{host}{row['id']}  {str(row['name'])[:28]:<28}  {row['agent']:<7} "
+              f"{row['state']:<8} {status:<28} {_age(row.get('startedAt')):>4}  {where}")
+
+
+def _here(command: str, job: str, call: Callable[[], _T]) -> _T:
+    """`call()`; a job this host does not have but another host published is refused with the
+    command to run there (exit 4)."""
+    try:
+        return call()
+    except NotFound:
+        api.job_elsewhere(job, command)
+        raise
 
 
 @click.command("attach")
@@ -131,7 +154,8 @@ def attach_command(job: str, since: int, as_json: bool) -> None:
 
     interactive = not as_json and sys.stdin.isatty() and sys.stdout.isatty()
     view: Any = JsonView() if as_json else TextView(interactive=False)
-    code = api.job_attach(job, view, since=since, interactive=interactive)
+    code = _here("attach", job, lambda: api.job_attach(job, view, since=since,
+                                                       interactive=interactive))
     if code:
         raise click.exceptions.Exit(code)
 
@@ -143,7 +167,7 @@ def attach_command(job: str, since: int, as_json: bool) -> None:
 def reply_command(job: str, text: str, as_json: bool) -> None:
     """Send TEXT (`-`: read it from stdin) to the job as the user's next input (a running task
     is replaced by it)."""
-    answer = api.job_reply(job, _read_text(text, "text") or "")
+    answer = _here("reply", job, lambda: api.job_reply(job, _read_text(text, "text") or ""))
     if as_json:
         _json(answer)
         return
@@ -158,7 +182,7 @@ def reply_command(job: str, text: str, as_json: bool) -> None:
 @_json_option
 def approve_command(job: str, deny: bool, request: str | None, as_json: bool) -> None:
     """Answer the approval the job waits for: allow it, or `--deny`."""
-    answer = api.job_approve(job, allow=not deny, request=request)
+    answer = _here("approve", job, lambda: api.job_approve(job, allow=not deny, request=request))
     if as_json:
         _json(answer)
         return
@@ -192,7 +216,7 @@ def logs_command(job: str, show_stderr: bool, as_json: bool) -> None:
 def stop_command(job: str, as_json: bool) -> None:
     """Interrupt the job's task and end its runner. A stopped job is never restarted by the
     supervisor; `cos respawn` starts it again."""
-    row = api.job_stop(job)
+    row = _here("stop", job, lambda: api.job_stop(job))
     if as_json:
         _json(row)
         return
