@@ -917,7 +917,7 @@ def _restore_elsewhere(storage: Storage, found: Found, scope: ResumeScope, calle
 
     root = caller.resolution.project_root
     return restore_report_elsewhere(storage, found, scope, caller.tiers, local_host=host,
-                                    local_root=root, local_keys=project_keys(root),
+                                    local_root=root, local_keys=lambda: project_keys(root),
                                     claude_dir=claude_dir, codex_dir=codex_dir, write=write)
 
 

@@ -236,10 +236,27 @@ def test_a_repository_this_host_has_not_checked_out_is_another_project(
         storage: SQLiteStorage) -> None:
     source = stored(storage, [claude_line(A)])
     with pytest.raises(CrossProject) as refused:
-        roots_for(storage, claude_row(), [source], "b", B, ["git:" + "2" * 40])
+        roots_for(storage, claude_row(), [source], "b", B, lambda: ["git:" + "2" * 40])
     assert f"on a: cd {A}/pkg && cos resume {NATIVE}" in str(refused.value)
     storage.set_project_host("git:" + "1" * 40, "b", "/srv/bob/other-checkout")
     with pytest.raises(CrossProject) as elsewhere:
-        roots_for(storage, claude_row(), [source], "b", B, ["git:" + "2" * 40])
+        roots_for(storage, claude_row(), [source], "b", B, lambda: ["git:" + "2" * 40])
     assert str(elsewhere.value) == f"cd /srv/bob/other-checkout/pkg && cos resume {NATIVE}"
-    assert roots_for(storage, claude_row(), [source], "b", B, ["git:" + "1" * 40]) == (A, B)
+    assert roots_for(storage, claude_row(), [source], "b", B, lambda: ["git:" + "1" * 40]) == (A, B)
+
+
+def test_this_hosts_checkout_known_to_the_storage_needs_no_git(storage: SQLiteStorage) -> None:
+    source = stored(storage, [claude_line(A)])
+    storage.set_project_host("git:" + "1" * 40, "b", B)
+
+    def no_keys() -> list[str]:
+        raise AssertionError("the repository's identity was asked for")
+
+    assert roots_for(storage, claude_row(), [source], "b", B, no_keys) == (A, B)
+
+
+def test_the_mapped_file_is_the_same_whether_or_not_a_line_is_torn() -> None:
+    lines = [claude_line(A + "/pkg", text=str(i)) for i in range(4)]
+    whole = map_lines(lines, ("cwd",), A, B).split(b"\n")
+    torn = map_lines([*lines, claude_line(A)[:-3]], ("cwd",), A, B).split(b"\n")
+    assert torn[:4] == whole[:4] and torn[4] == claude_line(A)[:-3]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from coding_os.errors import Conflict, CrossProject, InvalidId, NotFound
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 # Replicated lines read per query: a 50 MB session in a few round trips, never all in one.
-BATCH = 2000
+BATCH = 5000
 # The fields of a line holding a path of the session's host, by stream.
 _PATH_KEYS = {"transcript": ("cwd", "project", "worktree"), "events": ("cwd",),
               "native": ("cwd",)}
@@ -119,6 +119,13 @@ def _mapper(keys: Sequence[str], old: str, new: str) -> tuple[list[bytes], re.Pa
     return list(spellings), pattern, spellings
 
 
+def _whole_object(line: bytes) -> bool:
+    if line[:1] == b"{" and line[-1:] == b"}":
+        return True
+    stripped = line.strip()
+    return stripped[:1] == b"{" and stripped[-1:] == b"}"
+
+
 def map_lines(lines: Sequence[bytes], keys: Sequence[str], old: str | None, new: str) -> bytes:
     """The file made of `lines` (each without its newline), with the string fields `keys` whose
     value is the root `old` or under it moved to `new`; every other byte as it was, and a line
@@ -130,14 +137,15 @@ def map_lines(lines: Sequence[bytes], keys: Sequence[str], old: str | None, new:
     if not old or old == new:
         return b"\n".join(lines) + b"\n"
     spellings, pattern, table = _mapper(keys, old, new)
-    out = list(lines)
-    for i, line in enumerate(out):
-        if not any(s in line for s in spellings):
-            continue
-        stripped = line.strip()
-        if not (stripped.startswith(b"{") and stripped.endswith(b"}")):
-            continue  # not a whole JSON object (a torn tail): kept as it is
-        out[i] = pattern.sub(lambda m: m.group(1) + table[m.group(2)], line)
+
+    def swap(match: re.Match[bytes]) -> bytes:
+        return match.group(1) + table[match.group(2)]
+
+    kept = {i for i, line in enumerate(lines) if not _whole_object(line)}
+    if not kept:  # every line a JSON object (the usual case): one pass over the whole file
+        return pattern.sub(swap, b"\n".join(lines)) + b"\n"
+    out = [line if i in kept or not any(s in line for s in spellings) else pattern.sub(swap, line)
+           for i, line in enumerate(lines)]
     return b"\n".join(out) + b"\n"
 
 
@@ -186,7 +194,7 @@ def read_replica(storage: Storage, source: ReplicaSource, batch: int = BATCH) ->
             if seq != after + 1:
                 raise StorageError(f"the replica of {source.session} ({source.stream}) misses "
                                    f"line {after + 1}")
-            lines.append(bytes(line))
+            lines.append(line)
             after = seq
     if after < source.lines:
         raise StorageError(f"the replica of {source.session} ({source.stream}) misses line "
@@ -195,8 +203,11 @@ def read_replica(storage: Storage, source: ReplicaSource, batch: int = BATCH) ->
 
 
 def roots_for(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource], local_host: str,
-              local_root: str, local_keys: Sequence[str]) -> tuple[str | None, str]:
-    """The session's project root on its host and this host's checkout of the same repository.
+              local_root: str, local_keys: Callable[[], Sequence[str]]
+              ) -> tuple[str | None, str]:
+    """The session's project root on its host and this host's checkout of the same repository
+    (the caller's project, when the storage knows it there or `local_keys` give the
+    repository's identity).
 
     Raises:
         CrossProject: this host has no checkout of that repository (the command to run on the
@@ -208,9 +219,11 @@ def roots_for(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource],
     known = storage.project_hosts(key) if key else {}
     source_root = next((s.root for s in sources if s.root), None) or known.get(host)
     where = row.cwd or row.worktree or row.project or source_root or "."
-    if any(s.project_key in local_keys for s in sources if s.project_key):
-        return source_root, local_root
     here = known.get(local_host)
+    if here is not None and os.path.realpath(here) == os.path.realpath(local_root):
+        return source_root, local_root
+    if key is not None and key in local_keys():
+        return source_root, local_root
     if key is not None and here:
         moved = map_path(where, source_root, here) or here
         raise CrossProject(f"cd {shlex.quote(moved)} && cos resume {shlex.quote(row.id)}")
@@ -309,7 +322,8 @@ def _mapped_row(row: IndexRow, source_root: str | None, root: str) -> IndexRow:
 
 
 def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope, tiers: Tiers,
-                             *, local_host: str, local_root: str, local_keys: Sequence[str],
+                             *, local_host: str, local_root: str,
+                             local_keys: Callable[[], Sequence[str]],
                              claude_dir: str, codex_dir: str, write: bool = True,
                              batch: int = BATCH) -> RestoreReport:
     """The restore report of another host's session, once its files are materialised here
