@@ -480,6 +480,7 @@ __all__ += [
     "SESSION_FIELDS",
     "import_sessions",
     "rebuild_index",
+    "sync_sessions",
     "list_sessions",
     "show_session",
     "rename_session",
@@ -518,8 +519,20 @@ def _refresh(storage: Storage, caller: Caller, env: Mapping[str, str] | None,
     from coding_os.sessions import index
 
     default_claude, default_codex = _native_dirs(os.environ if env is None else env)
-    return index.refresh(storage, caller.tiers, claude_dir or default_claude,
-                         codex_dir or default_codex, full=full, progress=progress)
+    report = index.refresh(storage, caller.tiers, claude_dir or default_claude,
+                           codex_dir or default_codex, full=full, progress=progress)
+    if storage.shared:  # other hosts read the lines: push what the refresh found
+        _replicate(storage, caller, report)
+    return report
+
+
+def _replicate(storage: Storage, caller: Caller, report: RefreshReport) -> None:
+    from coding_os.sessions import replicate
+
+    pushed = replicate.replicate(storage, caller.tiers, caller.resolution.project_root,
+                                 host=report.host)
+    report.warnings.extend(f"not replicated: session {session} ({stream}): {why}"
+                           for session, stream, why in pushed.refused)
 
 
 def _lookup_refresh(storage: Storage, caller: Caller,
@@ -547,6 +560,43 @@ def import_sessions(claude_dir: str | None = None, codex_dir: str | None = None,
     caller = Caller(env, cwd)
     return _with_index(caller, env, lambda storage: _refresh(storage, caller, env, claude_dir,
                                                              codex_dir))
+
+
+def sync_sessions(env: Mapping[str, str] | None = None, cwd: str | None = None
+                  ) -> dict[str, Any]:
+    """Import what changed, then push the new lines of the project's session files to the
+    shared storage (coding_os.sessions.replicate); on SQLite nothing is pushed and the report
+    says why.
+
+    Raises:
+        Misroute, StorageError, StateIOError: as `import_sessions`.
+        InvalidInput: COS_HOST is not a valid host name.
+    """
+    from coding_os.sessions import replicate
+
+    caller = Caller(env, cwd)
+
+    def work(storage: Storage) -> dict[str, Any]:
+        refreshed = _refresh_only(storage, caller, env)
+        if not storage.shared:
+            report = replicate.SyncReport(host=refreshed.host, shared=False,
+                                          message="the database is this host's SQLite: nothing "
+                                          "to replicate to (set COS_DATABASE_URL to a shared "
+                                          "PostgreSQL)")
+        else:
+            report = replicate.replicate(storage, caller.tiers,
+                                         caller.resolution.project_root, host=refreshed.host)
+        return report.to_dict()
+
+    return _with_index(caller, env, work)
+
+
+def _refresh_only(storage: Storage, caller: Caller,
+                  env: Mapping[str, str] | None) -> RefreshReport:
+    from coding_os.sessions import index
+
+    claude_dir, codex_dir = _native_dirs(os.environ if env is None else env)
+    return index.refresh(storage, caller.tiers, claude_dir, codex_dir)
 
 
 def rebuild_index(progress: Progress | None = None, env: Mapping[str, str] | None = None,

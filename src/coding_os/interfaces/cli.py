@@ -344,6 +344,8 @@ def _print_refresh(report: dict[str, Any]) -> None:
                    "unknown types")
     for path, reason in report["unreadable"]:
         echo(f"unreadable: {path}: {reason}", err=True)
+    for warning in report.get("warnings", ()):
+        echo(f"warning: {warning}", err=True)
 
 
 @cli.command("import")
@@ -375,6 +377,28 @@ def index_rebuild(as_json: bool) -> None:
         _emit_json(report)
         return
     _print_refresh(report)
+
+
+@cli.command("sync")
+@json_option
+def sync(as_json: bool) -> None:
+    """Push the new lines of this project's sessions to the shared database (PostgreSQL)."""
+    report = api.sync_sessions()
+    if as_json:
+        _emit_json(report)
+        return
+    if report["message"]:
+        echo(str(report["message"]))
+        return
+    echo(f"pushed {report['lines']} lines of {len(report['pushed'])} files to the shared "
+         f"database as host {report['host']} ({report['sources']} files, "
+         f"{report['unchanged']} unchanged)")
+    for name in report["restarted"]:
+        echo(f"started over: {name} (the file was rewritten)")
+    for session, stream, why in report["refused"]:
+        echo(f"not replicated: {session} ({stream}): {why}", err=True)
+    for path, why in report["unreadable"]:
+        echo(f"unreadable: {path}: {why}", err=True)
 
 
 def _session_line(row: dict[str, Any], here: str | None = None) -> str:

@@ -358,6 +358,9 @@ class Storage(abc.ABC):
     `with open_storage(...) as storage:` closes it on the way out.
     """
 
+    # Whether several hosts can share this database (PostgreSQL), or it is one host's (SQLite).
+    shared: bool = False
+
     def __enter__(self) -> Self:
         return self
 

@@ -70,6 +70,8 @@ class PostgresStorage(Storage):
             created or migrated. The message names the URL without its password.
     """
 
+    shared = True
+
     def __init__(self, url: str) -> None:
         self.url = redact(url)
         self._lock = threading.RLock()

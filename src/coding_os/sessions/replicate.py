@@ -1,0 +1,311 @@
+"""Replication of a project's session files to the shared storage (DESIGN.md §8).
+
+What is pushed, per session, as streams of raw lines (`Storage.add_replica_lines`):
+- "transcript": each cos-native transcript, `<state_dir>/<agent>/transcripts/<sid>.jsonl`;
+- "events": each engine events log, `<state_dir>/<agent>/events/<sid>.jsonl` (runtime/events.py);
+- "native": each Claude Code transcript or Codex rollout the index holds for this project (the
+  rows of this host whose project is this one), under the row's id.
+
+A line is the file's bytes up to its newline, exactly, whatever they hold; seq is the line number
+from 1. A torn last line (no newline yet) is not pushed until it is complete. Each source starts
+from the lines the storage already holds, so a run killed at any point resumes where it stopped
+and a second run pushes nothing. Lines go in order, in batches, one transaction per batch.
+
+Cheap when nothing changed: `<state_dir>/.replicate-state.json` keeps, per source, the file's
+size, mtime and inode and the byte offset and line count pushed; an unchanged file is not opened
+and the storage not asked. When the kept marks and the storage disagree (a run killed between a
+batch and the save, a lost state file) the file is read from its start and the stored last line
+compared with the file's. A file that shrank below what was pushed, or whose stored last line is
+no longer the file's (rewritten), is removed from the storage (`remove_replica`) and pushed again
+from line 1.
+
+A session id whose lines another host already pushed is refused by the storage: the report lists
+it in `refused`, and nothing of the other host's lines changes.
+
+Where it runs: `cos sync` (api.sync_sessions), after each index refresh when the storage is
+shared (PostgreSQL), and in the daemon's sweep. On SQLite (one host's own database) `cos sync`
+replicates nothing and says so: there is no other host to read the lines.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from coding_os import durable
+from coding_os.errors import StateIOError
+from coding_os.state.hosts import project_key, this_host
+from coding_os.state.identity import is_session_id
+from coding_os.state.tiers import RESERVED_DIRS, Tiers
+from coding_os.storage.base import ReplicaSource, Storage, StorageError
+
+__all__ = ["STATE_FILE", "BATCH_LINES", "BATCH_BYTES", "SyncReport", "Source", "project_sources",
+           "replicate", "replicate_source"]
+
+STATE_FILE = ".replicate-state.json"
+BATCH_LINES = 2000
+BATCH_BYTES = 4 << 20
+_READ_BYTES = 1 << 20
+
+
+@dataclass
+class Source:
+    """One file of a session to replicate."""
+
+    session: str
+    stream: str  # "transcript", "events" or "native"
+    agent: str
+    path: str
+
+
+@dataclass
+class SyncReport:
+    """What one replication run pushed."""
+
+    host: str = ""
+    shared: bool = True
+    sources: int = 0
+    unchanged: int = 0
+    lines: int = 0  # lines pushed (new in the storage)
+    bytes: int = 0
+    batches: int = 0
+    restarted: list[str] = field(default_factory=list)  # "<stream>:<session>" started over
+    refused: list[list[str]] = field(default_factory=list)  # [session, stream, why]
+    unreadable: list[list[str]] = field(default_factory=list)  # [path, why]
+    torn: list[str] = field(default_factory=list)  # files whose last line is not complete yet
+    pushed: dict[str, int] = field(default_factory=dict)  # "<stream>:<session>" -> lines
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON."""
+        return asdict(self)
+
+
+def _session_files(tiers: Tiers, folder_name: str) -> Iterator[tuple[str, str, str]]:
+    """(agent, session, path) of every `<agent>/<folder_name>/<sid>.jsonl` of the state dir."""
+    try:
+        agents = sorted(os.listdir(tiers.state_dir))
+    except OSError:
+        return
+    for agent in agents:
+        if agent.startswith(".") or agent in RESERVED_DIRS:
+            continue
+        folder = os.path.join(tiers.state_dir, agent, folder_name)
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for name in names:
+            session = name[:-len(".jsonl")]
+            if name.endswith(".jsonl") and is_session_id(session):
+                yield agent, session, os.path.join(folder, name)
+
+
+def project_sources(storage: Storage, tiers: Tiers, host: str,
+                    root: str | None) -> list[Source]:
+    """Every file of the project to replicate: cos transcripts, events logs, and the Claude
+    Code / Codex files of this host's index rows whose project is `root`.
+
+    Raises:
+        StorageError: the index cannot be read.
+    """
+    found = [Source(session, "transcript", agent, path)
+             for agent, session, path in _session_files(tiers, "transcripts")]
+    found += [Source(session, "events", agent, path)
+              for agent, session, path in _session_files(tiers, "events")]
+    if root is not None:
+        for row in storage.index_rows(hosts=[host], local_host=host, cwd_under=[root]):
+            if row.kind in ("claude", "codex") and row.source_path and (
+                    row.project in (None, root)):
+                found.append(Source(row.id, "native", row.agent, row.source_path))
+    return found
+
+
+def _load_marks(path: str) -> dict[str, dict[str, Any]]:
+    try:
+        with open(path, "rb") as f:
+            data = json.loads(f.read())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _save_marks(path: str, marks: dict[str, dict[str, Any]]) -> None:
+    durable.atomic_write(path, json.dumps(marks, separators=(",", ":"),
+                                          ensure_ascii=False).encode("utf-8"), sync=False)
+
+
+def replicate(storage: Storage, tiers: Tiers, root: str | None = None,
+              host: str | None = None, sources: list[Source] | None = None) -> SyncReport:
+    """Push the new lines of every file of the project (`project_sources`, or `sources`).
+
+    Raises:
+        StorageError: the storage cannot be read or written (what was pushed before stays).
+        StateIOError: the marks cannot be saved.
+        InvalidInput: COS_HOST is not a valid host name.
+    """
+    host = host or this_host()
+    report = SyncReport(host=host, shared=storage.shared)
+    files = sources if sources is not None else project_sources(storage, tiers, host, root)
+    key = project_key(root) if root is not None else None
+    marks_path = os.path.join(tiers.state_dir, STATE_FILE)
+    marks = _load_marks(marks_path)
+    before = json.dumps(marks, sort_keys=True)
+    try:
+        for source in files:
+            report.sources += 1
+            replicate_source(storage, source, host, key, root, marks, report)
+    finally:
+        if json.dumps(marks, sort_keys=True) != before:
+            try:
+                durable.ensure_dir(tiers.state_dir)
+                _save_marks(marks_path, marks)
+            except StateIOError:
+                pass  # the marks only save work: the storage holds the truth
+    return report
+
+
+def replicate_source(storage: Storage, source: Source, host: str, key: str | None,
+                     root: str | None, marks: dict[str, dict[str, Any]],
+                     report: SyncReport) -> None:
+    """Push the new complete lines of one file, moving its mark in `marks`.
+
+    Raises:
+        StorageError: the storage cannot be read or written (other than a refusal, which is
+            reported).
+    """
+    name = f"{source.stream}:{source.session}"
+    try:
+        st = os.stat(source.path)
+    except OSError as exc:
+        report.unreadable.append([source.path, exc.strerror or type(exc).__name__])
+        return
+    mark = marks.get(name)
+    stat_now = [st.st_size, st.st_mtime_ns, st.st_ino]
+    if isinstance(mark, dict) and mark.get("path") == source.path and \
+            mark.get("stat") == stat_now and mark.get("host") == host:
+        report.unchanged += 1
+        if mark.get("torn"):
+            report.torn.append(source.path)
+        return
+    stored = storage.replica_source(source.session, source.stream)
+    if stored is not None and stored.host != host:
+        report.refused.append([source.session, source.stream,
+                               f"session {source.session} is replicated from host "
+                               f"{stored.host}"])
+        return
+    done = stored.lines if stored is not None else 0
+    replica = ReplicaSource(session=source.session, stream=source.stream, host=host,
+                            agent=source.agent, path=source.path, project_key=key, root=root)
+    try:
+        f = open(source.path, "rb")
+    except OSError as exc:
+        report.unreadable.append([source.path, exc.strerror or type(exc).__name__])
+        return
+    with f:
+        offset = _resume_offset(storage, source, f, st.st_ino, st.st_size, mark, done)
+        if offset is None:  # rewritten or shrunk: start over
+            storage.remove_replica(source.session, source.stream)
+            report.restarted.append(name)
+            done, offset = 0, 0
+            f.seek(0)
+        try:
+            torn = _push_lines(storage, replica, f, offset, done, report, marks, name,
+                               stat_now)
+        except StorageError as exc:
+            if "is replicated from host" not in str(exc):
+                raise
+            report.refused.append([source.session, source.stream, str(exc)])
+            return
+    if torn:
+        report.torn.append(source.path)
+
+
+def _resume_offset(storage: Storage, source: Source, f: Any, inode: int, size: int,
+                   mark: object, done: int) -> int | None:
+    """The byte offset after the `done` lines already stored, the file positioned there; None
+    when the file no longer holds them (shrunk or rewritten)."""
+    if isinstance(mark, dict) and mark.get("path") == source.path and \
+            mark.get("lines") == done and mark.get("inode") == inode and \
+            isinstance(mark.get("offset"), int) and mark["offset"] <= size:
+        f.seek(mark["offset"])
+        return int(mark["offset"])
+    if done == 0:
+        return 0
+    # Count `done` lines from the start; the last of them must be the one stored.
+    offset, count, last = 0, 0, b""
+    pending = b""
+    while count < done:
+        chunk = f.read(_READ_BYTES)
+        if not chunk:
+            return None
+        pending += chunk
+        start = 0
+        while count < done:
+            end = pending.find(b"\n", start)
+            if end < 0:
+                break
+            last = pending[start:end]
+            count += 1
+            start = end + 1
+        offset += start
+        pending = pending[start:]
+    stored = storage.replica_lines(source.session, source.stream, after=done - 1, limit=1)
+    if not stored or stored[0][1] != last:
+        return None
+    f.seek(offset)
+    return offset
+
+
+def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, done: int,
+                report: SyncReport, marks: dict[str, dict[str, Any]], name: str,
+                stat_now: list[int]) -> bool:
+    """Push the complete lines from `offset` on, numbered after `done`, batch by batch; True
+    when a torn last line was left for later."""
+    batch: list[tuple[int, bytes]] = []
+    batch_bytes = 0
+    pending = b""
+    seq = done
+
+    def flush() -> None:
+        nonlocal batch, batch_bytes
+        if batch:
+            added = storage.add_replica_lines(replica, batch)
+            report.lines += added
+            report.bytes += batch_bytes
+            report.batches += 1
+            report.pushed[name] = report.pushed.get(name, 0) + added
+        marks[name] = {"path": replica.path, "host": replica.host, "inode": stat_now[2],
+                       "offset": offset, "lines": seq, "stat": None}
+        batch, batch_bytes = [], 0
+
+    while True:
+        chunk = f.read(_READ_BYTES)
+        if not chunk:
+            break
+        pending += chunk
+        start = 0
+        while True:
+            end = pending.find(b"\n", start)
+            if end < 0:
+                break
+            seq += 1
+            line = pending[start:end]
+            batch.append((seq, line))
+            batch_bytes += len(line) + 1
+            start = end + 1
+            if len(batch) >= BATCH_LINES or batch_bytes >= BATCH_BYTES:
+                offset += batch_bytes
+                flush()
+        pending = pending[start:]
+    offset += batch_bytes
+    flush()
+    torn = bool(pending)
+    # The file as read: unchanged next time means nothing to read (a torn tail stays torn).
+    end = offset + len(pending)
+    marks[name]["stat"] = stat_now if end == stat_now[0] else None
+    marks[name]["torn"] = torn
+    return torn

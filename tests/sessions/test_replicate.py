@@ -1,0 +1,344 @@
+"""sessions/replicate.py: a project's session files pushed line by line to the shared storage."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from coding_os.sessions import index, replicate, transcript
+from coding_os.state.hosts import project_key, project_keys
+from coding_os.state.tiers import Tiers
+from coding_os.storage.base import Storage
+from coding_os.storage.sqlite import SQLiteStorage
+from tests.helpers import ECHO_AGENT, cos, git
+
+SID = "ses-claude-20261129-100000-aaaa"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    if request.param == "sqlite":
+        backend: Storage = SQLiteStorage(str(tmp_path / "db" / "coding-os.db"))
+    else:
+        from coding_os.storage.postgres import PostgresStorage
+
+        backend = PostgresStorage(request.getfixturevalue("pg_url"))
+    yield backend
+    backend.close()
+
+
+def stored(storage: Storage, session: str, stream: str) -> bytes:
+    """What the storage holds of a file: its lines, each with its newline back."""
+    return b"".join(line + b"\n" for _, line in storage.replica_lines(session, stream))
+
+
+def complete_lines(path: Path | str) -> bytes:
+    """A file's bytes up to its last newline (a torn last line left out)."""
+    data = Path(path).read_bytes()
+    return data[:data.rfind(b"\n") + 1]
+
+
+def transcript_file(tiers: Tiers, session: str = SID) -> Path:
+    path = Path(tiers.state_dir) / "claude" / "transcripts" / f"{session}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_every_complete_line_is_pushed_once_exactly_as_the_file_holds_it(
+        storage: Storage, tiers: Tiers) -> None:
+    path = transcript_file(tiers)
+    path.write_bytes(b'{"v": 1}\n\ncaf\xc3\xa9 \xff not utf-8\nnul \x00 cr \r\n  torn')
+    report = replicate.replicate(storage, tiers, host="alpha")
+    assert (report.lines, report.torn) == (4, [str(path)])
+    assert stored(storage, SID, "transcript") == complete_lines(path)
+    source = storage.replica_source(SID, "transcript")
+    assert source is not None and (source.host, source.agent, source.lines) == ("alpha", "claude", 4)
+    again = replicate.replicate(storage, tiers, host="alpha")
+    assert (again.lines, again.unchanged) == (0, 1)
+    with path.open("ab") as f:
+        f.write(b" line now whole\nmore\n")
+    third = replicate.replicate(storage, tiers, host="alpha")
+    assert (third.lines, third.torn) == (2, [])
+    assert stored(storage, SID, "transcript") == path.read_bytes()
+    assert [seq for seq, _ in storage.replica_lines(SID, "transcript")] == list(range(1, 7))
+
+
+def test_lines_go_in_batches_and_a_lost_mark_file_resumes_without_repeats(
+        storage: Storage, tiers: Tiers, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(replicate, "BATCH_LINES", 7)
+    path = transcript_file(tiers)
+    path.write_bytes(b"".join(b"line %d\n" % n for n in range(50)))
+    report = replicate.replicate(storage, tiers, host="alpha")
+    assert (report.lines, report.batches) == (50, 8)
+    os.unlink(os.path.join(tiers.state_dir, replicate.STATE_FILE))
+    with path.open("ab") as f:
+        f.write(b"line 50\n")
+    resumed = replicate.replicate(storage, tiers, host="alpha")
+    assert (resumed.lines, resumed.restarted) == (1, [])
+    assert stored(storage, SID, "transcript") == path.read_bytes()
+
+
+def test_a_native_file_that_shrank_or_was_rewritten_starts_over(
+        storage: Storage, tiers: Tiers, tmp_path: Path) -> None:
+    native = tmp_path / "claude" / "projects" / "-p" / "u-1.jsonl"
+    native.parent.mkdir(parents=True)
+    native.write_bytes(b"one\ntwo\nthree\n")
+    sources = [replicate.Source("u-1", "native", "claude", str(native))]
+    replicate.replicate(storage, tiers, host="alpha", sources=sources)
+    native.write_bytes(b"one\n")  # shrank
+    shrank = replicate.replicate(storage, tiers, host="alpha", sources=sources)
+    assert shrank.restarted == ["native:u-1"]
+    assert stored(storage, "u-1", "native") == b"one\n"
+    os.unlink(os.path.join(tiers.state_dir, replicate.STATE_FILE))
+    native.write_bytes(b"ONE\ntwo\n")  # rewritten in place, marks gone: the content tells
+    rewritten = replicate.replicate(storage, tiers, host="alpha", sources=sources)
+    assert rewritten.restarted == ["native:u-1"]
+    assert stored(storage, "u-1", "native") == b"ONE\ntwo\n"
+    replaced = native.with_suffix(".new")
+    replaced.write_bytes(b"ONE\ntwo\nthree\n")
+    os.replace(replaced, native)  # a new file under the name: resumed when it holds the lines
+    kept = replicate.replicate(storage, tiers, host="alpha", sources=sources)
+    assert (kept.restarted, kept.lines) == ([], 1)
+    assert stored(storage, "u-1", "native") == native.read_bytes()
+
+
+def test_the_same_session_id_from_a_second_host_is_refused_and_the_first_kept(
+        storage: Storage, tmp_path: Path) -> None:
+    alpha, beta = Tiers(str(tmp_path / "a" / ".coding-os")), Tiers(str(tmp_path / "b" / ".coding-os"))
+    transcript_file(alpha).write_bytes(b"alpha 1\nalpha 2\n")
+    transcript_file(beta).write_bytes(b"beta 1\nbeta 2\nbeta 3\n")
+    replicate.replicate(storage, alpha, host="alpha")
+    refused = replicate.replicate(storage, beta, host="beta")
+    assert refused.lines == 0
+    assert refused.refused == [[SID, "transcript", f"session {SID} is replicated from host alpha"]]
+    assert stored(storage, SID, "transcript") == b"alpha 1\nalpha 2\n"
+    source = storage.replica_source(SID, "transcript")
+    assert source is not None and source.host == "alpha"
+    with transcript_file(alpha).open("ab") as f:
+        f.write(b"alpha 3\n")
+    assert replicate.replicate(storage, alpha, host="alpha").lines == 1
+    assert stored(storage, SID, "transcript") == b"alpha 1\nalpha 2\nalpha 3\n"
+
+
+def test_a_host_whose_clock_is_behind_keeps_order_by_seq_and_lists_right(
+        pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os import clock
+    from coding_os.storage.postgres import PostgresStorage
+
+    alpha, beta = Tiers(str(tmp_path / "a" / ".coding-os")), Tiers(str(tmp_path / "b" / ".coding-os"))
+    real = time.time
+    empty = (str(tmp_path / "no-claude"), str(tmp_path / "no-codex"))
+    with PostgresStorage(pg_url) as storage:
+        ahead = transcript.create(alpha, "claude", project="/a", worktree="/a")
+        behind_by = 3600.0
+        monkeypatch.setattr(clock.time, "time", lambda: real() - behind_by)
+        behind = transcript.create(beta, "claude", project="/b", worktree="/b")
+        for turn in range(5):
+            monkeypatch.setattr(clock.time, "time", real)
+            transcript.append(alpha, ahead, "user", {"turn": turn, "text": f"a{turn}"})
+            monkeypatch.setattr(clock.time, "time", lambda: real() - behind_by)
+            transcript.append(beta, behind, "user", {"turn": turn, "text": f"b{turn}"})
+            replicate.replicate(storage, alpha, host="alpha")
+            replicate.replicate(storage, beta, host="beta")
+        monkeypatch.setattr(clock.time, "time", real)
+        for tiers, sid in ((alpha, ahead), (beta, behind)):
+            path = transcript.transcript_path(tiers, sid)
+            assert stored(storage, sid, "transcript") == Path(path).read_bytes()
+            stamps = [json.loads(line)["ts"] for _, line in storage.replica_lines(sid, "transcript")]
+            assert len(stamps) == 6
+        beta_stamps = [json.loads(line)["ts"] for _, line in
+                       storage.replica_lines(behind, "transcript")]
+        alpha_first = json.loads(storage.replica_lines(ahead, "transcript")[0][1])["ts"]
+        assert max(beta_stamps) < alpha_first  # every line of beta looks older than alpha's
+        index.refresh(storage, alpha, *empty, host="alpha")
+        index.refresh(storage, beta, *empty, host="beta")
+        rows = storage.index_rows()
+        assert [(r.id, r.host) for r in rows] == [(ahead, "alpha"), (behind, "beta")]
+        assert [r.messages for r in rows] == [5, 5]
+        assert [r.id for r in storage.index_rows(hosts=["beta"], local_host="beta")] == [behind]
+
+
+# whole-process: cos sync, SIGKILL, two hosts
+
+_CHILD = """
+import sys
+from coding_os.sessions import replicate
+from coding_os.state.tiers import Tiers
+from coding_os.storage.postgres import PostgresStorage
+
+replicate.BATCH_LINES = 3
+storage = PostgresStorage(sys.argv[1])
+tiers = Tiers(sys.argv[2])
+print("ready", flush=True)
+while True:
+    replicate.replicate(storage, tiers, host="alpha")
+"""
+
+
+def test_replication_killed_at_any_moment_stores_every_line_once_in_order(
+        pg_url: str, tmp_path: Path) -> None:
+    tiers = Tiers(str(tmp_path / ".coding-os"))
+    rng = random.Random(19)
+    sessions = [f"ses-claude-20261129-10000{n}-aaaa" for n in range(3)]
+    files = [transcript_file(tiers, sid) for sid in sessions]
+    events = Path(tiers.state_dir) / "claude" / "events" / f"{sessions[0]}.jsonl"
+    events.parent.mkdir(parents=True)
+    files.append(events)
+    written = 0
+    from coding_os.storage.postgres import PostgresStorage
+
+    watcher = PostgresStorage(pg_url)
+    interrupted = 0  # runs killed with some lines pushed and some not
+    for run in range(50):
+        for path in files:  # each run has lines to push, some left torn for a later run
+            with path.open("ab") as f:
+                for _ in range(rng.randint(0, 12)):
+                    written += 1
+                    f.write(b'{"n": %d, "pad": "%s"}\n' % (written, b"x" * rng.randint(0, 300)))
+                if rng.random() < 0.3:
+                    f.write(b'{"torn": ')
+                    f.flush()
+                    f.write(b'"now whole"}\n')
+        child = subprocess.Popen([sys.executable, "-c", _CHILD, pg_url, tiers.state_dir],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert child.stdout is not None and child.stdout.readline() == b"ready\n"
+        time.sleep(rng.uniform(0, 0.05))
+        child.send_signal(signal.SIGKILL)
+        child.communicate()
+        have = sum(len(watcher.replica_lines(p.stem, _stream(p))) for p in files)
+        want = sum(complete_lines(p).count(b"\n") for p in files)
+        interrupted += have < want
+    watcher.close()
+    assert interrupted >= 5, interrupted
+    with PostgresStorage(pg_url) as storage:
+        replicate.replicate(storage, tiers, host="alpha")
+        for path in files:
+            session, stream = path.stem, _stream(path)
+            lines = storage.replica_lines(session, stream)
+            assert [seq for seq, _ in lines] == list(range(1, len(lines) + 1))
+            assert stored(storage, session, stream) == path.read_bytes()
+
+
+def _stream(path: Path) -> str:
+    return "transcript" if path.parent.name == "transcripts" else "events"
+
+
+def _host_env(home: Path, host: str, url: str) -> dict[str, str]:
+    home.mkdir(parents=True, exist_ok=True)
+    return {"HOME": str(home), "COS_HOST": host, "COS_DATABASE_URL": url,
+            "GIT_CONFIG_GLOBAL": str(home / ".gitconfig")}
+
+
+def _engine_session(checkout: Path, env: dict[str, str], *inputs: str) -> str:
+    lines = [{"id": "1", "op": {"type": "configure", "agent": "python", "target": ECHO_AGENT}},
+             *[{"id": str(n + 2), "op": {"type": "user_input", "text": text}}
+               for n, text in enumerate(inputs)]]
+    done = cos("protocol", cwd=checkout, env=env,
+               input="".join(json.dumps(x) + "\n" for x in lines))
+    assert done.returncode == 0, done.stderr
+    session: str = json.loads(done.stdout.splitlines()[0])["session"]
+    return session
+
+
+def _sync(checkout: Path, env: dict[str, str]) -> dict[str, object]:
+    done = cos("sync", "--json", cwd=checkout, env=env)
+    assert done.returncode == 0, done.stderr
+    report: dict[str, object] = json.loads(done.stdout)
+    return report
+
+
+def _clone(origin: Path, target: Path, *args: str) -> Path:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    git(target.parent, "clone", "-q", *args, f"file://{origin}", str(target))
+    with open(target / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
+        f.write("/.coding-os/\n")
+    return target.resolve()
+
+
+def test_two_hosts_writing_sessions_at_once_replicate_both_completely_and_apart(
+        pg_url: str, repo: Path, tmp_path: Path) -> None:
+    from coding_os.storage.postgres import PostgresStorage
+
+    checkouts = {"alpha": _clone(repo, tmp_path / "alpha" / "work" / "app"),
+                 "beta": _clone(repo, tmp_path / "beta" / "src" / "checkout")}
+    envs = {host: _host_env(tmp_path / host / "home", host, pg_url) for host in checkouts}
+
+    def work(host: str) -> list[str]:
+        made = []
+        for turn in range(2):
+            made.append(_engine_session(checkouts[host], envs[host], f"{host} {turn} a",
+                                        f"{host} {turn} b"))
+            _sync(checkouts[host], envs[host])
+        return made
+
+    with ThreadPoolExecutor(2) as pool:
+        made = dict(zip(checkouts, pool.map(work, checkouts)))
+    finals = {host: _sync(checkouts[host], envs[host]) for host in checkouts}
+    assert all(report["refused"] == [] for report in finals.values())
+    with PostgresStorage(pg_url) as storage:
+        for host, sessions in made.items():
+            state = Tiers(str(checkouts[host] / ".coding-os"))
+            for sid in sessions:
+                sources = storage.replica_sources(sid)
+                assert {(s.stream, s.host, s.root) for s in sources} == {
+                    ("events", host, str(checkouts[host])),
+                    ("transcript", host, str(checkouts[host]))}
+                assert stored(storage, sid, "transcript") == \
+                    Path(transcript.transcript_path(state, sid)).read_bytes()
+                events = Path(state.events_path("python", sid))
+                assert stored(storage, sid, "events") == events.read_bytes()
+                assert f"{host} 1 b".encode() in stored(storage, sid, "transcript") or \
+                    f"{host} 0 b".encode() in stored(storage, sid, "transcript")
+        rows = storage.index_rows()
+        assert sorted((r.id, r.host) for r in rows) == sorted(
+            (sid, host) for host, sessions in made.items() for sid in sessions)
+        key = project_key(str(repo))
+        assert key is not None and storage.project_hosts(key) == {
+            host: str(root) for host, root in checkouts.items()}
+
+
+def test_a_project_is_recognised_across_hosts_by_root_commit_or_by_origin_when_shallow(
+        pg_url: str, repo: Path, tmp_path: Path) -> None:
+    from coding_os.storage.postgres import PostgresStorage
+
+    for n in range(3):
+        (repo / f"f{n}.txt").write_text(f"{n}\n", encoding="utf-8")
+        git(repo, "add", ".")
+        git(repo, "commit", "-q", "-m", f"c{n}")
+    full = _clone(repo, tmp_path / "alpha" / "app")
+    shallow = _clone(repo, tmp_path / "beta" / "shallow-app", "--depth", "1")
+    other_full = _clone(repo, tmp_path / "gamma" / "elsewhere")
+    hosts = {"alpha": full, "beta": shallow, "gamma": other_full}
+    for host, checkout in hosts.items():
+        _sync(checkout, _host_env(tmp_path / host / "home", host, pg_url))
+    by_commit, by_origin = project_keys(str(full))
+    assert project_keys(str(shallow)) == [by_origin]
+    with PostgresStorage(pg_url) as storage:
+        assert storage.project_hosts(by_commit) == {"alpha": str(full), "gamma": str(other_full)}
+        assert storage.project_hosts(by_origin) == {host: str(c) for host, c in hosts.items()}
+
+
+def test_cos_sync_on_sqlite_says_there_is_nothing_to_replicate_to(project: Path) -> None:
+    done = cos("sync", cwd=project)
+    assert done.returncode == 0 and "nothing to replicate to" in done.stdout
+    report = json.loads(cos("sync", "--json", cwd=project).stdout)
+    assert (report["shared"], report["lines"]) == (False, 0)
+
+
+def test_cos_sync_with_an_invalid_host_name_fails_with_one_line(project: Path) -> None:
+    done = cos("sync", cwd=project, env={"COS_HOST": "no spaces allowed"})
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "host name" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
