@@ -2190,6 +2190,37 @@ def session_events(session: str, since: int = 0, env: Mapping[str, str] | None =
             "last_seq": events[-1]["seq"] if events else max(end, since)}
 
 
+def session_tokens(session: str, env: Mapping[str, str] | None = None,
+                   cwd: str | None = None) -> dict[str, Any]:
+    """Token use per turn of a session: `source` ("engine": the usage its finished tasks
+    reported; "claude" or "codex": its native log; None: neither holds any) and `turns`, each
+    `turn`, `prompt`, `input`, `output`, `cached` (sessions/usage.py).
+
+    Raises:
+        InvalidId, NotFound: as `show_session`; NotFound: its log cannot be read.
+    """
+    from coding_os.runtime.events import events_path, read_since
+    from coding_os.sessions.usage import engine_turns, native_turns
+
+    from coding_os.errors import InvalidId
+
+    row = show_session(session, env, cwd)
+    try:
+        path: str | None = events_path(Caller(env, cwd).tiers, str(row["id"]))
+    except InvalidId:  # a native session imported under its agent's id: no events log
+        path = None
+    if path is not None and os.path.exists(path):
+        turns = engine_turns(read_since(path, 0).events)
+        if turns:
+            return {"session": row["id"], "source": "engine", "turns": turns}
+    kind, source = str(row.get("kind")), row.get("source_path")
+    if kind in ("claude", "codex") and isinstance(source, str) and source:
+        turns = native_turns(source, kind)
+        if turns:
+            return {"session": row["id"], "source": kind, "turns": turns}
+    return {"session": row["id"], "source": None, "turns": []}
+
+
 def session_job(session: str, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The row of the background job whose session is `session`, or None."""
     from coding_os.daemon import jobs, roster

@@ -19,7 +19,8 @@ import httpx
 import pytest
 
 from coding_os import api
-from tests.helpers import COS, ECHO_AGENT, bg_job, cos, python_session, until
+from tests.helpers import (COS, ECHO_AGENT, VIEWER, bg_job, copy_claude_fixtures,
+                           copy_codex_fixtures, cos, python_session, until)
 
 WAIT = 60.0
 HOSTILE = ('<script>alert("x")</script> <img src=x onerror=alert(1)> '
@@ -296,6 +297,25 @@ def test_a_long_session_page_holds_its_first_turns_and_loads_the_rest_when_revea
 
 
 # -- bad input -----------------------------------------------------------------------------
+
+
+def test_claude_and_codex_session_pages_chart_tokens_per_turn_from_their_own_logs(
+        web: Web, project: Path) -> None:
+    from coding_os.sessions.usage import native_turns
+
+    copy_claude_fixtures(Path.home() / ".claude")
+    copy_codex_fixtures(Path.home() / ".codex")
+    client = web.client()
+    for session, kind in ((VIEWER, "claude"), ("019e1625-789d-76c0-80ab-3724b5ddb799", "codex")):
+        shown = page(client, f"/sessions/{session}")
+        [chart] = shown.testid("token-chart")
+        assert chart["data-source"] == kind
+        source = json.loads(cos("sessions", "show", session, "--json", cwd=project).stdout)
+        expected = native_turns(source["source_path"], kind)
+        bars = shown.testid("token-bar")
+        assert [(int(str(b["data-input"])), int(str(b["data-output"]))) for b in bars] == \
+            [(t["input"], t["output"]) for t in expected] and expected
+        assert max(int(str(b["height"])) for b in bars) == 100
 
 
 def test_bad_input_gets_a_page_with_one_clear_message_and_its_status(

@@ -24,7 +24,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,7 @@ __all__ = [
     "default_claude_dir",
     "project_key",
     "scan_claude",
+    "turn_usage",
 ]
 
 AGENT = "claude"
@@ -408,6 +409,30 @@ def _usage(share: dict[str, Any], entry: Mapping[str, Any], uuid: str | None) ->
     model = message.get("model")
     if isinstance(model, str) and model and model != "<synthetic>":
         share["model"] = model
+
+
+def turn_usage(chain: Iterable[Mapping[str, Any]]) -> list[tuple[str, TokenTotals]]:
+    """Token use per turn of a conversation (a transcript's live chain, in order): each turn's
+    prompt (a slash command as `/name args`) and the usage of the assistant messages that
+    answered it, until the next prompt. One message written as several lines is counted once;
+    what comes before the first prompt is a turn of its own, prompt "" (none when it used no
+    tokens)."""
+    turns: list[tuple[str, dict[str, list[int]]]] = [("", {})]
+    for entry in chain:
+        kind = entry.get("type")
+        if kind == "user":
+            what, text = classify_user_entry(entry)
+            if what in ("prompt", "command"):
+                turns.append((text, {}))
+        elif kind == "assistant":
+            share: dict[str, Any] = {}
+            _usage(share, entry, entry.get("uuid") if isinstance(entry.get("uuid"), str) else None)
+            if "usage" in share:
+                key, values = share["usage"]
+                turns[-1][1][key] = values
+    if not turns[0][1]:
+        turns.pop(0)
+    return [(prompt, _tokens(usage)) for prompt, usage in turns]
 
 
 # -- the directory ------------------------------------------------------------------------------

@@ -59,6 +59,7 @@ __all__ = [
     "read_history",
     "prompt_text",
     "scan_codex",
+    "turn_usage",
 ]
 
 AGENT = "codex"
@@ -777,6 +778,53 @@ def _typed_prompt(entry: Mapping[str, Any]) -> str | None:
     if entry.get("type") == "response_item" and isinstance(payload, dict) \
             and payload.get("type") == "message" and payload.get("role") == "user":
         return prompt_text(payload.get("content"))
+    return None
+
+
+def turn_usage(lines: Iterable[Mapping[str, Any]]) -> list[tuple[str, TokenTotals]]:
+    """Token use per turn of a thread's history (`CodexHistory.live`, in order): each turn's
+    prompt and the usage of the model calls that answered it, until the next prompt, from the
+    `token_count` events' `last_token_usage`. A turn starts at a `user_message` event (at a
+    typed user message in a history without such events, as the listing counts prompts). Codex
+    repeats a count (a rate-limit update, a new turn's first event): one whose
+    `total_token_usage` did not change is not counted again. What comes before the first prompt
+    is a turn of its own, prompt "" (none when it used no tokens)."""
+    lines = list(lines)
+    starts = [_user_message(entry) for entry in lines]
+    if not any(start is not None for start in starts):
+        starts = [_typed_prompt(entry) for entry in lines]
+    turns: list[tuple[str, TokenTotals]] = [("", TokenTotals())]
+    seen_total: object = None
+    for entry, prompt in zip(lines, starts):
+        if prompt is not None:
+            turns.append((prompt, TokenTotals()))
+            continue
+        payload = entry.get("payload")
+        if entry.get("type") != "event_msg" or not isinstance(payload, dict) \
+                or payload.get("type") != "token_count":
+            continue
+        info = payload.get("info")
+        if not isinstance(info, dict) or not isinstance(info.get("last_token_usage"), dict):
+            continue
+        total = info.get("total_token_usage")
+        if total is not None and total == seen_total:
+            continue
+        seen_total = total
+        last = {key: value for key, value in info["last_token_usage"].items()
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0}
+        prompt, tokens = turns[-1]
+        turns[-1] = (prompt, tokens + _tokens(last))
+    if turns[0][1].total == 0:
+        turns.pop(0)
+    return turns
+
+
+def _user_message(entry: Mapping[str, Any]) -> str | None:
+    payload = entry.get("payload")
+    if entry.get("type") == "event_msg" and isinstance(payload, dict) \
+            and payload.get("type") == "user_message":
+        message = payload.get("message")
+        return message.strip() if isinstance(message, str) and message.strip() else "[image]"
     return None
 
 

@@ -24,8 +24,8 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from coding_os import api
-from coding_os.errors import (Ambiguous, Conflict, CosError, CrossProject, InvalidInput,
-                              NotFound)
+from coding_os.errors import (Ambiguous, Conflict, CosError, CrossProject, InvalidId,
+                              InvalidInput, NotFound)
 from coding_os.interfaces.web import live
 from coding_os.interfaces.web.security import CSRF_FIELD, LOOPBACK, Guard, new_token
 
@@ -239,13 +239,17 @@ class View:
         sid = str(row["id"])
         turns = self._turns(request, 0)
         tree = api.session_branches(row)
-        stored = api.session_events(sid, cwd=self.cwd, env=self.env)
+        try:
+            stored = api.session_events(sid, cwd=self.cwd, env=self.env)
+        except InvalidId:  # a native session under its agent's id: no events log of cos's
+            stored = {"engine": False, "events": [], "last_seq": 0}
         events = stored["events"]
         return self.render(request, "session.html", session=row, turns=turns,
                            branch=request.query_params.get("branch") or "", tree=tree,
                            engine=stored["engine"], events=events[-LIVE_SHOWN:],
                            last_seq=stored["last_seq"], job=api.session_job(sid, env=self.env),
-                           chart=_token_chart(events))
+                           chart=_token_chart(api.session_tokens(sid, cwd=self.cwd,
+                                                                 env=self.env)))
 
     def session_turns(self, request: Request) -> Response:
         offset = _offset(request.query_params.get("offset"))
@@ -397,25 +401,17 @@ def _branch(raw: str | None) -> int | None:
     return int(raw)
 
 
-def _token_chart(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Tokens per turn from the usage each finished task reported: task, input, output, and
-    the bar's height in the chart (0-100)."""
-    bars: list[dict[str, Any]] = []
-    for event in events:
-        msg = event.get("msg") or {}
-        usage = msg.get("usage")
-        if msg.get("type") != "task_complete" or not isinstance(usage, dict):
-            continue
-        tokens_in, tokens_out = usage.get("input"), usage.get("output")
-        if not isinstance(tokens_in, int) and not isinstance(tokens_out, int):
-            continue
-        bars.append({"task": msg.get("task"), "seq": event.get("seq"),
-                     "input": tokens_in if isinstance(tokens_in, int) else 0,
-                     "output": tokens_out if isinstance(tokens_out, int) else 0})
-    top = max((int(bar["input"]) + int(bar["output"]) for bar in bars), default=0) or 1
+def _token_chart(tokens: dict[str, Any]) -> dict[str, Any] | None:
+    """The chart of `api.session_tokens`: its source and bars, each turn's with its height in
+    the chart (0-100)."""
+    bars = [dict(turn) for turn in tokens["turns"]]
+    if not bars:
+        return None
+    top = max(int(bar["input"]) + int(bar["output"]) for bar in bars) or 1
     for bar in bars:
-        bar["height"] = max(1, round(100 * (int(bar["input"]) + int(bar["output"])) / top))
-    return bars
+        used = int(bar["input"]) + int(bar["output"])
+        bar["height"] = max(1, round(100 * used / top)) if used else 0
+    return {"source": tokens["source"], "bars": bars}
 
 
 def create_app(token: str, port: int, cwd: str | None = None,
