@@ -8,9 +8,9 @@ written where its agent looks for it.
 - Codex: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<id>.jsonl` (the relative path it had on its
   host), then `codex resume`.
 
-The path fields of each line (`cwd`; for a cos transcript also `project` and `worktree`) are
-mapped when their value is the other host's root or under it; every other byte of a line stays
-as it was, and a line that is not a JSON object (a torn tail) is kept whole. Every file is read
+The path fields of each line (`cwd`; for a cos transcript or events log also `project` and
+`worktree`) are mapped when their value is the other host's root or under it; every other byte
+of a line stays as it was, and a line that is not a JSON object (a torn tail) is kept whole. Every file is read
 from the storage and checked against what is on disk before the first one is written, and each is
 written atomically (temp file, fsync, rename): a storage that goes away mid-read leaves nothing
 behind, a file appears whole or not at all. A local file the replica would change is refused
@@ -51,8 +51,8 @@ __all__ = [
 # Replicated lines read per query: a 50 MB session in a few round trips, never all in one.
 BATCH = 5000
 # The fields of a line holding a path of the session's host, by stream.
-_PATH_KEYS = {"transcript": ("cwd", "project", "worktree"), "events": ("cwd",),
-              "native": ("cwd",)}
+_PATH_KEYS = {"transcript": ("cwd", "project", "worktree"),
+              "events": ("cwd", "project", "worktree"), "native": ("cwd",)}
 _NATIVE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _ROLLOUT_TAIL = re.compile(
     r"(?:^|/)([0-9]{4})/([0-9]{2})/([0-9]{2})/(rollout-[A-Za-z0-9._:-]{1,200}\.jsonl)$")

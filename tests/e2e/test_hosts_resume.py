@@ -1,0 +1,418 @@
+"""`cos resume` on host B of a session written on host A (DESIGN.md §8), two hosts simulated on
+this machine: two HOMEs, two clones of one repository at different paths, COS_HOST=a and b, one
+PostgreSQL schema. The real Claude Code and Codex run the session on A against the scripted model;
+`cos sync` replicates it; on B `cos resume` materialises it and hands over to the real client
+(through a shim on PATH that adds the non-interactive prompt), whose model request carries the
+earlier messages and runs in B's checkout. A cos-native session with its events log goes the same
+way and continues on B. Bad input: a repository B does not have, a local file that differs, and
+a PostgreSQL that stops answering mid-resume (nothing half-written)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import (
+    CLAUDE_BIN,
+    CODEX_BIN,
+    claude_env,
+    codex_env,
+    codex_rollouts,
+    run_claude,
+    run_codex,
+    write_codex_config,
+)
+from tests.e2e.model_server import ModelServer, Text, ToolCall, tool_output_text, when_prompted
+from tests.helpers import COS, ECHO_AGENT, require_clients, succeeded
+
+pytestmark = pytest.mark.e2e
+
+FIRST = "FIRST-PROMPT remember the word PELICAN"
+SECOND = "SECOND-PROMPT where are you now?"
+
+
+@dataclass
+class Host:
+    """One simulated host: its name, HOME and checkout, and the environment cos runs in."""
+
+    name: str
+    home: Path
+    checkout: Path
+    env: dict[str, str]
+
+    def cos(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([COS, *args], cwd=cwd or self.checkout, env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=120, input=input)
+
+    def cos_json(self, *args: str, env: dict[str, str] | None = None) -> Any:
+        done = succeeded(self.cos(*args, "--json", env=env))
+        return json.loads(done.stdout)
+
+    @property
+    def codex_home(self) -> Path:
+        return self.home / ".codex"
+
+
+def make_host(root: Path, name: str, origin: Path, where: str, url: str) -> Host:
+    home = root / f"home-{name}"
+    home.mkdir(parents=True)
+    checkout = root / where
+    checkout.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True,
+                   capture_output=True)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "COS_HOST": name,
+           "COS_DATABASE_URL": url, "CODEX_HOME": str(home / ".codex"),
+           "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_AUTHOR_NAME": "t",
+           "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.invalid", "LANG": "C.UTF-8"}
+    host = Host(name, home, checkout, env)
+    for agent in ("claude", "codex"):
+        succeeded(host.cos("init", "--agent", agent))
+    return host
+
+
+def new_origin(path: Path) -> Path:
+    path.mkdir(parents=True)
+    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
+                 ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit",
+                  "-q", "-m", "initial"]):
+        if argv[1] == "add":
+            (path / "hello.txt").write_text("hello\n", encoding="utf-8")
+        subprocess.run(argv, cwd=path, check=True, capture_output=True)
+    return path
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, pg_url: str) -> tuple[Host, Host]:
+    """Host A and host B: clones of one repository at different paths, one PostgreSQL schema."""
+    origin = new_origin(tmp_path / "origin")
+    a = make_host(tmp_path, "a", origin, "host-a/src/proj", pg_url)
+    b = make_host(tmp_path, "b", origin, "host-b/work/deeper/proj", pg_url)
+    return a, b
+
+
+def shim(host: Host, agent: str, prompt: str) -> dict[str, str]:
+    """A `claude` or `codex` first on PATH that runs the real client non-interactively with
+    `prompt`, as `cos resume` execs it (`claude --resume ID`, `codex resume ID`)."""
+    folder = host.home / "shim"
+    folder.mkdir(exist_ok=True)
+    if agent == "claude":
+        body = (f'exec {CLAUDE_BIN} -p {json.dumps(prompt)} "$@" --output-format json '
+                '--permission-mode acceptEdits --allowedTools "Bash(*)" Read Edit Write')
+    else:
+        body = (f'[ "$1" = resume ] || exit 64\nshift\nexec {CODEX_BIN} exec '
+                '--skip-git-repo-check --dangerously-bypass-approvals-and-sandbox resume "$@" '
+                f'{json.dumps(prompt)}')
+    script = folder / agent
+    script.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    script.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def pwd_script(done: str) -> list[Any]:
+    """pwd in the first turn; pwd again when resumed with SECOND; then a text each time."""
+    return [ToolCall("Bash", {"command": "pwd", "description": "where"}),
+            when_prompted("SECOND-PROMPT", ToolCall("Bash", {"command": "pwd",
+                                                            "description": "where now"}),
+                          Text("first turn done")),
+            Text(done)]
+
+
+def codex_pwd_script(done: str) -> list[Any]:
+    return [ToolCall("exec_command", {"cmd": "pwd"}),
+            when_prompted("SECOND-PROMPT", ToolCall("exec_command", {"cmd": "pwd"}),
+                          Text("first turn done")),
+            Text(done)]
+
+
+def resumed_request(server: ModelServer, path: str) -> dict[str, Any]:
+    """The body of the last agent turn the model was asked for (the resumed turn's end)."""
+    turns = [r for r in server.requests_to(path) if r.answer.startswith("step")]
+    assert turns, "the client asked the model nothing"
+    body: dict[str, Any] = turns[-1].body
+    return body
+
+
+def tool_outputs(body: dict[str, Any]) -> list[str]:
+    if "messages" in body:
+        return [tool_output_text(block.get("content")) for message in body["messages"]
+                if isinstance(message.get("content"), list)
+                for block in message["content"] if block.get("type") == "tool_result"]
+    return [tool_output_text(item.get("output")) for item in body["input"]
+            if item.get("type") == "function_call_output"]
+
+
+def no_temporaries(folder: Path) -> bool:
+    return not folder.exists() or not [p for p in folder.rglob(".*.tmp-*")]
+
+
+# -- Claude Code ----------------------------------------------------------------------------------
+
+
+def claude_on_a(a: Host, server: ModelServer) -> str:
+    done = succeeded(run_claude(a.checkout, FIRST, server, a.home,
+                                env={"COS_HOST": "a", "COS_DATABASE_URL": a.env["COS_DATABASE_URL"]}))
+    native: str = json.loads(done.stdout)["session_id"]
+    succeeded(a.cos("sync"))
+    return native
+
+
+def munged(path: Path) -> str:
+    return re.sub(r"[^A-Za-z0-9]", "-", str(path))
+
+
+def test_a_claude_session_of_host_a_resumes_on_host_b_in_bs_checkout(
+        hosts: tuple[Host, Host]) -> None:
+    require_clients()
+    a, b = hosts
+    with ModelServer(pwd_script("second turn done")) as server:
+        native = claude_on_a(a, server)
+        listed = b.cos_json("sessions", "--all-hosts")
+        row = next(r for r in listed if native in (r["id"], r["native_id"]))
+        assert row["host"] == "a"
+        assert all(r["host"] == "b" for r in b.cos_json("sessions"))  # default: this host
+        assert [r["host"] for r in b.cos_json("sessions", "--host", "a")
+                if native in (r["id"], r["native_id"])] == ["a"]
+        table = succeeded(b.cos("sessions", "--all-hosts")).stdout
+        assert any(row["id"] in line and "@a" in line for line in table.splitlines())
+
+        env = {**claude_env(server, b.home), **b.env, **shim(b, "claude", SECOND)}
+        resumed = b.cos("resume", native, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        target = b.home / ".claude" / "projects" / munged(b.checkout) / f"{native}.jsonl"
+        assert f"from host: a" in resumed.stderr and str(target) in resumed.stderr
+        assert json.loads(resumed.stdout)["session_id"] == native
+        body = resumed_request(server, "/v1/messages")
+    assert FIRST in json.dumps(body["messages"])  # the earlier messages were carried
+    outputs = tool_outputs(body)
+    assert outputs[0].strip() == str(a.checkout)  # the first turn ran on A
+    assert outputs[-1].strip() == str(b.checkout)  # the resumed turn runs in B's checkout
+    lines = [json.loads(x) for x in target.read_bytes().splitlines()]
+    cwds = {x["cwd"] for x in lines if "cwd" in x}
+    assert cwds == {str(b.checkout)}  # A's cwd mapped, and the new turn's own
+    report = b.cos_json("resume", native)  # again: the file is there, nothing to write
+    assert report["host"] == "a"
+    assert [f["action"] for f in report["materialized"]] == ["kept"]
+
+
+def test_a_session_of_a_repository_host_b_has_not_checked_out_writes_nothing(
+        hosts: tuple[Host, Host], tmp_path: Path, pg_url: str) -> None:
+    require_clients()
+    a, _ = hosts
+    other = make_host(tmp_path, "c", new_origin(tmp_path / "unrelated"), "host-c/proj", pg_url)
+    with ModelServer(pwd_script("done")) as server:
+        native = claude_on_a(a, server)
+    done = other.cos("resume", native)
+    assert done.returncode == 4, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    # The command to run on A, naming the session by its index id (the cos id the hooks gave).
+    assert re.search(rf"on a: cd {re.escape(str(a.checkout))} && cos resume "
+                     rf"(ses-claude-\S+|{native})$", done.stderr.strip()), done.stderr
+    assert not (other.home / ".claude" / "projects").exists()
+
+
+# -- Codex ----------------------------------------------------------------------------------------
+
+
+def test_a_codex_rollout_of_host_a_resumes_on_host_b_in_bs_checkout(
+        hosts: tuple[Host, Host]) -> None:
+    require_clients()
+    a, b = hosts
+    with ModelServer(codex_pwd_script("second turn done")) as server:
+        succeeded(run_codex(a.checkout, FIRST, server, a.home,
+                            env={"COS_HOST": "a", "COS_DATABASE_URL": a.env["COS_DATABASE_URL"]}))
+        (rollout,) = codex_rollouts(a.codex_home)
+        native = rollout.name[-len("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.jsonl"):-len(".jsonl")]
+        succeeded(a.cos("sync"))
+        write_codex_config(b.codex_home, server)
+        env = {**codex_env(b.home, b.codex_home), **b.env, **shim(b, "codex", SECOND)}
+        resumed = b.cos("resume", native, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        body = resumed_request(server, "/v1/responses")
+    relative = rollout.relative_to(a.codex_home)
+    target = b.codex_home / relative  # the same path under sessions/ as on A
+    assert str(target) in resumed.stderr
+    assert FIRST in json.dumps(body["input"])
+    outputs = tool_outputs(body)
+    assert str(a.checkout) in outputs[0] and str(b.checkout) in outputs[-1]
+    metas = [json.loads(x) for x in target.read_bytes().splitlines()]
+    cwds = [x["payload"]["cwd"] for x in metas if x.get("type") in ("session_meta",
+                                                                     "turn_context")]
+    assert cwds and set(cwds) == {str(b.checkout)}
+
+
+# -- cos-native -----------------------------------------------------------------------------------
+
+
+def engine_session(host: Host, *inputs: str, session: str | None = None) -> str:
+    ops = [{"id": "1", "op": {"type": "configure", "agent": "python", "target": ECHO_AGENT}},
+           *[{"id": str(n + 2), "op": {"type": "user_input", "text": text}}
+             for n, text in enumerate(inputs)]]
+    args = ("protocol",) if session is None else ("protocol", "--session", session)
+    done = succeeded(host.cos(*args, input="".join(json.dumps(x) + "\n" for x in ops)))
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert any(e["msg"]["type"] == "task_complete" for e in events), events
+    return str(events[0]["session"])
+
+
+def test_a_cos_native_session_with_events_resumes_on_host_b(hosts: tuple[Host, Host]) -> None:
+    a, b = hosts
+    sid = engine_session(a, FIRST)
+    succeeded(a.cos("sync"))
+    report = b.cos_json("resume", sid)
+    assert report["host"] == "a" and report["handover"] is None
+    written = {f["stream"]: f for f in report["materialized"]}
+    transcript = b.checkout / ".coding-os" / "python" / "transcripts" / f"{sid}.jsonl"
+    events = b.checkout / ".coding-os" / "python" / "events" / f"{sid}.jsonl"
+    assert written["transcript"]["path"] == str(transcript)
+    assert written["transcript"]["action"] == "written" and transcript.is_file()
+    assert written["events"]["path"] == str(events) and events.is_file()
+    assert report["restored"]["entries"] == len(transcript.read_bytes().splitlines())
+    meta = json.loads(transcript.read_bytes().splitlines()[0])
+    assert meta["project"] == str(b.checkout)
+    engine_session(b, SECOND, session=sid)  # the engine goes on with it here, in B's checkout
+    entries = [json.loads(x) for x in transcript.read_bytes().splitlines()]
+    assert [e["text"] for e in entries if e["type"] == "user"] == [FIRST, SECOND]
+    assert entries[-1]["text"] == f"echo: {SECOND}"
+    configured = [json.loads(x)["msg"] for x in events.read_bytes().splitlines()]
+    assert {m["cwd"] for m in configured if m["type"] == "session_configured"} == {
+        str(b.checkout)}
+
+
+def test_a_local_file_that_differs_is_left_alone_and_a_prefix_gets_the_rest(
+        hosts: tuple[Host, Host]) -> None:
+    a, b = hosts
+    sid = engine_session(a, FIRST)
+    succeeded(a.cos("sync"))
+    preview = b.cos_json("resume", sid, "--dry-run")
+    transcript = Path(next(f["path"] for f in preview["materialized"]
+                           if f["stream"] == "transcript"))
+    assert not transcript.exists()  # a dry run writes nothing
+    transcript.parent.mkdir(parents=True, exist_ok=True)
+    transcript.write_bytes(b'{"something": "else"}\n')
+    refused = b.cos("resume", sid, "--json")
+    assert refused.returncode == 7 and refused.stderr.count("\n") == 1, refused.stderr
+    assert transcript.read_bytes() == b'{"something": "else"}\n'
+    transcript.unlink()
+    whole = b.cos_json("resume", sid)
+    full = transcript.read_bytes()
+    transcript.write_bytes(full[:full.index(b"\n") + 1])  # its first line only
+    again = b.cos_json("resume", sid)
+    assert {f["stream"]: f["action"] for f in again["materialized"]}["transcript"] == "extended"
+    assert transcript.read_bytes() == full
+    assert whole["restored"]["entries"] == again["restored"]["entries"]
+
+
+# -- PostgreSQL going away mid-resume -------------------------------------------------------------
+
+
+class CuttingProxy:
+    """A TCP proxy to PostgreSQL that closes a connection once the server has sent it more than
+    `budget` bytes: the database stops answering in the middle of a large read."""
+
+    def __init__(self, budget: int, target: tuple[str, int] = ("127.0.0.1", 5432)) -> None:
+        self.budget, self.target = budget, target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cut = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, self.budget),
+                             daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, budget: int | None) -> None:
+        sent = 0
+        try:
+            while data := src.recv(65536):
+                if budget is not None and sent + len(data) > budget:
+                    self.cut += 1
+                    break
+                dst.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.fixture
+def proxy() -> Iterator[CuttingProxy]:
+    cutting = CuttingProxy(budget=1 << 20)
+    yield cutting
+    cutting.close()
+
+
+def big_claude_session(a: Host, native: str, lines: int = 3000) -> Path:
+    """A Claude Code transcript of A's checkout, about 4 MB, as Claude writes them."""
+    folder = a.home / ".claude" / "projects" / munged(a.checkout)
+    folder.mkdir(parents=True)
+    path = folder / f"{native}.jsonl"
+    parent = None
+    with open(path, "w", encoding="utf-8") as f:
+        for n in range(lines):
+            uuid = f"00000000-0000-4000-8000-{n:012d}"
+            kind = "user" if n % 2 == 0 else "assistant"
+            content = f"turn {n}: " + "lorem ipsum dolor sit amet " * 50
+            entry = {"parentUuid": parent, "isSidechain": False, "userType": "external",
+                     "cwd": str(a.checkout), "sessionId": native, "version": "2.1.328",
+                     "gitBranch": "main", "type": kind, "uuid": uuid,
+                     "timestamp": f"2026-11-30T10:{n // 60 % 60:02d}:{n % 60:02d}.000Z",
+                     "message": {"role": kind, "content": content}}
+            f.write(json.dumps(entry, separators=(",", ":")) + "\n")
+            parent = uuid
+    return path
+
+
+def test_postgresql_going_away_mid_resume_leaves_nothing_half_written(
+        hosts: tuple[Host, Host], proxy: CuttingProxy) -> None:
+    a, b = hosts
+    native = "0a1b2c3d-1111-4222-8333-444455556666"
+    source = big_claude_session(a, native)
+    succeeded(a.cos("sync"))
+    url = b.env["COS_DATABASE_URL"].replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    assert url != b.env["COS_DATABASE_URL"]
+    folder = b.home / ".claude" / "projects" / munged(b.checkout)
+    target = folder / f"{native}.jsonl"
+    done = b.cos("resume", native, "--json", env={"COS_DATABASE_URL": url})
+    assert proxy.cut >= 1, done.stderr  # the database did stop answering mid-read
+    assert done.returncode == 6, done.stderr
+    assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
+    assert not target.exists() and no_temporaries(folder)
+    # A previous (shorter) file stays as it was.
+    mapped = source.read_bytes().replace(f'"cwd":"{a.checkout}"'.encode(),
+                                         f'"cwd":"{b.checkout}"'.encode())
+    folder.mkdir(parents=True, exist_ok=True)
+    first = mapped.split(b"\n", 1)[0] + b"\n"
+    target.write_bytes(first)
+    done = b.cos("resume", native, "--json", env={"COS_DATABASE_URL": url})
+    assert done.returncode == 6 and target.read_bytes() == first, done.stderr
+    assert no_temporaries(folder)
+    report = b.cos_json("resume", native)  # with the database back, the rest is written
+    assert [f["action"] for f in report["materialized"]] == ["extended"]
+    assert target.read_bytes() == mapped
