@@ -549,7 +549,7 @@ class PostgresStorage(Storage):
             if lines:
                 added = max(conn.execute(
                     "INSERT INTO replica_lines (session, stream, seq, line) "
-                    "SELECT %s, %s, seq, line FROM unnest(%s::bigint[], %s::bytea[]) "
+                    "SELECT %s, %s, seq, line FROM unnest(%b::bigint[], %b::bytea[]) "
                     "AS t (seq, line) ON CONFLICT (session, stream, seq) DO NOTHING",
                     (session, stream, [seq for seq, _ in lines],
                      [line for _, line in lines])).rowcount, 0)
