@@ -19,6 +19,18 @@ the appends, the summary, a delete — holds an exclusive `flock` on that `.lock
 processes may append to one session: each batch lands whole and in one piece, and the summary
 follows the entries in the order they were written. In one process, calls run one at a time in
 the order they were made (one worker thread per store), off the event loop.
+
+Several hosts (DESIGN.md §8), when the storage is a shared PostgreSQL (`COS_DATABASE_URL`): each
+append pushes the session's new transcript lines to it (coding_os.sessions.replicate), and the
+first append of a session also writes its index row, with this host (COS_HOST). On another host
+a main key this host holds no session for is looked up there: `load` gives back the records of
+the session another host stored under that SDK session id in a checkout of the same repository
+(its replicated transcript), and `list_sessions` / `list_session_summaries` of the project key
+of this checkout (`project_key_for_directory` of its root) list those sessions too. The first
+append to such a key here starts this host's own session of it, seeded with the other host's
+records: the conversation goes on here, and the other host's session stays as it was. Subpath
+keys (subagents' transcripts) are not looked up on other hosts. On SQLite (one host) nothing of
+this happens.
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ import hashlib
 import os
 
 from coding_os import durable, jsonwire
-from coding_os.errors import InvalidInput, NotFound
+from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.sessions import transcript
 from coding_os.state.caller import Caller
 from coding_os.state.identity import mint_session_id
@@ -42,6 +54,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Mapping
     from typing import Any, TypeVar
 
+    from coding_os.storage.base import Storage
     from claude_agent_sdk.types import (
         SessionKey,
         SessionListSubkeysKey,
@@ -87,6 +100,7 @@ class CosSessionStore:
         if not os.path.isdir(cwd):
             raise InvalidInput(f"no project directory at {cwd}")
         caller = Caller(env, cwd=cwd)
+        self.env = dict(os.environ if env is None else env)
         self.tiers = caller.tiers
         self.project_root = caller.resolution.project_root
         self.worktree = caller.resolution.worktree or self.project_root
@@ -95,6 +109,10 @@ class CosSessionStore:
         # store left it; read again when the size says another writer appended meanwhile.
         self._seen: dict[str, tuple[int, int, set[str]]] = {}
         self._worker: concurrent.futures.ThreadPoolExecutor | None = None
+        url = self.env.get("COS_DATABASE_URL") or ""
+        self._shared = url.startswith(("postgresql://", "postgres://"))
+        self._storage: Storage | None = None  # the shared storage, opened on first use
+        self._host: str | None = None
 
     # -- the SessionStore protocol ------------------------------------------------------------
 
@@ -162,11 +180,14 @@ class CosSessionStore:
             self._seen[session] = (_size(path), turn, uuids)
             if subpath is None:
                 self._fold_summary(folder, key, entries, path)
+            if self._shared:
+                self._replicate(session, path)
 
     def _load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         info = _read_key(self._key_file(key))
         if info is None:
-            return None
+            remote = self._remote(key) if self._shared and _subpath(key) is None else None
+            return None if remote is None else self._remote_items(remote)
         try:
             entries = transcript.iter_entries(transcript.transcript_path(self.tiers,
                                                                          info["session"]))
@@ -183,6 +204,12 @@ class CosSessionStore:
             mtime = _mtime_ms(transcript.transcript_path(self.tiers, info["session"]))
             if mtime is not None:
                 found.append({"session_id": info["session_id"], "mtime": mtime})
+        if self._shared and self._lists_remote(project_key):
+            here = {entry["session_id"] for entry in found}
+            for _, session_id, mtime in self._remote_rows():
+                if session_id not in here:
+                    here.add(session_id)
+                    found.append({"session_id": session_id, "mtime": mtime})
         return found
 
     def _list_summaries(self, project_key: str) -> list[SessionSummaryEntry]:
@@ -195,6 +222,18 @@ class CosSessionStore:
             if summary is not None and _mtime_ms(
                     transcript.transcript_path(self.tiers, info["session"])) is not None:
                 found.append(summary)  # type: ignore[arg-type]
+        if self._shared and self._lists_remote(project_key):
+            from claude_agent_sdk import fold_session_summary
+
+            here = {summary["session_id"] for summary in found}
+            for session, session_id, mtime in self._remote_rows():
+                if session_id in here:
+                    continue
+                here.add(session_id)
+                main: SessionKey = {"project_key": project_key, "session_id": session_id}
+                folded = fold_session_summary(None, main, self._remote_items(session))
+                folded["mtime"] = mtime
+                found.append(folded)
         return found
 
     def _delete(self, key: SessionKey) -> None:
@@ -215,6 +254,10 @@ class CosSessionStore:
                     self._seen.pop(info["session"], None)
                     durable.unlink_quietly(
                         transcript.transcript_path(self.tiers, info["session"]))
+                    if self._shared:  # gone for the other hosts too
+                        storage = self._shared_storage()
+                        storage.remove_replica(info["session"], "transcript")
+                        storage.remove_index_row(info["session"])
                 durable.unlink_quietly(key_file)
 
     def _list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
@@ -252,10 +295,18 @@ class CosSessionStore:
         meta: dict[str, Any] = {
             "native_id": key["session_id"], "project": self.project_root,
             "worktree": self.worktree, "parent": parent}
+        # A main key another host holds a session of: this host's session starts with its
+        # records (the conversation goes on here).
+        remote = self._remote(key) if self._shared and subpath is None else None
+        seed = self._remote_items(remote) if remote is not None else []
         try:
             session = transcript.create(self.tiers, AGENT, session=claimed, **meta)
         except InvalidInput:  # the claimed id was taken meanwhile by another transcript
             session = transcript.create(self.tiers, AGENT, **meta)
+        turn = 0
+        for item in seed:
+            entry_type, fields, turn = _as_entry(dict(item), turn)
+            transcript.append(self.tiers, session, entry_type, fields, durability="none")
         record = {"session": session, "project_key": key["project_key"],
                   "session_id": key["session_id"], "subpath": subpath}
         durable.atomic_write(key_file, jsonwire.dumps(record).encode("ascii"))
@@ -288,6 +339,90 @@ class CosSessionStore:
             if isinstance(item, dict) and isinstance(item.get("uuid"), str):
                 uuids.add(item["uuid"])
         return turn, uuids
+
+    # -- several hosts (a shared storage) -------------------------------------------------------
+
+    def _shared_storage(self) -> Storage:
+        if self._storage is None:
+            from coding_os.state.hosts import this_host
+            from coding_os.storage import open_storage
+
+            self._host = this_host(self.env)
+            self._storage = open_storage(self.tiers.database, env=self.env)
+        return self._storage
+
+    def close(self) -> None:
+        """Close the connection to the shared storage, if one was opened (the next call opens
+        it again); a store dropped without it closes it when collected."""
+        storage, self._storage = getattr(self, "_storage", None), None
+        if storage is not None:
+            storage.close()
+
+    def __del__(self) -> None:
+        self.close()
+
+    def _replicate(self, session: str, path: str) -> None:
+        """Push the session's new transcript lines to the shared storage; its first append also
+        writes its index row and this checkout's root (so other hosts find it by its SDK
+        session id, and `cos sessions --all-hosts` there lists it)."""
+        from coding_os.sessions import index, replicate
+        from coding_os.state.hosts import register_project
+
+        storage = self._shared_storage()
+        if storage.replica_source(session, "transcript") is None:
+            register_project(storage, self.project_root, self._host)
+            row, _ = index.cos_row(path)
+            if row is not None:
+                row.host = self._host
+                storage.upsert_index_rows([row])
+        report = replicate.replicate(storage, self.tiers, self.project_root, self._host,
+                                     sources=[replicate.Source(session, "transcript", AGENT,
+                                                               path)])
+        for _, _, why in report.refused:
+            raise StateIOError(f"session {session} was not replicated: {why}")
+
+    def _remote_rows(self, session_id: str | None = None) -> list[tuple[str, str, int]]:
+        """(cos session, SDK session id, mtime in epoch ms of its last replicated line) of each
+        session of agent claude-sdk another host stored in a checkout of this repository (of
+        `session_id` only, when given), the most recently active first; main keys only
+        (sidechains have no index row)."""
+        from coding_os.state.hosts import project_keys
+
+        storage = self._shared_storage()
+        keys = set(project_keys(self.project_root))
+        found = []
+        for row in storage.index_rows(agent=AGENT, search=session_id):
+            if (row.host in (None, self._host) or not row.native_id or row.parent
+                    or session_id not in (None, row.native_id)):
+                continue
+            source = storage.replica_source(row.id, "transcript")
+            if source is not None and source.project_key in keys:
+                found.append((row.id, row.native_id, _iso_ms(source.updated)))
+        found.sort(key=lambda found: -found[2])
+        return found
+
+    def _remote(self, key: SessionKey) -> str | None:
+        """The cos session another host stored under `key`'s SDK session id in a checkout of
+        this repository (the most recently active), or None."""
+        found = self._remote_rows(key["session_id"])
+        return found[0][0] if found else None
+
+    def _remote_items(self, session: str) -> list[SessionStoreEntry]:
+        """The SDK records of another host's session, from its replicated transcript lines."""
+        items = []
+        for _, line in self._shared_storage().replica_lines(session, "transcript"):
+            entry = jsonwire.loads_object(line)
+            if entry is not None and "item" in entry:
+                items.append(entry["item"])
+        return items
+
+    def _lists_remote(self, project_key: str) -> bool:
+        """Whether `project_key` is the SDK's key of this checkout (its root or worktree):
+        the other hosts' sessions of the repository are listed under it."""
+        from claude_agent_sdk import project_key_for_directory
+
+        return project_key in {project_key_for_directory(self.project_root),
+                               project_key_for_directory(self.worktree)}
 
     def _fold_summary(self, folder: str, key: SessionKey, entries: list[SessionStoreEntry],
                       path: str) -> None:
@@ -383,6 +518,17 @@ def _read_key(path: str) -> dict[str, Any] | None:
     if info is None or not isinstance(info.get("session"), str):
         return None
     return info
+
+
+def _iso_ms(when: str) -> int:
+    """Epoch ms of an ISO-8601 UTC time (`...Z`); 0 when it is not one."""
+    import datetime
+
+    try:
+        moment = datetime.datetime.fromisoformat(when.replace("Z", "+00:00"))
+    except ValueError:
+        return 0
+    return int(moment.timestamp() * 1000)
 
 
 def _mtime_ms(path: str) -> int | None:
