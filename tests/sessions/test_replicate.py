@@ -342,3 +342,21 @@ def test_cos_sync_with_an_invalid_host_name_fails_with_one_line(project: Path) -
     assert "Traceback" not in done.stderr
 
 
+
+
+def test_every_import_on_postgresql_pushes_what_it_found(pg_url: str, project: Path,
+                                                         tmp_path: Path) -> None:
+    from coding_os.storage.postgres import PostgresStorage
+
+    env = _host_env(tmp_path / "home-alpha", "alpha", pg_url)
+    sid = _engine_session(project, env, "first")
+    done = cos("import", "--json", cwd=project, env=env)
+    assert done.returncode == 0, done.stderr
+    state = Tiers(str(project / ".coding-os"))
+    path = Path(transcript.transcript_path(state, sid))
+    with PostgresStorage(pg_url) as storage:
+        assert stored(storage, sid, "transcript") == path.read_bytes()
+        assert stored(storage, sid, "events") == \
+            Path(state.events_path("python", sid)).read_bytes()
+    again = _sync(project, env)
+    assert (again["lines"], again["unchanged"]) == (0, 2)

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -150,7 +150,13 @@ def replicate(storage: Storage, tiers: Tiers, root: str | None = None,
     host = host or this_host()
     report = SyncReport(host=host, shared=storage.shared)
     files = sources if sources is not None else project_sources(storage, tiers, host, root)
-    key = project_key(root) if root is not None else None
+    keys: list[str | None] = []
+
+    def key() -> str | None:  # git is asked only when some file has lines to push
+        if not keys:
+            keys.append(project_key(root) if root is not None else None)
+        return keys[0]
+
     marks_path = os.path.join(tiers.state_dir, STATE_FILE)
     marks = _load_marks(marks_path)
     before = json.dumps(marks, sort_keys=True)
@@ -168,10 +174,11 @@ def replicate(storage: Storage, tiers: Tiers, root: str | None = None,
     return report
 
 
-def replicate_source(storage: Storage, source: Source, host: str, key: str | None,
-                     root: str | None, marks: dict[str, dict[str, Any]],
-                     report: SyncReport) -> None:
-    """Push the new complete lines of one file, moving its mark in `marks`.
+def replicate_source(storage: Storage, source: Source, host: str,
+                     key: Callable[[], str | None], root: str | None,
+                     marks: dict[str, dict[str, Any]], report: SyncReport) -> None:
+    """Push the new complete lines of one file, moving its mark in `marks` (`key` gives the
+    project's identity, asked only when there is something to push).
 
     Raises:
         StorageError: the storage cannot be read or written (other than a refusal, which is
@@ -199,7 +206,7 @@ def replicate_source(storage: Storage, source: Source, host: str, key: str | Non
         return
     done = stored.lines if stored is not None else 0
     replica = ReplicaSource(session=source.session, stream=source.stream, host=host,
-                            agent=source.agent, path=source.path, project_key=key, root=root)
+                            agent=source.agent, path=source.path, project_key=key(), root=root)
     try:
         f = open(source.path, "rb")
     except OSError as exc:
