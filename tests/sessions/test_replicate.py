@@ -104,6 +104,13 @@ def test_a_native_file_that_shrank_or_was_rewritten_starts_over(
     rewritten = replicate.replicate(storage, tiers, host="alpha", sources=sources)
     assert rewritten.restarted == ["native:u-1"]
     assert stored(storage, "u-1", "native") == b"ONE\ntwo\n"
+    with native.open("r+b") as f:  # rewritten in place and grown, the marks kept
+        f.write(b"ONE\nTW0\nthree\n")
+    in_place = replicate.replicate(storage, tiers, host="alpha", sources=sources)
+    assert in_place.restarted == ["native:u-1"]
+    assert stored(storage, "u-1", "native") == b"ONE\nTW0\nthree\n"
+    native.write_bytes(b"ONE\ntwo\n")
+    replicate.replicate(storage, tiers, host="alpha", sources=sources)
     replaced = native.with_suffix(".new")
     replaced.write_bytes(b"ONE\ntwo\nthree\n")
     os.replace(replaced, native)  # a new file under the name: resumed when it holds the lines

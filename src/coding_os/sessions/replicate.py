@@ -13,11 +13,13 @@ and a second run pushes nothing. Lines go in order, in batches, one transaction 
 
 Cheap when nothing changed: `<state_dir>/.replicate-state.json` keeps, per source, the file's
 size, mtime and inode and the byte offset and line count pushed; an unchanged file is not opened
-and the storage not asked. When the kept marks and the storage disagree (a run killed between a
-batch and the save, a lost state file) the file is read from its start and the stored last line
-compared with the file's. A file that shrank below what was pushed, or whose stored last line is
-no longer the file's (rewritten), is removed from the storage (`remove_replica`) and pushed again
-from line 1.
+and the storage not asked. A changed file resumes after the lines the storage holds: the last
+stored line must be the file's line of that number — read where the mark says it starts, or,
+when the marks and the storage disagree (a run killed between a batch and the save, a lost state
+file), found by counting lines from the start. A file that shrank below what was pushed, or
+whose line no longer matches (rewritten), is removed from the storage (`remove_replica`) and
+pushed again from line 1. (A rewrite that keeps that one line as it was, changing only earlier
+ones, is not noticed: Claude Code and Codex append to their files, and so does cos.)
 
 A session id whose lines another host already pushed is refused by the storage: the report lists
 it in `refused`, and nothing of the other host's lines changes.
@@ -213,14 +215,13 @@ def replicate_source(storage: Storage, source: Source, host: str,
         report.unreadable.append([source.path, exc.strerror or type(exc).__name__])
         return
     with f:
-        offset = _resume_offset(storage, source, f, st.st_ino, st.st_size, mark, done)
-        if offset is None:  # rewritten or shrunk: start over
+        resume = _resume_offset(storage, source, f, st.st_ino, st.st_size, mark, done)
+        if resume is None:  # rewritten or shrunk: start over
             storage.remove_replica(source.session, source.stream)
             report.restarted.append(name)
-            done, offset = 0, 0
-            f.seek(0)
+            done, resume = 0, (0, 0)
         try:
-            torn = _push_lines(storage, replica, f, offset, done, report, marks, name,
+            torn = _push_lines(storage, replica, f, *resume, done, report, marks, name,
                                stat_now)
         except StorageError as exc:
             if "is replicated from host" not in str(exc):
@@ -232,18 +233,26 @@ def replicate_source(storage: Storage, source: Source, host: str,
 
 
 def _resume_offset(storage: Storage, source: Source, f: Any, inode: int, size: int,
-                   mark: object, done: int) -> int | None:
-    """The byte offset after the `done` lines already stored, the file positioned there; None
-    when the file no longer holds them (shrunk or rewritten)."""
+                   mark: object, done: int) -> tuple[int, int] | None:
+    """The byte offset after the `done` lines already stored and where the last of them starts,
+    the file positioned there; None when the file no longer holds them (shrunk or rewritten):
+    the last stored line must be the file's line `done`, found through the mark or by counting
+    lines from the start."""
+    if done == 0:
+        return 0, 0
+    last_stored = storage.replica_lines(source.session, source.stream, after=done - 1, limit=1)
+    if not last_stored:
+        return None
+    expected = last_stored[0][1] + b"\n"
     if isinstance(mark, dict) and mark.get("path") == source.path and \
             mark.get("lines") == done and mark.get("inode") == inode and \
-            isinstance(mark.get("offset"), int) and mark["offset"] <= size:
-        f.seek(mark["offset"])
-        return int(mark["offset"])
-    if done == 0:
-        return 0
-    # Count `done` lines from the start; the last of them must be the one stored.
-    offset, count, last = 0, 0, b""
+            isinstance(mark.get("offset"), int) and isinstance(mark.get("last"), int) and \
+            mark["offset"] <= size and mark["offset"] - mark["last"] == len(expected):
+        f.seek(mark["last"])
+        if f.read(len(expected)) == expected:
+            return int(mark["offset"]), int(mark["last"])
+        f.seek(0)
+    offset, count, last_start = 0, 0, 0
     pending = b""
     while count < done:
         chunk = f.read(_READ_BYTES)
@@ -255,26 +264,27 @@ def _resume_offset(storage: Storage, source: Source, f: Any, inode: int, size: i
             end = pending.find(b"\n", start)
             if end < 0:
                 break
-            last = pending[start:end]
+            last_start = offset + start
             count += 1
             start = end + 1
         offset += start
         pending = pending[start:]
-    stored = storage.replica_lines(source.session, source.stream, after=done - 1, limit=1)
-    if not stored or stored[0][1] != last:
+    f.seek(last_start)
+    if f.read(offset - last_start) != expected:
         return None
-    f.seek(offset)
-    return offset
+    return offset, last_start
 
 
-def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, done: int,
-                report: SyncReport, marks: dict[str, dict[str, Any]], name: str,
+def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, last: int,
+                done: int, report: SyncReport, marks: dict[str, dict[str, Any]], name: str,
                 stat_now: list[int]) -> bool:
-    """Push the complete lines from `offset` on, numbered after `done`, batch by batch; True
-    when a torn last line was left for later."""
+    """Push the complete lines from `offset` on (`last`: where the last line stored starts),
+    numbered after `done`, batch by batch; True when a torn last line was left for later."""
+    f.seek(offset)
     batch: list[tuple[int, bytes]] = []
     batch_bytes = 0
     pending = b""
+    base = offset  # the file offset of pending[0]
     seq = done
 
     def flush() -> None:
@@ -286,7 +296,7 @@ def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, d
             report.batches += 1
             report.pushed[name] = report.pushed.get(name, 0) + added
         marks[name] = {"path": replica.path, "host": replica.host, "inode": stat_now[2],
-                       "offset": offset, "lines": seq, "stat": None}
+                       "offset": offset, "last": last, "lines": seq, "stat": None}
         batch, batch_bytes = [], 0
 
     while True:
@@ -300,6 +310,7 @@ def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, d
             if end < 0:
                 break
             seq += 1
+            last = base + start
             line = pending[start:end]
             batch.append((seq, line))
             batch_bytes += len(line) + 1
@@ -307,6 +318,7 @@ def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, d
             if len(batch) >= BATCH_LINES or batch_bytes >= BATCH_BYTES:
                 offset += batch_bytes
                 flush()
+        base += start
         pending = pending[start:]
     offset += batch_bytes
     flush()
