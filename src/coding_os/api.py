@@ -2221,6 +2221,33 @@ def session_tokens(session: str, env: Mapping[str, str] | None = None,
     return {"session": row["id"], "source": None, "turns": []}
 
 
+def session_sidechains(session: str, branch: int | None = None,
+                       env: Mapping[str, str] | None = None,
+                       cwd: str | None = None) -> dict[str, Any]:
+    """The subagent conversations of a session, each with the turn that started it (its index
+    among `session_turns`' turns of the live chain, or of branch `branch`; None when not
+    placed): a Claude Code session's sidechains (inline, beside or under its transcript), a cos
+    session's sidechains (cos sessions whose `parent` it is); `sidechains`, oldest first
+    (sessions/sidechains.py), their turns redacted as the conversation's are.
+
+    Raises:
+        InvalidId, NotFound: as `show_session`. InvalidInput: a branch it does not have.
+    """
+    from coding_os.sessions.sidechains import claude_sidechains, cos_sidechains
+
+    row, source = _session_log(session, "read", env, cwd)
+    state_dir = Caller(env, cwd).tiers.state_dir
+    redacting = redact.configured(state_dir)
+    kind = str(row.get("kind"))
+    if kind == "claude":
+        found = claude_sidechains(source, branch, redacting)
+    elif kind == "cos" and branch is None:
+        found = cos_sidechains(state_dir, str(row["id"]), source, redacting)
+    else:
+        found = []
+    return {"session": row["id"], "sidechains": found}
+
+
 def session_job(session: str, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The row of the background job whose session is `session`, or None."""
     from coding_os.daemon import jobs, roster

@@ -318,6 +318,36 @@ def test_claude_and_codex_session_pages_chart_tokens_per_turn_from_their_own_log
         assert max(int(str(b["height"])) for b in bars) == 100
 
 
+def test_a_session_page_folds_each_subagent_under_the_call_or_turn_that_started_it(
+        web: Web, project: Path) -> None:
+    copy_claude_fixtures(Path.home() / ".claude")
+    client = web.client()
+    shown = page(client, f"/sessions/{VIEWER}")
+    marks = [attrs for _, attrs in shown.elements
+             if attrs.get("data-testid") in ("turn", "sidechain")]
+    sidechains = [i for i, attrs in enumerate(marks) if attrs["data-testid"] == "sidechain"]
+    expected = api.session_sidechains(VIEWER, cwd=str(project))["sidechains"]
+    assert len(sidechains) == len(expected) == 2
+    for at, sidechain in zip(sidechains, expected):
+        folded = marks[at]
+        assert folded["data-call"] == sidechain["call"] and "open" not in folded
+        started = marks[at - 1]  # right after the Task call that started it
+        assert (started["data-testid"], started["data-role"], started["data-n"]) == \
+            ("turn", "tool_call", str(sidechain["turn"]))
+    assert len(shown.testid("sidechain-turn")) == sum(len(s["turns"]) for s in expected)
+    assert "subagent general-purpose: Check package configuration" in "".join(shown.text)
+    # A cos session's sidechain: a cos session whose parent it is.
+    lead = api.create_session("python", title="lead", cwd=str(project))
+    api.append_event(lead, "user", {"turn": 1, "text": "plan"}, cwd=str(project))
+    helper = api.create_session("python", title="helper", parent=lead, cwd=str(project))
+    api.append_event(helper, "user", {"turn": 1, "text": "the helper's part"}, cwd=str(project))
+    api.append_event(lead, "assistant", {"turn": 1, "text": "done"}, cwd=str(project))
+    lead_page = page(client, f"/sessions/{lead}")
+    [folded] = lead_page.testid("sidechain")
+    assert (folded["data-layout"], folded["data-agent"]) == ("cos", helper)
+    assert "the helper's part" in "".join(lead_page.text)
+
+
 def test_bad_input_gets_a_page_with_one_clear_message_and_its_status(
         web: Web, project: Path, tmp_path: Path) -> None:
     other = tmp_path / "other"

@@ -229,9 +229,22 @@ class View:
                            scope=scope, agent=agent or "", scopes=api.SESSION_SCOPES)
 
     def _turns(self, request: Request, offset: int) -> dict[str, Any]:
-        return api.session_turns(request.path_params["session"], offset, TURNS_PAGE,
-                                 _branch(request.query_params.get("branch")), cwd=self.cwd,
-                                 env=self.env)
+        """A page of the conversation, with the sidechains started in it (`sidechains`: by
+        the turn's index) and those started nowhere on it (`unplaced`)."""
+        sid, branch = request.path_params["session"], _branch(request.query_params.get("branch"))
+        turns: dict[str, Any] = api.session_turns(sid, offset, TURNS_PAGE, branch,
+                                                  cwd=self.cwd, env=self.env)
+        shown = range(offset, offset + len(turns["turns"]))
+        placed: dict[int, list[dict[str, Any]]] = {}
+        unplaced = []
+        for sidechain in api.session_sidechains(sid, branch, cwd=self.cwd,
+                                                env=self.env)["sidechains"]:
+            if sidechain["turn"] is None:
+                unplaced.append(sidechain)
+            elif sidechain["turn"] in shown:
+                placed.setdefault(sidechain["turn"], []).append(sidechain)
+        turns["sidechains"], turns["unplaced"] = placed, unplaced
+        return turns
 
     def session(self, request: Request) -> Response:
         sid = request.path_params["session"]
@@ -411,7 +424,7 @@ def _token_chart(tokens: dict[str, Any]) -> dict[str, Any] | None:
     for bar in bars:
         used = int(bar["input"]) + int(bar["output"])
         bar["height"] = max(1, round(100 * used / top)) if used else 0
-    return {"source": tokens["source"], "bars": bars}
+    return {"source": tokens["source"], "bars": bars, "top": top}
 
 
 def create_app(token: str, port: int, cwd: str | None = None,
