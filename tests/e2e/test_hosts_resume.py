@@ -363,13 +363,14 @@ class CuttingProxy:
 
 @pytest.fixture
 def proxy() -> Iterator[CuttingProxy]:
-    cutting = CuttingProxy(budget=1 << 20)
+    cutting = CuttingProxy(budget=11 << 19)  # 5.5 MB: inside the second batch of lines
     yield cutting
     cutting.close()
 
 
-def big_claude_session(a: Host, native: str, lines: int = 3000) -> Path:
-    """A Claude Code transcript of A's checkout, about 4 MB, as Claude writes them."""
+def big_claude_session(a: Host, native: str, lines: int = 7000) -> Path:
+    """A Claude Code transcript of A's checkout, about 6.7 MB (two batches of replicated lines
+    read back), as Claude writes them."""
     folder = a.home / ".claude" / "projects" / munged(a.checkout)
     folder.mkdir(parents=True)
     path = folder / f"{native}.jsonl"
@@ -378,7 +379,7 @@ def big_claude_session(a: Host, native: str, lines: int = 3000) -> Path:
         for n in range(lines):
             uuid = f"00000000-0000-4000-8000-{n:012d}"
             kind = "user" if n % 2 == 0 else "assistant"
-            content = f"turn {n}: " + "lorem ipsum dolor sit amet " * 50
+            content = f"turn {n}: " + "lorem ipsum dolor sit amet " * 20
             entry = {"parentUuid": parent, "isSidechain": False, "userType": "external",
                      "cwd": str(a.checkout), "sessionId": native, "version": "2.1.328",
                      "gitBranch": "main", "type": kind, "uuid": uuid,

@@ -15,6 +15,7 @@ from coding_os.sessions.materialize import (
     map_lines,
     map_path,
     materialize,
+    read_mapped,
     read_replica,
     roots_for,
 )
@@ -211,6 +212,16 @@ def test_a_replica_missing_a_line_is_refused(storage: SQLiteStorage) -> None:
     source.lines = 3  # the source claims more than is stored
     with pytest.raises(StorageError):
         read_replica(storage, source)
+
+
+def test_a_replica_read_in_several_batches_is_the_file_mapped_whole(
+        storage: SQLiteStorage) -> None:
+    lines = [claude_line(A + "/pkg", text=str(i)) for i in range(7)]
+    source = stored(storage, lines)
+    assert read_mapped(storage, source, A, B, batch=2) == (map_lines(lines, ("cwd",), A, B), 7)
+    source.lines = 9  # two lines the storage does not have: found missing by the reader thread
+    with pytest.raises(StorageError):
+        read_mapped(storage, source, A, B, batch=2)
 
 
 def test_nothing_replicated_is_not_found(storage: SQLiteStorage, tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from coding_os.errors import Conflict, CrossProject, InvalidId, NotFound
@@ -43,6 +43,7 @@ __all__ = [
     "map_lines",
     "file_action",
     "read_replica",
+    "read_mapped",
     "roots_for",
     "materialize",
     "restore_report_elsewhere",
@@ -135,7 +136,7 @@ def map_lines(lines: Sequence[bytes], keys: Sequence[str], old: str | None, new:
     old = (old or "").rstrip("/")
     new = new.rstrip("/") or "/"
     if not old or old == new:
-        return b"\n".join(lines) + b"\n"
+        return b"\n".join([*lines, b""])  # the newline after the last line, without a copy
     spellings, pattern, table = _mapper(keys, old, new)
 
     def swap(match: re.Match[bytes]) -> bytes:
@@ -143,10 +144,10 @@ def map_lines(lines: Sequence[bytes], keys: Sequence[str], old: str | None, new:
 
     kept = {i for i, line in enumerate(lines) if not _whole_object(line)}
     if not kept:  # every line a JSON object (the usual case): one pass over the whole file
-        return pattern.sub(swap, b"\n".join(lines)) + b"\n"
+        return pattern.sub(swap, b"\n".join([*lines, b""]))
     out = [line if i in kept or not any(s in line for s in spellings) else pattern.sub(swap, line)
            for i, line in enumerate(lines)]
-    return b"\n".join(out) + b"\n"
+    return b"\n".join([*out, b""])
 
 
 def file_action(path: str, data: bytes) -> str:
@@ -177,29 +178,84 @@ def file_action(path: str, data: bytes) -> str:
                    "resume the replica, or resume the local file with the agent itself")
 
 
-def read_replica(storage: Storage, source: ReplicaSource, batch: int = BATCH) -> list[bytes]:
-    """The lines of a replicated file, 1 to `source.lines`, read `batch` at a time.
+def _batches(storage: Storage, source: ReplicaSource, batch: int) -> Iterator[list[bytes]]:
+    """The lines of a replicated file, 1 to `source.lines`, `batch` at a time.
 
     Raises:
         StorageError: the storage failed or went away; a line is missing.
     """
-    lines: list[bytes] = []
     after = 0
     while after < source.lines:
         chunk = storage.replica_lines(source.session, source.stream, after=after,
                                       limit=min(batch, source.lines - after))
         if not chunk:
             break
+        lines: list[bytes] = []
         for seq, line in chunk:
             if seq != after + 1:
-                raise StorageError(f"the replica of {source.session} ({source.stream}) misses "
-                                   f"line {after + 1}")
+                break
             lines.append(line)
             after = seq
+        if lines:
+            yield lines
+        if len(lines) < len(chunk):
+            break
     if after < source.lines:
         raise StorageError(f"the replica of {source.session} ({source.stream}) misses line "
                            f"{after + 1}")
-    return lines
+
+
+def read_replica(storage: Storage, source: ReplicaSource, batch: int = BATCH) -> list[bytes]:
+    """The lines of a replicated file, 1 to `source.lines`, read `batch` at a time.
+
+    Raises:
+        StorageError: the storage failed or went away; a line is missing.
+    """
+    return [line for lines in _batches(storage, source, batch) for line in lines]
+
+
+def read_mapped(storage: Storage, source: ReplicaSource, old: str | None, new: str,
+                batch: int = BATCH) -> tuple[bytes, int]:
+    """The file a replicated file becomes here (`map_lines` of its lines, mapped from `old` to
+    `new`) and its number of lines. A file of several batches is read by a helper thread while
+    this one maps the batch before (the wait on the database overlaps the mapping).
+
+    Raises:
+        StorageError: the storage failed or went away; a line is missing.
+    """
+    keys = _PATH_KEYS[source.stream]
+    if source.lines <= batch:
+        lines = read_replica(storage, source, batch)
+        return map_lines(lines, keys, old, new), len(lines)
+    import queue
+    import threading
+
+    handed: queue.Queue[list[bytes] | BaseException | None] = queue.Queue(maxsize=2)
+
+    def fetch() -> None:
+        try:
+            for lines in _batches(storage, source, batch):
+                handed.put(lines)
+        except BaseException as exc:  # noqa: BLE001 - raised again in the caller's thread
+            handed.put(exc)
+            return
+        handed.put(None)
+
+    reader = threading.Thread(target=fetch, name="cos-replica-read", daemon=True)
+    reader.start()
+    parts: list[bytes] = []
+    count = 0
+    while True:
+        item = handed.get()
+        if item is None:
+            break
+        if isinstance(item, BaseException):
+            reader.join()
+            raise item
+        parts.append(map_lines(item, keys, old, new))
+        count += len(item)
+    reader.join()
+    return b"".join(parts), count
 
 
 def roots_for(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource], local_host: str,
@@ -298,10 +354,9 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
     planned: list[tuple[str, bytes, MaterializedFile]] = []
     for source in sorted(wanted, key=lambda s: _ORDER[s.stream]):
         path = _target(source, row, tiers, cwd, claude_dir, codex_dir)
-        lines = read_replica(storage, source, batch)
-        data = map_lines(lines, _PATH_KEYS[source.stream], source_root, root)
+        data, count = read_mapped(storage, source, source_root, root, batch)
         action = file_action(path, data)
-        planned.append((path, data, MaterializedFile(path, source.stream, len(lines), action)))
+        planned.append((path, data, MaterializedFile(path, source.stream, count, action)))
     result = Materialized(host=str(row.host), source_root=source_root, root=root)
     for path, data, done in planned:
         if done.action in ("write", "extend"):
