@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.daemon.worktrees import (WorkAtRisk, check_out, create_worktree, inspect_worktree,
-                                        is_git_repository, needs_worktree, remove_worktree)
+from coding_os.daemon.worktrees import (WorkAtRisk, check_out, create_worktree, drop_spare,
+                                        inspect_worktree, is_git_repository, needs_worktree,
+                                        prepare_spare, remove_worktree, spare_ready)
 from coding_os.errors import Conflict, InvalidId, InvalidInput
 from tests.helpers import cos, git, tree
 
@@ -322,3 +323,63 @@ def test_a_planted_folder_that_is_no_worktree_of_the_repository_is_not_deleted(
     with pytest.raises(InvalidInput, match="not a linked worktree"):
         remove_worktree(str(repo), str(planted), "cos/89abcdef", force=True)
     assert (planted / "file.txt").read_text(encoding="utf-8") == "keep\n"
+
+
+def test_a_job_takes_over_the_spare_worktree_ready_at_head(repo: Path) -> None:
+    create_worktree(str(repo), JOB)  # the first job makes the worktrees folder
+    (repo / "README.md").write_text("edited, not committed\n", encoding="utf-8")
+    before = checkout_state(repo)
+    assert prepare_spare(str(repo)) and spare_ready(str(repo))
+    spare = repo / ".coding-os" / "worktrees" / "spare"
+    assert tree(spare)["README.md"] == ("f", b"hello\n", False)
+
+    made = create_worktree(str(repo), "4567cdef", checkout=False, use_spare=True)
+
+    assert made.checked_out and not spare.exists() and not spare_ready(str(repo))
+    assert tree(made.path)["README.md"] == ("f", b"hello\n", False)
+    assert git(made.path, "symbolic-ref", "HEAD") == "refs/heads/cos/4567cdef"
+    assert git(made.path, "rev-parse", "HEAD") == made.base == git(repo, "rev-parse", "HEAD")
+    assert git(made.path, "status", "--porcelain", "--untracked-files=all") == ""
+    assert checkout_state(repo) == before
+    remove_worktree(str(repo), made.path, made.branch)  # a job's worktree like any other
+    assert not Path(made.path).exists()
+
+
+def test_a_spare_made_before_head_moved_is_not_taken_and_is_replaced(repo: Path) -> None:
+    create_worktree(str(repo), JOB)
+    assert prepare_spare(str(repo))
+    moved = commit_in(repo, "later.txt")
+    assert not spare_ready(str(repo))
+
+    made = create_worktree(str(repo), "4567cdef", checkout=False, use_spare=True)
+
+    assert not made.checked_out and made.base == moved
+    check_out(made.path)
+    assert tree(made.path)["later.txt"] == ("f", b"work\n", False)
+    assert prepare_spare(str(repo)) and spare_ready(str(repo))
+    spare = repo / ".coding-os" / "worktrees" / "spare"
+    assert git(spare, "rev-parse", "HEAD") == moved and "later.txt" in tree(spare)
+
+
+def test_a_changed_spare_is_not_taken(repo: Path) -> None:
+    create_worktree(str(repo), JOB)
+    assert prepare_spare(str(repo))
+    spare = repo / ".coding-os" / "worktrees" / "spare"
+    (spare / "README.md").write_text("changed in the spare\n", encoding="utf-8")
+
+    made = create_worktree(str(repo), "4567cdef", checkout=False, use_spare=True)
+
+    assert not made.checked_out
+    check_out(made.path)
+    assert tree(made.path)["README.md"] == ("f", b"hello\n", False)
+
+
+def test_drop_spare_removes_it_and_nothing_else(repo: Path) -> None:
+    made = create_worktree(str(repo), JOB)
+    assert prepare_spare(str(repo))
+    before = checkout_state(repo)
+    drop_spare(str(repo))
+    assert not (repo / ".coding-os" / "worktrees" / "spare").exists()
+    assert not spare_ready(str(repo)) and checkout_state(repo) == before
+    assert "worktrees/spare" not in git(repo, "worktree", "list")
+    assert Path(made.path).is_dir()

@@ -11,22 +11,23 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
 
 from coding_os import jsonwire
-from coding_os.daemon import jobs, roster, sockets
+from coding_os.daemon import jobs
 from coding_os.daemon.jobs import Job, JobError
 from coding_os.errors import Conflict, CosError, InvalidInput, NotFound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from coding_os.runtime.core import SessionSettings
 
 __all__ = [
-    "PROMPT_MAX", "start_job", "list_jobs", "find_job", "reply", "approve", "stop", "respawn",
+    "PROMPT_MAX", "JobSettings", "start_job", "list_jobs", "find_job", "reply", "approve",
+    "stop", "respawn",
     "remove", "logs", "attach", "follow", "gc_jobs", "ensure_daemon", "Connection", "spawn",
 ]
 
@@ -36,16 +37,39 @@ READY_TIMEOUT_S = 30.0  # for a runner to open its socket
 APPROVAL_SETTLE_S = 2.0
 
 
-def ensure_daemon(env: Mapping[str, str] | None = None) -> None:
+class JobSettings:
+    """What a job runs, as the fields of runtime.core.SessionSettings that start_job reads: for
+    a caller that does not import the engine (`cos bg`'s own path, entry.py)."""
+
+    __slots__ = ("agent", "cwd", "model", "permission_mode", "options")
+
+    def __init__(self, agent: str, cwd: str, model: str | None = None,
+                 permission_mode: str | None = None,
+                 options: dict[str, Any] | None = None) -> None:
+        self.agent = agent
+        self.cwd = cwd
+        self.model = model
+        self.permission_mode = permission_mode
+        self.options: dict[str, Any] = dict(options or {})
+
+
+def ensure_daemon(env: Mapping[str, str] | None = None, made: Job | None = None) -> None:
     """Start the supervisor unless it runs, without waiting for it; a daemon that cannot start
-    is said on stderr, never fatal: the jobs run without it."""
+    is said on stderr, never fatal: the jobs run without it. `made`: the job just made, which
+    the supervisor is told of (it then keeps a spare worktree for the job's project, when the
+    job has a worktree: daemon/worktrees.py)."""
     import sys
 
-    from coding_os.daemon.client import daemon_dir, request
-    from coding_os.daemon.server import DaemonError, start
+    from coding_os.daemon.client import DaemonError, daemon_dir, request
 
     try:
-        if request(daemon_dir(env), {"op": "ping"}) is None:
+        message: dict[str, object] = {"op": "ping"}
+        if made is not None:
+            message.update(job_made=True, project=made.state.get("project")
+                           if made.state.get("worktree") else None)
+        if request(daemon_dir(env), message) is None:
+            from coding_os.daemon.server import start
+
             start(env, wait=False)
     except (DaemonError, CosError, OSError) as exc:
         sys.stderr.write(f"cos: the supervisor did not start ({exc}); the job runs without "
@@ -53,31 +77,62 @@ def ensure_daemon(env: Mapping[str, str] | None = None) -> None:
 
 
 def _project(cwd: str, env: Mapping[str, str] | None) -> tuple[str, str | None]:
-    """The project root of `cwd` and the linked worktree it is in, if any.
+    """The project root of `cwd` and the linked worktree it is in, if any; the project's state
+    dir is made and registered on the way when it does not exist yet, as any command's caller
+    (state/caller.py) does.
 
     Raises:
         InvalidInput: `cwd` is in no project (no git repository, no project marker).
+        ForeignState: the project's state dir is not this user's.
     """
-    from coding_os.git.repo import checkout_root
-    from coding_os.state.caller import Caller
+    import sys
 
-    resolution = Caller(env, cwd).resolution
+    from coding_os.errors import ForeignState
+    from coding_os.git.repo import checkout_root
+    from coding_os.state import registry
+    from coding_os.state.root import resolve
+
+    resolution = resolve(cwd, os.environ if env is None else env)
     if resolution.rule == "default" and checkout_root(cwd) is None:
         raise InvalidInput(f"{cwd} is in no project (no git repository, no project marker): "
                            "cos bg runs a job in a project; cd into one")
+    state_dir, hub = resolution.state_dir, resolution.hub
+    ownership = registry.check(state_dir, hub, resolution.project_root)
+    if ownership.note is not None:
+        sys.stderr.write(f"cos: {ownership.note}\n")
+    if ownership.status == "foreign":
+        raise ForeignState(f"{state_dir} is not this user's state dir: {ownership.reason}; "
+                           "`cos init` moves it aside and starts a fresh one")
+    if ownership.status == "absent":
+        registry.create(state_dir, hub)
     return resolution.project_root, resolution.worktree
 
 
-def _check_program(settings: SessionSettings, env: Mapping[str, str]) -> None:
+def _on_path(program: str, path: str | None) -> bool:
+    """Whether `program` is an executable file, named by a path or found on `path` (as
+    shutil.which finds it, without importing shutil)."""
+    def runnable(name: str) -> bool:
+        return os.path.isfile(name) and os.access(name, os.X_OK)
+
+    if os.sep in program:
+        return runnable(program)
+    if path == "":
+        return False
+    dirs = (os.defpath if path is None else path).split(os.pathsep)
+    return any(runnable(os.path.join(folder or os.curdir, program)) for folder in dirs)
+
+
+def _check_program(settings: SessionSettings | JobSettings, env: Mapping[str, str]) -> None:
     if settings.agent not in ("claude", "codex"):
         return
     program = str(settings.options.get("program") or settings.agent)
-    if shutil.which(program, path=env.get("PATH")) is None:
+    if not _on_path(program, env.get("PATH")):
         raise InvalidInput(f"{settings.agent}: program {program!r} not found on PATH")
 
 
-def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None = None,
-              isolation: str = "worktree", seed_ref: Mapping[str, Any] | None = None,
+def start_job(settings: SessionSettings | JobSettings, prompt: str | None, *,
+              name: str | None = None, isolation: str = "worktree",
+              seed_ref: Mapping[str, Any] | None = None,
               in_worktree: Callable[[str], Mapping[str, Any]] | None = None,
               env: Mapping[str, str] | None = None) -> Job:
     """Make a job running `settings` (in a worktree of its own unless `isolation` is `none`),
@@ -123,12 +178,14 @@ def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None
             from coding_os.daemon.worktrees import create_worktree, needs_worktree
 
             if needs_worktree(project):
-                # Its files are written by the runner (check_out), so the command returns at
-                # once whatever the size of the tree.
-                made = create_worktree(project, job.id, checkout=False)
+                # Its files are the spare worktree's, ready at the same commit, or written by
+                # the runner (check_out): the command returns at once whatever the size of
+                # the tree.
+                made = create_worktree(project, job.id, checkout=False, use_spare=True)
                 agent_cwd = made.cwd
                 changes: dict[str, Any] = {"cwd": agent_cwd, "worktree": made.path,
-                                           "branch": made.branch, "checked_out": False}
+                                           "branch": made.branch,
+                                           "checked_out": made.checked_out}
                 if in_worktree is not None:
                     changes["options"] = {**job.state["options"], **in_worktree(project)}
                 job = jobs.update(job, **changes)
@@ -136,21 +193,21 @@ def start_job(settings: SessionSettings, prompt: str | None, *, name: str | None
     except BaseException:
         _discard(job)
         raise
-    ensure_daemon(env)
+    ensure_daemon(env, job)
     return job
 
 
 def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
     """Start the job's runner in a process of its own (a new session, stdin closed, output to
-    the job's stderr.log); the job's state says `starting` until the runner takes over. A shell
-    starts it in the background and exits, so the runner is nobody's child: no caller (a
+    the job's stderr.log); the job's state says `starting` until the runner takes over. The
+    supervisor's spare runner takes the job when one waits (daemon/spare.py); otherwise a shell
+    starts the runner in the background and exits, so the runner is nobody's child: no caller (a
     command, `cos web`) has to wait for it, and none is left holding a zombie.
 
     Raises:
         StateIOError: the state could not be written. JobError: the runner could not be run.
     """
-    import subprocess
-    import sys
+    from coding_os.daemon.spare import hand_off
 
     env = dict(os.environ if env is None else env)
     env["COS_JOB_DIR"] = job.path(jobs.TMP)
@@ -159,6 +216,11 @@ def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
             job.state.get("spawnedAt") is None):  # a new job is written starting already
         job = jobs.update(job, state="starting", status=None, waitingFor=None, pid=None,
                           spawnedAt=int(time.time() * 1000))
+    if hand_off(job, env):  # the supervisor's spare runner took it: it runs the job now
+        return job
+    import subprocess
+    import sys
+
     log = os.open(job.path(jobs.STDERR), os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC,
                   0o600)
     try:
@@ -178,6 +240,8 @@ def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
 
 def _discard(job: Job) -> None:
     """Remove a job that never ran (its worktree too, which holds nothing yet)."""
+    import shutil
+
     worktree, branch = job.state.get("worktree"), job.state.get("branch")
     if isinstance(worktree, str) and isinstance(branch, str):
         from coding_os.daemon.worktrees import remove_worktree
@@ -193,6 +257,8 @@ def list_jobs(*, every_project: bool = False, cwd: str | None = None,
               env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The rows of `cos agents`: the jobs of the project of `cwd`, or of every project. A job
     whose runner died is marked failed on the way, as the supervisor does."""
+    from coding_os.daemon import roster
+
     from coding_os.daemon.supervisor import mark_failed
 
     found = [mark_failed(job) if jobs.runner_died(job) else job for job in roster.current(env)]
@@ -206,6 +272,8 @@ def list_jobs(*, every_project: bool = False, cwd: str | None = None,
 
 def find_job(key: str, env: Mapping[str, str] | None = None) -> Job:
     """The job `key` names (id, unique prefix or name); as jobs.resolve."""
+    from coding_os.daemon import roster
+
     return jobs.resolve(key, env, roster.current(env))
 
 
@@ -216,6 +284,8 @@ class Connection:
     """A client of a job's runner: ops out, events in, one JSON object a line."""
 
     def __init__(self, job: Job, timeout: float | None = CONNECT_TIMEOUT_S) -> None:
+        from coding_os.daemon import sockets
+
         self.job = job
         try:
             self.sock = sockets.connect(jobs.socket_path(job), timeout)
@@ -400,6 +470,8 @@ def respawn(key: str | None, *, every: bool = False, env: Mapping[str, str] | No
     Raises:
         Conflict: the job's runner is alive (one process per job, never two).
     """
+    from coding_os.daemon import roster
+
     from coding_os.daemon.supervisor import mark_failed
 
     chosen = ([job for job in roster.current(env) if job.state.get("state") == "failed"]
@@ -432,6 +504,10 @@ def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
     Raises:
         Conflict: the job runs (stop it first). WorkAtRisk: its worktree holds work.
     """
+    import shutil
+
+    from coding_os.daemon import roster
+
     job = find_job(key, env)
     if jobs.runner_alive(job):
         raise Conflict(f"job {job.id} ({job.name}) is running: cos stop {job.id} first")
@@ -501,6 +577,8 @@ def gc_jobs(days: float, dry_run: bool = False, env: Mapping[str, str] | None = 
             ) -> dict[str, Any]:
     """Remove the jobs that ended more than `days` ago with their worktrees, keeping each
     worktree that holds work (and its job), said in `kept`."""
+    from coding_os.daemon import roster
+
     from coding_os.daemon.worktrees import WorkAtRisk
 
     now = time.time()

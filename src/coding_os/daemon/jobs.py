@@ -24,11 +24,12 @@ import errno
 import json
 import os
 import re
-import secrets
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
-from typing import Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from coding_os import durable
 from coding_os.errors import Ambiguous, CosError, InvalidInput, NotFound, StateIOError
@@ -69,12 +70,23 @@ def jobs_dir(env: Mapping[str, str] | None = None) -> str:
     return os.path.join(hub_dir(env), "jobs")
 
 
-@dataclass(frozen=True)
 class Job:
-    """A job's folder and its last state."""
+    """A job's folder and its last state (a plain class: `cos bg` imports no dataclasses)."""
 
-    folder: str
-    state: dict[str, Any]
+    __slots__ = ("folder", "state")
+
+    def __init__(self, folder: str, state: dict[str, Any]) -> None:
+        self.folder = folder
+        self.state = state
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Job) and (self.folder, self.state) == (other.folder,
+                                                                        other.state)
+
+    __hash__ = None  # type: ignore[assignment]  # its state is a dict
+
+    def __repr__(self) -> str:
+        return f"Job(folder={self.folder!r}, state={self.state!r})"
 
     @property
     def id(self) -> str:
@@ -115,7 +127,7 @@ def new_job(fields: Mapping[str, Any], prompt: str | None,
     _private_dir(os.path.dirname(root))
     _private_dir(root)
     while True:
-        job_id = secrets.token_hex(4)
+        job_id = os.urandom(4).hex()
         folder = os.path.join(root, job_id)
         try:
             os.mkdir(folder, 0o700)

@@ -32,7 +32,7 @@ from coding_os.daemon import jobs, sockets
 from coding_os.daemon.jobs import Job
 from coding_os.errors import CosError
 
-__all__ = ["main", "take_lock", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING"]
+__all__ = ["main", "take_lock", "run_locked", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING"]
 
 LOCK_WAIT_S = 5.0  # for a reader's momentary shared lock (jobs.runner_alive) to be let go
 EXIT_RUNNING = 3  # another runner of the job holds its lock
@@ -247,6 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     if lock is None:
         sys.stderr.write(f"cos runner: job {job.id} has a runner already\n")
         return EXIT_RUNNING
+    return run_locked(job, lock)
+
+
+def run_locked(job: Job, lock: int) -> int:
+    """Run the job whose lock `lock` this process holds (take_lock), in this process's
+    environment, until it ends; the lock is let go at the end."""
     try:
         os.write(lock, f"{os.getpid()}\n".encode())
         job = jobs.reload(job)

@@ -18,6 +18,13 @@ exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
   whose runners live, and those found dead and marked failed).
 - `daemon.json`: pid, start time and version, for `cos daemon status`.
 - `daemon.log`: what it has to say (start, stop, a tree given up).
+- `spare.sock`: the spare runner's (daemon/spare.py), which the daemon keeps one of while
+  background jobs are in use: a runner with the engine imported, waiting for `cos bg` to hand
+  it the next job. It ends with the daemon unless it has taken a job.
+- The spare worktrees (daemon/worktrees.py): for each project a job was made in a worktree of
+  within SPARE_KEEP_S, one made ahead at the checkout's HEAD (by a process of its own at low
+  priority, never while a job is being started), which the next job there takes over instead of
+  writing its files; removed once the project has had no such job for SPARE_KEEP_S.
 
 Anything can talk to the socket, so every request is checked and a bad one answered with an
 error line; the daemon itself never stops on one.
@@ -30,6 +37,7 @@ import os
 import selectors
 import signal
 import socket
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
@@ -56,6 +64,10 @@ JOBS_SWEEP_S = 2.0  # how often the jobs' runners are looked at (daemon/supervis
 MAX_REQUEST = 1 << 16
 CLIENT_TIMEOUT_S = 2.0  # to send its request line, and again to take the answer
 MAX_CLIENTS = 256  # connections open at once; beyond, the oldest is dropped
+SPARE_KEEP_S = 3600.0  # a spare runner is kept while a job was made this recently (or one runs)
+SPARE_AFTER_S = 1.0  # after a spare is taken, or the daemon starts: when the next one starts
+SPARE_RETRY_S = 30.0  # after a spare that ended before it was ready (doubled each time, to 10 min)
+SPARE_TREE_AFTER_S = 2.0  # no spare worktree is made within this of a job's making
 
 
 def status(env: Mapping[str, str] | None = None) -> dict[str, object]:
@@ -184,6 +196,134 @@ class _Server:
         self.running = True
         self.live_jobs: list[str] = []  # jobs whose runners lived at the last sweep
         self.swept = 0.0
+        self.spare: int | None = None  # the daemon's end of the spare runner's pair
+        self.spare_ready = False
+        self.spare_due = time.monotonic() + SPARE_AFTER_S  # when a spare may be started
+        self.spare_failures = 0  # spares in a row that ended before they were ready
+        self.preparing: subprocess.Popen[bytes] | None = None  # making spare worktrees
+        self.preparing_for: list[str] = []
+        self.spare_trees: set[str] = set()  # projects whose spare worktree this daemon made
+        self.tree_due: dict[str, float] = {}  # project: when to try again after a failure
+        self.tree_projects: dict[str, float] = {}  # project: when a job was last made there
+        self.job_made = 0.0  # when `cos bg` last said it made a job (Unix seconds)
+
+    def keep_spare_trees(self) -> None:
+        """Start making the spare worktrees that are due, or removing those no longer
+        wanted, in a process of its own at low priority (one at a time); none while a job is
+        being made."""
+        now = time.time()
+        if self.preparing is not None:
+            code = self.preparing.poll()
+            if code is None:
+                return
+            if code != 0:
+                for project in self.preparing_for:
+                    self.tree_due[project] = now + SPARE_RETRY_S
+            self.preparing = None
+        from coding_os.daemon.supervisor import worktree_projects
+        from coding_os.daemon.worktrees import spare_ready
+
+        try:
+            found, newest = worktree_projects(now - SPARE_KEEP_S)
+        except (CosError, OSError):
+            return
+        if now - max(newest, self.job_made) < SPARE_TREE_AFTER_S:
+            return  # a job is starting: the disk and processors are its
+        for project in found:
+            self.tree_projects[project] = max(self.tree_projects.get(project, 0.0), newest)
+        wanted = {project for project, made in self.tree_projects.items()
+                  if now - made < SPARE_KEEP_S}
+        stale = sorted(self.spare_trees - wanted)
+        due = sorted(project for project in wanted if self.tree_due.get(project, 0) <= now
+                     and not spare_ready(project))
+        if stale:
+            self.spare_trees -= set(stale)
+            self.prepare("--drop", stale)
+        elif due:
+            self.spare_trees |= set(due)
+            self.prepare("--prepare", due)
+
+    def prepare(self, action: str, projects: list[str]) -> None:
+        path = [entry for entry in sys.path if os.path.isabs(entry)]
+        code = (f"import sys; sys.path[:] = {path!r}; from coding_os.daemon.worktrees import "
+                "main; sys.exit(main(sys.argv[1:]))")
+        argv = [sys.executable, "-I", "-S", "-c", code, action, *projects]
+        for nice in (["nice", "-n", "10"], []):
+            try:
+                self.preparing = subprocess.Popen(
+                    [*nice, *argv], cwd="/", stdin=subprocess.DEVNULL, stdout=sys.stdout,
+                    stderr=sys.stdout, start_new_session=True)
+                self.preparing_for = projects
+                return
+            except OSError as exc:
+                error = exc
+        _log(f"the spare worktrees were not made: {error}")
+
+    def wants_spare(self) -> bool:
+        """Whether background jobs are in use: one runs, or one was made (or removed) within
+        SPARE_KEEP_S."""
+        from coding_os.daemon.jobs import jobs_dir
+
+        if self.live_jobs:
+            return True
+        try:
+            return time.time() - os.stat(jobs_dir()).st_mtime < SPARE_KEEP_S
+        except OSError:
+            return False
+
+    def keep_spare(self, selector: selectors.BaseSelector) -> None:
+        """Start a spare runner when none waits, one is due and jobs are in use."""
+        if self.spare is not None or time.monotonic() < self.spare_due or \
+                not self.wants_spare():
+            return
+        from coding_os.daemon.spare import start_spare
+
+        try:
+            self.spare = start_spare(self.folder, sys.stdout.fileno())
+        except OSError as exc:
+            _log(str(exc))
+            self.spare_due = time.monotonic() + SPARE_RETRY_S
+            return
+        self.spare_ready = False
+        selector.register(self.spare, selectors.EVENT_READ, "spare")
+
+    def on_spare(self, selector: selectors.BaseSelector) -> None:
+        """What the spare runner said: ready, taken (a job: the next one is due soon), or its
+        end (the next one is due later if it never got ready)."""
+        from coding_os.daemon.spare import READY, TAKEN
+
+        assert self.spare is not None
+        try:
+            said = os.read(self.spare, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            said = b""
+        if READY in said:
+            self.spare_ready = True
+            self.spare_failures = 0
+        if said and TAKEN not in said:
+            return
+        self.drop_spare(selector)
+        if said or self.spare_ready:
+            self.spare_due = time.monotonic() + SPARE_AFTER_S
+        else:
+            self.spare_failures += 1
+            _log("the spare runner ended before it was ready")
+            self.spare_due = time.monotonic() + min(
+                SPARE_RETRY_S * 2 ** (self.spare_failures - 1), 600.0)
+
+    def drop_spare(self, selector: selectors.BaseSelector) -> None:
+        """Let the spare runner go (one waiting for a job then exits)."""
+        if self.spare is None:
+            return
+        try:
+            selector.unregister(self.spare)
+        except (KeyError, ValueError):
+            pass
+        os.close(self.spare)
+        self.spare = None
+        self.spare_ready = False
 
     def handle(self, message: object) -> dict[str, object]:
         self.asked = time.time()
@@ -191,6 +331,11 @@ class _Server:
             return {"ok": False, "error": "a request is a JSON object with an op"}
         op = message["op"]
         if op == "ping":
+            if message.get("job_made") is True:  # `cos bg` made a job (agents.ensure_daemon)
+                self.job_made = time.time()
+                project = message.get("project")
+                if isinstance(project, str) and os.path.isabs(project) and "\0" not in project:
+                    self.tree_projects[project] = self.job_made
             return {"ok": True, "pid": os.getpid(), "version": self.version}
         if op == "stop":
             self.running = False
@@ -520,10 +665,14 @@ def serve(folder: str, until_idle: bool = False) -> int:
                     server.watches.drain()
                 elif key.data == "listener":
                     _accept(listener, selector, clients)
+                elif key.data == "spare":
+                    server.on_spare(selector)
                 else:
                     _serve(server, key.data, selector, clients)
             if time.monotonic() - server.swept > JOBS_SWEEP_S:
                 server.sweep_jobs()
+                server.keep_spare_trees()
+            server.keep_spare(selector)
             if time.monotonic() - last_sweep > SWEEP_S:
                 server.forget_idle()
                 last_sweep = time.monotonic()
@@ -531,6 +680,7 @@ def serve(folder: str, until_idle: bool = False) -> int:
                     _log("nothing asked for a while: the daemon started on demand stops")
                     break
     finally:
+        server.drop_spare(selector)
         for client in list(clients):
             _drop(client, selector, clients)
         try:

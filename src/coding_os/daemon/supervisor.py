@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from coding_os.daemon import jobs, roster
 from coding_os.errors import CosError
 
-__all__ = ["SWEEP_S", "sweep"]
+__all__ = ["SWEEP_S", "sweep", "mark_failed", "worktree_projects"]
 
 SWEEP_S = 2.0
 
@@ -49,3 +49,18 @@ def mark_failed(job: jobs.Job) -> jobs.Job:
         except (CosError, OSError):
             pass
     return jobs.update(job, **changes)
+
+
+def worktree_projects(since: float, env: Mapping[str, str] | None = None
+                      ) -> tuple[set[str], float]:
+    """The projects of the jobs made in a worktree of their own since `since` (Unix seconds),
+    and when the newest job of all was made (0 when there is none)."""
+    projects: set[str] = set()
+    newest = 0.0
+    for job in roster.current(env):
+        made = (job.state.get("startedAt") or 0) / 1000
+        newest = max(newest, made)
+        project = job.state.get("project")
+        if made >= since and job.state.get("worktree") and isinstance(project, str):
+            projects.add(project)
+    return projects, newest

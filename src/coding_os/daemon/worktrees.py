@@ -7,6 +7,15 @@ main checkout's files, index and HEAD are never touched, and the worktrees folde
 git there (the state dir's `.gitignore` of `*`, and one of its own). In the worktree cos's hooks
 route to the main repository's state dir (§3.1), so its checkpoints and state land there.
 
+Writing a worktree's files costs in proportion to the tree (a second or more for a few thousand
+files on a slow disk), so the supervisor keeps a spare: `<worktrees>/spare`, a detached worktree
+whose files are all written, made (at low priority) at the commit the main checkout has checked
+out, with `spare.ready` naming that commit once it is complete. A job made while the spare is
+ready at the checkout's HEAD takes it over (`git worktree move` to its own path, then its branch
+made there) instead of writing its files; a spare at another commit (HEAD moved since), changed,
+or half made is never taken, and is replaced. `.spare.lock` (flock) keeps a take and a
+preparation apart.
+
 Removing a worktree would lose its uncommitted changes and the commits of its branch that no
 other branch, tag, remote-tracking ref or checkout holds; `remove_worktree` refuses that unless
 forced. Every path and branch is rebuilt from the job id and checked against a strict pattern
@@ -27,9 +36,10 @@ from coding_os.git.repo import checkout_root, git_dirs, head, inside_prefix
 from coding_os.state import registry
 from coding_os.state.root import STATE_DIR_NAME, hub_dir, linked_worktree_main
 
-__all__ = ["JOB_ID_RE", "BRANCH_PREFIX", "WORKTREES_DIR", "Worktree", "WorktreeStatus",
+__all__ = ["JOB_ID_RE", "BRANCH_PREFIX", "WORKTREES_DIR", "SPARE", "Worktree", "WorktreeStatus",
            "WorkAtRisk", "is_git_repository", "needs_worktree", "worktrees_dir",
-           "create_worktree", "check_out", "inspect_worktree", "remove_worktree"]
+           "create_worktree", "check_out", "inspect_worktree", "remove_worktree",
+           "spare_ready", "prepare_spare", "drop_spare", "main"]
 
 # A job id as cos mints it: lower-case hex. Nothing else is ever made a path or a branch name.
 JOB_ID_RE = re.compile(r"[0-9a-f]{8,32}")
@@ -37,6 +47,7 @@ BRANCH_PREFIX = "cos/"
 WORKTREES_DIR = "worktrees"  # in the state dir (a name state/tiers.py reserves)
 _IGNORE_ALL = b"# made by coding-os: job worktrees are never part of the main checkout\n*\n"
 _SHOWN = 5  # paths or commits a refusal names before "and N more"
+SPARE, SPARE_READY, SPARE_LOCK = "spare", "spare.ready", ".spare.lock"  # in the worktrees folder
 
 
 @dataclass(frozen=True)
@@ -48,6 +59,7 @@ class Worktree:
     branch: str
     base: str
     cwd: str
+    checked_out: bool = True  # its files are written (False: check_out writes them)
 
     def as_dict(self) -> dict[str, str]:
         return {"worktree": self.path, "branch": self.branch, "base": self.base,
@@ -170,12 +182,15 @@ def _own_folder(folder: str) -> None:
                            "its own folder only")
 
 
-def create_worktree(project: str, job_id: str, checkout: bool = True) -> Worktree:
+def create_worktree(project: str, job_id: str, checkout: bool = True,
+                    use_spare: bool = False) -> Worktree:
     """Make job `job_id`'s worktree `<project>/.coding-os/worktrees/<job_id>` on a new branch
     `cos/<job_id>` from the commit the project's checkout has checked out (a detached HEAD
     too); the project's state dir is made and registered first when it does not exist yet.
     Without `checkout`, the worktree is registered and its branch made but its files are not
-    written yet: `check_out` writes them (what costs in proportion to the tree).
+    written yet: `check_out` writes them (what costs in proportion to the tree). With
+    `use_spare`, the spare worktree is taken over when it is ready at that commit (its files
+    are then written: `checked_out`).
 
     Raises:
         InvalidId: `job_id` is not a job id.
@@ -215,11 +230,160 @@ def create_worktree(project: str, job_id: str, checkout: bool = True) -> Worktre
         raise Conflict(f"{path} exists already; a job's worktree is made once")
     if _commit(top, f"refs/heads/{branch}") is not None:
         raise Conflict(f"branch {branch} exists already in {top}; a job's branch is made once")
+    within = inside_prefix(os.path.realpath(project))
+    cwd = os.path.join(path, within.rstrip("/")) if within else path
+    if use_spare and _take_spare(top, folder, path, branch, base):
+        return Worktree(path=path, branch=branch, base=base, cwd=cwd)
     git(top, "worktree", "add", "-q", *(() if checkout else ("--no-checkout",)), "-b", branch,
         path, base)
-    within = inside_prefix(os.path.realpath(project))
-    return Worktree(path=path, branch=branch, base=base,
-                    cwd=os.path.join(path, within.rstrip("/")) if within else path)
+    return Worktree(path=path, branch=branch, base=base, cwd=cwd, checked_out=checkout)
+
+
+def _spare_lock(folder: str) -> int | None:
+    """The spare's lock in the worktrees `folder`, held; None when another process holds it."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(folder, SPARE_LOCK),
+                     os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _ready_base(folder: str) -> str | None:
+    """The commit the spare in the worktrees `folder` is ready at, or None."""
+    data = durable.read_small(os.path.join(folder, SPARE_READY), 128)
+    text = data.decode("ascii", "replace").strip() if data is not None else ""
+    return text if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", text) else None
+
+
+def _take_spare(top: str, folder: str, path: str, branch: str, base: str) -> bool:
+    """Move the spare, ready at `base` and unchanged, to `path` on a new branch `branch`;
+    whether it was (otherwise nothing of it is at `path`)."""
+    if _ready_base(folder) != base:
+        return False
+    lock = _spare_lock(folder)
+    if lock is None:
+        return False  # being made (or taken by another job)
+    try:
+        spare = os.path.join(folder, SPARE)
+        if _ready_base(folder) != base or head(spare) != base or git(
+                spare, "status", "--porcelain", "-z", "--untracked-files=all",
+                "--ignore-submodules=none", check=False).strip(b"\0"):
+            return False  # changed since it was made: the supervisor makes another
+        durable.unlink_quietly(os.path.join(folder, SPARE_READY))  # this job's from here on
+        try:
+            git(top, "worktree", "move", spare, path)
+            git(path, "checkout", "-q", "-b", branch)
+        except CosError:  # a tree git cannot move (submodules): neither is used
+            _remove_spare_at(top, path)
+            _remove_spare_at(top, spare)
+            return False
+        return True
+    except CosError:
+        return False
+    finally:
+        os.close(lock)
+
+
+def _remove_spare_at(top: str, path: str) -> None:
+    """Remove a spare worktree (at `path`, with no branch of its own), whatever its state."""
+    import shutil
+
+    if os.path.lexists(path):
+        git(top, "worktree", "remove", "--force", "--force", path, check=False)
+    if os.path.lexists(path):  # not a worktree git knows (any more): the folder alone
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def spare_ready(project: str) -> bool:
+    """Whether the spare worktree of `project`'s checkout is ready at the commit checked out
+    there (no process run: the git dir's files and the spare's marker are read)."""
+    try:
+        folder = worktrees_dir(project)
+    except CosError:
+        return False
+    top = os.path.dirname(os.path.dirname(folder))
+    base = head(top)
+    return base is not None and _ready_base(folder) == base
+
+
+def prepare_spare(project: str) -> bool:
+    """Make the spare worktree of `project`'s checkout at the commit checked out there, unless
+    it is ready at that commit already (one at another commit is replaced); whether one is
+    ready. Nothing is made before a job made the worktrees folder, nor while another process
+    holds the spare's lock.
+
+    Raises:
+        CosError: git failed, or the spare's marker could not be written.
+    """
+    folder = worktrees_dir(project)
+    top = os.path.dirname(os.path.dirname(folder))
+    base = head(top)
+    if base is None or not os.path.isdir(folder) or os.path.islink(folder):
+        return False
+    lock = _spare_lock(folder)
+    if lock is None:
+        return False
+    try:
+        if _ready_base(folder) == base:
+            return True
+        durable.unlink_quietly(os.path.join(folder, SPARE_READY))
+        spare = os.path.join(folder, SPARE)
+        _remove_spare_at(top, spare)
+        git(top, "worktree", "add", "-q", "-f", "--detach", "--no-checkout", spare, base)
+        check_out(spare)
+        durable.atomic_write(os.path.join(folder, SPARE_READY), base.encode("ascii") + b"\n")
+        return True
+    finally:
+        os.close(lock)
+
+
+def drop_spare(project: str) -> None:
+    """Remove the spare worktree of `project`'s checkout, if there is one and nobody is
+    taking it."""
+    try:
+        folder = worktrees_dir(project)
+    except CosError:
+        return
+    spare = os.path.join(folder, SPARE)
+    if not os.path.lexists(spare) and not os.path.lexists(os.path.join(folder, SPARE_READY)):
+        return
+    lock = _spare_lock(folder)
+    if lock is None:
+        return
+    try:
+        durable.unlink_quietly(os.path.join(folder, SPARE_READY))
+        _remove_spare_at(os.path.dirname(os.path.dirname(folder)), spare)
+    finally:
+        os.close(lock)
+
+
+def main(argv: list[str]) -> int:
+    """`--prepare PROJECT…` (make each project's spare worktree) or `--drop PROJECT…`: what the
+    supervisor runs at low priority in a process of its own; 1 when one failed."""
+    import sys
+
+    if len(argv) < 2 or argv[0] not in ("--prepare", "--drop"):
+        sys.stderr.write("usage: worktrees (--prepare | --drop) PROJECT...\n")
+        return 2
+    code = 0
+    for project in argv[1:]:
+        try:
+            if argv[0] == "--drop":
+                drop_spare(project)
+            else:
+                prepare_spare(project)
+        except CosError as exc:
+            sys.stderr.write(f"cos: the spare worktree of {project} was not made: {exc}\n")
+            code = 1
+    return code
 
 
 def check_out(path: str) -> None:

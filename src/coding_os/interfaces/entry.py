@@ -1,9 +1,11 @@
-"""The `cos` console script. Two forms skip the click CLI, whose import alone costs more than
+"""The `cos` console script. Three forms skip the click CLI, whose import alone costs more than
 the work they do: `cos hook …` (run on every tool call of every agent) goes to the fast hook
 entry, and ends its process without the interpreter's teardown; the scripted resume
 `cos resume (ID | -c | --continue) --json` (what tools and editors run to restore a session)
-calls `coding_os.api` directly. Everything else, including any other option or `--help`, loads
-the click CLI, which owns the documented interface."""
+calls `coding_os.api` directly; and the plain `cos bg` of an agent's prompt (the time it takes
+is the job's, see benchmarks/bg_first_event.py) starts the job without the engine's imports.
+Everything else, including any other option or `--help`, loads the click CLI, which owns the
+documented interface."""
 
 from __future__ import annotations
 
@@ -48,6 +50,88 @@ def _resume_json(args: list[str]) -> int:
     return 0
 
 
+# `cos bg` options the lean path takes, each once and as `--option VALUE`, with the values it
+# takes (None: any value not starting with `-`).
+_BG_OPTIONS: dict[str, tuple[str, ...] | None] = {
+    "--agent": ("claude", "codex"), "--isolation": ("worktree", "none"), "--name": None,
+    "--model": None, "--permission-mode": None}
+
+
+def _plain_bg(args: list[str]) -> tuple[dict[str, str], bool, str] | None:
+    """The options, --json and PROMPT of `cos bg ARGS` when it is the plain form: the options of
+    _BG_OPTIONS and --json, each at most once, and one PROMPT (not empty, not `-`, not starting
+    with `-`); None for any other form (--exec, --recipe, --cwd, --help, `--opt=value`, …),
+    which the click CLI runs."""
+    options: dict[str, str] = {}
+    as_json = False
+    prompt: str | None = None
+    rest = iter(args)
+    for arg in rest:
+        if arg == "--json" and not as_json:
+            as_json = True
+        elif arg in _BG_OPTIONS and arg not in options:
+            value = next(rest, None)
+            allowed = _BG_OPTIONS[arg]
+            if value is None or value.startswith("-") or (allowed is not None
+                                                           and value not in allowed):
+                return None
+            options[arg] = value
+        elif prompt is None and arg and not arg.startswith("-"):
+            prompt = arg
+        else:
+            return None
+    return (options, as_json, prompt) if prompt is not None else None
+
+
+def _bg(options: dict[str, str], as_json: bool, prompt: str) -> int | None:
+    """`cos bg` of a plain form (_plain_bg) as the click command runs it (api.bg_start); None
+    when the project has an interrupted rewind to complete first (the click CLI does it)."""
+    from coding_os.checkpoints.lock import pending
+    from coding_os.errors import CosError
+    from coding_os.interfaces.output import dump_json, error_exit, visible
+    from coding_os.state.root import resolve
+    from coding_os.state.tiers import Tiers
+
+    try:  # the project's checkpoints folder, as the click CLI's Caller(create=False) finds it
+        if pending(Tiers(resolve(os.getcwd(), os.environ).state_dir).checkpoints_dir):
+            return None
+    except CosError:
+        pass  # as the click CLI: the command itself reports what stands in its way
+    try:
+        from coding_os.daemon import agents, jobs
+
+        settings = agents.JobSettings(
+            agent=options.get("--agent", "claude"), cwd=os.path.abspath(os.getcwd()),
+            model=options.get("--model"), permission_mode=options.get("--permission-mode"))
+
+        def in_worktree(checkout: str) -> dict[str, object]:
+            """As api.bg_start: Claude Code in a worktree is given the cos hooks of the
+            checkout's settings files, which the worktree may lack (uncommitted)."""
+            if settings.agent != "claude" or not any(os.path.lexists(os.path.join(
+                    checkout, ".claude", name)) for name in ("settings.json",
+                                                             "settings.local.json")):
+                return {}  # no settings file (install.AGENT_HOOK_FILES): no hooks to give
+            from coding_os.install import cos_hooks_settings
+
+            hooks = cos_hooks_settings("claude", checkout)
+            return {"settings": hooks} if hooks else {}
+
+        job = agents.start_job(settings, prompt, name=options.get("--name"),
+                               isolation=options.get("--isolation", "worktree"),
+                               in_worktree=in_worktree)
+        row = jobs.row(job, alive=True)
+        if as_json:
+            sys.stdout.write(dump_json(row) + "\n")
+        else:
+            sys.stdout.write(visible(f"backgrounded · {row['id']} · {row['name']}") + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        return error_exit(exc)
+    return 0
+
+
 def _exit_now(code: int) -> NoReturn:
     """End the process with `code` once stdout and stderr are flushed, without the interpreter's
     teardown (freeing every module and object, a last pass of the garbage collector): about 3 ms
@@ -78,6 +162,10 @@ def main() -> int:
         _exit_now(hook_main(argv[1:]))
     if argv[:1] == ["resume"] and _scripted_resume(argv[1:]):
         return _resume_json(argv[1:])
+    if argv[:1] == ["bg"] and (plain := _plain_bg(argv[1:])) is not None:
+        code = _bg(*plain)
+        if code is not None:
+            return code
     from coding_os.interfaces.cli import run
 
     return run(argv)

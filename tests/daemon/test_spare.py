@@ -1,0 +1,189 @@
+"""The spare runner (daemon/spare.py): the supervisor keeps a runner with the engine imported
+waiting, `cos bg` hands it the next job; exactly one process runs each job whichever way it was
+started, and a spare holding no job ends with the daemon."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+from coding_os.daemon import jobs
+from tests.helpers import ECHO_AGENT, cos, until
+from tests.helpers import bg_job as bg
+
+ECHO = f"python:{ECHO_AGENT}"
+
+
+def daemon_folder() -> Path:
+    return Path(os.environ["HOME"]) / ".coding-os" / "daemon"
+
+
+def spares() -> list[int]:
+    """The live spare runners of this test's HOME that hold no job yet (by command line)."""
+    found = []
+    home = f"HOME={os.environ['HOME']}".encode()
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                line = f.read()
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
+        except OSError:
+            continue
+        if not zombie and b"coding_os.daemon.spare" in line and home in environ:
+            found.append(int(pid))
+    return found
+
+
+def waiting_spare() -> int:
+    """The pid of the spare runner once it listens."""
+    pid: int = until(lambda: (found := spares()) and (daemon_folder() / "spare.sock").exists()
+                     and len(found) == 1 and found[0], "a spare runner to wait")
+    return pid
+
+
+def runners_of(job: str) -> list[int]:
+    """The processes holding job `job`'s runner lock, as /proc/locks lists them, and those whose
+    command line is its runner's."""
+    lock = Path(os.environ["HOME"]) / ".coding-os" / "jobs" / job / jobs.LOCK
+    found = set()
+    if lock.exists():
+        info = lock.stat()
+        inode = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+        with open("/proc/locks", encoding="ascii") as f:
+            found |= {int(fields[4]) for fields in (line.split() for line in f)
+                      if fields[1] == "FLOCK" and fields[5] == inode}
+    for pid in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"coding_os.daemon.runner" in words and job.encode() in words:
+            found.add(int(pid))
+    return sorted(found)
+
+
+def row_of(project: Path, job: str, *states: str) -> dict[str, Any]:
+    def found() -> dict[str, Any] | None:
+        done = cos("agents", "--json", cwd=project)
+        rows = {row["id"]: row for row in json.loads(done.stdout)}
+        row = rows.get(job)
+        return row if row is not None and row["state"] in states else None
+
+    result: dict[str, Any] = until(found, f"job {job} to be {'/'.join(states)}")
+    return result
+
+
+def echoed(project: Path, job: str, text: str) -> bool:
+    done = cos("logs", job, "--json", cwd=project)
+    return any(event["msg"].get("text") == f"echo: {text}"
+               for event in json.loads(done.stdout)["events"])
+
+
+def test_a_spare_runner_takes_the_next_job_and_runs_it_as_its_only_runner(
+        project: Path) -> None:
+    first = bg(project, "--agent", ECHO, "--isolation", "none", "first")["id"]
+    row_of(project, first, "done")
+    spare = waiting_spare()
+
+    job = bg(project, "--agent", ECHO, "--isolation", "none", "second")["id"]
+
+    row = row_of(project, job, "done")
+    assert row["pid"] == spare
+    assert runners_of(job) == [spare]
+    until(lambda: echoed(project, job, "second"), "the spare's job to answer")
+    with open(f"/proc/{spare}/cmdline", "rb") as f:  # `ps` shows it as every runner
+        assert [w for w in f.read().split(b"\0") if w][1:] == [
+            b"-m", b"coding_os.daemon.runner", job.encode()]
+    assert cos("reply", job, "third", cwd=project).returncode == 0
+    until(lambda: echoed(project, job, "third"), "the spare's job to answer a reply")
+    # The supervisor starts the next spare; the one that took the job is a runner now.
+    assert until(lambda: (found := spares()) and found != [spare], "the next spare") != [spare]
+
+
+def test_a_job_made_while_no_spare_waits_gets_a_runner_of_its_own(project: Path) -> None:
+    assert not (daemon_folder() / "spare.sock").exists()
+    job = bg(project, "--agent", ECHO, "--isolation", "none", "alone")["id"]
+    row = row_of(project, job, "done")
+    assert runners_of(job) == [row["pid"]]
+    until(lambda: echoed(project, job, "alone"), "the job to answer")
+
+
+def test_jobs_started_side_by_side_with_one_spare_each_run_exactly_once(project: Path) -> None:
+    import threading
+
+    row_of(project, bg(project, "--agent", ECHO, "--isolation", "none", "warm")["id"], "done")
+    waiting_spare()
+    found: dict[int, str] = {}
+
+    def start(n: int) -> None:
+        found[n] = bg(project, "--agent", ECHO, "--isolation", "none", f"job {n}")["id"]
+
+    threads = [threading.Thread(target=start, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    pids = set()
+    for n in range(4):
+        job = found[n]
+        row = row_of(project, job, "done")
+        until(lambda: echoed(project, job, f"job {n}"), f"job {n} to answer")
+        assert runners_of(job) == [row["pid"]]
+        pids.add(row["pid"])
+    assert len(pids) == 4
+
+
+def test_a_spare_holding_no_job_ends_when_the_daemon_is_killed(project: Path) -> None:
+    row_of(project, bg(project, "--agent", ECHO, "--isolation", "none", "warm")["id"], "done")
+    spare = waiting_spare()
+    daemon = json.loads((daemon_folder() / "daemon.json").read_text())["pid"]
+
+    os.kill(daemon, signal.SIGKILL)
+
+    until(lambda: spare not in spares(), "the spare to end with its daemon")
+    job = bg(project, "--agent", ECHO, "--isolation", "none", "after")["id"]
+    row = row_of(project, job, "done")
+    assert row["pid"] != spare and runners_of(job) == [row["pid"]]
+    until(lambda: echoed(project, job, "after"), "the job after the daemon's death to answer")
+
+
+def test_the_job_a_spare_took_survives_the_daemon_killed(project: Path) -> None:
+    row_of(project, bg(project, "--agent", ECHO, "--isolation", "none", "warm")["id"], "done")
+    spare = waiting_spare()
+    job = bg(project, "--agent", ECHO, "--isolation", "none", "kept")["id"]
+    assert row_of(project, job, "done")["pid"] == spare
+    daemon = json.loads((daemon_folder() / "daemon.json").read_text())["pid"]
+
+    os.kill(daemon, signal.SIGKILL)
+    time.sleep(0.5)
+
+    assert runners_of(job) == [spare]
+    assert cos("reply", job, "still here", cwd=project).returncode == 0
+    until(lambda: echoed(project, job, "still here"), "the job to answer after the kill")
+
+
+def test_a_spare_refuses_a_hand_off_of_another_installation_and_keeps_waiting(
+        project: Path) -> None:
+    row_of(project, bg(project, "--agent", ECHO, "--isolation", "none", "warm")["id"], "done")
+    spare = waiting_spare()
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.settimeout(10)
+        sock.connect(str(daemon_folder() / "spare.sock"))
+        sock.sendall(json.dumps({"job": "0123abcd", "exe": "/elsewhere/python",
+                                 "package": "/elsewhere/coding_os", "umask": 0o22,
+                                 "env": {}}).encode() + b"\n")
+        answer = json.loads(sock.makefile("rb").readline())
+    assert answer["ok"] is False and "another installation" in answer["error"]
+    assert spares() == [spare]
+    job = bg(project, "--agent", ECHO, "--isolation", "none", "taken")["id"]
+    assert row_of(project, job, "done")["pid"] == spare
