@@ -417,3 +417,26 @@ def test_postgresql_going_away_mid_resume_leaves_nothing_half_written(
     report = b.cos_json("resume", native)  # with the database back, the rest is written
     assert [f["action"] for f in report["materialized"]] == ["extended"]
     assert target.read_bytes() == mapped
+
+
+# -- listing --------------------------------------------------------------------------------------
+
+
+def test_sessions_of_each_host_are_listed_by_host_and_bad_host_flags_are_refused(
+        hosts: tuple[Host, Host]) -> None:
+    a, b = hosts
+    sid_a = engine_session(a, FIRST)
+    sid_b = engine_session(b, SECOND)
+    succeeded(a.cos("sync"))
+    mine = [r["id"] for r in b.cos_json("sessions")]
+    assert mine == [sid_b]
+    every = {r["id"]: r["host"] for r in b.cos_json("sessions", "--all-hosts")}
+    assert every == {sid_a: "a", sid_b: "b"}  # A's in B's worktree scope: its root mapped
+    assert [r["id"] for r in b.cos_json("sessions", "--host", "a")] == [sid_a]
+    assert [r["id"] for r in a.cos_json("sessions", "--host", "b", "--scope", "repo")] == [sid_b]
+    table = succeeded(b.cos("sessions", "--all-hosts")).stdout.splitlines()
+    assert len(table) == 2
+    assert all(("@a " in line) == line.startswith(sid_a) for line in table)  # B's unmarked
+    for args in (("--host", "a", "--all-hosts"), ("--host", "no such/host")):
+        refused = b.cos("sessions", *args)
+        assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
