@@ -14,6 +14,10 @@ The scripted model answers at once, so the figure is start-up: the direct side i
 own start and first turn; the `cos bg` side adds the command itself (making the job, its
 worktree, starting the runner and asking the supervisor to look), the runner's start (Python,
 the engine, the session and its events log) and the relay of Claude Code's events into the log.
+The supervisor's spare runner and spare worktree (docs/background.md, "Starting fast") are
+used as users get them: the daemon makes them between jobs, at low priority and never within two
+seconds of a job's making, so one may be in the making while another side's round runs; the
+breakdown says in how many rounds the worktree side took the spare worktree.
 The project is a committed tree of BENCH_FILES (default 1,000) files of about 5 KB; a scratch
 HOME. The three sides run interleaved, round after round; each job is stopped (`cos stop`) and
 removed (`cos rm`) after its round, untimed, so no job runs during the next one.
@@ -78,6 +82,7 @@ class BgSide:
         # initialised (`session_configured`), the prompt given (`task_started`).
         self.configured: list[float] = []
         self.started_task: list[float] = []
+        self.took_spare_tree: list[bool] = []  # the job took the spare worktree (all written)
 
     def round(self) -> float:
         wall = time.time()
@@ -90,6 +95,8 @@ class BgSide:
             _fail(f"cos bg failed (exit {proc.returncode}): {proc.stderr.strip()}")
         job = str(json.loads(proc.stdout)["id"])
         self.started.append(job)
+        self.took_spare_tree.append(
+            _read_json(self.jobs_dir / job / "state.json").get("checked_out") is True)
         text, stamps = self._first_message(job, start)
         elapsed = time.perf_counter() - start
         self.configured.append(stamps.get("session_configured", wall) - wall)
@@ -284,6 +291,10 @@ def main() -> None:
                 print(f"    of which: cos bg returned at {_ms(side.returned)}, the agent was "
                       f"started and initialised (session_configured) at {_ms(side.configured)}, "
                       f"the prompt given (task_started) at {_ms(side.started_task)}")
+                if side.isolation == "worktree":
+                    taken = sum(side.took_spare_tree[WARMUP:])
+                    print(f"    the spare worktree was taken in {taken} of {RUNS} timed rounds "
+                          "(the others wrote the worktree's files)")
             else:
                 print(f"    of which: its first output line (system init) at "
                       f"{_ms(side.first_line)}")
