@@ -131,8 +131,7 @@ def shared_storage(env: Mapping[str, str] | None = None) -> Storage | None:
     Raises:
         StorageError: it cannot be opened.
     """
-    url = (os.environ if env is None else env).get("COS_DATABASE_URL") or ""
-    if not url.startswith(("postgresql://", "postgres://")):
+    if not _shared(env):
         return None
     from coding_os.storage import open_storage
 
@@ -147,6 +146,8 @@ def publish(env: Mapping[str, str] | None = None,
     Raises:
         InvalidInput: COS_HOST is not a valid host name. StorageError: the storage fails.
     """
+    if not _shared(env):
+        return False
     from coding_os.state.hosts import this_host
 
     host = this_host(env)
@@ -164,13 +165,18 @@ def publish(env: Mapping[str, str] | None = None,
 def _publish_quietly(env: Mapping[str, str] | None, found: list[jobs.Job]) -> None:
     """`publish`, when the roster changed: a failure is no failure (the next change or
     `cos agents` publishes again)."""
-    if not ((os.environ if env is None else env).get("COS_DATABASE_URL") or "").startswith(
-            ("postgresql://", "postgres://")):
+    if not _shared(env):
         return
     try:
         publish(env, found)
     except CosError:
         pass
+
+
+def _shared(env: Mapping[str, str] | None) -> bool:
+    """Whether COS_DATABASE_URL selects a shared storage (PostgreSQL)."""
+    url = (os.environ if env is None else env).get("COS_DATABASE_URL") or ""
+    return url.startswith(("postgresql://", "postgres://"))
 
 
 def _published_rows(host: str, found: list[jobs.Job]) -> list[dict[str, Any]]:
@@ -202,6 +208,8 @@ def published(env: Mapping[str, str] | None = None, project_keys: Sequence[str] 
     Raises:
         StorageError: the shared storage fails.
     """
+    if not _shared(env):
+        return []
     from coding_os.state.hosts import this_host
 
     host = this_host(env)
