@@ -24,7 +24,7 @@ from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from tests.e2e.model_server import Text
 from tests.e2e.harness import Jobs, running_jobs, shell
-from tests.helpers import COS, cos, git, python_session
+from tests.helpers import COS, VIEWER, copy_claude_fixtures, cos, git, python_session
 
 pytestmark = pytest.mark.e2e
 
@@ -271,6 +271,9 @@ def test_claude_and_codex_jobs_started_from_the_page_are_approved_denied_and_ans
         assert stored[:len(shown)] == shown
         page.reload()  # the finished reply, now read from the transcript
         expect(page.get_by_test_id("turn").filter(has_text=GATED_ANSWER)).to_have_count(1)
+        # Tokens per turn: the first task's and the reply's, each from the usage it reported.
+        expect(page.get_by_test_id("token-chart")).to_be_visible()
+        expect(page.get_by_test_id("token-bar")).to_have_count(2)
         screenshot(page, "session", tmp_path)
 
         # The sessions of both jobs, finished: the turns shown, the tool calls folded.
@@ -288,6 +291,7 @@ def test_claude_and_codex_jobs_started_from_the_page_are_approved_denied_and_ans
             call.locator("summary").click()  # unfolded
             expect(call.locator("pre")).to_be_visible()
             expect(call.locator("pre")).to_contain_text(command)
+            expect(page.get_by_test_id("token-bar").first).to_be_visible()
         tab.check_quiet()
 
 
@@ -437,4 +441,29 @@ def test_the_sessions_tasks_and_search_pages_answer_from_the_browser(
     page.get_by_test_id("search-go").click()
     expect(page.get_by_test_id("result").first).to_contain_text("wombat")
     screenshot(page, "search", tmp_path)
+    tab.check_quiet()
+
+
+def test_a_claude_sessions_subagents_unfold_under_the_task_calls_that_started_them(
+        tab: Tab, tmp_path: Path) -> None:
+    copy_claude_fixtures(Path.home() / ".claude")  # a 1.0.x session with two inline subagents
+    page = tab.page
+    tab.open(f"/sessions/{VIEWER}")
+    expect(page.get_by_test_id("session-id")).to_have_text(VIEWER)
+    expect(page.get_by_test_id("token-chart")).to_have_attribute("data-source", "claude")
+    sidechains = page.get_by_test_id("sidechain")
+    expect(sidechains).to_have_count(2)
+    for index in range(2):  # each right after the Task call that started it, folded
+        folded = sidechains.nth(index)
+        assert folded.evaluate(
+            "node => node.previousElementSibling.dataset.role === 'tool_call' && "
+            "node.previousElementSibling.querySelector('summary').textContent"
+            ".includes('Task') && !node.open")
+        expect(folded.get_by_test_id("sidechain-turn").first).to_be_hidden()
+    first = sidechains.first
+    first.locator("summary").first.click()
+    expect(first.get_by_test_id("sidechain-turn").first).to_be_visible()
+    expect(first.get_by_test_id("sidechain-turn").first).to_contain_text("package.json")
+    first.scroll_into_view_if_needed()
+    screenshot(page, "session-subagents", tmp_path)
     tab.check_quiet()
