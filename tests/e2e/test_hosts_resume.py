@@ -440,3 +440,23 @@ def test_sessions_of_each_host_are_listed_by_host_and_bad_host_flags_are_refused
     for args in (("--host", "a", "--all-hosts"), ("--host", "no such/host")):
         refused = b.cos("sessions", *args)
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
+
+
+def test_a_session_indexed_under_an_earlier_host_name_resumes_from_its_own_file(
+        repo: Path, isolated_env: Path) -> None:
+    (repo / ".coding-os").mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(isolated_env), "COS_HOST": "old-name"}
+    ops = [{"id": "1", "op": {"type": "configure", "agent": "python", "target": ECHO_AGENT}},
+           {"id": "2", "op": {"type": "user_input", "text": FIRST}}]
+    done = succeeded(subprocess.run([COS, "protocol"], cwd=repo, env=env, capture_output=True,
+                                    text=True, timeout=120,
+                                    input="".join(json.dumps(x) + "\n" for x in ops)))
+    sid = json.loads(done.stdout.splitlines()[0])["session"]
+    succeeded(subprocess.run([COS, "sessions"], cwd=repo, env=env, capture_output=True))
+    renamed = {**env, "COS_HOST": "new-name"}  # SQLite: one machine, renamed; nothing replicated
+    resumed = subprocess.run([COS, "resume", sid, "--json"], cwd=repo, env=renamed,
+                             capture_output=True, text=True, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    report = json.loads(resumed.stdout)
+    assert report["host"] == "old-name" and report["materialized"] == []
+    assert report["restored"]["entries"] == 3 and report["cwd"] == str(repo)

@@ -383,7 +383,8 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
                              batch: int = BATCH) -> RestoreReport:
     """The restore report of another host's session, once its files are materialised here
     (`write` false: what would be written); `RestoreReport.host` names that host and
-    `materialized` the files.
+    `materialized` the files. A session with nothing replicated whose file is on this machine
+    (the host was renamed; SQLite) resumes from that file, nothing written.
 
     Raises:
         CrossProject: this host has no checkout of the session's repository, or the caller is
@@ -396,6 +397,12 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
     sources = storage.replica_sources(row.id)
     if not sources and row.native_id and row.native_id != row.id:
         sources = storage.replica_sources(row.native_id)
+    if not sources and row.source_path and os.path.isfile(row.source_path):
+        # Nothing replicated, but its file is here (this host was renamed, or a SQLite index
+        # that only ever had this host): resumed as this host's own.
+        report = resume.restore_report(found, scope, tiers)
+        report.host = row.host
+        return report
     source_root, root = roots_for(storage, row, sources, local_host, local_root, local_keys)
     mapped = _mapped_row(row, source_root, root)
     cwd, relocation = resume.place(mapped, scope)
