@@ -367,3 +367,26 @@ def test_every_import_on_postgresql_pushes_what_it_found(pg_url: str, project: P
             Path(state.events_path("python", sid)).read_bytes()
     again = _sync(project, env)
     assert (again["lines"], again["unchanged"]) == (0, 2)
+
+
+def test_two_runs_of_one_host_at_once_store_every_line_once(
+        storage: Storage, tiers: Tiers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        request: pytest.FixtureRequest) -> None:
+    monkeypatch.setattr(replicate, "BATCH_LINES", 5)
+    path = transcript_file(tiers)
+    path.write_bytes(b"".join(b"line %d\n" % n for n in range(400)))
+    if isinstance(storage, SQLiteStorage):
+        second: Storage = SQLiteStorage(storage.path)
+    else:
+        from coding_os.storage.postgres import PostgresStorage
+
+        second = PostgresStorage(request.getfixturevalue("pg_url"))
+    try:
+        with ThreadPoolExecutor(2) as pool:
+            reports = list(pool.map(lambda s: replicate.replicate(s, tiers, host="alpha"),
+                                    [storage, second]))
+    finally:
+        second.close()
+    assert sum(r.lines for r in reports) == 400
+    assert stored(storage, SID, "transcript") == path.read_bytes()
+    assert storage.replica_source(SID, "transcript").lines == 400  # type: ignore[union-attr]
