@@ -1099,3 +1099,34 @@ def test_two_hosts_replicating_one_session_id_at_once_never_mix_lines(
         assert {line for _, line in lines} == {owners.pop().encode()} and len(lines) == 30
     finally:
         stores[1].close()
+
+
+@pytest.mark.parametrize("backend", sorted(BACKENDS))
+def test_migration_6_leaves_earlier_rows_without_a_host_and_lists_them_as_the_local_hosts(
+        backend: str, request: pytest.FixtureRequest, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    module, open_it = _backend_opener(backend, request, tmp_path)
+    with monkeypatch.context() as patch:
+        patch.setattr(module, "MIGRATIONS", getattr(module, "MIGRATIONS")[:5])
+        old = open_it()
+        try:
+            assert old.schema_version() == 5
+            placeholder = "?" if backend == "sqlite" else "%s"
+            with old._transaction() as conn:  # type: ignore[attr-defined]
+                conn.execute("INSERT INTO session_index (id, agent, kind, last_active) VALUES "
+                             f"({', '.join([placeholder] * 4)})",
+                             ("ses-old", "claude", "claude", TS))
+        finally:
+            old.close()
+    storage = open_it()
+    try:
+        assert storage.schema_version() == len(MIGRATIONS)
+        row = storage.index_row("ses-old")
+        assert row is not None and row.host is None
+        assert [r.id for r in storage.index_rows(hosts=["here"], local_host="here")] == ["ses-old"]
+        assert storage.index_rows(hosts=["there"], local_host="here") == []
+        storage.upsert_index_rows([IndexRow(id="ses-old", agent="claude", kind="claude",
+                                            last_active=TS, host="here")])
+        assert storage.index_row("ses-old").host == "here"  # type: ignore[union-attr]
+    finally:
+        storage.close()
