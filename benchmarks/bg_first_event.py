@@ -15,8 +15,8 @@ own start and first turn; the `cos bg` side adds the command itself (making the 
 worktree, starting the runner and asking the supervisor to look), the runner's start (Python,
 the engine, the session and its events log) and the relay of Claude Code's events into the log.
 The supervisor's spare runner and spare worktree (docs/background.md, "Starting fast") are
-used as users get them: the daemon makes them between jobs, at low priority and never within two
-seconds of a job's making, so one may be in the making while another side's round runs; the
+used as users get them: the daemon makes them between jobs, at low priority and never within a
+second of a job's making, so one may be in the making while another side's round runs; the
 breakdown says in how many rounds the worktree side took the spare worktree.
 The project is a committed tree of BENCH_FILES (default 1,000) files of about 5 KB; a scratch
 HOME. The three sides run interleaved, round after round; each job is stopped (`cos stop`) and

@@ -187,3 +187,36 @@ def test_a_spare_refuses_a_hand_off_of_another_installation_and_keeps_waiting(
     assert spares() == [spare]
     job = bg(project, "--agent", ECHO, "--isolation", "none", "taken")["id"]
     assert row_of(project, job, "done")["pid"] == spare
+
+
+def test_the_supervisor_keeps_a_spare_worktree_that_the_next_job_takes(project: Path) -> None:
+    from tests.helpers import git, tree
+
+    first = bg(project, "--agent", ECHO, "first")["id"]  # makes the worktrees folder
+    row_of(project, first, "done")
+    worktrees = project / ".coding-os" / "worktrees"
+    until(lambda: (worktrees / "spare.ready").exists(), "the spare worktree", timeout=120)
+    main_before = (tree(project), git(project, "rev-parse", "HEAD"),
+                   git(project, "status", "--porcelain"))
+
+    job = bg(project, "--agent", ECHO, "second")["id"]
+
+    state = json.loads((Path(os.environ["HOME"]) / ".coding-os" / "jobs" / job
+                        / "state.json").read_text())
+    assert state["checked_out"] is True and state["worktree"] == str(worktrees / job)
+    assert not (worktrees / "spare").exists()
+    assert git(worktrees / job, "symbolic-ref", "HEAD") == f"refs/heads/cos/{job}"
+    assert git(worktrees / job, "status", "--porcelain", "--untracked-files=all") == ""
+    assert (worktrees / job / "README.md").read_bytes() == (project / "README.md").read_bytes()
+    until(lambda: echoed(project, job, "second"), "the job in the spare worktree to answer")
+    assert (tree(project), git(project, "rev-parse", "HEAD"),
+            git(project, "status", "--porcelain")) == main_before
+
+    # HEAD moves: the next job's worktree is at the new commit, whatever the spare was.
+    (project / "later.txt").write_text("later\n", encoding="utf-8")
+    git(project, "add", "later.txt")
+    git(project, "commit", "-q", "-m", "later")
+    after = bg(project, "--agent", ECHO, "third")["id"]
+    row_of(project, after, "done")
+    assert (worktrees / after / "later.txt").read_text(encoding="utf-8") == "later\n"
+    assert git(worktrees / after, "rev-parse", "HEAD") == git(project, "rev-parse", "HEAD")

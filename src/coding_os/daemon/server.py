@@ -23,8 +23,9 @@ exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
   it the next job. It ends with the daemon unless it has taken a job.
 - The spare worktrees (daemon/worktrees.py): for each project a job was made in a worktree of
   within SPARE_KEEP_S, one made ahead at the checkout's HEAD (by a process of its own at low
-  priority, never while a job is being started), which the next job there takes over instead of
-  writing its files; removed once the project has had no such job for SPARE_KEEP_S.
+  priority, never within SPARE_TREE_AFTER_S of a job's making), which the next job there takes
+  over instead of writing its files; removed once the project has had no such job for
+  SPARE_KEEP_S.
 
 Anything can talk to the socket, so every request is checked and a bad one answered with an
 error line; the daemon itself never stops on one.
@@ -67,7 +68,7 @@ MAX_CLIENTS = 256  # connections open at once; beyond, the oldest is dropped
 SPARE_KEEP_S = 3600.0  # a spare runner is kept while a job was made this recently (or one runs)
 SPARE_AFTER_S = 1.0  # after a spare is taken, or the daemon starts: when the next one starts
 SPARE_RETRY_S = 30.0  # after a spare that ended before it was ready (doubled each time, to 10 min)
-SPARE_TREE_AFTER_S = 2.0  # no spare worktree is made within this of a job's making
+SPARE_TREE_AFTER_S = 1.0  # no spare worktree is made within this of a job's making
 
 
 def status(env: Mapping[str, str] | None = None) -> dict[str, object]:
@@ -229,8 +230,8 @@ class _Server:
             return
         if now - max(newest, self.job_made) < SPARE_TREE_AFTER_S:
             return  # a job is starting: the disk and processors are its
-        for project in found:
-            self.tree_projects[project] = max(self.tree_projects.get(project, 0.0), newest)
+        for project, made in found.items():
+            self.tree_projects[project] = max(self.tree_projects.get(project, 0.0), made)
         wanted = {project for project, made in self.tree_projects.items()
                   if now - made < SPARE_KEEP_S}
         stale = sorted(self.spare_trees - wanted)
@@ -671,8 +672,8 @@ def serve(folder: str, until_idle: bool = False) -> int:
                     _serve(server, key.data, selector, clients)
             if time.monotonic() - server.swept > JOBS_SWEEP_S:
                 server.sweep_jobs()
-                server.keep_spare_trees()
             server.keep_spare(selector)
+            server.keep_spare_trees()
             if time.monotonic() - last_sweep > SWEEP_S:
                 server.forget_idle()
                 last_sweep = time.monotonic()

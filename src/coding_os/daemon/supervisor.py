@@ -52,15 +52,16 @@ def mark_failed(job: jobs.Job) -> jobs.Job:
 
 
 def worktree_projects(since: float, env: Mapping[str, str] | None = None
-                      ) -> tuple[set[str], float]:
+                      ) -> tuple[dict[str, float], float]:
     """The projects of the jobs made in a worktree of their own since `since` (Unix seconds),
-    and when the newest job of all was made (0 when there is none)."""
-    projects: set[str] = set()
+    each with when its newest such job was made, and when the newest job of all was made (0
+    when there is none)."""
+    projects: dict[str, float] = {}
     newest = 0.0
     for job in roster.current(env):
         made = (job.state.get("startedAt") or 0) / 1000
         newest = max(newest, made)
         project = job.state.get("project")
         if made >= since and job.state.get("worktree") and isinstance(project, str):
-            projects.add(project)
+            projects[project] = max(projects.get(project, 0.0), made)
     return projects, newest
