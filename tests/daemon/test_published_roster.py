@@ -123,7 +123,8 @@ def test_another_project_does_not_list_the_repositorys_jobs_unless_all(
     assert [row["id"] for row in b.rows("--all-hosts", "--all", cwd=other)] == [job]
 
 
-@pytest.mark.parametrize("command", [("attach",), ("reply", "hello"), ("approve",), ("stop",)])
+@pytest.mark.parametrize("command", [("attach",), ("reply", "hello"), ("approve",), ("stop",),
+                                     ("logs",), ("respawn",), ("rm",)])
 def test_a_command_for_a_job_of_another_host_is_refused_naming_the_command_to_run_there(
         hosts: tuple[Host, Host], command: tuple[str, ...]) -> None:
     a, b = hosts

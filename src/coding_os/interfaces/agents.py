@@ -198,7 +198,7 @@ def logs_command(job: str, show_stderr: bool, as_json: bool) -> None:
     `--json`: the job's row, its events and its stderr."""
     from coding_os.interfaces.console import TextView
 
-    found = api.job_logs(job)
+    found = _here("logs", job, lambda: api.job_logs(job))
     if as_json:
         _json(found)
         return
@@ -232,7 +232,7 @@ def respawn_command(job: str | None, every: bool, as_json: bool) -> None:
     session is resumed (Claude Code --resume, Codex thread/resume) for the next input."""
     if (job is None) == (not every):
         raise InvalidInput("give a JOB or --all")
-    rows = api.job_respawn(job, every=every)
+    rows = _here("respawn", job or "", lambda: api.job_respawn(job, every=every))
     if as_json:
         _json(rows)
         return
@@ -251,7 +251,7 @@ def rm_command(job: str, force: bool, as_json: bool) -> None:
     """Remove a job that does not run, with its worktree and branch. Refused (exit 1) when the
     worktree has uncommitted changes or commits no other branch holds, unless --force. The
     session's transcript and events log are kept."""
-    removed = api.job_remove(job, force=force)
+    removed = _here("rm", job, lambda: api.job_remove(job, force=force))
     if as_json:
         _json(removed)
         return
