@@ -142,3 +142,16 @@ def test_a_cos_session_whose_parent_is_the_session_sits_after_the_turn_before_it
                                                                ("assistant", "part done")]
     with pytest.raises(NotFound):  # a sidechain is not a session of its own
         api.session_sidechains(child, cwd=str(project))
+
+
+def test_a_subagent_written_after_a_read_is_found_by_the_next_read(tmp_path: Path) -> None:
+    path = subagent_session(tmp_path)
+    first = claude_sidechains(str(path))
+    assert {s["agent_id"] for s in first} == {"abc123", "def456", "0warm"}
+    first[0]["turns"].clear()  # what a caller does with its answer is not remembered
+    s = "11111111-2222-3333-4444-555555555555"
+    write_jsonl(path.parent / s / "subagents" / "agent-ghi789.jsonl", [
+        user("g1", None, "A third look", 20, s, isSidechain=True, agentId="ghi789")])
+    again = claude_sidechains(str(path))
+    assert {x["agent_id"] for x in again} == {"abc123", "def456", "0warm", "ghi789"}
+    assert all(x["turns"] for x in again)

@@ -143,3 +143,14 @@ def test_a_missing_log_is_not_found_and_another_kind_has_no_native_turns(tmp_pat
         native_turns(str(tmp_path / "gone.jsonl"), "codex")
     (tmp_path / "cos.jsonl").write_text("{}\n", encoding="utf-8")
     assert native_turns(str(tmp_path / "cos.jsonl"), "cos") == []
+
+
+def test_a_claude_turn_appended_after_a_read_is_counted_by_the_next_read(tmp_path: Path) -> None:
+    s = "ses-usage"
+    path = tmp_path / "t.jsonl"
+    write_jsonl(path, [user("u1", None, "first", 1, s),
+                       assistant("a1", "u1", "msg_1", "req_1", 2, s, output=5)])
+    assert [t["output"] for t in native_turns(str(path), "claude")] == [5]
+    write_jsonl(path, [user("u2", "a1", "second", 3, s),
+                       assistant("a2", "u2", "msg_2", "req_2", 4, s, output=8)], mode="a")
+    assert [t["output"] for t in native_turns(str(path), "claude")] == [5, 8]

@@ -15,6 +15,7 @@ The turns are those `sessions/export.py` makes of each entry, redacted as the co
 
 from __future__ import annotations
 
+import copy
 import glob
 import json
 import os
@@ -150,6 +151,25 @@ def _files(path: str, native_id: str) -> list[tuple[str, str, dict[str, Any]]]:
     return found
 
 
+# A Claude transcript's sidechains, remembered in this process while it and the subagent files
+# beside and under it stay as they were (the next page of its conversation, or the page shown
+# again, does not parse them again): (path, branch, redacting) -> (signature, sidechains).
+_KEPT = 4
+_claude_remembered: dict[tuple[str, int | None, bool], tuple[object, list[dict[str, Any]]]] = {}
+
+
+def _signature(path: str) -> object:
+    """The stat of the transcript and of every subagent file beside or under it, or None."""
+    folder = glob.escape(os.path.dirname(os.path.abspath(path)))
+    files = [path, *glob.glob(os.path.join(folder, "agent-*.jsonl")),
+             *glob.glob(os.path.join(folder, "*", "subagents", "agent-*"))]
+    try:
+        return tuple((file, info.st_ino, info.st_size, info.st_mtime_ns)
+                     for file in sorted(files) for info in (os.stat(file),))
+    except OSError:
+        return None
+
+
 def claude_sidechains(path: str, branch: int | None = None, redacting: bool = True
                       ) -> list[dict[str, Any]]:
     """The subagents of the Claude Code session whose transcript is at `path`, oldest first:
@@ -162,6 +182,20 @@ def claude_sidechains(path: str, branch: int | None = None, redacting: bool = Tr
         NotFound: there is no transcript at `path`, or it cannot be read.
         InvalidInput: a branch the transcript does not have.
     """
+    signature = _signature(path)
+    key = (path, branch, redacting)
+    known = _claude_remembered.get(key)
+    if known is not None and signature is not None and known[0] == signature:
+        return copy.deepcopy(known[1])
+    found = _read_claude(path, branch, redacting)
+    if signature is not None:
+        if len(_claude_remembered) >= _KEPT and key not in _claude_remembered:
+            _claude_remembered.pop(next(iter(list(_claude_remembered))), None)
+        _claude_remembered[key] = (signature, copy.deepcopy(found))
+    return found
+
+
+def _read_claude(path: str, branch: int | None, redacting: bool) -> list[dict[str, Any]]:
     from coding_os.adapters.claude.tree import read_tree
     from coding_os.errors import InvalidInput
 

@@ -7,6 +7,7 @@ messages, one turn from a prompt to the next) or a Codex thread's live history (
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -39,6 +40,12 @@ def engine_turns(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return turns
 
 
+# A Claude transcript's turns, remembered in this process while the file stays as it was (the
+# page of a session shown again does not parse it again): path -> (stat signature, turns).
+_KEPT = 4
+_claude_remembered: dict[str, tuple[tuple[int, int, int, int], list[dict[str, Any]]]] = {}
+
+
 def native_turns(path: str, kind: str) -> list[dict[str, Any]]:
     """Tokens per turn of a Claude Code (`kind` "claude") or Codex ("codex") session whose log
     is at `path`: `turn`, `prompt` (clipped; "" for what came before the first), `input`
@@ -48,6 +55,26 @@ def native_turns(path: str, kind: str) -> list[dict[str, Any]]:
     Raises:
         NotFound: there is no log at `path`, or it cannot be read.
     """
+    if kind != "claude":
+        return _read_turns(path, kind)
+    try:
+        info = os.stat(path)
+        signature: tuple[int, int, int, int] | None = (info.st_dev, info.st_ino, info.st_size,
+                                                       info.st_mtime_ns)
+    except OSError:
+        signature = None  # read below: NotFound, or the reader's error
+    known = _claude_remembered.get(path)
+    if known is not None and signature is not None and known[0] == signature:
+        return [dict(row) for row in known[1]]
+    rows = _read_turns(path, kind)
+    if signature is not None:
+        if len(_claude_remembered) >= _KEPT and path not in _claude_remembered:
+            _claude_remembered.pop(next(iter(list(_claude_remembered))), None)
+        _claude_remembered[path] = (signature, [dict(row) for row in rows])
+    return rows
+
+
+def _read_turns(path: str, kind: str) -> list[dict[str, Any]]:
     try:
         if kind == "claude":
             from coding_os.adapters.claude.transcripts import turn_usage as claude_usage
