@@ -43,7 +43,7 @@ import functools
 import hashlib
 import os
 
-from coding_os import durable, jsonwire
+from coding_os import durable, jsonwire, redact
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.sessions import transcript
 from coding_os.state.caller import Caller
@@ -371,7 +371,7 @@ class CosSessionStore:
         storage = self._shared_storage()
         if storage.replica_source(session, "transcript") is None:
             register_project(storage, self.project_root, self._host)
-            row, _ = index.cos_row(path)
+            row, _ = index.cos_row(path, redact.configured(self.tiers.state_dir))
             if row is not None:
                 row.host = self._host
                 storage.upsert_index_rows([row])
