@@ -155,3 +155,19 @@ def test_a_subagent_written_after_a_read_is_found_by_the_next_read(tmp_path: Pat
     again = claude_sidechains(str(path))
     assert {x["agent_id"] for x in again} == {"abc123", "def456", "0warm", "ghi789"}
     assert all(x["turns"] for x in again)
+
+
+def test_a_real_2_0_warm_up_subagent_beside_its_session_is_listed_with_no_place(
+        tmp_path: Path) -> None:
+    require_claude_fixtures()
+    parent = "58edcfae-5291-436c-91e4-54fbb188a0ca"  # the session the fixture's entries name
+    project = tmp_path / "projects" / "-Users-dain-workspace-claude-code-log"
+    write_jsonl(project / f"{parent}.jsonl", [user("p1", None, "hello", 1, parent),
+                                              assistant("p2", "p1", "msg_p", "req_p", 2, parent)])
+    fixture = CLAUDE_FIXTURES / "claude-code-log__agent-3be551df.jsonl"
+    (project / "agent-3be551df.jsonl").write_bytes(fixture.read_bytes())
+    [warmup] = claude_sidechains(str(project / f"{parent}.jsonl"))
+    assert (warmup["agent_id"], warmup["layout"], warmup["call"], warmup["turn"]) == \
+        ("3be551df", "sibling", None, None)
+    assert warmup["prompt"] == "Warmup"
+    assert [t["role"] for t in warmup["turns"]][0] == "user"
