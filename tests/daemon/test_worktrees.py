@@ -383,3 +383,16 @@ def test_drop_spare_removes_it_and_nothing_else(repo: Path) -> None:
     assert not spare_ready(str(repo)) and checkout_state(repo) == before
     assert "worktrees/spare" not in git(repo, "worktree", "list")
     assert Path(made.path).is_dir()
+
+
+def test_a_job_whose_branch_exists_is_refused_even_with_a_spare_ready(repo: Path) -> None:
+    create_worktree(str(repo), JOB)
+    assert prepare_spare(str(repo))
+    git(repo, "branch", "cos/4567cdef")
+    before = git(repo, "worktree", "list", "--porcelain")
+    with pytest.raises(Conflict, match="exists already"):
+        create_worktree(str(repo), "4567cdef", checkout=False, use_spare=True)
+    assert not (repo / ".coding-os" / "worktrees" / "4567cdef").exists()
+    assert "4567cdef" not in git(repo, "worktree", "list", "--porcelain")
+    assert len(git(repo, "worktree", "list", "--porcelain").split("\n\n")) <= len(
+        before.split("\n\n"))

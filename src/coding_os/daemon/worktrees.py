@@ -228,12 +228,13 @@ def create_worktree(project: str, job_id: str, checkout: bool = True,
     branch = BRANCH_PREFIX + job_id
     if os.path.lexists(path):
         raise Conflict(f"{path} exists already; a job's worktree is made once")
-    if _commit(top, f"refs/heads/{branch}") is not None:
-        raise Conflict(f"branch {branch} exists already in {top}; a job's branch is made once")
     within = inside_prefix(os.path.realpath(project))
     cwd = os.path.join(path, within.rstrip("/")) if within else path
+    # Taking the spare makes the branch, which fails when it exists (then checked below).
     if use_spare and _take_spare(top, folder, path, branch, base):
         return Worktree(path=path, branch=branch, base=base, cwd=cwd)
+    if _commit(top, f"refs/heads/{branch}") is not None:
+        raise Conflict(f"branch {branch} exists already in {top}; a job's branch is made once")
     git(top, "worktree", "add", "-q", *(() if checkout else ("--no-checkout",)), "-b", branch,
         path, base)
     return Worktree(path=path, branch=branch, base=base, cwd=cwd, checked_out=checkout)
@@ -275,13 +276,13 @@ def _take_spare(top: str, folder: str, path: str, branch: str, base: str) -> boo
         spare = os.path.join(folder, SPARE)
         if _ready_base(folder) != base or head(spare) != base or git(
                 spare, "status", "--porcelain", "-z", "--untracked-files=all",
-                "--ignore-submodules=none", check=False).strip(b"\0"):
+                "--ignore-submodules=none").strip(b"\0"):
             return False  # changed since it was made: the supervisor makes another
         durable.unlink_quietly(os.path.join(folder, SPARE_READY))  # this job's from here on
         try:
             git(top, "worktree", "move", spare, path)
             git(path, "checkout", "-q", "-b", branch)
-        except CosError:  # a tree git cannot move (submodules): neither is used
+        except CosError:  # the branch exists, or a tree git cannot move (submodules)
             _remove_spare_at(top, path)
             _remove_spare_at(top, spare)
             return False
