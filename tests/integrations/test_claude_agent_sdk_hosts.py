@@ -103,6 +103,41 @@ def test_a_session_stored_on_one_host_is_loaded_listed_and_continued_on_another(
     assert "remember the word pelican" in exported and "which word?" in exported
 
 
+def test_the_subagents_transcripts_of_a_session_come_along(project: Path, tmp_path: Path,
+                                                           pg_url: str) -> None:
+    a, b = _two_hosts(project, tmp_path, pg_url)
+    early: SessionKey = {**a.key(), "subpath": "subagents/agent-1"}  # before the main key
+    late: SessionKey = {**a.key(), "subpath": "subagents/agent-2"}
+
+    async def on_a() -> None:
+        store = a.store()
+        await store.append(early, [_user("s1", "first subagent")])
+        await store.append(a.key(), [_user("u1", "main")])
+        await store.append(late, [_user("s2", "second subagent")])
+        store.close()
+
+    _run(on_a())
+
+    async def on_b() -> tuple[Any, ...]:
+        store = b.store()
+        subkeys = await store.list_subkeys(b.key())
+        loaded = [await store.load({**b.key(), "subpath": s}) for s in subkeys]
+        await store.append(b.key(), [_user("u2", "go on")])  # b's own session of the key
+        await store.append({**b.key(), "subpath": "subagents/agent-3"}, [_user("s3", "b's")])
+        after = await store.list_subkeys(b.key())
+        kept = await store.load({**b.key(), "subpath": "subagents/agent-1"})
+        store.close()
+        return subkeys, loaded, after, kept
+
+    subkeys, loaded, after, kept = _run(on_b())
+    assert subkeys == ["subagents/agent-1", "subagents/agent-2"]
+    assert [[e["uuid"] for e in entries] for entries in loaded] == [["s1"], ["s2"]]
+    assert after == ["subagents/agent-1", "subagents/agent-2", "subagents/agent-3"]
+    assert [e["uuid"] for e in kept] == ["s1"]
+    # The main key's records are only its own.
+    assert [e["uuid"] for e in _run(a.store().load(a.key()))] == ["u1"]
+
+
 def test_what_another_host_appends_later_is_loaded_too(project: Path, tmp_path: Path,
                                                       pg_url: str) -> None:
     a, b = _two_hosts(project, tmp_path, pg_url)

@@ -29,8 +29,10 @@ the session another host stored under that SDK session id in a checkout of the s
 of this checkout (`project_key_for_directory` of its root) list those sessions too. The first
 append to such a key here starts this host's own session of it, seeded with the other host's
 records: the conversation goes on here, and the other host's session stays as it was. Subpath
-keys (subagents' transcripts) are not looked up on other hosts. On SQLite (one host) nothing of
-this happens.
+keys come along: on a shared storage a main key's transcript names each of its subpaths (an
+`event` named `sdk_subkey`, with `subpath` and `sidechain`, its cos session), so `list_subkeys`
+and `load` of a subpath find them on another host too. On SQLite (one host) nothing of this
+happens.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ __all__ = ["CosSessionStore", "AGENT", "ITEM_EVENT"]
 
 AGENT = "claude-sdk"
 ITEM_EVENT = "sdk_item"  # the `event` name of an SDK record that is not a message with text
+SUBKEY_EVENT = "sdk_subkey"  # in a main key's transcript, on a shared storage: a subpath of it
 _STORE_DIR = "sdk-store"
 _MAIN = "main.json"
 _SUMMARY = "summary.json"
@@ -186,7 +189,7 @@ class CosSessionStore:
     def _load(self, key: SessionKey) -> list[SessionStoreEntry] | None:
         info = _read_key(self._key_file(key))
         if info is None:
-            remote = self._remote(key) if self._shared and _subpath(key) is None else None
+            remote = self._remote_session(key) if self._shared else None
             return None if remote is None else self._remote_items(remote)
         try:
             entries = transcript.iter_entries(transcript.transcript_path(self.tiers,
@@ -262,7 +265,12 @@ class CosSessionStore:
 
     def _list_subkeys(self, key: SessionListSubkeysKey) -> list[str]:
         folder = self._session_dir(key)
-        found = []
+        found: list[str] = []
+        if self._shared:
+            remote = self._remote({"project_key": _text(key, "project_key"),
+                                   "session_id": _text(key, "session_id")})
+            if remote is not None:
+                found += self._remote_subkeys(remote)
         for name in _names(folder):
             if name.startswith("sub-") and name.endswith(".json"):
                 info = _read_key(os.path.join(folder, name))
@@ -270,7 +278,7 @@ class CosSessionStore:
                         and os.path.exists(transcript.transcript_path(self.tiers,
                                                                       info["session"]))):
                     found.append(info["subpath"])
-        return sorted(found)
+        return sorted(set(found))
 
     # -- keys, sessions, summaries --------------------------------------------------------------
 
@@ -295,9 +303,9 @@ class CosSessionStore:
         meta: dict[str, Any] = {
             "native_id": key["session_id"], "project": self.project_root,
             "worktree": self.worktree, "parent": parent}
-        # A main key another host holds a session of: this host's session starts with its
-        # records (the conversation goes on here).
-        remote = self._remote(key) if self._shared and subpath is None else None
+        # A key another host holds a session of: this host's session starts with its records
+        # (the conversation goes on here).
+        remote = self._remote_session(key) if self._shared else None
         seed = self._remote_items(remote) if remote is not None else []
         try:
             session = transcript.create(self.tiers, AGENT, session=claimed, **meta)
@@ -311,7 +319,37 @@ class CosSessionStore:
                   "session_id": key["session_id"], "subpath": subpath}
         durable.atomic_write(key_file, jsonwire.dumps(record).encode("ascii"))
         self._seen.pop(session, None)
+        if self._shared:
+            self._note_subkeys(folder)
         return session
+
+    def _note_subkeys(self, folder: str) -> None:
+        """On a shared storage, write into the main key's transcript (when it has one) an event
+        `sdk_subkey` for each subpath of the key it does not name yet: `{"subpath", "sidechain"}`,
+        so another host finds the subagents' transcripts of a session it reads (under the
+        lock)."""
+        main = _read_key(os.path.join(folder, _MAIN))
+        if main is None:
+            return
+        path = transcript.transcript_path(self.tiers, main["session"])
+        if not os.path.exists(path):
+            return
+        subs = {}
+        for name in _names(folder):
+            info = _read_key(os.path.join(folder, name)) if name.startswith("sub-") else None
+            if info is not None and isinstance(info.get("subpath"), str):
+                subs[info["subpath"]] = info["session"]
+        if not subs:
+            return
+        noted = {entry.get("subpath") for entry in transcript.iter_entries(path)
+                 if entry["type"] == "event" and entry.get("name") == SUBKEY_EVENT}
+        for subpath, sidechain in sorted(subs.items()):
+            if subpath not in noted:
+                transcript.append(self.tiers, main["session"], "event",
+                                  {"name": SUBKEY_EVENT, "subpath": subpath,
+                                   "sidechain": sidechain}, durability="none")
+                self._seen.pop(main["session"], None)
+        self._replicate(main["session"], path)
 
     def _main_session(self, folder: str, key: SessionKey) -> str:
         """The session id of the main key (claimed, without a transcript, when it has none)."""
@@ -406,6 +444,27 @@ class CosSessionStore:
         this repository (the most recently active), or None."""
         found = self._remote_rows(key["session_id"])
         return found[0][0] if found else None
+
+    def _remote_session(self, key: SessionKey) -> str | None:
+        """The cos session another host stored `key` as (a main key, or a subpath of it), or
+        None."""
+        main = self._remote(key)
+        subpath = _subpath(key)
+        if main is None or subpath is None:
+            return main
+        return self._remote_subkeys(main).get(subpath)
+
+    def _remote_subkeys(self, main: str) -> dict[str, str]:
+        """subpath -> cos session of the subpaths another host's main session names."""
+        found = {}
+        for _, line in self._shared_storage().replica_lines(main, "transcript"):
+            entry = jsonwire.loads_object(line)
+            if (entry is not None and entry.get("type") == "event"
+                    and entry.get("name") == SUBKEY_EVENT
+                    and isinstance(entry.get("subpath"), str)
+                    and isinstance(entry.get("sidechain"), str)):
+                found[entry["subpath"]] = entry["sidechain"]
+        return found
 
     def _remote_items(self, session: str) -> list[SessionStoreEntry]:
         """The SDK records of another host's session, from its replicated transcript lines."""
