@@ -340,6 +340,8 @@ def prepare_spare(project: str) -> bool:
         _remove_spare_at(top, spare)
         git(top, "worktree", "add", "-q", "-f", "--detach", "--no-checkout", spare, base)
         check_out(spare)
+        # Its index's stat data brought up to date now, so the status a take asks is quick.
+        git(spare, "update-index", "-q", "--refresh", check=False)
         durable.atomic_write(os.path.join(folder, SPARE_READY), base.encode("ascii") + b"\n")
         return True
     finally:
