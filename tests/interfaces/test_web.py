@@ -546,7 +546,13 @@ def test_runner_lines_become_sse_messages_with_their_seq_as_id_and_client_only_l
     mixed = (b'{"seq":9,"v":1,"msg":{"type":"warning","message":"x"}}\n'
              b'{"id":"attach","seq":null,"msg":{"type":"error","message":"no"}}\n\n'
              b'{"v":1,"seq":\n' + lines)
-    for body, seqs in ((fast, [7, 8]), (sse_messages(mixed), [9, 7, 8])):
+    # As many heads as lines, but not one a line: a client-only line, and an event whose
+    # message holds a head of its own (an object with the same keys).
+    nested = {"v": 1, "seq": 10, "msg": {"type": "agent_message", "quoted": {"v": 1, "seq": 3}}}
+    paired = (b'{"id":"x","seq":null,"msg":{"type":"error","message":"no"}}\n'
+              + json.dumps(nested, separators=(",", ":")).encode() + b"\n")
+    for body, seqs in ((fast, [7, 8]), (sse_messages(mixed), [9, 7, 8]),
+                       (sse_messages(paired), [10])):
         messages = [m for m in body.decode().split("\n\n") if m]
         assert len(messages) == len(seqs)
         for message, seq in zip(messages, seqs):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import AsyncIterator, Mapping
+from itertools import repeat
 from typing import Any
 
 import anyio
@@ -48,9 +49,10 @@ def _end(state: object) -> str:
     return f"event: end\ndata: {json.dumps({'state': state})}\n\n"
 
 
-# A stored or live event as the runner sends it: the events log's head first (events.py), so
-# its seq is read without parsing the line. A line of another shape is parsed (`_parsed`).
-_EVENT_LINE = re.compile(rb'^(\{"v":1,"seq":(\d+),[^\n]*)\n', re.MULTILINE)
+# A stored or live event as the runner sends it starts with the events log's head (events.py),
+# so its seq is read without parsing the line. A line of another shape is parsed (`_parsed`).
+_HEAD = b'{"v":1,"seq":'
+_HEAD_SEQ = re.compile(rb'\{"v":1,"seq":(\d+),')
 GATHER_S = 0.005
 READ_BYTES = 1 << 18  # at most this much of the runner's output is relayed in one write
 
@@ -59,17 +61,22 @@ def sse_messages(lines: bytes) -> bytes:
     """The SSE messages of whole JSON lines from a job's runner (each ending in a newline), the
     line itself the `data` (no parse, no dump) and its seq the `id`; a line with no seq (an
     error for this client only) or no JSON object is left out."""
-    found = _EVENT_LINE.findall(lines)
-    if len(found) == lines.count(b"\n"):  # every line in the head's shape: the common case
-        return b"".join([b"id: %s\nevent: protocol\ndata: %s\n\n" % (seq, line)
-                         for line, seq in found])
-    return b"".join(_parsed(line) for line in lines.split(b"\n"))
+    whole = lines.split(b"\n")
+    if whole and not whole[-1]:
+        whole.pop()
+    seqs = _HEAD_SEQ.findall(lines)
+    # The common case: every line starts with the head and holds no other, so the heads found
+    # in the whole read pair with the lines in order.
+    if len(seqs) == len(whole) and all(map(bytes.startswith, whole, repeat(_HEAD))):
+        return b"".join([b"id: %s\nevent: protocol\ndata: %s\n\n" % pair
+                         for pair in zip(seqs, whole)])
+    return b"".join(_parsed(line) for line in whole)
 
 
 def _parsed(line: bytes) -> bytes:
-    match = _EVENT_LINE.match(line + b"\n")
+    match = _HEAD_SEQ.match(line)
     if match is not None:
-        return b"id: %s\nevent: protocol\ndata: %s\n\n" % (match[2], match[1])
+        return b"id: %s\nevent: protocol\ndata: %s\n\n" % (match[1], line)
     event = jsonwire.loads_object(line) if line.strip() else None
     if event is None or not isinstance(event.get("seq"), int) or isinstance(event["seq"], bool):
         return b""
