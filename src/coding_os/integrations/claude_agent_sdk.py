@@ -116,6 +116,7 @@ class CosSessionStore:
         self._shared = url.startswith(("postgresql://", "postgres://"))
         self._storage: Storage | None = None  # the shared storage, opened on first use
         self._host: str | None = None
+        self._indexed: set[str] = set()  # sessions whose index row this store saw written
 
     # -- the SessionStore protocol ------------------------------------------------------------
 
@@ -407,12 +408,14 @@ class CosSessionStore:
         from coding_os.state.hosts import register_project
 
         storage = self._shared_storage()
-        if storage.replica_source(session, "transcript") is None:
+        if session not in self._indexed and storage.replica_source(session,
+                                                                   "transcript") is None:
             register_project(storage, self.project_root, self._host)
             row, _ = index.cos_row(path, redact.configured(self.tiers.state_dir))
             if row is not None:
                 row.host = self._host
                 storage.upsert_index_rows([row])
+        self._indexed.add(session)
         report = replicate.replicate(storage, self.tiers, self.project_root, self._host,
                                      sources=[replicate.Source(session, "transcript", AGENT,
                                                                path)])
