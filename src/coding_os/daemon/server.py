@@ -23,9 +23,9 @@ exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
   it the next job. It ends with the daemon unless it has taken a job.
 - The spare worktrees (daemon/worktrees.py): for each project a job was made in a worktree of
   within SPARE_KEEP_S, one made ahead at the checkout's HEAD (by a process of its own at low
-  priority, never within SPARE_TREE_AFTER_S of a job's making), which the next job there takes
-  over instead of writing its files; removed once the project has had no such job for
-  SPARE_KEEP_S.
+  priority, never within SPARE_TREE_AFTER_S of a job's making nor while a job's agent is
+  starting), which the next job there takes over instead of writing its files; removed once
+  the project has had no such job for SPARE_KEEP_S.
 
 Anything can talk to the socket, so every request is checked and a bad one answered with an
 error line; the daemon itself never stops on one.
@@ -67,6 +67,7 @@ CLIENT_TIMEOUT_S = 2.0  # to send its request line, and again to take the answer
 MAX_CLIENTS = 256  # connections open at once; beyond, the oldest is dropped
 SPARE_KEEP_S = 3600.0  # a spare runner is kept while a job was made this recently (or one runs)
 SPARE_AFTER_S = 1.0  # after a spare is taken, or the daemon starts: when the next one starts
+# (neither it nor a spare worktree is made while a job's agent is starting: agent_starting)
 SPARE_RETRY_S = 30.0  # after a spare that ended before it was ready (doubled each time, to 10 min)
 SPARE_TREE_AFTER_S = 1.0  # no spare worktree is made within this of a job's making
 
@@ -208,6 +209,16 @@ class _Server:
         self.tree_projects: dict[str, float] = {}  # project: when a job was last made there
         self.job_made = 0.0  # when `cos bg` last said it made a job (Unix seconds)
 
+    def agent_starting(self) -> bool:
+        """Whether a job's agent is starting (supervisor.agent_starting): the daemon's own
+        work waits."""
+        from coding_os.daemon.supervisor import agent_starting
+
+        try:
+            return agent_starting()
+        except (CosError, OSError):
+            return False
+
     def keep_spare_trees(self) -> None:
         """Start making the spare worktrees that are due, or removing those no longer
         wanted, in a process of its own at low priority (one at a time); none while a job is
@@ -228,7 +239,7 @@ class _Server:
             found, newest = worktree_projects(now - SPARE_KEEP_S)
         except (CosError, OSError):
             return
-        if now - max(newest, self.job_made) < SPARE_TREE_AFTER_S:
+        if now - max(newest, self.job_made) < SPARE_TREE_AFTER_S or self.agent_starting():
             return  # a job is starting: the disk and processors are its
         for project, made in found.items():
             self.tree_projects[project] = max(self.tree_projects.get(project, 0.0), made)
@@ -275,7 +286,7 @@ class _Server:
     def keep_spare(self, selector: selectors.BaseSelector) -> None:
         """Start a spare runner when none waits, one is due and jobs are in use."""
         if self.spare is not None or time.monotonic() < self.spare_due or \
-                not self.wants_spare():
+                not self.wants_spare() or self.agent_starting():
             return
         from coding_os.daemon.spare import start_spare
 

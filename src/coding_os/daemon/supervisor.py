@@ -15,9 +15,11 @@ from collections.abc import Mapping
 from coding_os.daemon import jobs, roster
 from coding_os.errors import CosError
 
-__all__ = ["SWEEP_S", "sweep", "mark_failed", "worktree_projects"]
+__all__ = ["SWEEP_S", "STARTING_S", "sweep", "mark_failed", "worktree_projects",
+           "agent_starting"]
 
 SWEEP_S = 2.0
+STARTING_S = 10.0  # a job made longer ago than this is no longer starting, whatever it says
 
 
 def sweep(env: Mapping[str, str] | None = None) -> dict[str, list[str]]:
@@ -65,3 +67,21 @@ def worktree_projects(since: float, env: Mapping[str, str] | None = None
         if made >= since and job.state.get("worktree") and isinstance(project, str):
             projects[project] = max(projects.get(project, 0.0), made)
     return projects, newest
+
+
+def agent_starting(env: Mapping[str, str] | None = None) -> bool:
+    """Whether a job made within STARTING_S is still starting: its runner not yet running, or
+    its Claude Code or Codex not yet initialised (no native session id): the time the
+    supervisor's own work (a spare runner, a spare worktree) waits out."""
+    import time
+
+    now = time.time()
+    for job in roster.current(env):
+        state = job.state
+        if now - (state.get("startedAt") or 0) / 1000 > STARTING_S:
+            continue
+        if state.get("state") == "starting" or (
+                state.get("state") in ("working", "blocked")
+                and state.get("agent") in ("claude", "codex") and not state.get("sessionId")):
+            return True
+    return False
