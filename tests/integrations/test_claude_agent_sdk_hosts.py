@@ -148,6 +148,17 @@ def test_what_another_host_appends_later_is_loaded_too(project: Path, tmp_path: 
     assert [e["uuid"] for e in _run(b.store().load(b.key()))] == ["u1", "a1"]
 
 
+def test_a_session_stored_before_the_storage_was_shared_goes_whole_with_its_next_append(
+        project: Path, tmp_path: Path, pg_url: str) -> None:
+    a, b = _two_hosts(project, tmp_path, pg_url)
+    on_sqlite = {name: value for name, value in a.env.items() if name != "COS_DATABASE_URL"}
+    alone = CosSessionStore(project=a.checkout, env=on_sqlite)
+    _run(alone.append(a.key(), [_user("u1", "one"), _assistant("a1", "two")]))
+    assert _run(b.store().load(b.key())) is None
+    _run(a.store().append(a.key(), [_user("u2", "three")]))
+    assert [e["uuid"] for e in _run(b.store().load(b.key()))] == ["u1", "a1", "u2"]
+
+
 def test_a_session_deleted_on_its_host_is_gone_on_the_other(project: Path, tmp_path: Path,
                                                            pg_url: str) -> None:
     a, b = _two_hosts(project, tmp_path, pg_url)
