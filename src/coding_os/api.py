@@ -1762,16 +1762,20 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
 
 
 def agents_list(every: bool = False, cwd: str | None = None,
-                env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
-    """`cos agents`: the rows of the jobs of the project of `cwd` (or of every project)."""
+                env: Mapping[str, str] | None = None,
+                publish: bool = False) -> list[dict[str, Any]]:
+    """`cos agents`: the rows of the jobs of the project of `cwd` (or of every project);
+    `publish`: also publish this host's rows to a shared storage (for the other hosts'
+    `cos agents --all-hosts`; a failure to is no failure of the listing)."""
     from coding_os.daemon import agents, roster
 
     agents.ensure_daemon(env)
     rows = agents.list_jobs(every_project=every, cwd=cwd, env=env)
-    try:
-        roster.publish(env)  # a shared storage: the other hosts' `cos agents --all-hosts`
-    except CosError:
-        pass
+    if publish:
+        try:
+            roster.publish(env)
+        except CosError:
+            pass
     return rows
 
 

@@ -112,7 +112,7 @@ def agents_command(every: bool, all_hosts: bool, cwd: str | None, as_json: bool)
     if all_hosts:
         rows = api.agents_all_hosts(every=every, cwd=cwd)
     else:
-        rows = api.agents_list(every=every, cwd=cwd)
+        rows = api.agents_list(every=every, cwd=cwd, publish=True)
     if as_json:
         _json(rows)
         return
