@@ -217,3 +217,19 @@ def test_a_thread_whose_rollouts_are_gone_exports_as_a_clear_error(tmp_path: Pat
 
     with pytest.raises(NotFound, match="no session log at"):
         read_turns(str(tmp_path / f"rollout-2026-12-02T04-16-44-{T}.jsonl"), "codex")
+
+
+def test_a_history_read_again_sees_an_appended_turn_and_a_revert_written_since(
+        tmp_path: Path) -> None:
+    day = lay_out(tmp_path, [f"{T}.jsonl"])
+    path = rollout_of(day, T)
+    first = read_history(path)
+    assert messages(first.live)[-1] == "answer to prompt three"
+    assert read_history(path) is first  # unchanged: not parsed again
+    with path.open("a", encoding="utf-8") as handle:
+        for item in turn("prompt appended", 59):
+            handle.write(json.dumps(item) + "\n")
+    appended = read_history(path)
+    assert messages(appended.live)[-2:] == ["prompt appended", "answer to prompt appended"]
+    lay_out(tmp_path, [FIRST_REVERT, SECOND_REVERT])  # new rollouts of the thread
+    assert messages(read_history(path).live) == LIVE

@@ -402,7 +402,8 @@ def read_page(path: str, kind: str, offset: int, limit: int, redacting: bool = T
     chain is known only at its end: it is read whole, and the turns kept in this process for
     the next pages while the file stays unchanged (`_claude_view`; `branches` shares the read).
     A Codex thread's live history is known only once its rollouts are read: they are read
-    whole for each page. For both, `total` is known.
+    whole, then kept in this process while they stay unchanged (rollouts.read_history). For
+    both, `total` is known.
 
     Raises:
         InvalidInput: an unknown kind, a branch the session does not have, a negative offset

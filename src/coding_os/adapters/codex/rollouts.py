@@ -857,14 +857,53 @@ def thread_of_path(path: str) -> str | None:
     return match.group(1) if match else None
 
 
+# Histories read in this process (cos web's pages of a thread, its branches and tokens), by the
+# rollout asked for: (the rollouts below its sessions folder then, the stat of every rollout the
+# read loaded, taken before loading it, the history).
+_HISTORIES_KEPT = 2
+_histories: dict[str, tuple[tuple[str, ...], dict[str, tuple[int, int, int] | None],
+                            CodexHistory]] = {}
+
+
+def _stat(file: str) -> tuple[int, int, int] | None:
+    try:
+        info = os.stat(file)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
 def read_history(path: str | os.PathLike[str]) -> CodexHistory:
     """The history of the Codex thread whose rollout is at `path`: its live history (through the
     newest rollout of the thread and the bases it continues) and the turns reverts dropped.
+
+    The answer is remembered in this process while the rollouts below the sessions folder are
+    the same files and the ones it read are unchanged (a page after the first of a long thread
+    does not parse it again): the caller must not change it.
 
     Raises:
         OSError: the rollout at `path` cannot be read.
     """
     path = os.path.abspath(os.fspath(path))
+    rollouts = tuple(_discover(_sessions_root(path), ScanReport(agent=AGENT, root="")))
+    known = _histories.get(path)
+    if known is not None and known[0] == rollouts \
+            and all(_stat(file) == stat for file, stat in known[1].items()):
+        return known[2]
+    stats: dict[str, tuple[int, int, int] | None] = {}
+    history = _read_history(path, rollouts, stats)
+    if all(stat is not None for stat in stats.values()):
+        if len(_histories) >= _HISTORIES_KEPT and path not in _histories:
+            _histories.pop(next(iter(list(_histories))), None)  # the oldest
+        _histories[path] = (rollouts, stats, history)
+    return history
+
+
+def _read_history(path: str, rollouts: tuple[str, ...],
+                  stats: dict[str, tuple[int, int, int] | None]) -> CodexHistory:
+    """`read_history` of the rollout at `path` (absolute), the thread's other rollouts and bases
+    found among `rollouts`; the stat of each file it loads is put in `stats` before loading it."""
+    stats[path] = _stat(path)
     own = _read_rollout(path)
     thread = _meta_of(own)["id"]
     if thread is None:
@@ -872,7 +911,7 @@ def read_history(path: str | os.PathLike[str]) -> CodexHistory:
         thread = match.group(1) if match else None
     paths_by_history: dict[str, str] = {}
     thread_paths: list[str] = [path]
-    for candidate in _discover(_sessions_root(path), ScanReport(agent=AGENT, root="")):
+    for candidate in rollouts:
         match = _ROLLOUT_NAME.match(os.path.basename(candidate))
         if match is None:
             continue
@@ -883,6 +922,7 @@ def read_history(path: str | os.PathLike[str]) -> CodexHistory:
 
     def load(file: str) -> list[tuple[int, dict[str, Any]]]:
         if file not in loaded:
+            stats[file] = _stat(file)
             try:
                 loaded[file] = _read_rollout(file)
             except OSError:
