@@ -58,7 +58,7 @@ def test_sessions_in_scope_all_lists_every_fixture_session_and_never_a_subagent(
     assert isinstance(rows, list)
     assert list(rows[0]) == ["id", "native_id", "agent", "kind", "title", "name", "project",
                              "worktree", "cwd", "branch", "created", "last_active", "messages",
-                             "tokens", "forked_from", "parent", "status"]
+                             "tokens", "forked_from", "parent", "status", "host"]
     assert [r["last_active"] for r in rows] == sorted((r["last_active"] for r in rows),
                                                       reverse=True)
     assert all(r["parent"] is None for r in rows)
