@@ -142,6 +142,11 @@ def test_a_cos_session_whose_parent_is_the_session_sits_after_the_turn_before_it
                                                                ("assistant", "part done")]
     with pytest.raises(NotFound):  # a sidechain is not a session of its own
         api.session_sidechains(child, cwd=str(project))
+    later = api.create_session("python", title="second helper", parent=parent,
+                               cwd=str(project))
+    found_again = api.session_sidechains(parent, cwd=str(project))["sidechains"]
+    assert [s["session"] for s in found_again] == [child, later]
+    assert found_again[1]["turn"] == 2  # after "the helper is done"
 
 
 def test_a_subagent_written_after_a_read_is_found_by_the_next_read(tmp_path: Path) -> None:

@@ -254,6 +254,38 @@ def _read_claude(path: str, branch: int | None, redacting: bool) -> list[dict[st
     return out
 
 
+# The `parent` of each cos transcript, by transcripts folder, read once per file (a transcript's
+# session_meta never changes): folder -> {transcript: parent}.
+_parents_known: dict[str, dict[str, str | None]] = {}
+
+
+def _parents(folder: str) -> dict[str, str | None]:
+    """The `parent` in the session_meta of every transcript in `folder` (None: it has none);
+    only the transcripts not listed at the last call are read."""
+    from coding_os.sessions import transcript
+
+    try:
+        names = [name for name in os.listdir(folder)
+                 if name.endswith(".jsonl") and not name.startswith(".")]
+    except OSError:
+        return {}
+    before = _parents_known.get(folder, {})
+    found: dict[str, str | None] = {}
+    for name in names:
+        path = os.path.join(folder, name)
+        if path in before:
+            found[path] = before[path]
+            continue
+        try:
+            meta = transcript.read_meta(path)
+        except (NotFound, StateIOError):
+            continue
+        parent = meta.get("parent") if meta else None
+        found[path] = parent if isinstance(parent, str) else None
+    _parents_known[folder] = found
+    return found
+
+
 def cos_sidechains(state_dir: str, session: str, path: str, redacting: bool = True
                    ) -> list[dict[str, Any]]:
     """The cos-native sessions of `state_dir` whose `parent` is `session` (its transcript at
@@ -265,28 +297,30 @@ def cos_sidechains(state_dir: str, session: str, path: str, redacting: bool = Tr
 
     out: list[dict[str, Any]] = []
     stamps: list[str] | None = None
-    for candidate in sorted(glob.glob(os.path.join(glob.escape(state_dir), "*", "transcripts",
-                                                   "*.jsonl"))):
-        try:
-            meta = transcript.read_meta(candidate)
-        except (NotFound, StateIOError):
-            continue
-        if not meta or meta.get("parent") != session:
-            continue
-        created = str(meta.get("ts") or "")
-        try:
-            _meta, turns = read_turns(candidate, "cos", redacting)
-        except NotFound:
-            continue
-        if stamps is None:
-            stamps = [turn.ts or "" for turn in read_turns(path, "cos", redacting)[1]]
-        before = [i for i, ts in enumerate(stamps) if ts and ts <= created]
-        out.append({"session": meta.get("session"), "title": meta.get("title"),
-                    "created": created or None, "turn": before[-1] if before else None,
-                    "layout": "cos", "agent_id": meta.get("session"), "call": None,
-                    "description": meta.get("title"), "agent_type": meta.get("agent"),
-                    "prompt": next((clip(" ".join(t.text.split())) for t in turns
-                                    if t.role == "user"), ""),
-                    "turns": [asdict(turn) for turn in turns]})
+    for folder in sorted(glob.glob(os.path.join(glob.escape(state_dir), "*", "transcripts"))):
+        for candidate, parent in sorted(_parents(folder).items()):
+            if parent != session:
+                continue
+            try:
+                meta = transcript.read_meta(candidate)
+            except (NotFound, StateIOError):
+                continue
+            if not meta or meta.get("parent") != session:
+                continue
+            created = str(meta.get("ts") or "")
+            try:
+                _meta, turns = read_turns(candidate, "cos", redacting)
+            except NotFound:
+                continue
+            if stamps is None:
+                stamps = [turn.ts or "" for turn in read_turns(path, "cos", redacting)[1]]
+            before = [i for i, ts in enumerate(stamps) if ts and ts <= created]
+            out.append({"session": meta.get("session"), "title": meta.get("title"),
+                        "created": created or None, "turn": before[-1] if before else None,
+                        "layout": "cos", "agent_id": meta.get("session"), "call": None,
+                        "description": meta.get("title"), "agent_type": meta.get("agent"),
+                        "prompt": next((clip(" ".join(t.text.split())) for t in turns
+                                        if t.role == "user"), ""),
+                        "turns": [asdict(turn) for turn in turns]})
     out.sort(key=lambda s: (s["created"] or "", str(s["session"])))
     return out
