@@ -390,3 +390,16 @@ def test_two_runs_of_one_host_at_once_store_every_line_once(
     assert sum(r.lines for r in reports) == 400
     assert stored(storage, SID, "transcript") == path.read_bytes()
     assert storage.replica_source(SID, "transcript").lines == 400  # type: ignore[union-attr]
+
+
+def test_a_file_unchanged_since_it_was_pushed_to_one_database_is_pushed_to_another(
+        tiers: Tiers, tmp_path: Path) -> None:
+    path = transcript_file(tiers)
+    path.write_bytes(b"one\ntwo\n")
+    with SQLiteStorage(str(tmp_path / "first" / "coding-os.db")) as first:
+        assert replicate.replicate(first, tiers, host="alpha").lines == 2
+    with SQLiteStorage(str(tmp_path / "second" / "coding-os.db")) as second:
+        report = replicate.replicate(second, tiers, host="alpha")
+        assert (report.lines, report.unchanged) == (2, 0)
+        assert stored(second, SID, "transcript") == path.read_bytes()
+        assert replicate.replicate(second, tiers, host="alpha").unchanged == 1

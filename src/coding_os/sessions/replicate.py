@@ -12,8 +12,9 @@ from the lines the storage already holds, so a run killed at any point resumes w
 and a second run pushes nothing. Lines go in order, in batches, one transaction per batch.
 
 Cheap when nothing changed: `<state_dir>/.replicate-state.json` keeps, per source, the file's
-size, mtime and inode and the byte offset and line count pushed; an unchanged file is not opened
-and the storage not asked. A changed file resumes after the lines the storage holds: the last
+size, mtime and inode, the database pushed to (`Storage.location`) and the byte offset and line
+count pushed; a file unchanged since it was pushed to this database is not opened and the storage
+not asked. A changed file resumes after the lines the storage holds: the last
 stored line must be the file's line of that number — read where the mark says it starts, or,
 when the marks and the storage disagree (a run killed between a batch and the save, a lost state
 file), found by counting lines from the start. A file that shrank below what was pushed, or
@@ -195,7 +196,8 @@ def replicate_source(storage: Storage, source: Source, host: str,
     mark = marks.get(name)
     stat_now = [st.st_size, st.st_mtime_ns, st.st_ino]
     if isinstance(mark, dict) and mark.get("path") == source.path and \
-            mark.get("stat") == stat_now and mark.get("host") == host:
+            mark.get("stat") == stat_now and mark.get("host") == host and \
+            mark.get("storage") == storage.location:
         report.unchanged += 1
         if mark.get("torn"):
             report.torn.append(source.path)
@@ -295,7 +297,8 @@ def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, l
             report.bytes += batch_bytes
             report.batches += 1
             report.pushed[name] = report.pushed.get(name, 0) + added
-        marks[name] = {"path": replica.path, "host": replica.host, "inode": stat_now[2],
+        marks[name] = {"path": replica.path, "host": replica.host,
+                       "storage": storage.location, "inode": stat_now[2],
                        "offset": offset, "last": last, "lines": seq, "stat": None}
         batch, batch_bytes = [], 0
 

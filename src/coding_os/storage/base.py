@@ -360,6 +360,9 @@ class Storage(abc.ABC):
 
     # Whether several hosts can share this database (PostgreSQL), or it is one host's (SQLite).
     shared: bool = False
+    # Which database this is (its path, or its URL without the password): what a host keeps
+    # about one database (e.g. the replication marks) is not taken for another.
+    location: str = ""
 
     def __enter__(self) -> Self:
         return self

@@ -73,7 +73,7 @@ class PostgresStorage(Storage):
     shared = True
 
     def __init__(self, url: str) -> None:
-        self.url = redact(url)
+        self.url = self.location = redact(url)
         self._lock = threading.RLock()
         defaults: dict[str, str | int] = {"connect_timeout": CONNECT_TIMEOUT_S,
                                           "application_name": "coding-os"}

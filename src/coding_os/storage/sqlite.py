@@ -57,7 +57,7 @@ class SQLiteStorage(Storage):
         Raises:
             StorageError: it cannot be opened or migrated, or a newer coding-os migrated it.
         """
-        self.path = path
+        self.path = self.location = path
         self.busy_timeout_s = busy_timeout_s
         try:
             durable.ensure_dir(os.path.dirname(path))
