@@ -132,6 +132,17 @@ def test_a_local_file_is_written_extended_left_or_refused(tmp_path: Path) -> Non
         file_action(str(path), data)
 
 
+def test_a_path_taken_by_a_directory_or_a_fifo_is_refused_without_blocking(
+        tmp_path: Path) -> None:
+    import os
+
+    (tmp_path / "dir.jsonl").mkdir()
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    for name in ("dir.jsonl", "fifo.jsonl"):
+        with pytest.raises(NotFound):
+            file_action(str(tmp_path / name), b"x\n")
+
+
 # -- from the storage -----------------------------------------------------------------------------
 
 

@@ -159,15 +159,21 @@ def file_action(path: str, data: bytes) -> str:
         Conflict: the file holds something else; the message says how to resume anyway.
         NotFound: the path is taken by something that is not a regular file.
     """
+    import stat
+
     try:
-        with open(path, "rb") as f:
-            if not os.path.isfile(path):
-                raise NotFound(f"{path} is not a regular file: cannot materialise the session")
-            current = f.read()
+        mode = os.stat(path).st_mode
     except FileNotFoundError:
         return "write"
-    except IsADirectoryError:
-        raise NotFound(f"{path} is a directory: cannot materialise the session there") from None
+    except OSError as exc:
+        raise NotFound(f"cannot read {path}: {exc.strerror}") from None
+    if not stat.S_ISREG(mode):  # a directory, a FIFO (never opened: it would block)
+        raise NotFound(f"{path} is not a regular file: cannot materialise the session there")
+    try:
+        with open(path, "rb") as f:
+            current = f.read()
+    except OSError as exc:
+        raise NotFound(f"cannot read {path}: {exc.strerror}") from None
     if current == data:
         return "unchanged"
     if data.startswith(current) and (not current or current.endswith(b"\n")):
