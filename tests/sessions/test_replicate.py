@@ -137,6 +137,23 @@ def test_the_same_session_id_from_a_second_host_is_refused_and_the_first_kept(
     assert stored(storage, SID, "transcript") == b"alpha 1\nalpha 2\nalpha 3\n"
 
 
+def test_another_hosts_session_is_reported_once_while_the_local_file_stays_as_it_was(
+        storage: Storage, tmp_path: Path) -> None:
+    alpha, beta = Tiers(str(tmp_path / "a" / ".coding-os")), Tiers(str(tmp_path / "b" / ".coding-os"))
+    transcript_file(alpha).write_bytes(b"alpha 1\n")
+    replicate.replicate(storage, alpha, host="alpha")
+    transcript_file(beta).write_bytes(b"alpha 1\n")  # a copy of alpha's, as resume writes it
+    first = replicate.replicate(storage, beta, host="beta")
+    assert [session for session, _, _ in first.refused] == [SID]
+    again = replicate.replicate(storage, beta, host="beta")
+    assert (again.refused, again.unchanged, again.lines) == ([], 1, 0)
+    with transcript_file(beta).open("ab") as f:
+        f.write(b"beta 2\n")  # the session went on here: its lines are not replicated
+    grown = replicate.replicate(storage, beta, host="beta")
+    assert [session for session, _, _ in grown.refused] == [SID]
+    assert stored(storage, SID, "transcript") == b"alpha 1\n"
+
+
 def test_a_host_whose_clock_is_behind_keeps_order_by_seq_and_lists_right(
         pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from coding_os import clock

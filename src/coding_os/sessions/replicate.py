@@ -23,7 +23,9 @@ pushed again from line 1. (A rewrite that keeps that one line as it was, changin
 ones, is not noticed: Claude Code and Codex append to their files, and so does cos.)
 
 A session id whose lines another host already pushed is refused by the storage: the report lists
-it in `refused`, and nothing of the other host's lines changes.
+it in `refused`, and nothing of the other host's lines changes. It is listed once per change of
+the file: a local copy left as it was (one materialised here from the other host's lines, see
+sessions/materialize.py) is counted as unchanged from then on, neither read nor reported again.
 
 Where it runs: `cos sync` (api.sync_sessions), after each index refresh when the storage is
 shared (PostgreSQL), and in the daemon's sweep. On SQLite (one host's own database) `cos sync`
@@ -204,9 +206,8 @@ def replicate_source(storage: Storage, source: Source, host: str,
         return
     stored = storage.replica_source(source.session, source.stream)
     if stored is not None and stored.host != host:
-        report.refused.append([source.session, source.stream,
-                               f"session {source.session} is replicated from host "
-                               f"{stored.host}"])
+        _refused(source, host, storage, stat_now, marks, report,
+                 f"session {source.session} is replicated from host {stored.host}")
         return
     done = stored.lines if stored is not None else 0
     replica = ReplicaSource(session=source.session, stream=source.stream, host=host,
@@ -228,10 +229,20 @@ def replicate_source(storage: Storage, source: Source, host: str,
         except StorageError as exc:
             if "is replicated from host" not in str(exc):
                 raise
-            report.refused.append([source.session, source.stream, str(exc)])
+            _refused(source, host, storage, stat_now, marks, report, str(exc))
             return
     if torn:
         report.torn.append(source.path)
+
+
+def _refused(source: Source, host: str, storage: Storage, stat_now: list[int],
+             marks: dict[str, dict[str, Any]], report: SyncReport, why: str) -> None:
+    """Report a file whose session another host replicates, and mark it: while it stays as it
+    is (e.g. a copy materialised here from that host's lines) it is not reported again."""
+    report.refused.append([source.session, source.stream, why])
+    marks[f"{source.stream}:{source.session}"] = {
+        "path": source.path, "host": host, "storage": storage.location, "stat": stat_now,
+        "refused": why}
 
 
 def _resume_offset(storage: Storage, source: Source, f: Any, inode: int, size: int,
