@@ -329,6 +329,25 @@ def test_a_hosts_rebuild_on_a_shared_database_leaves_another_hosts_rows_alone(
         assert storage.index_rows(hosts=["beta"], local_host="beta") == []
 
 
+def test_a_rebuild_on_a_shared_database_keeps_rows_without_a_host_it_does_not_write_again(
+        pg_url: str, tmp_path: Path) -> None:
+    from coding_os.storage.base import IndexRow
+    from coding_os.storage.postgres import PostgresStorage
+
+    beta = Tiers(str(tmp_path / "b" / ".coding-os"))
+    empty = (str(tmp_path / "no-claude"), str(tmp_path / "no-codex"))
+    own = transcript.create(beta, "claude", project="/b", worktree="/b")
+    with PostgresStorage(pg_url) as storage:
+        # rows indexed before hosts were recorded: one of another host, one of beta's
+        storage.upsert_index_rows([
+            IndexRow(id="n-of-alpha", agent="claude", kind="claude", native_id="n-of-alpha",
+                     last_active="2026-11-29T10:00:00.000Z"),
+            IndexRow(id=own, agent="claude", kind="cos", last_active="2026-11-29T10:00:00.000Z")])
+        index.rebuild(storage, beta, *empty, host="beta")
+        assert {r.id: r.host for r in storage.index_rows()} == {"n-of-alpha": None,
+                                                                 own: "beta"}
+
+
 def test_the_same_session_id_from_a_second_host_keeps_the_first_hosts_row_with_a_warning(
         pg_url: str, homes: tuple[Path, Path], tmp_path: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage

@@ -965,6 +965,9 @@ def test_a_native_row_of_another_host_is_not_replaced_by_a_linked_cos_id(
 def test_clearing_one_hosts_index_leaves_the_other_hosts_rows(storage: Storage) -> None:
     storage.upsert_index_rows([index_row("a", host="alpha"), index_row("b", host="beta"),
                                index_row("old")])
+    storage.clear_index(host="alpha", keep_unowned=True)
+    assert sorted(r.id for r in storage.index_rows()) == ["b", "old"]
+    storage.upsert_index_rows([index_row("a", host="alpha")])
     storage.clear_index(host="alpha")
     assert [r.id for r in storage.index_rows()] == ["b"]
     storage.clear_index()

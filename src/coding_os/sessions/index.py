@@ -257,8 +257,9 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
 def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
             codex_dir: str | None = None, progress: Progress | None = None,
             host: str | None = None) -> RefreshReport:
-    """Empty this host's part of the index (its rows and those without a host; other hosts'
-    rows stay) and build it again from every log, read in full.
+    """Empty this host's part of the index (its rows, and those without a host unless the
+    database is shared; other hosts' rows stay) and build it again from every log, read in
+    full.
 
     Raises:
         StorageError, StateIOError, InvalidInput: as `refresh`.
@@ -268,7 +269,9 @@ def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     host = host or this_host()
     (progress or (lambda message: None))("clearing the index")
     freshness.forget(tiers)  # a rebuild killed half way must not look up to date
-    storage.clear_index(host=host)
+    # On a shared database a row without a host (indexed before hosts were recorded) may be
+    # another host's: it stays, and becomes this host's if this rebuild writes its id again.
+    storage.clear_index(host=host, keep_unowned=storage.shared)
     return refresh(storage, tiers, claude_dir, codex_dir, full=True, progress=progress,
                    host=host)
 

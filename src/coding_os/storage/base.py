@@ -465,9 +465,10 @@ class Storage(abc.ABC):
         """Forget one row (and its name); True when there was one."""
 
     @abc.abstractmethod
-    def clear_index(self, host: str | None = None) -> None:
+    def clear_index(self, host: str | None = None, *, keep_unowned: bool = False) -> None:
         """Empty the index (user-set names are kept, for the rows a rebuild brings back); with
-        `host`, only that host's rows and those without a host."""
+        `host`, only that host's rows and those without a host, or only that host's rows when
+        `keep_unowned` (on a shared database a row without a host may be another host's)."""
 
     @abc.abstractmethod
     def index_count(self) -> int:

@@ -351,13 +351,13 @@ class PostgresStorage(Storage):
             cursor = conn.execute("DELETE FROM session_index WHERE id = %s", (_text(session_id),))
             return cursor.rowcount > 0
 
-    def clear_index(self, host: str | None = None) -> None:
+    def clear_index(self, host: str | None = None, *, keep_unowned: bool = False) -> None:
         with self._transaction() as conn:
             if host is None:
                 conn.execute("DELETE FROM session_index")
             else:
-                conn.execute("DELETE FROM session_index WHERE host = %s OR host IS NULL",
-                             (_text(host),))
+                conn.execute("DELETE FROM session_index WHERE host = %s"
+                             + ("" if keep_unowned else " OR host IS NULL"), (_text(host),))
 
     def index_hosts(self, ids: Sequence[str]) -> dict[str, str | None]:
         if not ids:

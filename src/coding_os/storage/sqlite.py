@@ -340,12 +340,13 @@ class SQLiteStorage(Storage):
                                   (storable_text(session_id),))
             return cursor.rowcount > 0
 
-    def clear_index(self, host: str | None = None) -> None:
+    def clear_index(self, host: str | None = None, *, keep_unowned: bool = False) -> None:
         with self._transaction() as conn:
             if host is None:
                 conn.execute("DELETE FROM session_index")
             else:
-                conn.execute("DELETE FROM session_index WHERE host = ? OR host IS NULL", (host,))
+                conn.execute("DELETE FROM session_index WHERE host = ?"
+                             + ("" if keep_unowned else " OR host IS NULL"), (host,))
 
     def index_hosts(self, ids: Sequence[str]) -> dict[str, str | None]:
         found: dict[str, str | None] = {}
