@@ -220,3 +220,22 @@ def test_the_supervisor_keeps_a_spare_worktree_that_the_next_job_takes(project: 
     row_of(project, after, "done")
     assert (worktrees / after / "later.txt").read_text(encoding="utf-8") == "later\n"
     assert git(worktrees / after, "rev-parse", "HEAD") == git(project, "rev-parse", "HEAD")
+
+
+def test_a_job_whose_agent_is_starting_holds_back_the_supervisors_own_work() -> None:
+    from coding_os.daemon.supervisor import agent_starting
+
+    assert not agent_starting()
+    job = jobs.new_job({"name": "j", "agent": "claude", "cwd": "/", "project": "/"}, "hi")
+    assert agent_starting()  # its runner has not started
+    job = jobs.update(job, state="working", pid=os.getpid())
+    assert agent_starting()  # Claude Code not initialised yet: no native session id
+    job = jobs.update(job, sessionId="0f6c2a52-0000-4000-8000-000000000000")
+    assert not agent_starting()
+    command = jobs.new_job({"name": "c", "agent": "exec", "cwd": "/", "project": "/"}, "true")
+    assert agent_starting()
+    jobs.update(command, state="working", pid=os.getpid())
+    assert not agent_starting()  # a command has no agent to initialise
+    jobs.update(command, state="starting", pid=None,
+                startedAt=int((time.time() - 60) * 1000))
+    assert not agent_starting()  # made a minute ago: no longer starting, whatever it says

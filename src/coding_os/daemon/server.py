@@ -284,8 +284,13 @@ class _Server:
             return False
 
     def keep_spare(self, selector: selectors.BaseSelector) -> None:
-        """Start a spare runner when none waits, one is due and jobs are in use."""
-        if self.spare is not None or time.monotonic() < self.spare_due or \
+        """Start a spare runner when none waits, one is due and jobs are in use; let the
+        spare go once jobs are no longer in use."""
+        if self.spare is not None:
+            if self.spare_ready and not self.wants_spare():
+                self.drop_spare(selector)
+            return
+        if time.monotonic() < self.spare_due or \
                 not self.wants_spare() or self.agent_starting():
             return
         from coding_os.daemon.spare import start_spare
