@@ -376,3 +376,26 @@ def test_a_refresh_registers_the_projects_root_on_this_host(
     key = project_key(str(project))
     assert key is not None and storage.project_hosts(key) == {"alpha": str(project)}
     storage.close()
+
+
+def test_the_projects_root_is_registered_once_per_database_not_on_every_refresh(
+        project: Path, homes: tuple[Path, Path], tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os.state import hosts
+
+    asked: list[str] = []
+    real = hosts.project_keys
+    monkeypatch.setattr(hosts, "project_keys", lambda root: asked.append(root) or real(root))
+    tiers = Tiers(str(project / ".coding-os"))
+    session = transcript.create(tiers, "claude", project=str(project), worktree=str(project))
+    with SQLiteStorage(tiers.database) as storage:
+        index.refresh(storage, tiers, str(homes[0]), str(homes[1]), host="alpha")
+        for turn in range(3):
+            transcript.append(tiers, session, "user", {"text": f"turn {turn}", "turn": turn + 1})
+            assert index.refresh(storage, tiers, str(homes[0]), str(homes[1]),
+                                 host="alpha").sessions_updated == 1
+    assert asked == [str(project)]
+    with SQLiteStorage(str(tmp_path / "other" / "coding-os.db")) as other:
+        index.refresh(other, tiers, str(homes[0]), str(homes[1]), host="alpha")
+        key = hosts.project_key(str(project))
+        assert key is not None and other.project_hosts(key) == {"alpha": str(project)}

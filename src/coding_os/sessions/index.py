@@ -14,8 +14,10 @@ Several hosts (DESIGN.md §8): every row the importer writes carries `host` (sta
 and the importer only ever writes, replaces or removes rows of its own host (and rows without a
 host, from before hosts were recorded): on a shared PostgreSQL, one host's refresh or rebuild
 leaves the other hosts' rows alone. A session id another host already indexed is not replaced;
-the report lists it in `foreign_sessions` and says so in `warnings`. Each refresh that writes rows
-registers the project's root on this host (state.hosts.register_project).
+the report lists it in `foreign_sessions` and says so in `warnings`. The project's root on this
+host is registered (state.hosts.register_project) by the first refresh into a database, and again
+by a full one (`rebuild`) or one into an index empty of this host's rows; the import state keeps
+which host, root and database it was registered for, so other refreshes do not run git.
 
 Nothing here fails on a bad log: unknown entry types, malformed lines, torn tails and unreadable
 files are counted in the `RefreshReport`. The texts a row copies from a log (title, first and last
@@ -234,14 +236,22 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
         if is_session_id(session) and storage.remove_index_row(session):
             report.sessions_removed += 1
     root = project_root(tiers)
-    if root is not None and (rows or everything):
+    # Registered once per host, root and database (git is asked then, not on every refresh),
+    # and again by a full import or one into an index empty of this host's rows.
+    registration = [host, root, storage.location]
+    registered = document.get("registered")
+    if root is not None and (everything or registered != registration):
         try:
             register_project(storage, root, host)
+            registered = registration
         except CosError as exc:  # git cannot be run: the index itself is fine
             report.warnings.append(f"the project's identity could not be read: {exc}")
 
-    if not (document and not changed and cos_records == previous_cos):
+    if registered != document.get("registered") or \
+            not (document and not changed and cos_records == previous_cos):
         document = state.to_dict()
+        if registered is not None:
+            document["registered"] = registered
         if redacting:  # the importers keep each file's first and last prompt and command
             for record in document["files"].values():
                 record["aggregate"] = redact.redact_value(record.get("aggregate"))
