@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
 
 from coding_os import durable
 from coding_os.errors import Conflict, CosError, ForeignState, InvalidId, InvalidInput
@@ -50,33 +49,55 @@ _SHOWN = 5  # paths or commits a refusal names before "and N more"
 SPARE, SPARE_READY, SPARE_LOCK = "spare", "spare.ready", ".spare.lock"  # in the worktrees folder
 
 
-@dataclass(frozen=True)
-class Worktree:
-    """A job's worktree: its top, its branch, the commit it was made from, and the directory in
-    it that matches the project directory it was made for (the job's working directory)."""
+class _Value:
+    """A plain value class (`cos bg` imports this module: no dataclasses, which pull in
+    `inspect`): equal when of the same class with the same fields."""
 
-    path: str
-    branch: str
-    base: str
-    cwd: str
-    checked_out: bool = True  # its files are written (False: check_out writes them)
+    __slots__: tuple[str, ...] = ()
+
+    def _fields(self) -> tuple[object, ...]:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Value) and type(other) is type(self) and (
+            self._fields() == other._fields())
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__name__}({shown})"
+
+
+class Worktree(_Value):
+    """A job's worktree: its top, its branch, the commit it was made from, the directory in it
+    that matches the project directory it was made for (the job's working directory), and
+    whether its files are written (`checked_out`; otherwise check_out writes them)."""
+
+    __slots__ = ("path", "branch", "base", "cwd", "checked_out")
+
+    def __init__(self, path: str, branch: str, base: str, cwd: str,
+                 checked_out: bool = True) -> None:
+        self.path, self.branch, self.base, self.cwd = path, branch, base, cwd
+        self.checked_out = checked_out
 
     def as_dict(self) -> dict[str, str]:
         return {"worktree": self.path, "branch": self.branch, "base": self.base,
                 "cwd": self.cwd}
 
 
-@dataclass(frozen=True)
-class WorktreeStatus:
+class WorktreeStatus(_Value):
     """What removing a job's worktree and branch would lose: `dirty` (paths `git status` shows
     changed or untracked), `unpushed` (commits only the branch or the worktree's HEAD holds,
     newest first); `missing` when the folder is gone."""
 
-    path: str
-    branch: str
-    missing: bool
-    dirty: list[str] = field(default_factory=list)
-    unpushed: list[str] = field(default_factory=list)
+    __slots__ = ("path", "branch", "missing", "dirty", "unpushed")
+
+    def __init__(self, path: str, branch: str, missing: bool, dirty: list[str] | None = None,
+                 unpushed: list[str] | None = None) -> None:
+        self.path, self.branch, self.missing = path, branch, missing
+        self.dirty: list[str] = list(dirty or [])
+        self.unpushed: list[str] = list(unpushed or [])
 
     @property
     def at_risk(self) -> bool:
