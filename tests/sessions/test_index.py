@@ -378,6 +378,24 @@ def test_a_refresh_registers_the_projects_root_on_this_host(
     storage.close()
 
 
+def test_on_a_database_of_one_host_a_renamed_host_keeps_listing_and_updating_its_sessions(
+        project: Path, homes: tuple[Path, Path]) -> None:
+    tiers = Tiers(str(project / ".coding-os"))
+    session = transcript.create(tiers, "claude", project=str(project), worktree=str(project))
+    with SQLiteStorage(tiers.database) as storage:
+        index.refresh(storage, tiers, str(homes[0]), str(homes[1]), host="old-name")
+        listed = {r.id for r in storage.index_rows()}
+        assert session in listed
+        transcript.append(tiers, session, "user", {"text": "after the rename", "turn": 1})
+        report = index.refresh(storage, tiers, str(homes[0]), str(homes[1]), host="new-name")
+        assert (report.foreign_sessions, report.warnings) == ([], [])
+        rows = {r.id: r for r in storage.index_rows(hosts=["new-name"], local_host="new-name")}
+        assert set(rows) == listed
+        assert rows[session].last_prompt == "after the rename"
+        index.rebuild(storage, tiers, str(homes[0]), str(homes[1]), host="newer-name")
+        assert {r.host for r in storage.index_rows()} == {"newer-name"}
+
+
 def test_the_projects_root_is_registered_once_per_database_not_on_every_refresh(
         project: Path, homes: tuple[Path, Path], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -962,6 +962,15 @@ def test_a_native_row_of_another_host_is_not_replaced_by_a_linked_cos_id(
     assert sorted(r.id for r in storage.index_rows()) == ["ses-x", "ses-y"]
 
 
+def test_rehosting_the_index_gives_every_named_row_to_one_host(storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("a", host="alpha"), index_row("b", host="beta"),
+                               index_row("old")])
+    assert storage.rehost_index("beta") == 1
+    assert sorted((r.id, r.host) for r in storage.index_rows()) == [
+        ("a", "beta"), ("b", "beta"), ("old", None)]
+    assert storage.rehost_index("beta") == 0
+
+
 def test_clearing_one_hosts_index_leaves_the_other_hosts_rows(storage: Storage) -> None:
     storage.upsert_index_rows([index_row("a", host="alpha"), index_row("b", host="beta"),
                                index_row("old")])

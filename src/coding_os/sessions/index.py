@@ -13,7 +13,9 @@ from the kept import state without reading the logs again.
 Several hosts (DESIGN.md §8): every row the importer writes carries `host` (state.hosts.this_host),
 and the importer only ever writes, replaces or removes rows of its own host (and rows without a
 host, from before hosts were recorded): on a shared PostgreSQL, one host's refresh or rebuild
-leaves the other hosts' rows alone. A session id another host already indexed is not replaced;
+leaves the other hosts' rows alone. On a database of one host (SQLite) every row is this host's:
+rows under an earlier name (COS_HOST set or changed, a new hostname) are renamed by the next
+refresh (`Storage.rehost_index`). A session id another host already indexed is not replaced;
 the report lists it in `foreign_sessions` and says so in `warnings`. The project's root on this
 host is registered (state.hosts.register_project) by the first refresh into a database, and again
 by a full one (`rebuild`) or one into an index empty of this host's rows; the import state keeps
@@ -141,6 +143,10 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     document = {} if full else _load(state_path)
     state = ImportState.from_dict(document)
     before = dict(state.files)
+    if not storage.shared and document.get("host") != host:
+        # One host's database: rows under another name are this host's, indexed before it was
+        # renamed (COS_HOST set or changed, a new hostname); they become this name's.
+        storage.rehost_index(host)
     everything = full or not storage.index_rows(limit=1, hosts=[host], local_host=host)
 
     say("scanning Claude Code transcripts")
@@ -247,9 +253,10 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
         except CosError as exc:  # git cannot be run: the index itself is fine
             report.warnings.append(f"the project's identity could not be read: {exc}")
 
-    if registered != document.get("registered") or \
+    if registered != document.get("registered") or document.get("host") != host or \
             not (document and not changed and cos_records == previous_cos):
         document = state.to_dict()
+        document["host"] = host
         if registered is not None:
             document["registered"] = registered
         if redacting:  # the importers keep each file's first and last prompt and command
@@ -281,7 +288,11 @@ def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     freshness.forget(tiers)  # a rebuild killed half way must not look up to date
     # On a shared database a row without a host (indexed before hosts were recorded) may be
     # another host's: it stays, and becomes this host's if this rebuild writes its id again.
-    storage.clear_index(host=host, keep_unowned=storage.shared)
+    # A database of one host (SQLite) holds only this host's rows, whatever name they carry.
+    if storage.shared:
+        storage.clear_index(host=host, keep_unowned=True)
+    else:
+        storage.clear_index()
     return refresh(storage, tiers, claude_dir, codex_dir, full=True, progress=progress,
                    host=host)
 

@@ -439,6 +439,12 @@ class Storage(abc.ABC):
         """The host of each stored index row among `ids` (None for a row without a host)."""
 
     @abc.abstractmethod
+    def rehost_index(self, host: str) -> int:
+        """Give `host` every index row of another host name, in one transaction; return how many
+        rows changed. For a database of one host (SQLite), whose other names are this host's
+        earlier ones (COS_HOST set or changed, a new hostname); never on a shared database."""
+
+    @abc.abstractmethod
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,
                    limit: int | None = None, branch: str | None = None,

@@ -359,6 +359,11 @@ class PostgresStorage(Storage):
                 conn.execute("DELETE FROM session_index WHERE host = %s"
                              + ("" if keep_unowned else " OR host IS NULL"), (_text(host),))
 
+    def rehost_index(self, host: str) -> int:
+        with self._transaction() as conn:
+            return max(conn.execute("UPDATE session_index SET host = %s WHERE host <> %s",
+                                    (_text(host), _text(host))).rowcount, 0)
+
     def index_hosts(self, ids: Sequence[str]) -> dict[str, str | None]:
         if not ids:
             return {}

@@ -348,6 +348,11 @@ class SQLiteStorage(Storage):
                 conn.execute("DELETE FROM session_index WHERE host = ?"
                              + ("" if keep_unowned else " OR host IS NULL"), (host,))
 
+    def rehost_index(self, host: str) -> int:
+        with self._transaction() as conn:
+            return max(conn.execute("UPDATE session_index SET host = ? WHERE host <> ?",
+                                    (host, host)).rowcount, 0)
+
     def index_hosts(self, ids: Sequence[str]) -> dict[str, str | None]:
         found: dict[str, str | None] = {}
         keys = [storable_text(i) for i in ids]
