@@ -652,7 +652,8 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
     `scope`: `worktree` (cwd inside the caller's checkout), `repo` (the repository and all its
     worktrees) or `all`. `this_branch`: only sessions on the branch checked out here.
     Hosts (DESIGN.md §8): this host's sessions (a row indexed before hosts were recorded is this
-    host's), or `host`'s, or every host's (`all_hosts`); each row says its `host`. Another host's
+    host's; on a database of this machine alone, SQLite, every row is), or `host`'s, or every
+    host's (`all_hosts`); each row says its `host`. Another host's
     session is in the worktree or repo scope when it ran in the same place of that host's
     checkout of this repository.
 
@@ -672,7 +673,7 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
     caller = Caller(env, cwd)
     environ = os.environ if env is None else env
     here = this_host(environ)
-    wanted = None if all_hosts else [valid_host(host) if host is not None else here]
+    given = valid_host(host) if host is not None else None
     dirs = _scope_dirs(caller, scope, environ)
     branch = None
     if this_branch:
@@ -683,6 +684,10 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
     def work(storage: Storage) -> list[dict[str, object]]:
         if refresh:
             _lookup_refresh(storage, caller, env)
+        # A database of this machine alone (SQLite) holds this host's sessions only, under
+        # whatever name the host had when it wrote them: no filter unless one is asked for.
+        wanted = (None if all_hosts or (given is None and not storage.shared)
+                  else [given or here])
         elsewhere = _dirs_elsewhere(storage, caller, dirs, here, wanted)
         if not elsewhere:
             rows = storage.index_rows(agent=agent, search=search, cwd_under=dirs, limit=limit,
@@ -949,7 +954,7 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
             if pending is None:
                 raise
             return pending
-        if found.row.host is not None and found.row.host != host:
+        if storage.shared and found.row.host is not None and found.row.host != host:
             return _restore_elsewhere(storage, found, scope, caller, host, claude_dir,
                                       codex_dir, materialize)
         return resume.restore_report(found, scope, caller.tiers)

@@ -442,7 +442,7 @@ def test_sessions_of_each_host_are_listed_by_host_and_bad_host_flags_are_refused
         assert refused.returncode == 2 and refused.stderr.count("\n") == 1, refused.stderr
 
 
-def test_a_session_indexed_under_an_earlier_host_name_resumes_from_its_own_file(
+def test_on_sqlite_a_session_indexed_under_an_earlier_host_name_is_listed_and_resumed_as_local(
         repo: Path, isolated_env: Path) -> None:
     (repo / ".coding-os").mkdir()
     env = {"PATH": os.environ["PATH"], "HOME": str(isolated_env), "COS_HOST": "old-name"}
@@ -454,9 +454,13 @@ def test_a_session_indexed_under_an_earlier_host_name_resumes_from_its_own_file(
     sid = json.loads(done.stdout.splitlines()[0])["session"]
     succeeded(subprocess.run([COS, "sessions"], cwd=repo, env=env, capture_output=True))
     renamed = {**env, "COS_HOST": "new-name"}  # SQLite: one machine, renamed; nothing replicated
+    listed = subprocess.run([COS, "sessions", "--json"], cwd=repo, env=renamed,
+                            capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert [(r["id"], r["host"]) for r in json.loads(listed.stdout)] == [(sid, "new-name")]  # re-indexed as its own
     resumed = subprocess.run([COS, "resume", sid, "--json"], cwd=repo, env=renamed,
                              capture_output=True, text=True, timeout=120)
     assert resumed.returncode == 0, resumed.stderr
     report = json.loads(resumed.stdout)
-    assert report["host"] == "old-name" and report["materialized"] == []
+    assert report["host"] is None and report["materialized"] == []  # this machine's own
     assert report["restored"]["entries"] == 3 and report["cwd"] == str(repo)

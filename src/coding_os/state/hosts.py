@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 from collections.abc import Mapping
 
 from coding_os.errors import InvalidInput
@@ -54,7 +53,7 @@ def this_host(env: Mapping[str, str] | None = None) -> str:
     given = (os.environ if env is None else env).get("COS_HOST")
     if given is not None:
         return valid_host(given)
-    name = _INVALID.sub("-", socket.gethostname()).strip("-.")[:HOST_MAX]
+    name = _INVALID.sub("-", os.uname().nodename).strip("-.")[:HOST_MAX]
     return name or "localhost"
 
 
