@@ -21,6 +21,7 @@ from tests.helpers import (
     conversation,
     copy_claude_fixtures,
     copy_codex_fixtures,
+    cos,
     git,
     write_jsonl,
 )
@@ -417,3 +418,22 @@ def test_the_projects_root_is_registered_once_per_database_not_on_every_refresh(
         index.refresh(other, tiers, str(homes[0]), str(homes[1]), host="alpha")
         key = hosts.project_key(str(project))
         assert key is not None and other.project_hosts(key) == {"alpha": str(project)}
+
+
+def test_a_lookup_after_switching_to_a_shared_database_imports_this_hosts_sessions(
+        pg_url: str, project: Path, tmp_path: Path) -> None:
+    from coding_os.storage.postgres import PostgresStorage
+
+    tiers = Tiers(str(project / ".coding-os"))
+    mine = transcript.create(tiers, "claude", project=str(project), worktree=str(project))
+    listed = cos("sessions", "--json", cwd=project, env={"COS_HOST": "beta"})
+    assert [row["id"] for row in json.loads(listed.stdout)] == [mine]
+    other = Tiers(str(tmp_path / "alpha" / ".coding-os"))
+    transcript.create(other, "claude", project="/elsewhere", worktree="/elsewhere")
+    with PostgresStorage(pg_url) as storage:  # another host indexed first
+        index.refresh(storage, other, str(tmp_path / "none"), str(tmp_path / "none"),
+                      host="alpha")
+    shared = cos("sessions", "--json", cwd=project,
+                 env={"COS_HOST": "beta", "COS_DATABASE_URL": pg_url})
+    assert shared.returncode == 0, shared.stderr
+    assert [row["id"] for row in json.loads(shared.stdout)] == [mine]

@@ -7,8 +7,10 @@ each file under `<claude_dir>/projects`, `<codex_dir>/sessions`, Codex's `sessio
 the cos transcripts `<state_dir>/<agent>/transcripts/*.jsonl`. A lookup walks the same files,
 and an equal fingerprint means the importers would find nothing to read.
 
-The host name (COS_HOST) is part of the fingerprint: the rows an import writes carry it, so an
-import under another name is never skipped.
+The host name (COS_HOST, else the hostname) and the database (COS_DATABASE_URL) are part of the
+fingerprint: the rows an import writes carry the name and go to that database, so an import under
+another name, or into another database (a shared PostgreSQL that already holds other hosts' rows),
+is never skipped.
 
 The fingerprint is taken before an import reads anything and saved after the import state, so a
 file that changes during an import, or an import killed half way, only makes the next lookup
@@ -50,7 +52,8 @@ def _walk(top: str, out: list[str]) -> None:
 def fingerprint(tiers: Tiers, claude_dir: str, codex_dir: str) -> str:
     """The fingerprint of every log an import of these directories could read."""
     lines: list[str] = [f"claude {claude_dir}", f"codex {codex_dir}",
-                        f"host {os.environ.get('COS_HOST', '')}"]
+                        f"host {os.environ.get('COS_HOST') or os.uname().nodename}",
+                        f"database {os.environ.get('COS_DATABASE_URL', '')}"]
     _walk(os.path.join(claude_dir, "projects"), lines)
     _walk(os.path.join(codex_dir, "sessions"), lines)
     index = os.path.join(codex_dir, "session_index.jsonl")
