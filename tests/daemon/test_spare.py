@@ -230,7 +230,14 @@ def test_a_job_whose_agent_is_starting_holds_back_the_supervisors_own_work() -> 
     assert agent_starting()  # its runner has not started
     job = jobs.update(job, state="working", pid=os.getpid())
     assert agent_starting()  # Claude Code not initialised yet: no native session id
-    job = jobs.update(job, sessionId="0f6c2a52-0000-4000-8000-000000000000")
+    events = Path(os.environ["HOME"]) / "events.jsonl"
+    events.write_text('{"v":1,"seq":1,"msg":{"type":"session_configured"}}\n'
+                      '{"v":1,"seq":2,"msg":{"type":"task_started","task":1}}\n')
+    job = jobs.update(job, sessionId="0f6c2a52-0000-4000-8000-000000000000",
+                      events=str(events))
+    assert agent_starting()  # initialised, but it has not answered its prompt yet
+    with open(events, "a", encoding="utf-8") as f:
+        f.write('{"v":1,"seq":3,"msg":{"type":"agent_message","text":"hi"}}\n')
     assert not agent_starting()
     command = jobs.new_job({"name": "c", "agent": "exec", "cwd": "/", "project": "/"}, "true")
     assert agent_starting()

@@ -71,8 +71,9 @@ def worktree_projects(since: float, env: Mapping[str, str] | None = None
 
 def agent_starting(env: Mapping[str, str] | None = None) -> bool:
     """Whether a job made within STARTING_S is still starting: its runner not yet running, or
-    its Claude Code or Codex not yet initialised (no native session id): the time the
-    supervisor's own work (a spare runner, a spare worktree) waits out."""
+    its Claude Code or Codex not yet initialised (no native session id) or not yet answering
+    (nothing in its events log after the prompt): the time the supervisor's own work (a spare
+    runner, a spare worktree) waits out."""
     import time
 
     now = time.time()
@@ -80,8 +81,38 @@ def agent_starting(env: Mapping[str, str] | None = None) -> bool:
         state = job.state
         if now - (state.get("startedAt") or 0) / 1000 > STARTING_S:
             continue
-        if state.get("state") == "starting" or (
-                state.get("state") in ("working", "blocked")
-                and state.get("agent") in ("claude", "codex") and not state.get("sessionId")):
+        if state.get("state") == "starting":
+            return True
+        if state.get("state") == "working" and state.get("agent") in ("claude", "codex") and (
+                not state.get("sessionId") or not _answered(state.get("events"))):
+            return True
+    return False
+
+
+ANSWERS = ("agent_message", "tool_call", "approval_request", "task_complete", "turn_aborted",
+           "error")  # events that show an agent at work on its first prompt
+ANSWER_READ = 1 << 18  # bytes of an events log looked at (a longer one has answered)
+
+
+def _answered(events: object) -> bool:
+    """Whether the events log `events` holds an answer of the agent (ANSWERS)."""
+    from coding_os import jsonwire
+
+    if not isinstance(events, str) or not os.path.isabs(events):
+        return False
+    try:
+        with open(events, "rb") as f:
+            data = f.read(ANSWER_READ + 1)
+    except OSError:
+        return False
+    if len(data) > ANSWER_READ:
+        return True
+    for line in data.split(b"\n"):
+        try:
+            event = jsonwire.loads(line) if line.strip() else None
+        except ValueError:
+            continue
+        msg = event.get("msg") if isinstance(event, dict) else None
+        if isinstance(msg, dict) and msg.get("type") in ANSWERS:
             return True
     return False
