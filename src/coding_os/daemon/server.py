@@ -221,8 +221,8 @@ class _Server:
 
     def keep_spare_trees(self) -> None:
         """Start making the spare worktrees that are due, or removing those no longer
-        wanted, in a process of its own at low priority (one at a time); none while a job is
-        being made."""
+        wanted, in a process of its own at the lowest priority (nice 19), one at a time; none
+        while a job's agent is starting."""
         now = time.time()
         if self.preparing is not None:
             code = self.preparing.poll()
@@ -260,7 +260,7 @@ class _Server:
         code = (f"import sys; sys.path[:] = {path!r}; from coding_os.daemon.worktrees import "
                 "main; sys.exit(main(sys.argv[1:]))")
         argv = [sys.executable, "-I", "-S", "-c", code, action, *projects]
-        for nice in (["nice", "-n", "10"], []):
+        for nice in (["nice", "-n", "19"], []):
             try:
                 self.preparing = subprocess.Popen(
                     [*nice, *argv], cwd="/", stdin=subprocess.DEVNULL, stdout=sys.stdout,
