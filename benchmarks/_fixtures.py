@@ -172,3 +172,22 @@ def bench_env(home: Path) -> dict[str, str]:
     return {**keep, "HOME": str(home), "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"),
             "GIT_CONFIG_NOSYSTEM": "1"}
 
+
+def sdk_record(i: int, session: str) -> dict[str, object]:
+    """The i-th record of a Claude Agent SDK session: a prompt, an answer with a tool call, a
+    tool result, in turn."""
+    head = {"uuid": f"e{i}", "parentUuid": f"e{i - 1}" if i else None,
+            "sessionId": session, "timestamp": "2026-12-01T10:00:00.000Z"}
+    if i % 3 == 0:
+        return {"type": "user", **head,
+                "message": {"role": "user", "content": f"step {i}: read the module and fix it"}}
+    if i % 3 == 1:
+        return {"type": "assistant", **head, "message": {
+            "role": "assistant", "model": "claude", "usage": {"input_tokens": 900,
+                                                               "output_tokens": 40},
+            "content": [{"type": "text", "text": f"Reading the module for step {i}."},
+                        {"type": "tool_use", "id": f"toolu_{i}", "name": "Read",
+                         "input": {"file_path": "/work/project/src/module.py"}}]}}
+    return {"type": "user", **head, "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": f"toolu_{i - 1}",
+         "content": "a line of the file\n" * 8}]}}

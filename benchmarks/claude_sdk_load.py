@@ -29,30 +29,13 @@ from claude_agent_sdk import InMemorySessionStore
 from coding_os.integrations.claude_agent_sdk import CosSessionStore
 from coding_os.sessions import transcript
 
+from _fixtures import sdk_record  # noqa: E402 (benchmarks/, the script's own folder)
+
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 ENTRIES = int(os.environ.get("BENCH_ENTRIES", "10000"))
 BATCH = 100
 TARGET = 1.5
 KEY: Any = {"project_key": "bench", "session_id": "5d9a3c1e-bench"}
-
-
-def record(i: int) -> dict[str, Any]:
-    """The i-th record of a session: a prompt, an answer with a tool call, a tool result."""
-    head = {"uuid": f"e{i}", "parentUuid": f"e{i - 1}" if i else None,
-            "sessionId": KEY["session_id"], "timestamp": "2026-12-01T10:00:00.000Z"}
-    if i % 3 == 0:
-        return {"type": "user", **head,
-                "message": {"role": "user", "content": f"step {i}: read the module and fix it"}}
-    if i % 3 == 1:
-        return {"type": "assistant", **head, "message": {
-            "role": "assistant", "model": "claude", "usage": {"input_tokens": 900,
-                                                               "output_tokens": 40},
-            "content": [{"type": "text", "text": f"Reading the module for step {i}."},
-                        {"type": "tool_use", "id": f"toolu_{i}", "name": "Read",
-                         "input": {"file_path": "/work/project/src/module.py"}}]}}
-    return {"type": "user", **head, "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": f"toolu_{i - 1}",
-         "content": "a line of the file\n" * 8}]}}
 
 
 def plain(path: str) -> tuple[float, list[Any]]:
@@ -63,7 +46,7 @@ def plain(path: str) -> tuple[float, list[Any]]:
 
 
 async def run(project: str) -> None:
-    records = [record(i) for i in range(ENTRIES)]
+    records = [sdk_record(i, KEY["session_id"]) for i in range(ENTRIES)]
     store, memory = CosSessionStore(project=project), InMemorySessionStore()
     start = time.perf_counter()
     for at in range(0, ENTRIES, BATCH):

@@ -37,31 +37,14 @@ from claude_agent_sdk import project_key_for_directory
 
 from coding_os.integrations.claude_agent_sdk import CosSessionStore
 
+from _fixtures import sdk_record  # noqa: E402 (benchmarks/, the script's own folder)
+
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 ENTRIES = int(os.environ.get("BENCH_ENTRIES", "10000"))
 PG_URL = os.environ.get("COS_TEST_PG_URL", "postgresql://postgres@127.0.0.1:5432/test")
 BATCH = 100
 TARGET = 1.5
 SESSION = "5d9a3c1e-bench-other-host"
-
-
-def record(i: int) -> dict[str, Any]:
-    """The i-th record of a session: a prompt, an answer with a tool call, a tool result."""
-    head = {"uuid": f"e{i}", "parentUuid": f"e{i - 1}" if i else None,
-            "sessionId": SESSION, "timestamp": "2026-12-01T10:00:00.000Z"}
-    if i % 3 == 0:
-        return {"type": "user", **head,
-                "message": {"role": "user", "content": f"step {i}: read the module and fix it"}}
-    if i % 3 == 1:
-        return {"type": "assistant", **head, "message": {
-            "role": "assistant", "model": "claude", "usage": {"input_tokens": 900,
-                                                               "output_tokens": 40},
-            "content": [{"type": "text", "text": f"Reading the module for step {i}."},
-                        {"type": "tool_use", "id": f"toolu_{i}", "name": "Read",
-                         "input": {"file_path": "/work/project/src/module.py"}}]}}
-    return {"type": "user", **head, "message": {"role": "user", "content": [
-        {"type": "tool_result", "tool_use_id": f"toolu_{i - 1}",
-         "content": "a line of the file\n" * 8}]}}
 
 
 def git(*args: str) -> None:
@@ -99,7 +82,7 @@ async def run(scratch: str, url: str, schema: str) -> None:
         git("-C", path, "-c", "user.name=b", "-c", "user.email=b@example.invalid", "commit",
             "-q", "--allow-empty", "-m", "init")
     git("clone", "-q", checkout_a, checkout_b)
-    records = [record(i) for i in range(ENTRIES)]
+    records = [sdk_record(i, SESSION) for i in range(ENTRIES)]
 
     key_a = {"project_key": project_key_for_directory(checkout_a), "session_id": SESSION}
     key_b = {"project_key": project_key_for_directory(checkout_b), "session_id": SESSION}
