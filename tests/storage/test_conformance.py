@@ -1113,6 +1113,55 @@ def test_two_hosts_replicating_one_session_id_at_once_never_mix_lines(
         stores[1].close()
 
 
+def test_moving_a_session_gives_its_row_and_replicated_files_to_the_new_host(
+        storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("ses-m", native_id="n-m", host="alpha"),
+                               index_row("other", host="alpha")])
+    storage.add_replica_lines(source("ses-m"), [(1, b"one"), (2, b"two")])
+    storage.add_replica_lines(source("n-m", stream="native"), [(1, b"native")])
+    storage.add_replica_lines(source("other"), [(1, b"kept")])
+    assert storage.move_session("ses-m", "alpha", "beta") is True
+    assert storage.index_row("ses-m").host == "beta"  # type: ignore[union-attr]
+    assert storage.index_row("other").host == "alpha"  # type: ignore[union-attr]
+    assert {(s.session, s.host, s.lines) for s in
+            storage.replica_sources("ses-m") + storage.replica_sources("n-m")} == {
+        ("ses-m", "beta", 2), ("n-m", "beta", 1)}
+    assert storage.replica_source("other", "transcript").host == "alpha"  # type: ignore[union-attr]
+    # the new owner goes on from the lines stored; the old one is refused
+    assert storage.add_replica_lines(source("ses-m", host="beta", root="/b/repo"),
+                                     [(3, b"three")]) == 1
+    with pytest.raises(StorageError, match="host beta"):
+        storage.add_replica_lines(source("ses-m"), [(4, b"alpha's")])
+    assert [line for _, line in storage.replica_lines("ses-m", "transcript")] == [
+        b"one", b"two", b"three"]
+    # compare-and-set: a stale owner, or a session that is not there, changes nothing
+    assert storage.move_session("ses-m", "alpha", "gamma") is False
+    assert storage.move_session("nothing", "alpha", "gamma") is False
+    assert storage.index_row("ses-m").host == "beta"  # type: ignore[union-attr]
+    assert storage.move_session("ses-m", "beta", "alpha") is True
+    assert storage.replica_source("ses-m", "transcript").host == "alpha"  # type: ignore[union-attr]
+
+
+def test_two_hosts_moving_one_session_at_once_exactly_one_wins(
+        storage: Storage, request: pytest.FixtureRequest) -> None:
+    for round_ in range(5):
+        sid = f"race-{round_}"
+        storage.upsert_index_rows([index_row(sid, host="alpha")])
+        storage.add_replica_lines(source(sid), [(1, b"line")])
+        stores = [storage, another_connection(storage, request)]
+        try:
+            with ThreadPoolExecutor(2) as pool:
+                won = list(pool.map(lambda i: stores[i].move_session(sid, "alpha",
+                                                                      ("beta", "gamma")[i]),
+                                    range(2)))
+        finally:
+            stores[1].close()
+        assert sorted(won) == [False, True]
+        winner = ("beta", "gamma")[won.index(True)]
+        assert storage.index_row(sid).host == winner  # type: ignore[union-attr]
+        assert {s.host for s in storage.replica_sources(sid)} == {winner}
+
+
 @pytest.mark.parametrize("backend", sorted(BACKENDS))
 def test_migration_6_leaves_earlier_rows_without_a_host_and_lists_them_as_the_local_hosts(
         backend: str, request: pytest.FixtureRequest, tmp_path: Path,

@@ -586,6 +586,18 @@ class Storage(abc.ABC):
         how many lines were removed."""
 
     @abc.abstractmethod
+    def move_session(self, session: str, from_host: str, to_host: str) -> bool:
+        """Give `to_host` the session `session` (an index id) while `from_host` owns it, in one
+        transaction: its index row's host and the host of its replicated files (those filed
+        under its id or its native id) become `to_host`, so that host's replication goes on
+        from the lines stored. A compare-and-set on the owner: False, nothing changed, when the
+        row is not `from_host`'s (gone, or another host took it first).
+
+        Raises:
+            StorageError: the database cannot be written.
+        """
+
+    @abc.abstractmethod
     def set_project_host(self, project_key: str, host: str, root: str) -> None:
         """Record where the project `project_key` is checked out on `host`."""
 

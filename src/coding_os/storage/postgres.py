@@ -606,6 +606,24 @@ class PostgresStorage(Storage):
             conn.execute("DELETE FROM replica_sources WHERE session = %s AND stream = %s", key)
         return max(removed, 0)
 
+    def move_session(self, session: str, from_host: str, to_host: str) -> bool:
+        key = _text(session)
+        with self._transaction() as conn:
+            # The row lock makes it a compare-and-set: a second mover waits, then finds the
+            # row no longer `from_host`'s.
+            row = conn.execute("UPDATE session_index SET host = %s WHERE id = %s AND host = %s "
+                               "RETURNING native_id", (_text(to_host), key, _text(from_host))
+                               ).fetchone()
+            if row is None:
+                return False
+            names = [key] + ([row[0]] if row[0] and row[0] != key else [])
+            for name in names:  # the replication lock of add_replica_lines, per session
+                conn.execute(f"SELECT pg_advisory_xact_lock({_REPLICA_LOCK_CLASS}, "
+                             "hashtext(%s))", (name,))
+            conn.execute("UPDATE replica_sources SET host = %s WHERE host = %s AND "
+                         "session = ANY(%s)", (_text(to_host), _text(from_host), names))
+            return True
+
     def set_project_host(self, project_key: str, host: str, root: str) -> None:
         with self._transaction() as conn:
             conn.execute("INSERT INTO project_hosts (project_key, host, root, updated) "

@@ -613,6 +613,20 @@ class SQLiteStorage(Storage):
             conn.execute("DELETE FROM replica_sources WHERE session = ? AND stream = ?", key)
         return max(removed, 0)
 
+    def move_session(self, session: str, from_host: str, to_host: str) -> bool:
+        key = storable_text(session)
+        with self._transaction() as conn:
+            row = conn.execute("SELECT native_id FROM session_index WHERE id = ? AND host = ?",
+                               (key, from_host)).fetchone()
+            if row is None:
+                return False
+            conn.execute("UPDATE session_index SET host = ? WHERE id = ? AND host = ?",
+                         (to_host, key, from_host))
+            names = [key] + ([row[0]] if row[0] and row[0] != key else [])
+            conn.execute("UPDATE replica_sources SET host = ? WHERE host = ? AND session IN "
+                         f"({', '.join('?' * len(names))})", (to_host, from_host, *names))
+            return True
+
     def set_project_host(self, project_key: str, host: str, root: str) -> None:
         with self._transaction() as conn:
             conn.execute("INSERT INTO project_hosts (project_key, host, root, updated) "
