@@ -192,6 +192,7 @@ def test_a_claude_session_of_host_a_resumes_on_host_b_in_bs_checkout(
         assert resumed.returncode == 0, resumed.stderr
         target = b.home / ".claude" / "projects" / munged(b.checkout) / f"{native}.jsonl"
         assert f"from host: a" in resumed.stderr and str(target) in resumed.stderr
+        assert "moved: from host a to this one" in resumed.stderr
         assert json.loads(resumed.stdout)["session_id"] == native
         body = resumed_request(server, "/v1/messages")
     assert FIRST in json.dumps(body["messages"])  # the earlier messages were carried
@@ -201,9 +202,16 @@ def test_a_claude_session_of_host_a_resumes_on_host_b_in_bs_checkout(
     lines = [json.loads(x) for x in target.read_bytes().splitlines()]
     cwds = {x["cwd"] for x in lines if "cwd" in x}
     assert cwds == {str(b.checkout)}  # A's cwd mapped, and the new turn's own
-    report = b.cos_json("resume", native)  # again: the file is there, nothing to write
-    assert report["host"] == "a"
-    assert [f["action"] for f in report["materialized"]] == ["kept"]
+    # The session moved with its resume: B owns it, and B's sync pushes exactly its new lines.
+    report = b.cos_json("resume", native)
+    assert report["host"] is None and report["materialized"] == []
+    synced = b.cos_json("sync")
+    assert synced["refused"] == [] and synced["restarted"] == []
+    written = target.read_bytes().splitlines()
+    stored = stored_lines(b, row["id"], "native") or stored_lines(b, native, "native")
+    assert len(stored) == len(written)
+    assert any(str(a.checkout).encode() in line for line in stored)  # A's lines as A wrote them
+    assert stored[-1] == written[-1]  # B's own lines as written on B
 
 
 def test_a_session_of_a_repository_host_b_has_not_checked_out_writes_nothing(
@@ -306,12 +314,97 @@ def test_a_local_file_that_differs_is_left_alone_and_a_prefix_gets_the_rest(
     assert transcript.read_bytes() == b'{"something": "else"}\n'
     transcript.unlink()
     whole = b.cos_json("resume", sid)
+    assert whole["moved_from"] == "a"
     full = transcript.read_bytes()
+    # A takes it back: its own files are the replica mapped to A's checkout, left as they are.
+    back = a.cos_json("resume", sid)
+    assert back["moved_from"] == "b"
+    assert {f["action"] for f in back["materialized"]} == {"unchanged"}
     transcript.write_bytes(full[:full.index(b"\n") + 1])  # its first line only
     again = b.cos_json("resume", sid)
     assert {f["stream"]: f["action"] for f in again["materialized"]}["transcript"] == "extended"
     assert transcript.read_bytes() == full
     assert whole["restored"]["entries"] == again["restored"]["entries"]
+
+
+def stored_lines(host: Host, sid: str, stream: str) -> list[bytes]:
+    from coding_os.storage.postgres import PostgresStorage
+
+    with PostgresStorage(host.env["COS_DATABASE_URL"]) as storage:
+        return [line for _, line in storage.replica_lines(sid, stream)]
+
+
+def test_a_cos_native_session_moves_to_host_b_goes_on_there_and_comes_back_to_a(
+        hosts: tuple[Host, Host]) -> None:
+    a, b = hosts
+    sid = engine_session(a, FIRST)
+    succeeded(a.cos("sync"))
+    a_file = a.checkout / ".coding-os" / "python" / "transcripts" / f"{sid}.jsonl"
+    b_file = b.checkout / ".coding-os" / "python" / "transcripts" / f"{sid}.jsonl"
+    first = a_file.read_bytes().splitlines()
+    moved = b.cos("resume", sid)
+    assert moved.returncode == 0, moved.stderr
+    assert re.search(r"^moved +from host a to this one", moved.stdout, re.M), moved.stdout
+    row = next(r for r in b.cos_json("sessions", "--all-hosts") if r["id"] == sid)
+    assert row["host"] == "b"
+    engine_session(b, SECOND, session=sid)  # B goes on with it
+    pushed = b.cos_json("sync")
+    assert pushed["refused"] == [] and pushed["restarted"] == []
+    on_b = b_file.read_bytes().splitlines()
+    # exactly B's new lines were pushed, after A's: each line once, as its host wrote it
+    assert pushed["pushed"][f"transcript:{sid}"] == len(on_b) - len(first)
+    stored = stored_lines(a, sid, "transcript")
+    assert stored == first + on_b[len(first):]
+    assert stored_lines(a, sid, "events")[-1] == \
+        (b.checkout / ".coding-os" / "python" / "events" / f"{sid}.jsonl").read_bytes() \
+        .splitlines()[-1]
+    assert b.cos_json("sync")["pushed"] == {}  # nothing more
+
+    back = a.cos_json("resume", sid)  # back on A: its own file is a prefix, it gets the rest
+    assert back["moved_from"] == "b"
+    assert {f["stream"]: f["action"] for f in back["materialized"]}["transcript"] == "extended"
+    data = a_file.read_bytes()
+    assert str(b.checkout).encode() not in data  # B's lines carry A's paths here
+    entries = [json.loads(x) for x in data.splitlines()]
+    assert [e["text"] for e in entries if e["type"] == "user"] == [FIRST, SECOND]
+    assert [e["text"] for e in entries if e["type"] == "assistant"][-1] == f"echo: {SECOND}"
+    assert len({json.dumps(e, sort_keys=True) for e in entries}) == len(entries)
+    assert entries[0]["project"] == str(a.checkout)
+    again = a.cos_json("sync")
+    assert again["restarted"] == [] and again["refused"] == [] and again["pushed"] == {}
+    engine_session(a, "THIRD-PROMPT", session=sid)  # A goes on: its lines follow B's
+    assert a.cos_json("sync")["pushed"][f"transcript:{sid}"] == \
+        len(a_file.read_bytes().splitlines()) - len(stored)
+    assert stored_lines(a, sid, "transcript")[:len(stored)] == stored
+
+
+def test_two_hosts_resuming_one_session_at_once_exactly_one_takes_it_from_its_owner(
+        hosts: tuple[Host, Host], tmp_path: Path, pg_url: str) -> None:
+    a, b = hosts
+    c = make_host(tmp_path, "c", Path(subprocess.run(
+        ["git", "-C", str(a.checkout), "remote", "get-url", "origin"], check=True,
+        capture_output=True, text=True).stdout.strip()), "host-c/proj", pg_url)
+    from coding_os.storage.postgres import PostgresStorage
+
+    for _ in range(3):
+        sid = engine_session(a, FIRST)
+        succeeded(a.cos("sync"))
+        runs = [subprocess.Popen([COS, "resume", sid, "--json"], cwd=h.checkout, env=h.env,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for h in (b, c)]
+        outs = [run.communicate(timeout=120) for run in runs]
+        assert [run.returncode for run in runs] == [0, 0], outs
+        moved = {h.name: json.loads(out)["moved_from"] for h, (out, _) in zip((b, c), outs)}
+        # One takes it from A; the other either lost the race (not moved) or resumed after
+        # it and took it from the first (the last host to resume owns it).
+        (first,) = [name for name, old in moved.items() if old == "a"]
+        other = "c" if first == "b" else "b"
+        assert moved[other] in (None, first)
+        owner = other if moved[other] == first else first
+        with PostgresStorage(pg_url) as storage:
+            row = storage.index_row(sid)
+            assert row is not None and row.host == owner
+            assert {s.host for s in storage.replica_sources(sid)} == {owner}
 
 
 # -- PostgreSQL going away mid-resume -------------------------------------------------------------

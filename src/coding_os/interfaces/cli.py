@@ -635,17 +635,25 @@ def resume(session: str | None, latest: bool, pr: str | None, replay: bool, reru
         _print_report([
             ("session", _label(data["session"])), ("found by", data["path"]),
             ("from host", data["host"]), *_materialized_lines(data["materialized"]),
+            ("moved", _moved_line(data.get("moved_from"))),
             ("mode", mode), ("recipe", seed["path"] if seed else None),
             ("restored", _restored_line(data["restored"])),
             ("rebuilt", "; ".join(data["rebuilt"])), ("relocation", data["relocation"]),
             ("cwd", data["cwd"]),
             ("handover", handover["command"] if handover else f"none: {data['handover_note']}")])
         return
-    for key, value in [("from host", report.host), *_materialized_lines(data["materialized"])]:
+    for key, value in [("from host", report.host), *_materialized_lines(data["materialized"]),
+                       ("moved", _moved_line(report.moved_from))]:
         if value:
             echo(f"cos: {key}: {value}", err=True)
     _hand_over(report.handover, report.relocation, f"resuming {report.session['id']}"
                + (f" (mode: {mode})" if mode else ""))
+
+
+def _moved_line(moved_from: object) -> str | None:
+    """The report line of a session that moved here with its resume."""
+    return (f"from host {moved_from} to this one (its new lines are replicated from here)"
+            if moved_from else None)
 
 
 def _materialized_lines(files: list[dict[str, Any]]) -> list[tuple[str, object]]:

@@ -45,6 +45,7 @@ __all__ = [
     "read_replica",
     "read_mapped",
     "roots_for",
+    "host_roots",
     "materialize",
     "restore_report_elsewhere",
 ]
@@ -73,6 +74,10 @@ class MaterializedFile:
     stream: str
     lines: int
     action: str
+    session: str = ""  # the replica's session (its id in the storage)
+    agent: str = ""
+    size: int = 0  # bytes of the replica's lines as written here
+    last: int = 0  # where the last of them starts
 
 
 @dataclass
@@ -82,6 +87,7 @@ class Materialized:
     host: str  # the host that wrote the session
     source_root: str | None  # its project root there
     root: str  # the project root here
+    moved: bool = False  # this host took the session over (Storage.move_session)
     files: list[MaterializedFile] = field(default_factory=list)
 
 
@@ -90,9 +96,16 @@ def is_remote(row: IndexRow, local_host: str) -> bool:
     return row.host is not None and row.host != local_host
 
 
-def map_path(value: str | None, old: str | None, new: str) -> str | None:
-    """`value` with the root `old` replaced by `new` when it is `old` or under it; else as is."""
+def map_path(value: str | None, old: str | Sequence[str] | None, new: str) -> str | None:
+    """`value` with the root `old` replaced by `new` when it is `old` or under it; else as is.
+    With several roots, the longest one `value` is under."""
     if value is None or not old:
+        return value
+    if not isinstance(old, str):
+        for one in sorted(old, key=len, reverse=True):
+            mapped = map_path(value, one, new)
+            if mapped != value:
+                return mapped
         return value
     old = old.rstrip("/") or "/"
     if value == old:
@@ -110,12 +123,15 @@ def _json_text(value: str, ascii_only: bool) -> bytes:
     return json.dumps(value, ensure_ascii=ascii_only)[1:-1].encode("utf-8")
 
 
-def _mapper(keys: Sequence[str], old: str, new: str) -> tuple[list[bytes], re.Pattern[bytes],
-                                                            dict[bytes, bytes]]:
-    spellings = {_json_text(old, True): _json_text(new, True),
-                 _json_text(old, False): _json_text(new, False)}
+def _mapper(keys: Sequence[str], olds: Sequence[str], new: str
+            ) -> tuple[list[bytes], re.Pattern[bytes], dict[bytes, bytes]]:
+    spellings: dict[bytes, bytes] = {}
+    for old in olds:
+        spellings[_json_text(old, True)] = _json_text(new, True)
+        spellings[_json_text(old, False)] = _json_text(new, False)
     key_part = b"|".join(re.escape(k.encode("ascii")) for k in keys)
-    old_part = b"|".join(re.escape(s) for s in spellings)
+    # the longest root first: a root under another one is matched whole
+    old_part = b"|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True))
     pattern = re.compile(b'("(?:' + key_part + rb')"[ \t]*:[ \t]*")(' + old_part + b')(?=["/])')
     return list(spellings), pattern, spellings
 
@@ -127,17 +143,20 @@ def _whole_object(line: bytes) -> bool:
     return stripped[:1] == b"{" and stripped[-1:] == b"}"
 
 
-def map_lines(lines: Sequence[bytes], keys: Sequence[str], old: str | None, new: str) -> bytes:
+def map_lines(lines: Sequence[bytes], keys: Sequence[str], old: str | Sequence[str] | None,
+              new: str) -> bytes:
     """The file made of `lines` (each without its newline), with the string fields `keys` whose
-    value is the root `old` or under it moved to `new`; every other byte as it was, and a line
-    that is not a JSON object kept whole. Each line ends with a newline."""
+    value is the root `old` (or one of the roots `old`: a session several hosts wrote) or under
+    it moved to `new`; every other byte as it was, and a line that is not a JSON object kept
+    whole. Each line ends with a newline."""
     if not lines:
         return b""
-    old = (old or "").rstrip("/")
     new = new.rstrip("/") or "/"
-    if not old or old == new:
+    olds = [old] if isinstance(old, str) or old is None else list(old)
+    roots = sorted({r.rstrip("/") for r in olds if r and r.rstrip("/")} - {new})
+    if not roots:
         return b"\n".join([*lines, b""])  # the newline after the last line, without a copy
-    spellings, pattern, table = _mapper(keys, old, new)
+    spellings, pattern, table = _mapper(keys, roots, new)
 
     def swap(match: re.Match[bytes]) -> bytes:
         return match.group(1) + table[match.group(2)]
@@ -220,8 +239,8 @@ def read_replica(storage: Storage, source: ReplicaSource, batch: int = BATCH) ->
     return [line for lines in _batches(storage, source, batch) for line in lines]
 
 
-def read_mapped(storage: Storage, source: ReplicaSource, old: str | None, new: str,
-                batch: int = BATCH) -> tuple[bytes, int]:
+def read_mapped(storage: Storage, source: ReplicaSource, old: str | Sequence[str] | None,
+                new: str, batch: int = BATCH) -> tuple[bytes, int]:
     """The file a replicated file becomes here (`map_lines` of its lines, mapped from `old` to
     `new`) and its number of lines. A file of several batches is read by a helper thread while
     this one maps the batch before (the wait on the database overlaps the mapping).
@@ -336,9 +355,11 @@ def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude
 
 def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource], *,
                 source_root: str | None, root: str, cwd: str, tiers: Tiers, claude_dir: str,
-                codex_dir: str, write: bool = True, batch: int = BATCH) -> Materialized:
+                codex_dir: str, write: bool = True, batch: int = BATCH,
+                roots: Sequence[str] = ()) -> Materialized:
     """Write the replicated files of `row` (another host's session) on this host, mapped from
-    `source_root` to `root`; `cwd` is where its agent will run. With `write` false nothing is
+    `source_root` (and every root of `roots`: the project's checkouts on the hosts that wrote
+    the session) to `root`; `cwd` is where its agent will run. With `write` false nothing is
     written and the actions say what would be done.
 
     Every file is read and checked first, then written, each atomically.
@@ -360,9 +381,13 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
     planned: list[tuple[str, bytes, MaterializedFile]] = []
     for source in sorted(wanted, key=lambda s: _ORDER[s.stream]):
         path = _target(source, row, tiers, cwd, claude_dir, codex_dir)
-        data, count = read_mapped(storage, source, source_root, root, batch)
+        olds = [r for r in (source_root, *roots) if r]
+        data, count = read_mapped(storage, source, olds, root, batch)
         action = file_action(path, data)
-        planned.append((path, data, MaterializedFile(path, source.stream, count, action)))
+        last = data.rfind(b"\n", 0, len(data) - 1) + 1 if data else 0
+        planned.append((path, data, MaterializedFile(path, source.stream, count, action,
+                                                     source.session, source.agent, len(data),
+                                                     last)))
     result = Materialized(host=str(row.host), source_root=source_root, root=root)
     for path, data, done in planned:
         if done.action in ("write", "extend"):
@@ -376,7 +401,29 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
     return result
 
 
-def _mapped_row(row: IndexRow, source_root: str | None, root: str) -> IndexRow:
+def host_roots(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource],
+               source_root: str | None) -> list[str]:
+    """Every root the session's lines may hold: the project's checkout on each host the storage
+    knows it on, and the roots its replicated files were pushed from (a session that moved
+    between hosts holds the lines of each)."""
+    found = {r for r in (source_root, *(s.root for s in sources)) if r}
+    for key in {s.project_key for s in sources if s.project_key}:
+        found.update(storage.project_hosts(key).values())
+    return sorted(found)
+
+
+def _adopt(storage: Storage, tiers: Tiers, done: Materialized, local_host: str) -> None:
+    """Mark the files written here as replicated up to the lines they hold (sessions/replicate:
+    the next push is their line N+1, from this host)."""
+    from coding_os.sessions import replicate
+
+    for f in done.files:
+        if f.lines > 0 and f.action in ("written", "extended", "unchanged", "kept"):
+            replicate.adopt(storage, tiers, replicate.Source(f.session, f.stream, f.agent, f.path),
+                            local_host, f.lines, f.size, f.last)
+
+
+def _mapped_row(row: IndexRow, source_root: str | Sequence[str] | None, root: str) -> IndexRow:
     return replace(row, project=map_path(row.project, source_root, root),
                    worktree=map_path(row.worktree, source_root, root),
                    cwd=map_path(row.cwd, source_root, root))
@@ -410,17 +457,22 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
         report.host = row.host
         return report
     source_root, root = roots_for(storage, row, sources, local_host, local_root, local_keys)
-    mapped = _mapped_row(row, source_root, root)
+    roots = host_roots(storage, row, sources, source_root)
+    mapped = _mapped_row(row, [source_root or "", *roots], root)
     cwd, relocation = resume.place(mapped, scope)
     done = materialize(storage, row, sources, source_root=source_root, root=root, cwd=cwd,
                        tiers=tiers, claude_dir=claude_dir, codex_dir=codex_dir, write=write,
-                       batch=batch)
+                       batch=batch, roots=roots)
+    if write and row.host is not None and storage.move_session(row.id, row.host, local_host):
+        done.moved = True
+        _adopt(storage, tiers, done, local_host)
     main = next((f for f in done.files if f.stream in ("transcript", "native")), None)
     if main is not None:
         mapped = replace(mapped, source_path=main.path)
     report = resume.restore_report(resume.Found(mapped, found.path, list(found.rebuilt)), scope,
                                    tiers)
     report.host = done.host
+    report.moved_from = done.host if done.moved else None
     report.materialized = [{"path": f.path, "stream": f.stream, "lines": f.lines,
                             "action": f.action} for f in done.files]
     if relocation and report.relocation is None:

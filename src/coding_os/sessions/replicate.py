@@ -27,6 +27,12 @@ it in `refused`, and nothing of the other host's lines changes. It is listed onc
 the file: a local copy left as it was (one materialised here from the other host's lines, see
 sessions/materialize.py) is counted as unchanged from then on, neither read nor reported again.
 
+A session resumed here from another host's lines (sessions/materialize.py) is moved to this
+host (`Storage.move_session`) and its files adopted (`adopt`): the mark says the file's first N
+lines are the N stored ones, their paths mapped to this checkout (the mark keeps a digest of the
+stored last line and of the file's), so replication goes on at line N+1 instead of taking the
+mapped copy for a rewrite. Lines of one replica may then hold the roots of several hosts.
+
 Where it runs: `cos sync` (api.sync_sessions), after each index refresh when the storage is
 shared (PostgreSQL), and in the daemon's sweep. On SQLite (one host's own database) `cos sync`
 replicates nothing and says so: there is no other host to read the lines.
@@ -48,7 +54,7 @@ from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.storage.base import ReplicaSource, Storage, StorageError
 
 __all__ = ["STATE_FILE", "BATCH_LINES", "BATCH_BYTES", "SyncReport", "Source", "project_sources",
-           "replicate", "replicate_source"]
+           "replicate", "replicate_source", "adopt"]
 
 STATE_FILE = ".replicate-state.json"
 BATCH_LINES = 2000
@@ -256,13 +262,13 @@ def _resume_offset(storage: Storage, source: Source, f: Any, inode: int, size: i
     last_stored = storage.replica_lines(source.session, source.stream, after=done - 1, limit=1)
     if not last_stored:
         return None
-    expected = last_stored[0][1] + b"\n"
+    stored = last_stored[0][1]
     if isinstance(mark, dict) and mark.get("path") == source.path and \
             mark.get("lines") == done and mark.get("inode") == inode and \
             isinstance(mark.get("offset"), int) and isinstance(mark.get("last"), int) and \
-            mark["offset"] <= size and mark["offset"] - mark["last"] == len(expected):
+            0 <= mark["last"] < mark["offset"] <= size:
         f.seek(mark["last"])
-        if f.read(len(expected)) == expected:
+        if _same_line(mark, stored, f.read(mark["offset"] - mark["last"])):
             return int(mark["offset"]), int(mark["last"])
         f.seek(0)
     offset, count, last_start = 0, 0, 0
@@ -283,9 +289,64 @@ def _resume_offset(storage: Storage, source: Source, f: Any, inode: int, size: i
         offset += start
         pending = pending[start:]
     f.seek(last_start)
-    if f.read(offset - last_start) != expected:
+    if not _same_line(mark, stored, f.read(offset - last_start)):
         return None
     return offset, last_start
+
+
+def _digest(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def _same_line(mark: object, stored: bytes, local: bytes) -> bool:
+    """Whether the file's line `local` (with its newline) is the stored line `stored`: the same
+    bytes, or the pair a materialised copy recorded (its paths mapped, see `adopt`)."""
+    if local == stored + b"\n":
+        return True
+    mapped = mark.get("mapped") if isinstance(mark, dict) else None
+    return isinstance(mapped, list) and mapped == [_digest(stored), _digest(local)]
+
+
+def adopt(storage: Storage, tiers: Tiers, source: Source, host: str, lines: int, offset: int,
+          last: int) -> None:
+    """Record that the file of `source` holds, as its first `lines` lines (`offset` bytes, the
+    last line starting at `last`), the `lines` stored lines of its session's stream, their
+    paths possibly mapped (a copy materialised from the replica): replication goes on at line
+    `lines` + 1, its mark saved in the state dir. Nothing is recorded for a file that is not
+    there or no longer starts as said.
+
+    Raises:
+        StorageError: the storage cannot be read.
+    """
+    name = f"{source.stream}:{source.session}"
+    stored = storage.replica_lines(source.session, source.stream, after=lines - 1, limit=1) \
+        if lines > 0 else []
+    try:
+        st = os.stat(source.path)
+        with open(source.path, "rb") as f:
+            f.seek(last)
+            local = f.read(offset - last)
+    except OSError:
+        return
+    if lines > 0 and (not stored or stored[0][0] != lines or not local.endswith(b"\n")):
+        return
+    mark: dict[str, Any] = {
+        "path": source.path, "host": host, "storage": storage.location, "inode": st.st_ino,
+        "offset": offset, "last": last, "lines": lines,
+        "stat": [st.st_size, st.st_mtime_ns, st.st_ino] if st.st_size == offset else None,
+        "torn": False}
+    if stored and local != stored[0][1] + b"\n":
+        mark["mapped"] = [_digest(stored[0][1]), _digest(local)]
+    marks_path = os.path.join(tiers.state_dir, STATE_FILE)
+    marks = _load_marks(marks_path)
+    marks[name] = mark
+    try:
+        durable.ensure_dir(tiers.state_dir)
+        _save_marks(marks_path, marks)
+    except StateIOError:
+        pass  # the marks only save work
 
 
 def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, last: int,
@@ -299,6 +360,8 @@ def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, l
     pending = b""
     base = offset  # the file offset of pending[0]
     seq = done
+    old = marks.get(name)
+    mapped = old.get("mapped") if isinstance(old, dict) and old.get("lines") == done else None
 
     def flush() -> None:
         nonlocal batch, batch_bytes
@@ -311,6 +374,8 @@ def _push_lines(storage: Storage, replica: ReplicaSource, f: Any, offset: int, l
         marks[name] = {"path": replica.path, "host": replica.host,
                        "storage": storage.location, "inode": stat_now[2],
                        "offset": offset, "last": last, "lines": seq, "stat": None}
+        if seq == done and mapped is not None:  # the last line is still the mapped copy's
+            marks[name]["mapped"] = mapped
         batch, batch_bytes = [], 0
 
     while True:

@@ -99,7 +99,8 @@ class RestoreReport:
     `handover` is None for a session without an external agent; `handover_note` says why. A
     session another host wrote names that `host`, and `materialized` lists the files written
     here from its replica (coding_os.sessions.materialize): each `{"path", "stream", "lines",
-    "action"}`.
+    "action"}`; `moved_from` names that host when the session moved here with its resume (this
+    host owns it and replicates its new lines from then on).
     """
 
     path: str
@@ -112,6 +113,7 @@ class RestoreReport:
     handover_note: str | None = None
     host: str | None = None  # another host that wrote the session (None: this host's)
     materialized: list[dict[str, Any]] = field(default_factory=list)  # files written from it
+    moved_from: str | None = None  # that host, when this one took the session over
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON (`handover`: `{"argv", "cwd", "command"}` or null)."""
