@@ -12,6 +12,7 @@ import pytest
 from coding_os.errors import Conflict, CrossProject, InvalidId, NotFound
 from coding_os.sessions.materialize import (
     file_action,
+    host_roots,
     map_lines,
     map_path,
     materialize,
@@ -282,3 +283,34 @@ def test_the_mapped_file_is_the_same_whether_or_not_a_line_is_torn() -> None:
     whole = map_lines(lines, ("cwd",), A, B).split(b"\n")
     torn = map_lines([*lines, claude_line(A)[:-3]], ("cwd",), A, B).split(b"\n")
     assert torn[:4] == whole[:4] and torn[4] == claude_line(A)[:-3]
+
+
+def test_lines_of_several_hosts_are_each_mapped_from_their_hosts_root() -> None:
+    c = "/opt/carol/proj"
+    nested = A + "/inner"  # another host's checkout under A's path: matched whole
+    lines = [claude_line(A + "/pkg"), claude_line(B), claude_line(nested + "/x"),
+             claude_line(c + "/y"), claude_line("/elsewhere")]
+    out = map_lines(lines, ("cwd",), [A, B, nested], c).split(b"\n")[:-1]
+    assert [json.loads(x)["cwd"] for x in out] == [c + "/pkg", c, c + "/x", c + "/y",
+                                                   "/elsewhere"]
+    assert map_path(B + "/z", [A, B], c) == c + "/z"
+    assert map_path(nested + "/x", [A, nested], c) == c + "/x"
+    assert map_path("/elsewhere", [A, B], c) == "/elsewhere"
+
+
+def test_a_session_written_on_two_hosts_is_materialised_on_a_third_with_its_paths(
+        storage: SQLiteStorage, tmp_path: Path) -> None:
+    c = str(tmp_path / "carol" / "proj")
+    source = stored(storage, [claude_line(A + "/pkg", "on a"), claude_line(B + "/pkg", "on b")])
+    storage.set_project_host("git:" + "1" * 40, "a", A)
+    storage.set_project_host("git:" + "1" * 40, "b", B)
+    roots = host_roots(storage, claude_row(), [source], A)
+    assert roots == sorted([A, B])
+    claude = tmp_path / "claude"
+    done = materialize(storage, claude_row(), [source], source_root=A, root=c, cwd=c + "/pkg",
+                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(claude),
+                       codex_dir=str(tmp_path / "codex"), roots=roots)
+    written = Path(done.files[0].path).read_bytes()
+    assert [json.loads(x)["cwd"] for x in written.splitlines()] == [c + "/pkg"] * 2
+    assert (done.files[0].size, done.files[0].last) == (len(written),
+                                                         written.index(b"\n") + 1)

@@ -18,7 +18,7 @@ import pytest
 from coding_os.sessions import index, replicate, transcript
 from coding_os.state.hosts import project_key, project_keys
 from coding_os.state.tiers import Tiers
-from coding_os.storage.base import Storage
+from coding_os.storage.base import ReplicaSource, Storage
 from coding_os.storage.sqlite import SQLiteStorage
 from tests.helpers import ECHO_AGENT, cos, git
 
@@ -420,3 +420,64 @@ def test_a_file_unchanged_since_it_was_pushed_to_one_database_is_pushed_to_anoth
         assert (report.lines, report.unchanged) == (2, 0)
         assert stored(second, SID, "transcript") == path.read_bytes()
         assert replicate.replicate(second, tiers, host="alpha").unchanged == 1
+
+
+def test_a_session_moved_here_goes_on_from_the_stored_lines_of_its_mapped_copy(
+        storage: Storage, tmp_path: Path) -> None:
+    from coding_os.sessions.materialize import materialize
+    from coding_os.storage.base import IndexRow
+
+    a_root, b_root = str(tmp_path / "a"), str(tmp_path / "b")
+    alpha, beta = Tiers(a_root + "/.coding-os"), Tiers(b_root + "/.coding-os")
+    on_a = b"".join(json.dumps(entry).encode() + b"\n" for entry in [
+        {"type": "session_meta", "project": a_root, "worktree": a_root, "cwd": a_root},
+        {"type": "user", "text": "one", "cwd": a_root + "/pkg"}])
+    transcript_file(alpha).write_bytes(on_a)
+    replicate.replicate(storage, alpha, host="alpha", root=a_root)
+    storage.upsert_index_rows([IndexRow(id=SID, agent="claude", kind="cos", native_id=None,
+                                        cwd=a_root, host="alpha")])
+    row = storage.index_row(SID)
+    assert row is not None
+    done = materialize(storage, row, storage.replica_sources(SID), source_root=a_root,
+                       root=b_root, cwd=b_root, tiers=beta, claude_dir=str(tmp_path / "claude"),
+                       codex_dir=str(tmp_path / "codex"))
+    path = transcript_file(beta)
+    assert a_root.encode() not in path.read_bytes()  # the copy holds B's paths
+    assert storage.move_session(SID, "alpha", "beta")
+    for f in done.files:
+        replicate.adopt(storage, beta, replicate.Source(f.session, f.stream, f.agent, f.path),
+                        "beta", f.lines, f.size, f.last)
+    first = replicate.replicate(storage, beta, host="beta", root=b_root)
+    assert (first.lines, first.restarted, first.refused, first.unchanged) == (0, [], [], 1)
+    os.utime(path, ns=(10**9, 10**9))  # touched, nothing new: read, not taken for a rewrite
+    touched = replicate.replicate(storage, beta, host="beta", root=b_root)
+    assert (touched.lines, touched.restarted) == (0, [])
+    b_line = json.dumps({"type": "user", "text": "two", "cwd": b_root}).encode() + b"\n"
+    with path.open("ab") as f:
+        f.write(b_line)
+    grown = replicate.replicate(storage, beta, host="beta", root=b_root)
+    assert (grown.pushed, grown.restarted) == ({f"transcript:{SID}": 1}, [])
+    assert stored(storage, SID, "transcript") == on_a + b_line  # each line as its host wrote it
+    with transcript_file(alpha).open("ab") as f:
+        f.write(b'{"type": "user", "text": "late on alpha"}\n')
+    late = replicate.replicate(storage, alpha, host="alpha", root=a_root)
+    assert [session for session, _, _ in late.refused] == [SID]
+    assert stored(storage, SID, "transcript") == on_a + b_line
+
+
+def test_an_adopted_copy_that_no_longer_holds_the_stored_lines_starts_over(
+        storage: Storage, tmp_path: Path) -> None:
+    beta = Tiers(str(tmp_path / "b" / ".coding-os"))
+    storage.add_replica_lines(
+        ReplicaSource(session=SID, stream="transcript", host="beta", agent="claude",
+                      path="/elsewhere.jsonl", project_key=None, root=None),
+        [(1, b'{"cwd": "/a/x"}'), (2, b'{"cwd": "/a"}')])
+    path = transcript_file(beta)
+    path.write_bytes(b'{"cwd": "/b/x"}\n{"cwd": "/b"}\n')
+    replicate.adopt(storage, beta, replicate.Source(SID, "transcript", "claude", str(path)),
+                    "beta", 2, path.stat().st_size, len(b'{"cwd": "/b/x"}\n'))
+    assert replicate.replicate(storage, beta, host="beta").unchanged == 1
+    path.write_bytes(b'{"cwd": "/b/x"}\n{"cwd": "/c"}\n')  # its last line rewritten
+    redone = replicate.replicate(storage, beta, host="beta")
+    assert redone.restarted == [f"transcript:{SID}"]
+    assert stored(storage, SID, "transcript") == path.read_bytes()
