@@ -80,7 +80,12 @@ def test_every_hosts_jobs_are_listed_with_their_host_this_hosts_live(
     on_a = a.bg("sleep 60", "sleeper-a")
     on_b = b.bg("sleep 60", "sleeper-b")
 
-    listed = {row["id"]: row for row in b.rows("--all-hosts")}
+    # Host a's daemon publishes the new job on its sweep; nobody on host a lists it.
+    def with_a() -> dict[str, dict[str, Any]] | None:
+        rows = {row["id"]: row for row in b.rows("--all-hosts")}
+        return rows if on_a in rows else None
+
+    listed = until(with_a, "host a's daemon to publish")
     assert set(listed) == {on_a, on_b}
     assert listed[on_a]["host"] == "a" and listed[on_b]["host"] == "b"
     assert listed[on_a]["name"] == "sleeper-a" and listed[on_a]["cwd"] == str(a.checkout)
@@ -119,8 +124,9 @@ def test_another_project_does_not_list_the_repositorys_jobs_unless_all(
     other.mkdir()
     git(other, "init", "-q", "-b", "main")
     git(other, "commit", "-q", "--allow-empty", "-m", "another repository")
+    until(lambda: [row["id"] for row in b.rows("--all-hosts", "--all", cwd=other)] == [job],
+          "host a's daemon to publish")
     assert b.rows("--all-hosts", cwd=other) == []
-    assert [row["id"] for row in b.rows("--all-hosts", "--all", cwd=other)] == [job]
 
 
 @pytest.mark.parametrize("command", [("attach",), ("reply", "hello"), ("approve",), ("stop",),
