@@ -214,6 +214,44 @@ def test_a_claude_session_of_host_a_resumes_on_host_b_in_bs_checkout(
     assert stored[-1] == written[-1]  # B's own lines as written on B
 
 
+def test_a_claude_session_goes_on_at_b_and_comes_back_to_a_with_every_line_once(
+        hosts: tuple[Host, Host]) -> None:
+    require_clients()
+    a, b = hosts
+    with ModelServer(pwd_script("second turn done")) as server:
+        native = claude_on_a(a, server)
+        a_file = a.home / ".claude" / "projects" / munged(a.checkout) / f"{native}.jsonl"
+        first = a_file.read_bytes().splitlines()
+        env = {**claude_env(server, b.home), **b.env, **shim(b, "claude", SECOND)}
+        resumed = b.cos("resume", native, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+    b_file = b.home / ".claude" / "projects" / munged(b.checkout) / f"{native}.jsonl"
+    synced = b.cos_json("sync")
+    assert synced["restarted"] == [] and synced["refused"] == []
+    on_b = b_file.read_bytes().splitlines()
+    assert len(on_b) > len(first)
+
+    back = a.cos_json("resume", native)  # A's own file is a prefix: it gets B's lines
+    assert back["moved_from"] == "b"
+    assert [f["action"] for f in back["materialized"]] == ["extended"]
+    on_a = a_file.read_bytes().splitlines()
+    assert on_a[:len(first)] == first and len(on_a) == len(on_b)
+    # B's lines carry A's paths here (the pwd B's turn printed is text, kept as it was)
+    assert {json.loads(x)["cwd"] for x in on_a if "cwd" in json.loads(x)} == {str(a.checkout)}
+    assert any(str(b.checkout) in json.loads(x).get("cwd", "") for x in on_b)
+    assert [json.loads(x).get("uuid") for x in on_a] == [json.loads(x).get("uuid") for x in on_b]
+    from coding_os.storage.postgres import PostgresStorage
+
+    with PostgresStorage(a.env["COS_DATABASE_URL"]) as storage:
+        row = storage.index_row(native)
+        assert row is not None and row.host == "a"
+        stored = [line for _, line in storage.replica_lines(row.id, "native")] or \
+            [line for _, line in storage.replica_lines(native, "native")]
+    assert stored[:len(first)] == first and stored[len(first):] == on_b[len(first):]
+    again = a.cos_json("sync")
+    assert again["restarted"] == [] and again["refused"] == [] and again["pushed"] == {}
+
+
 def test_a_session_of_a_repository_host_b_has_not_checked_out_writes_nothing(
         hosts: tuple[Host, Host], tmp_path: Path, pg_url: str) -> None:
     require_clients()
