@@ -917,7 +917,8 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
 
     A session another host wrote (DESIGN.md §8) is first materialised here from its replica,
     its paths mapped to this host's checkout (coding_os.sessions.materialize; with
-    `materialize` false nothing is written and the report says what would be).
+    `materialize` false nothing is written and the report says what would be), and taken over
+    by this host (`RestoreReport.moved_from`): its new lines are replicated from here.
 
     Raises:
         InvalidId: the id or name is malformed (checked before any lookup).

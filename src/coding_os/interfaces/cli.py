@@ -580,8 +580,9 @@ def resume(session: str | None, latest: bool, pr: str | None, replay: bool, reru
     another project exits 4 with the command to run there; several with one name exit 5.
 
     A session another host wrote (shared PostgreSQL, docs/hosts.md) is first written here from
-    its replicated lines, its paths mapped to this checkout (not on --dry-run); the report says
-    from which host and which files.
+    its replicated lines, its paths mapped to this checkout (not on --dry-run), and moves here:
+    this host owns it and replicates its new lines from then on; the report says from which
+    host, which files, and that it moved.
 
     A session started from a recipe (cos run --recipe) resumes with --replay or --rerun; on a
     terminal without either, cos asks which; without a terminal it is an error (exit 2).

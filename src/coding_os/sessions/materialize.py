@@ -16,6 +16,9 @@ written atomically (temp file, fsync, rename): a storage that goes away mid-read
 behind, a file appears whole or not at all. A local file the replica would change is refused
 (`Conflict`) unless it is a prefix of the replica (it gets the rest); one the replica is a prefix
 of (the session went on here) is kept.
+
+A session that moved between hosts holds lines of each, each with its host's paths: every root
+the project has on a host the storage knows (`host_roots`) is mapped to this checkout.
 """
 
 from __future__ import annotations
@@ -438,6 +441,11 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
     (`write` false: what would be written); `RestoreReport.host` names that host and
     `materialized` the files. A session with nothing replicated whose file is on this machine
     (the host was renamed; SQLite) resumes from that file, nothing written.
+
+    Once written, the session moves here (`Storage.move_session`, a compare-and-set on its
+    owner; `RestoreReport.moved_from` names the host it was taken from) and the files are
+    recorded as replicated up to the lines they hold (`replicate.adopt`): this host's next sync
+    pushes only what the session gains here. Another host that took it first keeps it.
 
     Raises:
         CrossProject: this host has no checkout of the session's repository, or the caller is
