@@ -471,9 +471,12 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
     done = materialize(storage, row, sources, source_root=source_root, root=root, cwd=cwd,
                        tiers=tiers, claude_dir=claude_dir, codex_dir=codex_dir, write=write,
                        batch=batch, roots=roots)
-    if write and row.host is not None and storage.move_session(row.id, row.host, local_host):
-        done.moved = True
+    if write and row.host is not None:
+        # The marks first: a replication run here (the daemon's sweep) that sees the session
+        # this host's already finds them, and never takes the mapped copy for a rewrite. Should
+        # another host take it first, the marks only keep this copy from being read again.
         _adopt(storage, tiers, done, local_host)
+        done.moved = storage.move_session(row.id, row.host, local_host)
     main = next((f for f in done.files if f.stream in ("transcript", "native")), None)
     if main is not None:
         mapped = replace(mapped, source_path=main.path)
