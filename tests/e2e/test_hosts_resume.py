@@ -383,6 +383,8 @@ def test_a_cos_native_session_moves_to_host_b_goes_on_there_and_comes_back_to_a(
     moved = b.cos("resume", sid)
     assert moved.returncode == 0, moved.stderr
     assert re.search(r"^moved +from host a to this one", moved.stdout, re.M), moved.stdout
+    again = b.cos_json("resume", sid)  # B's own now, its row naming B's checkout
+    assert (again["host"], again["moved_from"], again["cwd"]) == (None, None, str(b.checkout))
     row = next(r for r in b.cos_json("sessions", "--all-hosts") if r["id"] == sid)
     assert row["host"] == "b"
     engine_session(b, SECOND, session=sid)  # B goes on with it

@@ -480,6 +480,8 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
     main = next((f for f in done.files if f.stream in ("transcript", "native")), None)
     if main is not None:
         mapped = replace(mapped, source_path=main.path)
+    if done.moved:  # its row names this host's files and paths until the next refresh does
+        storage.upsert_index_rows([replace(mapped, host=local_host)])
     report = resume.restore_report(resume.Found(mapped, found.path, list(found.rebuilt)), scope,
                                    tiers)
     report.host = done.host
