@@ -12,7 +12,8 @@ read back in batches, every `cwd` mapped to B's checkout, the file compared with
 written atomically (fsync) to `~/.claude/projects/<B's munged cwd>/ID.jsonl`: everything before
 `claude --resume` is exec'd — divided by the anchor: a plain `SELECT line FROM replica_lines …
 ORDER BY seq` of the same rows on a fresh connection, concatenated with newlines. The file is
-removed before each resume, so each one writes it whole. The resume reads the lines in batches
+removed before each resume, and the session given back to A (the resume moves it to B:
+`Storage.move_session`, outside the timing), so each one writes it whole and takes it over. The resume reads the lines in batches
 on a helper thread while it maps the batch before, so it can come out under the anchor's one
 large query. Rounds interleaved (A B A B ...),
 medians; the materialised file is checked equal to A's with the cwd mapped.
@@ -142,6 +143,8 @@ def run(root: Path, url: str) -> None:
     api.resume_session(NATIVE, env=env_b, cwd=str(checkout_b))  # warm-up: imports, page cache
     for _ in range(ROUNDS):
         target.unlink()
+        with open_storage(str(checkout_a / ".coding-os" / "coding-os.db"), env=env_a) as owner:
+            owner.move_session(NATIVE, "b", "a")  # the resume moved it to b: a's again
         start = time.perf_counter()
         report = api.resume_session(NATIVE, env=env_b, cwd=str(checkout_b))
         ours.append(time.perf_counter() - start)
