@@ -472,7 +472,7 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
                        tiers=tiers, claude_dir=claude_dir, codex_dir=codex_dir, write=write,
                        batch=batch, roots=roots)
     if write and row.host is not None:
-        # The marks first: a replication run here (the daemon's sweep) that sees the session
+        # The marks first: a replication run here (another cos command) that sees the session
         # this host's already finds them, and never takes the mapped copy for a rewrite. Should
         # another host take it first, the marks only keep this copy from being read again.
         _adopt(storage, tiers, done, local_host)

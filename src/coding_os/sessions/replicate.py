@@ -33,8 +33,9 @@ lines are the N stored ones, their paths mapped to this checkout (the mark keeps
 stored last line and of the file's), so replication goes on at line N+1 instead of taking the
 mapped copy for a rewrite. Lines of one replica may then hold the roots of several hosts.
 
-Where it runs: `cos sync` (api.sync_sessions), after each index refresh when the storage is
-shared (PostgreSQL), and in the daemon's sweep. On SQLite (one host's own database) `cos sync`
+Where it runs: `cos sync` (api.sync_sessions), and after each index refresh when the storage
+is shared (PostgreSQL): every `cos sessions`, `cos resume`, `cos import` that finds a change.
+Nothing replicates in the background: the daemon does not. On SQLite (one host's own database) `cos sync`
 replicates nothing and says so: there is no other host to read the lines.
 """
 
