@@ -9,14 +9,17 @@ expected is refused, never followed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
 import stat
+from collections.abc import Iterator
 
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 
 __all__ = [
+    "exclusive_lock",
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
     "read_regular", "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
     "last_line_start", "set_aside_torn", "private", "open_snapshot",
@@ -178,6 +181,25 @@ def sync_files(paths: list[str]) -> None:
         thread.join()
     if errors:
         raise errors[0]
+
+
+@contextlib.contextmanager
+def exclusive_lock(path: str) -> Iterator[None]:
+    """Hold an exclusive flock on the lock file `path` (made 0600 if missing, never through a
+    symlink) for the `with` block; other processes taking it wait their turn.
+
+    Raises:
+        StateIOError: the lock file cannot be opened.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, FILE_MODE)
+    except OSError as exc:
+        raise io_error(path, exc) from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
 
 
 def locked_append(path: str, record: bytes) -> None:

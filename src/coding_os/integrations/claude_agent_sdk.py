@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-import contextlib
-import fcntl
 import functools
 import hashlib
 import os
@@ -53,7 +51,7 @@ from coding_os.state.identity import mint_session_id
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterator, Mapping
+    from collections.abc import Callable, Mapping
     from typing import Any, TypeVar
 
     from coding_os.storage.base import Storage
@@ -168,7 +166,7 @@ class CosSessionStore:
             _check_record(record)
         folder = self._session_dir(key)
         durable.ensure_dir(folder)
-        with _locked(os.path.join(folder, _LOCK)):
+        with durable.exclusive_lock(os.path.join(folder, _LOCK)):
             session = self._session_for(folder, key, subpath)
             path = transcript.transcript_path(self.tiers, session)
             turn, uuids = self._state(session, path)
@@ -245,7 +243,7 @@ class CosSessionStore:
         if not os.path.isdir(folder):
             return
         subpath = _subpath(key)
-        with _locked(os.path.join(folder, _LOCK)):
+        with durable.exclusive_lock(os.path.join(folder, _LOCK)):
             if subpath is None:
                 names = [n for n in _names(folder) if n.startswith("sub-")] + [_MAIN]
                 durable.unlink_quietly(os.path.join(folder, _SUMMARY))
@@ -623,16 +621,4 @@ def _subdirs(folder: str) -> list[str]:
             if os.path.isdir(os.path.join(folder, n))]
 
 
-@contextlib.contextmanager
-def _locked(path: str) -> Iterator[None]:
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_CLOEXEC", 0), durable.FILE_MODE)
-    except OSError as exc:
-        raise durable.io_error(path, exc) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import fcntl
 import os
 import random
 import threading
@@ -181,17 +180,13 @@ class CosCheckpointSaver(BaseCheckpointSaver[str]):
             return session
         lock_path = os.path.join(self.tiers.agent_dir(AGENT), ".threads.lock")
         durable.ensure_dir(os.path.dirname(lock_path))
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, durable.FILE_MODE)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with durable.exclusive_lock(lock_path):
             session = self._scan().get(thread_id)
             if session is None:
                 session = transcript.create(
                     self.tiers, AGENT, native_id=thread_id, project=self.project,
                     title=_title(thread_id), durability=self.durability)
                 self._sessions[thread_id] = session
-        finally:
-            os.close(fd)
         return session
 
     def _read(self, session: str) -> _Thread:

@@ -28,7 +28,6 @@ written by `transcript.append` (durable, locked). Reads take no lock.
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import hashlib
 import os
 from contextlib import contextmanager
@@ -224,15 +223,8 @@ class CosSession:
         """Hold the exclusive lock `<state_dir>/openai-agents/.sdk-locks/<name>.lock`."""
         folder = durable.ensure_dir(os.path.join(self._agent_dir(), _LOCKS))
         path = os.path.join(folder, name + ".lock")
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, durable.FILE_MODE)
-        except OSError as exc:
-            raise durable.io_error(path, exc) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
+        with durable.exclusive_lock(path):
             yield
-        finally:
-            os.close(fd)  # closing releases the lock
 
     @contextmanager
     def _changing(self, *, create: bool) -> Iterator[str | None]:
