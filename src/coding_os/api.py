@@ -688,7 +688,8 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
         # whatever name the host had when it wrote them: no filter unless one is asked for.
         wanted = (None if all_hosts or (given is None and not storage.shared)
                   else [given or here])
-        elsewhere = _dirs_elsewhere(storage, caller, dirs, here, wanted)
+        elsewhere = (_dirs_elsewhere(storage, caller, dirs, here, wanted)
+                     if storage.shared else {})
         if not elsewhere:
             rows = storage.index_rows(agent=agent, search=search, cwd_under=dirs, limit=limit,
                                       branch=branch, hosts=wanted, local_host=here)
