@@ -88,7 +88,9 @@ def new_origin(path: Path) -> Path:
                  ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit",
                   "-q", "-m", "initial"]):
         if argv[1] == "add":
-            (path / "hello.txt").write_text("hello\n", encoding="utf-8")
+            # Content of its own: two repositories committed alike in the same second would
+            # share their root commit, and so be one project.
+            (path / "hello.txt").write_text(f"hello from {path.name}\n", encoding="utf-8")
         subprocess.run(argv, cwd=path, check=True, capture_output=True)
     return path
 
