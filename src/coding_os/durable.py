@@ -9,12 +9,10 @@ expected is refused, never followed.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import fcntl
 import os
 import stat
-from collections.abc import Iterator
 
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 
@@ -183,23 +181,35 @@ def sync_files(paths: list[str]) -> None:
         raise errors[0]
 
 
-@contextlib.contextmanager
-def exclusive_lock(path: str) -> Iterator[None]:
+class exclusive_lock:  # noqa: N801 - used as a function: `with exclusive_lock(path):`
     """Hold an exclusive flock on the lock file `path` (made 0600 if missing, never through a
-    symlink) for the `with` block; other processes taking it wait their turn.
+    symlink) for the `with` block; other processes taking it wait their turn. (A class, not a
+    contextlib generator: this module is on the hook's path, which imports no contextlib.)
 
     Raises:
         StateIOError: the lock file cannot be opened.
     """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, FILE_MODE)
-    except OSError as exc:
-        raise io_error(path, exc) from None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
+
+    __slots__ = ("path", "fd")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.fd = -1
+
+    def __enter__(self) -> None:
+        try:
+            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
+                              FILE_MODE)
+        except OSError as exc:
+            raise io_error(self.path, exc) from None
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        os.close(self.fd)  # closing releases the lock
 
 
 def locked_append(path: str, record: bytes) -> None:
