@@ -62,6 +62,8 @@ STOP_TIMEOUT_S = 15.0
 IDLE_FORGET_S = 6 * 3600  # a tree nobody asked about for this long is no longer watched
 SWEEP_S = 60.0  # how often idle trees are looked for
 JOBS_SWEEP_S = 2.0  # how often the jobs' runners are looked at (daemon/supervisor.py)
+KEEP_S = 1.0  # how often the spare runner and the spare worktrees are seen to
+KEEP_LATE_S = 2.0  # how late the jobs may be looked at while clients keep the daemon busy
 MAX_REQUEST = 1 << 16
 CLIENT_TIMEOUT_S = 2.0  # to send its request line, and again to take the answer
 MAX_CLIENTS = 256  # connections open at once; beyond, the oldest is dropped
@@ -372,6 +374,7 @@ class _Server:
         """Adopt the jobs whose runners live; mark failed those whose runners died."""
         from coding_os.daemon.supervisor import sweep
 
+        self.swept = time.monotonic()
         try:
             result = sweep()
         except (CosError, OSError) as exc:
@@ -380,7 +383,6 @@ class _Server:
         for job in result["failed"]:
             _log(f"job {job}: its runner died; marked failed")
         self.live_jobs = result["live"]
-        self.swept = time.monotonic()
         return result
 
     def changes(self, message: dict[str, object]) -> dict[str, object]:
@@ -665,11 +667,12 @@ def serve(folder: str, until_idle: bool = False) -> int:
     selector.register(listener, selectors.EVENT_READ, "listener")
     selector.register(server.watches.inotify.fd, selectors.EVENT_READ, "inotify")
     clients: set[_Client] = set()
-    last_sweep = time.monotonic()
+    last_sweep = kept = time.monotonic()
     try:
         while server.running:
             now = time.monotonic()
-            wait = min([1.0, *(client.deadline - now for client in clients)])
+            due = min(server.swept + JOBS_SWEEP_S, kept + KEEP_S)
+            wait = min([1.0, due - now, *(client.deadline - now for client in clients)])
             ready = selector.select(timeout=max(0.0, wait))
             now = time.monotonic()
             # Too slow to send its line or take its answer; one whose line came while another
@@ -686,10 +689,17 @@ def serve(folder: str, until_idle: bool = False) -> int:
                     server.on_spare(selector)
                 else:
                     _serve(server, key.data, selector, clients)
-            if time.monotonic() - server.swept > JOBS_SWEEP_S:
-                server.sweep_jobs()
-            server.keep_spare(selector)
-            server.keep_spare_trees()
+            # The jobs are looked at when no client waits (each look reads every job's state),
+            # so an answer never waits for them; under a stream of clients, late at most
+            # KEEP_LATE_S.
+            now = time.monotonic()
+            if not clients or now - due > KEEP_LATE_S:
+                if now - server.swept > JOBS_SWEEP_S:
+                    server.sweep_jobs()
+                if now - kept > KEEP_S:
+                    server.keep_spare(selector)
+                    server.keep_spare_trees()
+                    kept = time.monotonic()
             if time.monotonic() - last_sweep > SWEEP_S:
                 server.forget_idle()
                 last_sweep = time.monotonic()
