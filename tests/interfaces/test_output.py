@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from coding_os.errors import NotFound
-from coding_os.interfaces.output import dump_json, error_exit, visible
+from coding_os.interfaces.output import dump_json, error_exit, escape_json_controls, visible
 
 
 def test_visible_shows_control_characters_as_cat_v_does() -> None:
@@ -36,6 +36,20 @@ def test_json_carries_no_raw_control_character_and_reads_back_the_same(data: obj
     text = dump_json(data)
     assert all(c == "\n" or not (ord(c) < 0x20 or 0x7f <= ord(c) < 0xa0) for c in text)
     assert json.loads(text) == data
+
+
+_scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
+
+
+@given(st.lists(st.dictionaries(st.text(), _scalars, min_size=1), min_size=1)
+       | st.lists(st.dictionaries(st.text(), _scalars | st.lists(_scalars))))
+def test_a_listing_prints_as_the_indented_encoder_writes_it(rows: list[dict[str, object]]) -> None:
+    expected = escape_json_controls(json.dumps(rows, indent=2, ensure_ascii=False))
+    try:
+        expected.encode("utf-8")
+    except UnicodeEncodeError:
+        expected = json.dumps(rows, indent=2, ensure_ascii=True)
+    assert dump_json(rows) == expected
 
 
 def test_an_error_message_is_one_line_with_its_control_characters_visible(capsys) -> None:  # type: ignore[no-untyped-def]

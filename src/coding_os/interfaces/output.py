@@ -53,9 +53,35 @@ def dump_json(data: object) -> str:
     so the output stays UTF-8."""
     import json
 
-    text = escape_json_controls(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    text = _rows(data)
+    if text is None:
+        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+    text = escape_json_controls(text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
         return json.dumps(data, indent=2, ensure_ascii=True, default=str)
     return text
+
+
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+
+
+def _rows(data: object) -> str | None:
+    """`data`, a list of flat objects (a listing: `cos agents`, `cos sessions`), as
+    `json.dumps(data, indent=2)` writes it, through the C encoder, which json uses only without
+    indent (a thousand rows: a tenth of the time); None for any other shape."""
+    if not isinstance(data, list) or not data:
+        return None
+    for row in data:
+        if type(row) is not dict or not row or not all(
+                type(key) is str for key in row) or not _SCALARS.issuperset(
+                    map(type, row.values())):
+            return None
+    import json
+
+    # One call: the rows' members and the rows themselves both come apart by ",\n    "; as
+    # JSON strings hold no raw newline, "},\n    {" is only ever where one row ends and the next
+    # begins.
+    text = json.dumps(data, ensure_ascii=False, separators=(",\n    ", ": "))
+    return "[\n  {\n    " + text[2:-2].replace("},\n    {", "\n  },\n  {\n    ") + "\n  }\n]"
