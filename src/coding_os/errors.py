@@ -6,7 +6,9 @@ Exit codes (documented in docs/cli.md):
     1  not found, or a state value that is not trusted
     2  bad usage or invalid input (ids, names, payloads)
     3  misroute: state would land in the global hub or through a symlink (COS_STATE_MISROUTE)
-    4  the session belongs to another project
+    4  elsewhere: the session belongs to another project, or lives or runs on another host
+       (a repository this host lacks, a job another host runs); the message names the command
+       to run there
     5  ambiguous: several matches where one was required
     6  the state directory cannot be written (read-only, full, not a directory); damage
        found (`cos checkpoints verify`, `cos doctor`)
@@ -76,7 +78,8 @@ class Misroute(CosError):
 
 
 class CrossProject(CosError):
-    """The session belongs to another project."""
+    """The session belongs to another project, or the session or job is on another host: the
+    message is the command to run there."""
 
     exit_code = 4
 
