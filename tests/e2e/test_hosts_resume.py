@@ -273,31 +273,87 @@ def test_a_session_of_a_repository_host_b_has_not_checked_out_writes_nothing(
 # -- Codex ----------------------------------------------------------------------------------------
 
 
-def test_a_codex_rollout_of_host_a_resumes_on_host_b_in_bs_checkout(
+THIRD = "THIRD-PROMPT and back home?"
+
+
+def test_a_codex_rollout_of_host_a_resumes_on_host_b_and_comes_back_to_a_with_every_line_once(
         hosts: tuple[Host, Host]) -> None:
     require_clients()
     a, b = hosts
-    with ModelServer(codex_pwd_script("second turn done")) as server:
+    # pwd on A; pwd again on B (SECOND); pwd again back on A (THIRD); a text ends each turn.
+    script = [ToolCall("exec_command", {"cmd": "pwd"}),
+              when_prompted("SECOND-PROMPT", ToolCall("exec_command", {"cmd": "pwd"}),
+                            Text("first turn done")),
+              when_prompted("THIRD-PROMPT", ToolCall("exec_command", {"cmd": "pwd"}),
+                            Text("second turn done")),
+              Text("third turn done")]
+    with ModelServer(script) as server:
         succeeded(run_codex(a.checkout, FIRST, server, a.home,
                             env={"COS_HOST": "a", "COS_DATABASE_URL": a.env["COS_DATABASE_URL"]}))
         (rollout,) = codex_rollouts(a.codex_home)
         native = rollout.name[-len("xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx.jsonl"):-len(".jsonl")]
+        first = rollout.read_bytes().splitlines()
         succeeded(a.cos("sync"))
         write_codex_config(b.codex_home, server)
         env = {**codex_env(b.home, b.codex_home), **b.env, **shim(b, "codex", SECOND)}
         resumed = b.cos("resume", native, env=env)
         assert resumed.returncode == 0, resumed.stderr
         body = resumed_request(server, "/v1/responses")
-    relative = rollout.relative_to(a.codex_home)
-    target = b.codex_home / relative  # the same path under sessions/ as on A
-    assert str(target) in resumed.stderr
-    assert FIRST in json.dumps(body["input"])
+        relative = rollout.relative_to(a.codex_home)
+        target = b.codex_home / relative  # the same path under sessions/ as on A
+        assert str(target) in resumed.stderr
+        assert FIRST in json.dumps(body["input"])
+        outputs = tool_outputs(body)
+        assert str(a.checkout) in outputs[0] and str(b.checkout) in outputs[-1]
+        metas = [json.loads(x) for x in target.read_bytes().splitlines()]
+        cwds = [x["payload"]["cwd"] for x in metas if x.get("type") in ("session_meta",
+                                                                         "turn_context")]
+        assert cwds and set(cwds) == {str(b.checkout)}
+        synced = b.cos_json("sync")
+        assert synced["restarted"] == [] and synced["refused"] == []
+        on_b = target.read_bytes().splitlines()
+        assert on_b[len(first):] and on_b[len(first):] != first[:len(on_b) - len(first)]
+
+        # Back on A: A's rollout is a prefix of the replica, it gets B's lines, A takes the
+        # session back and Codex goes on there with the whole conversation.
+        asked = len(server.requests_to("/v1/responses"))
+        env = {**codex_env(a.home, a.codex_home), **a.env, **shim(a, "codex", THIRD)}
+        back = a.cos("resume", native, env=env)
+        assert back.returncode == 0, back.stderr
+        assert "moved: from host b to this one" in back.stderr and str(rollout) in back.stderr
+        assert len(server.requests_to("/v1/responses")) > asked
+        body = resumed_request(server, "/v1/responses")
+    sent = json.dumps(body["input"])
+    assert FIRST in sent and SECOND in sent and THIRD in sent  # A's and B's turns carried
     outputs = tool_outputs(body)
-    assert str(a.checkout) in outputs[0] and str(b.checkout) in outputs[-1]
-    metas = [json.loads(x) for x in target.read_bytes().splitlines()]
+    assert len(outputs) == 3 and str(a.checkout) in outputs[0] and \
+        str(b.checkout) in outputs[1] and str(a.checkout) in outputs[2]
+    assert codex_rollouts(b.codex_home) == [target] and codex_rollouts(a.codex_home) == [rollout]
+    on_a = rollout.read_bytes().splitlines()
+    # Every line once, in order: A's first turn as written, B's lines (their paths mapped to
+    # A's checkout), then A's new turn.
+    assert on_a[:len(first)] == first and len(on_a) > len(on_b)
+    assert [json.loads(x).get("timestamp") for x in on_a[:len(on_b)]] == \
+        [json.loads(x).get("timestamp") for x in on_b]
+    stamps = [str(json.loads(x).get("timestamp", "")) for x in on_a]
+    assert min(stamps[len(on_b):]) >= max(stamps[:len(on_b)])  # nothing of before again
+    metas = [json.loads(x) for x in on_a]
     cwds = [x["payload"]["cwd"] for x in metas if x.get("type") in ("session_meta",
                                                                      "turn_context")]
-    assert cwds and set(cwds) == {str(b.checkout)}
+    assert len(cwds) >= 3 and set(cwds) == {str(a.checkout)}
+    succeeded(a.cos("sync"))
+    from coding_os.storage.postgres import PostgresStorage
+
+    with PostgresStorage(a.env["COS_DATABASE_URL"]) as storage:
+        row = storage.index_row(native)
+        assert row is not None and row.host == "a"
+        stored = [line for _, line in storage.replica_lines(row.id, "native")] or \
+            [line for _, line in storage.replica_lines(native, "native")]
+    # The replica: A's lines and B's as each host wrote them, then A's new turn, each once.
+    assert stored[:len(first)] == first and stored[len(first):len(on_b)] == on_b[len(first):]
+    assert stored[len(on_b):] == on_a[len(on_b):]
+    again = a.cos_json("sync")
+    assert again["restarted"] == [] and again["refused"] == [] and again["pushed"] == {}
 
 
 # -- cos-native -----------------------------------------------------------------------------------
