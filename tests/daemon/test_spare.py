@@ -221,6 +221,18 @@ def test_the_supervisor_keeps_a_spare_worktree_that_the_next_job_takes(project: 
     assert (worktrees / after / "later.txt").read_text(encoding="utf-8") == "later\n"
     assert git(worktrees / after, "rev-parse", "HEAD") == git(project, "rev-parse", "HEAD")
 
+    # The supervisor makes the next spare and keeps it: `cos gc` leaves it; `cos daemon stop`
+    # removes it, and only it.
+    until(lambda: (worktrees / "spare.ready").exists(), "the next spare worktree", timeout=120)
+    daemon = json.loads((daemon_folder() / "daemon.json").read_text())["pid"]
+    assert (worktrees / "spare.owner").read_text().strip() == str(daemon)
+    kept = cos("gc", "--dry-run", "--json", cwd=project)
+    assert json.loads(kept.stdout)["jobs"]["spares"] == [], kept.stderr
+    assert cos("daemon", "stop", cwd=project).returncode == 0
+    assert not (worktrees / "spare").exists() and not (worktrees / "spare.ready").exists()
+    assert "worktrees/spare" not in git(project, "worktree", "list")
+    assert all((worktrees / name).is_dir() for name in (first, job, after))
+
 
 def test_a_job_whose_agent_is_starting_holds_back_the_supervisors_own_work() -> None:
     from coding_os.daemon.supervisor import agent_starting

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -396,3 +397,49 @@ def test_a_job_whose_branch_exists_is_refused_even_with_a_spare_ready(repo: Path
     assert "4567cdef" not in git(repo, "worktree", "list", "--porcelain")
     assert len(git(repo, "worktree", "list", "--porcelain").split("\n\n")) <= len(
         before.split("\n\n"))
+
+
+def test_gc_removes_a_spare_no_supervisor_keeps_once_its_project_had_no_job_for_an_hour(
+        project: Path) -> None:
+    import fcntl
+    import subprocess
+    import time
+
+    from coding_os.daemon import jobs
+
+    made = create_worktree(str(project), JOB)
+    dead = subprocess.Popen(["true"])  # its pid: a supervisor that no longer runs
+    dead.wait()
+    assert prepare_spare(str(project), owner=dead.pid)  # as a killed supervisor left it
+    worktrees = project / ".coding-os" / "worktrees"
+    spare = worktrees / "spare"
+    job = jobs.new_job({"name": "j", "agent": "exec", "cwd": str(project),
+                        "project": str(project), "worktree": made.path}, "true")
+    jobs.update(job, state="done")
+
+    def gc(*args: str) -> dict[str, Any]:
+        done = cos("gc", "--json", *args, cwd=project)
+        assert done.returncode == 0, done.stderr
+        found: dict[str, Any] = json.loads(done.stdout)["jobs"]
+        return found
+
+    # A job was made in a worktree of the project within the hour: the spare is still of use.
+    assert gc("--dry-run") == {"removed": [], "kept": [], "spares": [], "kept_spares": []}
+    jobs.update(job, startedAt=int((time.time() - 2 * 3600) * 1000))
+    assert gc("--dry-run")["spares"] == [str(spare)]
+    assert spare.is_dir() and "worktrees/spare" in git(project, "worktree", "list")
+
+    with open(worktrees / ".spare.lock", "a+b") as held:  # a job taking it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        found = gc()
+        assert found["spares"] == []
+        assert [kept["worktree"] for kept in found["kept_spares"]] == [str(spare)]
+        assert spare.is_dir()
+
+    done = cos("gc", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert f"removed the spare worktree {spare}" in done.stdout
+    assert not spare.exists() and not (worktrees / "spare.ready").exists()
+    assert "worktrees/spare" not in git(project, "worktree", "list")
+    assert Path(made.path).is_dir() and made.path in git(project, "worktree", "list")
+    assert gc("--dry-run")["spares"] == []

@@ -576,7 +576,10 @@ def attach(key: str, since: int = 0, env: Mapping[str, str] | None = None
 def gc_jobs(days: float, dry_run: bool = False, env: Mapping[str, str] | None = None
             ) -> dict[str, Any]:
     """Remove the jobs that ended more than `days` ago with their worktrees, keeping each
-    worktree that holds work (and its job), said in `kept`."""
+    worktree that holds work (and its job), said in `kept`; and the spare worktrees no running
+    supervisor keeps (its supervisor was stopped or killed) of the projects that had no job in
+    a worktree for the supervisor's keep period, said in `spares` (`kept_spares`: one a job
+    or a supervisor holds the lock of, named with why)."""
     from coding_os.daemon import roster
 
     from coding_os.daemon.worktrees import WorkAtRisk
@@ -602,7 +605,55 @@ def gc_jobs(days: float, dry_run: bool = False, env: Mapping[str, str] | None = 
             kept.append({"id": job.id, "why": str(exc)})
         except (JobError, CosError):
             continue
-    return {"removed": removed, "kept": kept}
+    spares, kept_spares = _gc_spares(now, dry_run, env)
+    return {"removed": removed, "kept": kept, "spares": spares, "kept_spares": kept_spares}
+
+
+def _gc_spares(now: float, dry_run: bool, env: Mapping[str, str] | None
+               ) -> tuple[list[str], list[dict[str, str]]]:
+    """The spare worktrees gc_jobs removes (or would), and those it keeps because their lock
+    is held."""
+    from coding_os.daemon import server
+    from coding_os.daemon.supervisor import worktree_projects
+    from coding_os.daemon.worktrees import (SPARE, WORKTREES_DIR, drop_spare, spare_locked,
+                                            spare_owner, spare_projects, worktrees_dir)
+    from coding_os.state.root import STATE_DIR_NAME, hub_dir
+
+    candidates = spare_projects(hub_dir(env))
+    if not candidates:
+        return [], []
+    recent = set()
+    for project in worktree_projects(now - server.SPARE_KEEP_S, env)[0]:
+        try:
+            recent.add(os.path.dirname(os.path.dirname(worktrees_dir(project))))
+        except CosError:
+            continue
+    keeper = None  # the pid of the running supervisor: the spares it made are its own
+    daemon = server.status(env)
+    if daemon.get("running"):
+        keeper = daemon.get("pid")
+        if keeper is None:  # it holds its lock but does not answer: its info file says
+            try:
+                with open(os.path.join(str(daemon["dir"]), server.INFO), "rb") as f:
+                    keeper = json.loads(f.read(4096)).get("pid")
+            except (OSError, ValueError, AttributeError):
+                keeper = -1  # unknown: every spare with an owner counts as its
+    removed: list[str] = []
+    kept: list[dict[str, str]] = []
+    for top in candidates:
+        owner = spare_owner(top)
+        if top in recent or (owner is not None and keeper in (owner, -1)):
+            continue
+        path = os.path.join(top, STATE_DIR_NAME, WORKTREES_DIR, SPARE)
+        try:
+            if spare_locked(top) or (not dry_run and not drop_spare(top)):
+                kept.append({"worktree": path, "why": "its lock is held (a job taking it, or "
+                                                      "a supervisor making it)"})
+            else:
+                removed.append(path)
+        except CosError as exc:
+            kept.append({"worktree": path, "why": str(exc)})
+    return removed, kept
 
 
 def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,

@@ -25,7 +25,8 @@ exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
   within SPARE_KEEP_S, one made ahead at the checkout's HEAD (by a process of its own at low
   priority, never within SPARE_TREE_AFTER_S of a job's making nor while a job's agent is
   starting), which the next job there takes over instead of writing its files; removed once
-  the project has had no such job for SPARE_KEEP_S.
+  the project has had no such job for SPARE_KEEP_S, and when the daemon stops (one a job is
+  taking is left to it). `cos gc` removes those a killed daemon left (agents.gc_jobs).
 
 Anything can talk to the socket, so every request is checked and a bad one answered with an
 error line; the daemon itself never stops on one.
@@ -272,6 +273,32 @@ class _Server:
             except OSError as exc:
                 error = exc
         _log(f"the spare worktrees were not made: {error}")
+
+    def drop_spare_trees(self) -> None:
+        """On the way out: end a preparation under way and remove the spare worktrees this
+        daemon keeps (made, or found ready), so that none outlives it; one a job is taking
+        (its lock held) is left to that job."""
+        if self.preparing is not None:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                try:
+                    os.killpg(self.preparing.pid, sig)  # a session of its own: git with it
+                except OSError:
+                    pass
+                try:
+                    self.preparing.wait(timeout=5.0)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            self.preparing = None
+        from coding_os.daemon.worktrees import drop_spare
+
+        for project in sorted(self.spare_trees | set(self.tree_projects)):
+            try:
+                if not drop_spare(project):
+                    _log(f"the spare worktree of {project} is being taken by a job: left to it")
+            except (CosError, OSError) as exc:
+                _log(f"the spare worktree of {project} was not removed: {exc}")
+        self.spare_trees.clear()
 
     def wants_spare(self) -> bool:
         """Whether background jobs are in use: one runs, or one was made (or removed) within
@@ -720,6 +747,7 @@ def serve(folder: str, until_idle: bool = False) -> int:
             os.unlink(os.path.join(folder, INFO))
         except OSError:
             pass
+        server.drop_spare_trees()  # before the lock goes: `cos daemon stop` waits for it
         _log(f"daemon stopped (pid {os.getpid()})")
         os.close(lock)
     return 0

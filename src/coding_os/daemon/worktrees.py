@@ -13,8 +13,11 @@ whose files are all written, made (at low priority) at the commit the main check
 out, with `spare.ready` naming that commit once it is complete. A job made while the spare is
 ready at the checkout's HEAD takes it over (`git worktree move` to its own path, then its branch
 made there) instead of writing its files; a spare at another commit (HEAD moved since), changed,
-or half made is never taken, and is replaced. `.spare.lock` (flock) keeps a take and a
-preparation apart.
+or half made is never taken, and is replaced. `.spare.lock` (flock) keeps a take, a
+preparation and a removal apart. `spare.owner` names the pid of the supervisor that made the
+spare: one that no running supervisor keeps (it was stopped or killed) is removed by `cos gc`
+once its project has had no job for a while (agents.gc_jobs), and the supervisor removes its
+own when it stops.
 
 Removing a worktree would lose its uncommitted changes and the commits of its branch that no
 other branch, tag, remote-tracking ref or checkout holds; `remove_worktree` refuses that unless
@@ -38,7 +41,8 @@ from coding_os.state.root import STATE_DIR_NAME, hub_dir, linked_worktree_main
 __all__ = ["JOB_ID_RE", "BRANCH_PREFIX", "WORKTREES_DIR", "SPARE", "Worktree", "WorktreeStatus",
            "WorkAtRisk", "is_git_repository", "needs_worktree", "worktrees_dir",
            "create_worktree", "check_out", "inspect_worktree", "remove_worktree",
-           "spare_ready", "prepare_spare", "drop_spare", "main"]
+           "spare_ready", "prepare_spare", "drop_spare", "spare_projects", "spare_owner",
+           "spare_locked", "main"]
 
 # A job id as cos mints it: lower-case hex. Nothing else is ever made a path or a branch name.
 JOB_ID_RE = re.compile(r"[0-9a-f]{8,32}")
@@ -47,6 +51,7 @@ WORKTREES_DIR = "worktrees"  # in the state dir (a name state/tiers.py reserves)
 _IGNORE_ALL = b"# made by coding-os: job worktrees are never part of the main checkout\n*\n"
 _SHOWN = 5  # paths or commits a refusal names before "and N more"
 SPARE, SPARE_READY, SPARE_LOCK = "spare", "spare.ready", ".spare.lock"  # in the worktrees folder
+SPARE_OWNER = "spare.owner"  # in the worktrees folder: the pid of the supervisor that made it
 
 
 class _Value:
@@ -300,6 +305,7 @@ def _take_spare(top: str, folder: str, path: str, branch: str, base: str) -> boo
                 "--ignore-submodules=none").strip(b"\0"):
             return False  # changed since it was made: the supervisor makes another
         durable.unlink_quietly(os.path.join(folder, SPARE_READY))  # this job's from here on
+        durable.unlink_quietly(os.path.join(folder, SPARE_OWNER))
         try:
             git(top, "worktree", "move", spare, path)
             git(path, "checkout", "-q", "-b", branch)
@@ -336,11 +342,12 @@ def spare_ready(project: str) -> bool:
     return base is not None and _ready_base(folder) == base
 
 
-def prepare_spare(project: str) -> bool:
+def prepare_spare(project: str, owner: int | None = None) -> bool:
     """Make the spare worktree of `project`'s checkout at the commit checked out there, unless
     it is ready at that commit already (one at another commit is replaced); whether one is
     ready. Nothing is made before a job made the worktrees folder, nor while another process
-    holds the spare's lock.
+    holds the spare's lock. `owner`: the pid of the supervisor it is made for (`spare.owner`),
+    which then keeps it.
 
     Raises:
         CosError: git failed, or the spare's marker could not be written.
@@ -359,6 +366,10 @@ def prepare_spare(project: str) -> bool:
         durable.unlink_quietly(os.path.join(folder, SPARE_READY))
         spare = os.path.join(folder, SPARE)
         _remove_spare_at(top, spare)
+        if owner is None:
+            durable.unlink_quietly(os.path.join(folder, SPARE_OWNER))
+        else:
+            durable.atomic_write(os.path.join(folder, SPARE_OWNER), b"%d\n" % owner)
         git(top, "worktree", "add", "-q", "-f", "--detach", "--no-checkout", spare, base)
         check_out(spare)
         # Its index's stat data brought up to date now, so the status a take asks is quick.
@@ -369,24 +380,94 @@ def prepare_spare(project: str) -> bool:
         os.close(lock)
 
 
-def drop_spare(project: str) -> None:
+def drop_spare(project: str) -> bool:
     """Remove the spare worktree of `project`'s checkout, if there is one and nobody is
-    taking it."""
+    taking it (or making it); False when another process holds the spare's lock, and then
+    nothing is removed. Only `<worktrees>/spare` is ever removed: a job's worktree never."""
     try:
         folder = worktrees_dir(project)
+        _own_folder(os.path.dirname(folder))
+        _own_folder(folder)
     except CosError:
-        return
+        return True
     spare = os.path.join(folder, SPARE)
     if not os.path.lexists(spare) and not os.path.lexists(os.path.join(folder, SPARE_READY)):
-        return
+        return True
     lock = _spare_lock(folder)
     if lock is None:
-        return
+        return False
     try:
         durable.unlink_quietly(os.path.join(folder, SPARE_READY))
         _remove_spare_at(os.path.dirname(os.path.dirname(folder)), spare)
+        durable.unlink_quietly(os.path.join(folder, SPARE_OWNER))
+        return True
     finally:
         os.close(lock)
+
+
+def spare_projects(hub: str) -> list[str]:
+    """The tops of the main checkouts whose state dir (one registered in `hub`, this user's)
+    holds a spare worktree or its marker, each once, sorted."""
+    from coding_os.state.registry import HUB_DIR
+
+    entries = os.path.join(hub, HUB_DIR)
+    try:
+        names = os.listdir(entries)
+    except OSError:
+        return []
+    found = set()
+    for name in names:
+        try:
+            data = durable.read_small(os.path.join(entries, name), 4096)
+        except (CosError, OSError):
+            continue
+        state_dir = os.fsdecode(data.strip()) if data else ""
+        if not os.path.isabs(state_dir) or "\0" in state_dir or \
+                os.path.basename(state_dir) != STATE_DIR_NAME:
+            continue
+        folder = os.path.join(state_dir, WORKTREES_DIR)
+        if not (os.path.lexists(os.path.join(folder, SPARE))
+                or os.path.lexists(os.path.join(folder, SPARE_READY))):
+            continue
+        top = os.path.dirname(state_dir)
+        try:
+            if worktrees_dir(top) != folder or not registry.registered(state_dir, hub):
+                continue
+        except CosError:
+            continue
+        found.add(top)
+    return sorted(found)
+
+
+def spare_owner(project: str) -> int | None:
+    """The pid of the supervisor that made the spare worktree of `project`'s checkout (None
+    when unknown)."""
+    try:
+        folder = worktrees_dir(project)
+    except CosError:
+        return None
+    try:
+        data = durable.read_small(os.path.join(folder, SPARE_OWNER), 64)
+    except (CosError, OSError):
+        return None
+    text = data.decode("ascii", "replace").strip() if data is not None else ""
+    return int(text) if text.isdigit() and len(text) < 12 else None
+
+
+def spare_locked(project: str) -> bool:
+    """Whether another process holds the lock of the spare worktree of `project`'s checkout
+    (a job taking it, or a supervisor making or removing it)."""
+    try:
+        folder = worktrees_dir(project)
+    except CosError:
+        return False
+    if not os.path.isdir(folder) or os.path.islink(folder):
+        return False
+    lock = _spare_lock(folder)
+    if lock is None:
+        return True
+    os.close(lock)
+    return False
 
 
 def main(argv: list[str]) -> int:
@@ -402,8 +483,8 @@ def main(argv: list[str]) -> int:
         try:
             if argv[0] == "--drop":
                 drop_spare(project)
-            else:
-                prepare_spare(project)
+            else:  # run by the supervisor (through nice, which execs): the spare is its
+                prepare_spare(project, owner=os.getppid())
         except CosError as exc:
             sys.stderr.write(f"cos: the spare worktree of {project} was not made: {exc}\n")
             code = 1

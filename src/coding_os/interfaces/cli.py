@@ -246,7 +246,8 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
     --panels, move cos transcripts older than cleanup_period_days to the trash (kept 7 days),
     remove checkpoints older than cleanup_period_days, and delete checkpoint objects no
     checkpoint reaches (older than an hour), and remove the background jobs of this user that
-    ended before cleanup_period_days with their worktrees (one that holds work is kept)."""
+    ended before cleanup_period_days with their worktrees (one that holds work is kept) and the
+    spare worktrees no running supervisor keeps of projects with no job for an hour."""
     report = api.gc_panels(dry_run=dry_run)
     retention = None if panels else api.collect_transcripts(dry_run=dry_run)
     objects = None if panels else api.checkpoint_collect(dry_run=dry_run)
@@ -283,6 +284,10 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
              f"(older than the period)")
         for kept in old_jobs["kept"]:
             echo(f"kept job {kept['id']}: {kept['why']}", err=True)
+        for spare in old_jobs["spares"]:
+            echo(f"{gone} the spare worktree {spare} (no supervisor keeps it)")
+        for kept in old_jobs["kept_spares"]:
+            echo(f"kept the spare worktree {kept['worktree']}: {kept['why']}", err=True)
     for error in errors:
         echo(f"error: {error}", err=True)
 
