@@ -375,11 +375,17 @@ def test_a_changed_spare_is_not_taken(repo: Path) -> None:
     assert tree(made.path)["README.md"] == ("f", b"hello\n", False)
 
 
-def test_drop_spare_removes_it_and_nothing_else(repo: Path) -> None:
+def test_drop_spare_removes_it_and_nothing_else_unless_its_lock_is_held(repo: Path) -> None:
+    import fcntl
+
     made = create_worktree(str(repo), JOB)
     assert prepare_spare(str(repo))
     before = checkout_state(repo)
-    drop_spare(str(repo))
+    with open(repo / ".coding-os" / "worktrees" / ".spare.lock", "a+b") as held:  # a job's take
+        fcntl.flock(held, fcntl.LOCK_EX)
+        assert drop_spare(str(repo)) is False
+        assert spare_ready(str(repo))
+    assert drop_spare(str(repo)) is True
     assert not (repo / ".coding-os" / "worktrees" / "spare").exists()
     assert not spare_ready(str(repo)) and checkout_state(repo) == before
     assert "worktrees/spare" not in git(repo, "worktree", "list")
