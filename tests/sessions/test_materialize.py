@@ -255,6 +255,20 @@ def test_a_native_id_that_cannot_name_a_file_is_refused(storage: SQLiteStorage,
     assert not (tmp_path / "c").exists()
 
 
+def test_a_subagent_stream_naming_a_file_claude_code_would_not_write_is_refused(
+        storage: SQLiteStorage, tmp_path: Path) -> None:
+    main = stored(storage, [claude_line(A)])
+    for name in ("../../escape.jsonl", f"{NATIVE}/../agent-x.jsonl",
+                 "other/subagents/agent-x.jsonl", "agent-x.meta.json"):
+        sub = stored(storage, [claude_line(A)], stream=f"subagent:{name}")
+        with pytest.raises(InvalidId):
+            materialize(storage, claude_row(), [main, sub], source_root=A, root=B, cwd=B,
+                        tiers=Tiers(str(tmp_path)), claude_dir=str(tmp_path / "c"),
+                        codex_dir=str(tmp_path / "x"))
+        storage.remove_replica(NATIVE, f"subagent:{name}")
+    assert not (tmp_path / "c").exists() and not (tmp_path / "escape.jsonl").exists()
+
+
 def test_a_repository_this_host_has_not_checked_out_is_another_project(
         storage: SQLiteStorage) -> None:
     source = stored(storage, [claude_line(A)])

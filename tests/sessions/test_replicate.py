@@ -481,3 +481,74 @@ def test_an_adopted_copy_that_no_longer_holds_the_stored_lines_starts_over(
     redone = replicate.replicate(storage, beta, host="beta")
     assert redone.restarted == [f"transcript:{SID}"]
     assert stored(storage, SID, "transcript") == path.read_bytes()
+
+
+FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude"
+FIXTURE_SESSION = "89488521-e2e7-4d97-bc02-38197efdddc8"
+FIXTURE_CWD = b"/Users/dain/workspace/claude-code-log"
+
+
+def test_a_claude_sessions_subagent_transcripts_reach_the_host_that_resumes_it(
+        pg_url: str, repo: Path, tmp_path: Path) -> None:
+    from coding_os.adapters.claude.transcripts import project_key as munge
+    from coding_os.sessions.sidechains import claude_sidechains
+    from coding_os.storage.postgres import PostgresStorage
+
+    checkouts = {"alpha": _clone(repo, tmp_path / "alpha" / "work" / "app"),
+                 "beta": _clone(repo, tmp_path / "beta" / "src" / "checkout")}
+    envs = {host: _host_env(tmp_path / host / "home", host, pg_url) for host in checkouts}
+    folders = {host: Path(envs[host]["HOME"]) / ".claude" / "projects" / munge(str(root))
+               for host, root in checkouts.items()}
+    main = (FIXTURES / f"claude-code-log__{FIXTURE_SESSION}.jsonl").read_bytes()
+    agent = (FIXTURES / "claude-code-log__agent-3be551df.jsonl").read_bytes()
+    other_session = b"58edcfae-5291-436c-91e4-54fbb188a0ca"  # the one the agent fixture names
+    # Real Claude Code files of one session on alpha, run in alpha's checkout: a 2.1.x nested
+    # subagent, a 2.0.x one beside the session, and beside it another session's (not this one's).
+    planted = {
+        f"{FIXTURE_SESSION}.jsonl": main,
+        f"{FIXTURE_SESSION}/subagents/agent-3be551df.jsonl": agent,
+        "agent-a0b1c2d3.jsonl": agent.replace(other_session, FIXTURE_SESSION.encode()),
+        "agent-3be551df.jsonl": agent}
+    for name, data in planted.items():
+        path = folders["alpha"] / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data.replace(FIXTURE_CWD, str(checkouts["alpha"]).encode()))
+    ours = [name for name in planted if name != "agent-3be551df.jsonl"]
+    alpha = _sync(checkouts["alpha"], envs["alpha"])
+    assert alpha["refused"] == [] and alpha["unreadable"] == []
+    with PostgresStorage(pg_url) as storage:
+        (row,) = [r for r in storage.index_rows() if r.native_id == FIXTURE_SESSION]
+        assert sorted(s.stream for s in storage.replica_sources(row.id)) == sorted(
+            ["native", *(f"subagent:{name}" for name in ours[1:])])
+        assert all(s.host == "alpha" for s in storage.replica_sources(row.id))
+
+    done = cos("resume", FIXTURE_SESSION, "--json", cwd=checkouts["beta"], env=envs["beta"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["moved_from"] == "alpha"
+    assert sorted(Path(f["path"]).relative_to(folders["beta"]).as_posix()
+                  for f in report["materialized"]) == sorted(ours)
+    for name in ours:  # the bytes alpha has, alpha's checkout mapped to beta's in each cwd
+        mapped = (folders["alpha"] / name).read_bytes().replace(
+            b'"cwd":"%s' % str(checkouts["alpha"]).encode(),
+            b'"cwd":"%s' % str(checkouts["beta"]).encode())
+        assert mapped != (folders["alpha"] / name).read_bytes()
+        assert (folders["beta"] / name).read_bytes() == mapped
+    assert not (folders["beta"] / "agent-3be551df.jsonl").exists()
+    found = claude_sidechains(str(folders["beta"] / f"{FIXTURE_SESSION}.jsonl"))
+    assert sorted((s["layout"], len(s["turns"]) > 0) for s in found) == [
+        ("nested", True), ("sibling", True)]
+    # beta owns the session now: its copies are known as pushed, what it adds is pushed.
+    beta = _sync(checkouts["beta"], envs["beta"])
+    assert (beta["refused"], beta["restarted"], beta["pushed"]) == ([], [], {})
+    nested = folders["beta"] / ours[1]
+    line = nested.read_bytes().splitlines()[-1]
+    with nested.open("ab") as f:
+        f.write(line + b"\n")
+    beta = _sync(checkouts["beta"], envs["beta"])
+    stream = f"subagent:{ours[1]}"
+    assert (beta["restarted"], beta["pushed"]) == ([], {f"{stream}:{row.id}": 1})
+    with PostgresStorage(pg_url) as storage:
+        assert {s.host for s in storage.replica_sources(row.id)} == {"beta"}
+        assert stored(storage, row.id, stream) == \
+            (folders["alpha"] / ours[1]).read_bytes() + line + b"\n"

@@ -5,6 +5,8 @@ written where its agent looks for it.
 - cos-native: the transcript (and the engine's events log, when replicated) into this project's
   state dir, `<agent>/transcripts/<sid>.jsonl` and `<agent>/events/<sid>.jsonl`;
 - Claude Code: `<claude dir>/projects/<this cwd, munged>/<id>.jsonl`, then `claude --resume`;
+  its subagent transcripts (streams `subagent:<file>`) where Claude Code writes them, `<file>`
+  under that same folder (`<id>/subagents/agent-<x>.jsonl`, or `agent-<x>.jsonl` beside it);
 - Codex: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<id>.jsonl` (the relative path it had on its
   host), then `codex resume`.
 
@@ -57,13 +59,21 @@ __all__ = [
 BATCH = 5000
 # The fields of a line holding a path of the session's host, by stream.
 _PATH_KEYS = {"transcript": ("cwd", "project", "worktree"),
-              "events": ("cwd", "project", "worktree"), "native": ("cwd",)}
+              "events": ("cwd", "project", "worktree"), "native": ("cwd",),
+              "subagent:": ("cwd",)}
 _NATIVE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _ROLLOUT_TAIL = re.compile(
     r"(?:^|/)([0-9]{4})/([0-9]{2})/([0-9]{2})/(rollout-[A-Za-z0-9._:-]{1,200}\.jsonl)$")
 # The order the files of a session are written in: the events before the transcript that
-# names them; a native file alone.
-_ORDER = {"events": 0, "native": 1, "transcript": 2}
+# names them, a Claude session's subagents before its transcript.
+_ORDER = {"events": 0, "subagent:": 0, "native": 1, "transcript": 2}
+_SUBAGENT = "subagent:"
+_AGENT_FILE = r"agent-[A-Za-z0-9_-]{1,128}\.jsonl"
+
+
+def _kind(stream: str) -> str:
+    """The stream's kind: `subagent:` for every `subagent:<file>`, else the stream itself."""
+    return _SUBAGENT if stream.startswith(_SUBAGENT) else stream
 
 
 @dataclass
@@ -251,7 +261,7 @@ def read_mapped(storage: Storage, source: ReplicaSource, old: str | Sequence[str
     Raises:
         StorageError: the storage failed or went away; a line is missing.
     """
-    keys = _PATH_KEYS[source.stream]
+    keys = _PATH_KEYS[_kind(source.stream)]
     if source.lines <= batch:
         lines = read_replica(storage, source, batch)
         return map_lines(lines, keys, old, new), len(lines)
@@ -348,6 +358,13 @@ def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude
     native = row.native_id or row.id
     if not _NATIVE_ID.match(native):
         raise InvalidId(f"not a session id: {native!r}")
+    if source.stream.startswith(_SUBAGENT):
+        name = source.stream[len(_SUBAGENT):]
+        if not re.fullmatch(rf"(?:{re.escape(native)}/subagents/)?{_AGENT_FILE}", name):
+            raise InvalidId(f"not a subagent transcript of {native}: {name!r}")
+        from coding_os.adapters.claude.transcripts import project_key as munge
+
+        return os.path.join(claude_dir, "projects", munge(cwd), *name.split("/"))
     if row.kind == "codex" or source.agent == "codex":
         return os.path.join(codex_dir, "sessions",
                             *_rollout_relative(source.path, row.created, native).split("/"))
@@ -375,14 +392,15 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
     """
     from coding_os import durable
 
-    wanted = [s for s in sources if s.stream in _PATH_KEYS and s.lines > 0]
+    wanted = [s for s in sources if _kind(s.stream) in _PATH_KEYS and s.lines > 0]
     if row.kind != "cos":
-        wanted = [s for s in wanted if s.stream == "native"][:1]
+        wanted = [s for s in wanted if s.stream == "native"][:1] + \
+            [s for s in wanted if row.kind == "claude" and _kind(s.stream) == _SUBAGENT]
     if not any(s.stream in ("transcript", "native") for s in wanted):
         raise NotFound(f"{row.id} is a session of host {row.host} with nothing replicated: "
                        f"run `cos sync` on {row.host}")
     planned: list[tuple[str, bytes, MaterializedFile]] = []
-    for source in sorted(wanted, key=lambda s: _ORDER[s.stream]):
+    for source in sorted(wanted, key=lambda s: (_ORDER[_kind(s.stream)], s.stream)):
         path = _target(source, row, tiers, cwd, claude_dir, codex_dir)
         olds = [r for r in (source_root, *roots) if r]
         data, count = read_mapped(storage, source, olds, root, batch)

@@ -4,7 +4,12 @@ What is pushed, per session, as streams of raw lines (`Storage.add_replica_lines
 - "transcript": each cos-native transcript, `<state_dir>/<agent>/transcripts/<sid>.jsonl`;
 - "events": each engine events log, `<state_dir>/<agent>/events/<sid>.jsonl` (runtime/events.py);
 - "native": each Claude Code transcript or Codex rollout the index holds for this project (the
-  rows of this host whose project is this one), under the row's id.
+  rows of this host whose project is this one), under the row's id;
+- "subagent:<file>": each subagent transcript of such a Claude Code session, under the same id:
+  `<file>` is its path relative to the session's folder, `<native>/subagents/agent-<id>.jsonl`
+  (2.1.x) or `agent-<id>.jsonl` beside the session, whose first line names it (2.0.x). The
+  2.1.x `agent-<id>.meta.json` is not replicated (a JSON object Claude Code rewrites, not a
+  file of lines).
 
 A line is the file's bytes up to its newline, exactly, whatever they hold; seq is the line number
 from 1. A torn last line (no newline yet) is not pushed until it is complete. Each source starts
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -54,8 +60,8 @@ from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.storage.base import ReplicaSource, Storage, StorageError
 
-__all__ = ["STATE_FILE", "BATCH_LINES", "BATCH_BYTES", "SyncReport", "Source", "project_sources",
-           "replicate", "replicate_source", "adopt"]
+__all__ = ["STATE_FILE", "BATCH_LINES", "BATCH_BYTES", "SUBAGENT", "SyncReport", "Source",
+           "project_sources", "claude_subagent_files", "replicate", "replicate_source", "adopt"]
 
 STATE_FILE = ".replicate-state.json"
 BATCH_LINES = 2000
@@ -68,7 +74,7 @@ class Source:
     """One file of a session to replicate."""
 
     session: str
-    stream: str  # "transcript", "events" or "native"
+    stream: str  # "transcript", "events", "native" or "subagent:<file>"
     agent: str
     path: str
 
@@ -129,10 +135,65 @@ def project_sources(storage: Storage, tiers: Tiers, host: str,
     found += [Source(session, "events", agent, path)
               for agent, session, path in _session_files(tiers, "events")]
     if root is not None:
+        siblings: dict[str, dict[str, list[str]]] = {}
         for row in storage.index_rows(hosts=[host], local_host=host, cwd_under=[root]):
             if row.kind in ("claude", "codex") and row.source_path and (
                     row.project in (None, root)):
                 found.append(Source(row.id, "native", row.agent, row.source_path))
+                if row.kind == "claude":
+                    found += [Source(row.id, SUBAGENT + name, row.agent, path)
+                              for name, path in claude_subagent_files(row.source_path, siblings)]
+    return found
+
+
+SUBAGENT = "subagent:"
+_SUBAGENT_FILE = re.compile(r"^agent-[A-Za-z0-9_-]{1,128}\.jsonl$")
+_SESSION_ID = re.compile(rb'"sessionId"[ \t]*:[ \t]*"([^"\\]{1,200})"')
+
+
+def _first_session_id(path: str) -> str | None:
+    """The `sessionId` in the first line of a subagent transcript (read from its first 8 KiB:
+    Claude Code writes it before the message), or None."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8192)
+    except OSError:
+        return None
+    match = _SESSION_ID.search(head.split(b"\n", 1)[0])
+    return match.group(1).decode("utf-8", "replace") if match else None
+
+
+def claude_subagent_files(path: str, siblings: dict[str, dict[str, list[str]]] | None = None
+                          ) -> list[tuple[str, str]]:
+    """The subagent transcripts of the Claude Code session whose file is `path`, as (name
+    relative to its folder, path): `<session>/subagents/agent-<id>.jsonl` (2.1.x) and the
+    `agent-<id>.jsonl` beside it whose first line names the session (2.0.x). `siblings` keeps
+    what each folder's `agent-*.jsonl` name, for the other sessions of the folder."""
+    folder, name = os.path.split(os.path.abspath(path))
+    native = name[:-len(".jsonl")] if name.endswith(".jsonl") else name
+    found: list[tuple[str, str]] = []
+    nested = os.path.join(folder, native, "subagents")
+    try:
+        names = sorted(os.listdir(nested))
+    except OSError:
+        names = []
+    found += [(f"{native}/subagents/{n}", os.path.join(nested, n)) for n in names
+              if _SUBAGENT_FILE.match(n) and os.path.isfile(os.path.join(nested, n))]
+    known = siblings.get(folder) if siblings is not None else None
+    if known is None:
+        known = {}
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            names = []
+        for n in names:
+            if _SUBAGENT_FILE.match(n):
+                owner = _first_session_id(os.path.join(folder, n))
+                if owner is not None:
+                    known.setdefault(owner, []).append(n)
+        if siblings is not None:
+            siblings[folder] = known
+    found += [(n, os.path.join(folder, n)) for n in known.get(native, [])]
     return found
 
 
