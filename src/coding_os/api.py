@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from coding_os.state.gc import PanelGcReport
     from coding_os.hooks.context import HookResult
     from coding_os.runtime.core import SessionSettings
-    from coding_os.sessions.export import Turn
+    from coding_os.sessions.export import ReplicaLog, Turn
     from coding_os.runtime.foreground import View as RunView
 
 __all__ = [
@@ -266,42 +266,104 @@ def _read_conversation(session: str, purpose: str, env: Mapping[str, str] | None
         InvalidId, NotFound: as `show_session`; NotFound: a session without a log (to `purpose`).
         InvalidInput: a branch the session does not have.
     """
-    from coding_os.sessions.export import read_turns
+    from coding_os.sessions.export import log_path, read_turns
 
-    row, source = _session_log(session, purpose, env, cwd)
-    meta, turns = read_turns(source, str(row.get("kind")),
-                             redact.configured(Caller(env, cwd).tiers.state_dir), branch)
+    row, source, replica = _session_log(session, purpose, env, cwd)
+    with log_path(source, replica) as path:
+        meta, turns = read_turns(path, str(row.get("kind")),
+                                 redact.configured(Caller(env, cwd).tiers.state_dir), branch)
     return row, meta, turns
 
 
 def _session_log(session: str, purpose: str, env: Mapping[str, str] | None,
-                 cwd: str | None) -> tuple[dict[str, Any], str]:
-    """A session's row and the path of its log.
+                 cwd: str | None, subagents: bool = False
+                 ) -> tuple[dict[str, Any], str, ReplicaLog | None]:
+    """A session's row, the path of its log, and its replica when it is another host's
+    session whose file is not on this host (`_replica_log`, with its `subagents` when asked
+    for; read it through `export.log_path`).
 
     Raises:
-        InvalidId, NotFound: as `show_session`; NotFound: a session without a log (to `purpose`).
+        InvalidId, NotFound: as `show_session`; NotFound: a session without a log (to `purpose`),
+            another host's with nothing replicated.
+        StorageError: as `_replica_log`.
     """
     row = show_session(session, env, cwd)
     source = row.get("source_path")
     if not isinstance(source, str) or not source:
         raise NotFound(f"session {session} has no log to {purpose}")
-    return row, source
+    return row, source, _replica_log(row, env, cwd, subagents)
 
 
-def session_branches(row: Mapping[str, object]) -> dict[str, object]:
-    """The live chain and the other branches of a session found by `show_session` (`row`):
-    `live_leaf`, `live_entries`, `branches` (number, tip, fork_point, length, messages,
-    first_prompt, last_ts) and `warnings`; a session whose log is not a tree has none.
+def _replica_log(row: Mapping[str, object], env: Mapping[str, str] | None,
+                 cwd: str | None, subagents: bool = False) -> ReplicaLog | None:
+    """The log of another host's session (`row`, as `show_session` gives it) read from the
+    shared storage when its file (the path its host recorded) is not on this host: read only,
+    nothing written here and the session left to its host (unlike `cos resume`, which
+    materialises and takes it); its paths as its host wrote them, as the row's are; with
+    `subagents`, a Claude Code session's subagent transcripts too. None when the session is
+    this host's, its file is here, or the storage is this host's own (SQLite).
 
     Raises:
-        NotFound: the session's log is gone.
+        NotFound: nothing of it is replicated (the host has not synced it).
+        StorageError: the storage cannot be used or went away mid-read.
+        InvalidInput: COS_HOST is not a valid host name.
     """
-    from coding_os.sessions.export import branches
+    from coding_os.state.hosts import this_host
+
+    host, source = row.get("host"), row.get("source_path")
+    if host is None or host == this_host(os.environ if env is None else env) \
+            or not isinstance(source, str) or os.path.isfile(source):
+        return None
+    from coding_os.sessions.export import ReplicaLog
+    from coding_os.sessions.materialize import read_replica
+    from coding_os.sessions.replicate import SUBAGENT
+
+    kind = str(row.get("kind"))
+    stream = "transcript" if kind == "cos" else "native"  # the file the row's log is
+
+    def work(storage: Storage) -> tuple[bool, ReplicaLog | None]:
+        if not storage.shared:
+            return False, None
+        for key in dict.fromkeys(str(k) for k in (row.get("id"), row.get("native_id")) if k):
+            sources = storage.replica_sources(key)
+            found = next((s for s in sources if s.stream == stream and s.lines > 0), None)
+            if found is None:
+                continue
+            log = ReplicaLog(os.path.basename(found.path), kind, read_replica(storage, found))
+            if subagents and kind == "claude":
+                log.subagents = {s.stream[len(SUBAGENT):]: read_replica(storage, s)
+                                 for s in sources
+                                 if s.stream.startswith(SUBAGENT) and s.lines > 0}
+            return True, log
+        return True, None
+
+    shared, replica = _with_index(Caller(env, cwd), env, work)
+    if shared and replica is None:
+        raise NotFound(f"{row.get('id')} is a session of host {host} with nothing replicated "
+                       f"and its file is not here: run `cos sync` on {host}")
+    return replica
+
+
+def session_branches(row: Mapping[str, object], env: Mapping[str, str] | None = None,
+                     cwd: str | None = None) -> dict[str, object]:
+    """The live chain and the other branches of a session found by `show_session` (`row`):
+    `live_leaf`, `live_entries`, `branches` (number, tip, fork_point, length, messages,
+    first_prompt, last_ts) and `warnings`; a session whose log is not a tree has none. Another
+    host's session whose file is not here is read from its replica (`_replica_log`), found
+    through the storage `env` and `cwd` select.
+
+    Raises:
+        NotFound: the session's log is gone; another host's session has nothing replicated.
+        StorageError: as `_replica_log`.
+    """
+    from coding_os.sessions.export import branches, log_path
 
     source = row.get("source_path")
-    if not isinstance(source, str) or not source:
+    kind = str(row.get("kind"))
+    if not isinstance(source, str) or not source or kind not in ("claude", "codex"):
         return {"live_leaf": None, "live_entries": None, "branches": [], "warnings": []}
-    return branches(source, str(row.get("kind")))
+    with log_path(source, _replica_log(row, env, cwd)) as path:
+        return branches(path, kind)
 
 
 def _storage(caller: Caller, env: Mapping[str, str] | None) -> Any:
@@ -2157,15 +2219,16 @@ def session_turns(session: str, offset: int = 0, limit: int = 50, branch: int | 
     """
     from dataclasses import asdict
 
-    from coding_os.sessions.export import read_page
+    from coding_os.sessions.export import log_path, read_page
 
     if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
         raise InvalidInput("the offset must be an integer, 0 or more")
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= TURNS_PAGE_MAX:
         raise InvalidInput(f"the page size must be 1 to {TURNS_PAGE_MAX}")
-    row, source = _session_log(session, "read", env, cwd)
-    page = read_page(source, str(row.get("kind")), offset, limit,
-                     redact.configured(Caller(env, cwd).tiers.state_dir), branch)
+    row, source, replica = _session_log(session, "read", env, cwd)
+    with log_path(source, replica) as path:
+        page = read_page(path, str(row.get("kind")), offset, limit,
+                         redact.configured(Caller(env, cwd).tiers.state_dir), branch)
     if offset and not page.turns:
         raise NotFound(f"session {session} has {page.total} turns: offset {offset} is past "
                        "the end")
@@ -2226,7 +2289,10 @@ def session_tokens(session: str, env: Mapping[str, str] | None = None,
             return {"session": row["id"], "source": "engine", "turns": turns}
     kind, source = str(row.get("kind")), row.get("source_path")
     if kind in ("claude", "codex") and isinstance(source, str) and source:
-        turns = native_turns(source, kind)
+        from coding_os.sessions.export import log_path
+
+        with log_path(source, _replica_log(row, env, cwd)) as native:
+            turns = native_turns(native, kind)
         if turns:
             return {"session": row["id"], "source": kind, "turns": turns}
     return {"session": row["id"], "source": None, "turns": []}
@@ -2244,18 +2310,20 @@ def session_sidechains(session: str, branch: int | None = None,
     Raises:
         InvalidId, NotFound: as `show_session`. InvalidInput: a branch it does not have.
     """
+    from coding_os.sessions.export import log_path
     from coding_os.sessions.sidechains import claude_sidechains, cos_sidechains
 
-    row, source = _session_log(session, "read", env, cwd)
+    row, source, replica = _session_log(session, "read", env, cwd, subagents=True)
     state_dir = Caller(env, cwd).tiers.state_dir
     redacting = redact.configured(state_dir)
     kind = str(row.get("kind"))
-    if kind == "claude":
-        found = claude_sidechains(source, branch, redacting)
-    elif kind == "cos" and branch is None:
-        found = cos_sidechains(state_dir, str(row["id"]), source, redacting)
-    else:
-        found = []
+    with log_path(source, replica) as path:
+        if kind == "claude":
+            found = claude_sidechains(path, branch, redacting)
+        elif kind == "cos" and branch is None:
+            found = cos_sidechains(state_dir, str(row["id"]), path, redacting)
+        else:
+            found = []
     return {"session": row["id"], "sidechains": found}
 
 

@@ -8,6 +8,12 @@ renders it. Native logs are only read, never changed. Sidechain (subagent) entri
 Claude transcript are left out, as they are from the session list. Secrets of known shapes in the
 conversation are redacted (redact.py), unless the project says `redact: false`. `read_page` gives
 one page of the same conversation, reading a cos transcript only as far as the page.
+
+A session of another host whose file is not on this one (DESIGN.md §8) is read from its replica
+in the shared storage (`ReplicaLog`, which coding_os.api reads), as its host wrote it: its paths
+are that host's, as its index row's are. The readers read it through a private temporary copy
+(`log_path`), removed once read, as they read the file on that host; nothing of the session
+is written here.
 """
 
 from __future__ import annotations
@@ -17,9 +23,10 @@ import html
 import itertools
 import json
 import os
+import re
 from collections.abc import Iterator, Mapping
-from contextlib import closing
-from dataclasses import asdict, dataclass
+from contextlib import closing, contextmanager
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from coding_os import jsonwire
@@ -28,8 +35,8 @@ from coding_os.errors import InvalidInput, NotFound
 if TYPE_CHECKING:
     from coding_os.adapters.claude.tree import Tree
 
-__all__ = ["Turn", "Page", "FORMATS", "KINDS", "branches", "claude_entry_turns",
-           "codex_item_turns", "read_page", "read_turns", "render"]
+__all__ = ["Turn", "Page", "ReplicaLog", "FORMATS", "KINDS", "branches", "claude_entry_turns",
+           "codex_item_turns", "log_path", "read_page", "read_turns", "render"]
 
 FORMATS = ("md", "json", "html")
 KINDS = ("cos", "claude", "codex")
@@ -427,6 +434,79 @@ def read_page(path: str, kind: str, offset: int, limit: int, redacting: bool = T
         more = offset + limit < total
     meta, turns = _redacted(meta, turns, redacting)
     return Page(meta, turns, offset, total, more)
+
+
+@dataclass
+class ReplicaLog:
+    """The log of another host's session as the shared storage holds it: the name its file has
+    on that host, its kind (KINDS) and its lines (without their newlines) as that host wrote
+    them (sessions/materialize.py `read_replica`: nothing mapped); for a Claude Code session,
+    when asked for, its subagents' transcripts by their names relative to its folder
+    (`<id>/subagents/agent-<x>.jsonl` or `agent-<x>.jsonl`, as sessions/replicate.py files
+    them)."""
+
+    name: str
+    kind: str  # KINDS
+    lines: list[bytes]
+    subagents: dict[str, list[bytes]] = field(default_factory=dict)
+
+
+# The name a copy keeps from its host's file: plain characters, a .jsonl file.
+_COPY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,200}\.jsonl$")
+_AGENT_FILE = r"agent-[A-Za-z0-9_-]{1,128}\.jsonl"
+
+
+def _write_copy(path: str, lines: list[bytes]) -> None:
+    """Raises: StateIOError: it cannot be written."""
+    from coding_os import durable
+    from coding_os.errors import StateIOError
+
+    durable.ensure_dir(os.path.dirname(path))
+    try:
+        with open(path, "xb") as f:  # in a folder of this user's alone (0700)
+            f.writelines(part for line in lines for part in (line, b"\n"))
+    except OSError as exc:
+        raise StateIOError(f"cannot make a temporary copy of the replicated session: "
+                           f"{exc.strerror or exc}") from None
+
+
+@contextmanager
+def log_path(path: str, replica: ReplicaLog | None = None) -> Iterator[str]:
+    """Where to read a session's log: `path` itself, or, with `replica`, a private temporary
+    copy of it, in a 0700 directory of its own removed on exit, named as on its host (a Codex
+    rollout under a `sessions` folder, as Codex keeps it; a Claude Code session's subagents
+    where Claude Code writes them beside it): every reader of this module and of the adapters
+    reads it as it reads the file on that host. A subagent whose name is not one Claude Code
+    gives is left out.
+
+    Raises:
+        StateIOError: the copy cannot be written.
+    """
+    if replica is None:
+        yield path
+        return
+    import shutil
+    import tempfile
+
+    from coding_os.errors import StateIOError
+
+    name = replica.name if _COPY_NAME.match(replica.name) else "session.jsonl"
+    try:
+        folder = tempfile.mkdtemp(prefix="cos-replica-")
+    except OSError as exc:
+        raise StateIOError(f"cannot make a temporary copy of the replicated session: "
+                           f"{exc.strerror or exc}") from None
+    try:
+        where = os.path.join(folder, "sessions") if replica.kind == "codex" else folder
+        copy = os.path.join(where, name)
+        _write_copy(copy, replica.lines)
+        native = re.escape(name[:-len(".jsonl")])
+        for relative, lines in sorted(replica.subagents.items()):
+            if re.fullmatch(rf"(?:{native}/subagents/)?{_AGENT_FILE}", relative):
+                _write_copy(os.path.join(where, *relative.split("/")), lines)
+        yield copy
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 _LABELS = {"user": "User", "assistant": "Assistant", "tool_call": "Tool call",

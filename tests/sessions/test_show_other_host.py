@@ -1,0 +1,255 @@
+"""Reading on host B a session only host A has (DESIGN.md §8): `cos sessions show` and `cos
+export` of a Claude Code transcript and a Codex rollout that A imported and replicated read the
+replica in the shared PostgreSQL when A's file is not on B — what A prints, A's paths as A wrote
+them — and leave nothing on B: no file materialised, the session not moved. Two hosts simulated
+on this machine: two HOMEs, two clones of one repository at different paths, COS_HOST=a and b,
+one PostgreSQL schema; the transcripts are the real ones of ../shared/fixtures."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import (
+    CLAUDE_FIXTURES,
+    CODEX_FIXTURES,
+    COS,
+    OLD_EXEC,
+    ROLLOUTS,
+    VIEWER,
+    one_line_failure,
+    require_claude_fixtures,
+    require_codex_fixtures,
+    succeeded,
+)
+
+
+@dataclass
+class Host:
+    """One simulated host: its name, HOME and checkout, and the environment cos runs in."""
+
+    name: str
+    home: Path
+    checkout: Path
+    env: dict[str, str]
+
+    def cos(self, *args: str, env: dict[str, str] | None = None
+            ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([COS, *args], cwd=self.checkout, env={**self.env, **(env or {})},
+                              capture_output=True, text=True, timeout=120)
+
+    def cos_json(self, *args: str) -> Any:
+        return json.loads(succeeded(self.cos(*args, "--json")).stdout)
+
+
+def make_host(root: Path, name: str, origin: Path, where: str, url: str) -> Host:
+    home = root / f"home-{name}"
+    home.mkdir(parents=True)
+    checkout = root / where
+    checkout.parent.mkdir(parents=True)
+    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True,
+                   capture_output=True)
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "COS_HOST": name,
+           "COS_DATABASE_URL": url, "CODEX_HOME": str(home / ".codex"),
+           "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "LANG": "C.UTF-8",
+           "TMPDIR": str(root / f"tmp-{name}")}
+    (root / f"tmp-{name}").mkdir()
+    host = Host(name, home, checkout, env)
+    succeeded(host.cos("init", "--agent", "claude"))
+    return host
+
+
+@pytest.fixture
+def hosts(tmp_path: Path, pg_url: str) -> tuple[Host, Host]:
+    """Host A and host B: clones of one repository at different paths, one PostgreSQL schema."""
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    # Content of its own: repositories committed alike in the same second would share their
+    # root commit, and so be one project.
+    (origin / "README").write_text(f"show on another host {tmp_path.name}\n", encoding="utf-8")
+    for argv in (["init", "-q", "-b", "main"], ["add", "README"],
+                 ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q",
+                  "-m", "initial"]):
+        subprocess.run(["git", *argv], cwd=origin, check=True, capture_output=True)
+    return (make_host(tmp_path, "a", origin, "host-a/src/proj", pg_url),
+            make_host(tmp_path, "b", origin, "host-b/work/proj", pg_url))
+
+
+def plant(source: Path, target: Path, old_cwd: str, new_cwd: str) -> None:
+    """A fixture transcript at `target`, its `cwd` fields moved from `old_cwd` to `new_cwd`
+    (every other byte as it was)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    data = source.read_bytes()
+    moved = data.replace(f'"cwd":"{old_cwd}"'.encode(), f'"cwd":"{new_cwd}"'.encode())
+    assert moved != data
+    target.write_bytes(moved)
+
+
+def munged(path: Path) -> str:
+    return "".join(c if c.isalnum() else "-" for c in str(path))
+
+
+def sessions_of_a(a: Host, codex: bool = True) -> None:
+    """A Claude Code transcript with a subagent (and a Codex rollout) of A's checkout,
+    imported and replicated."""
+    require_claude_fixtures()
+    claude = a.home / ".claude" / "projects" / munged(a.checkout) / f"{VIEWER}.jsonl"
+    plant(CLAUDE_FIXTURES / f"claude-code-viewer__{VIEWER}.jsonl", claude, "/path/to/Demo",
+          str(a.checkout))
+    # A subagent of it where Claude Code 2.1 writes one: <id>/subagents/agent-<x>.jsonl.
+    subagent = claude.parent / VIEWER / "subagents" / "agent-3be551df.jsonl"
+    plant(CLAUDE_FIXTURES / "claude-code-log__agent-3be551df.jsonl", subagent,
+          "/Users/dain/workspace/claude-code-log", str(a.checkout))
+    subagent.write_bytes(subagent.read_bytes().replace(
+        b"58edcfae-5291-436c-91e4-54fbb188a0ca", VIEWER.encode()))
+    if codex:
+        require_codex_fixtures()
+        prefix, stamp = ROLLOUTS[OLD_EXEC]
+        name = f"rollout-{stamp}-{OLD_EXEC}.jsonl"
+        rollout = a.home / ".codex" / "sessions" / stamp[:4] / stamp[5:7] / stamp[8:10] / name
+        plant(CODEX_FIXTURES / f"{prefix}{name}", rollout,
+              "/Users/Nikita_Levyankov/repos/EPMCDME/codemie-ai/codemie-code", str(a.checkout))
+    synced = a.cos_json("sync")
+    assert synced["refused"] == [] and len(synced["pushed"]) == 2 + codex, synced
+
+
+def files_of(root: Path) -> set[str]:
+    return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
+
+
+def hide(host: Host) -> Path:
+    """Move the host's HOME away, as if it were on another machine: its files are not here."""
+    away = host.home.with_name(host.home.name + ".away")
+    host.home.rename(away)
+    return away
+
+
+def web_reads(host: Host, native: str) -> dict[str, Any]:
+    """What `cos web`'s session page reads of a session through the api, on `host`."""
+    from coding_os import api
+
+    where = {"env": host.env, "cwd": str(host.checkout)}
+    row = api.show_session(native, **where)
+    return {"turns": api.session_turns(native, 0, 20, **where),
+            "sidechains": api.session_sidechains(native, **where)["sidechains"],
+            "tokens": api.session_tokens(native, **where),
+            "tree": api.session_branches(row, **where)}
+
+
+def test_show_and_export_on_host_b_read_the_replica_of_a_session_only_host_a_has(
+        hosts: tuple[Host, Host]) -> None:
+    a, b = hosts
+    sessions_of_a(a)
+    shown = {native: a.cos_json("sessions", "show", native) for native in (VIEWER, OLD_EXEC)}
+    formats = {VIEWER: ("json", "md"), OLD_EXEC: ("json",)}
+    exports = {(native, fmt): succeeded(a.cos("export", native, "--format", fmt)).stdout
+               for native, each in formats.items() for fmt in each}
+    pages = {native: web_reads(a, native) for native in formats}
+    assert {s["layout"] for s in pages[VIEWER]["sidechains"]} == {"inline", "nested"}
+    hide(a)
+    home_before = files_of(b.home)
+    for native, each in formats.items():
+        assert web_reads(b, native) == pages[native]
+        on_b = b.cos_json("sessions", "show", native)
+        assert on_b["host"] == "a" and on_b["source_path"] == shown[native]["source_path"]
+        assert not os.path.exists(on_b["source_path"])  # A's file is not on B
+        assert on_b["tree"] == shown[native]["tree"] and on_b["tree"]["live_entries"] > 2
+        for fmt in each:
+            exported = succeeded(b.cos("export", native, "--format", fmt)).stdout
+            assert exported == exports[native, fmt]
+        turns = json.loads(exports[native, "json"])
+        assert len(turns["turns"]) > 2 and turns["meta"]["cwd"] == str(a.checkout)
+    # Read only: nothing materialised on B, no copy left, and the sessions stay A's.
+    assert files_of(b.home) == home_before
+    assert not (b.home / ".claude" / "projects").exists() and not (b.home / ".codex").exists()
+    assert not any(Path(b.env["TMPDIR"]).iterdir())
+    from coding_os.storage.postgres import PostgresStorage
+
+    with PostgresStorage(b.env["COS_DATABASE_URL"]) as storage:
+        for native in formats:
+            row = storage.index_row(native)
+            assert row is not None and row.host == "a"
+            assert {s.host for s in storage.replica_sources(row.id)} == {"a"}
+
+
+class CuttingProxy:
+    """A TCP proxy to PostgreSQL that closes a connection once the server has sent it more
+    than `budget` bytes: the database goes away in the middle of a read."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sent: list[int] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", 5432))
+            self.sent.append(0)
+            threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, len(self.sent) - 1),
+                             daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, counted: int | None) -> None:
+        try:
+            while data := src.recv(65536):
+                if counted is not None:
+                    self.sent[counted] += len(data)
+                    if self.sent[counted] > self.budget:
+                        break
+                dst.sendall(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def url(self, url: str) -> str:
+        return url.replace("127.0.0.1:5432", f"127.0.0.1:{self.port}")
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_on_host_b_a_session_not_replicated_is_not_found_and_postgresql_gone_is_exit_6(
+        hosts: tuple[Host, Host]) -> None:
+    a, b = hosts
+    sessions_of_a(a, codex=False)
+    hide(a)
+    assert "no session" in one_line_failure(b.cos("export", "no-such-session"), 1)
+    unreachable = {"COS_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/test"}
+    one_line_failure(b.cos("export", VIEWER, env=unreachable), 6)
+    # The database goes away while the replica is read (the lookup before it is a few kB).
+    proxy = CuttingProxy(budget=64 << 10)
+    try:
+        cut = {"COS_DATABASE_URL": proxy.url(b.env["COS_DATABASE_URL"])}
+        for args in (("export", VIEWER), ("sessions", "show", VIEWER, "--json")):
+            one_line_failure(b.cos(*args, env=cut), 6)
+        assert sum(n > proxy.budget for n in proxy.sent) == 2  # each cut once, in the read
+    finally:
+        proxy.close()
+    assert not any(Path(b.env["TMPDIR"]).iterdir())  # no copy left behind
+
+    from coding_os.storage.postgres import PostgresStorage
+
+    with PostgresStorage(b.env["COS_DATABASE_URL"]) as storage:
+        row = storage.index_row(VIEWER)
+        assert row is not None and storage.remove_replica(row.id, "native") > 0
+    for args in (("export", VIEWER), ("sessions", "show", VIEWER)):
+        assert "run `cos sync` on a" in one_line_failure(b.cos(*args), 1)
