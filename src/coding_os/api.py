@@ -295,16 +295,19 @@ def _session_log(session: str, purpose: str, env: Mapping[str, str] | None,
 
 
 def _replica_log(row: Mapping[str, object], env: Mapping[str, str] | None,
-                 cwd: str | None, subagents: bool = False) -> ReplicaLog | None:
+                 cwd: str | None, subagents: bool = False,
+                 stream: str | None = None) -> ReplicaLog | None:
     """The log of another host's session (`row`, as `show_session` gives it) read from the
     shared storage when its file (the path its host recorded) is not on this host: read only,
     nothing written here and the session left to its host (unlike `cos resume`, which
     materialises and takes it); its paths as its host wrote them, as the row's are; with
-    `subagents`, a Claude Code session's subagent transcripts too. None when the session is
-    this host's, its file is here, or the storage is this host's own (SQLite).
+    `subagents`, a Claude Code session's subagent transcripts too. With `stream` ("events":
+    a cos session's engine events log), that file instead, None when it is not replicated.
+    None when the session is this host's, its file is here, or the storage is this host's own
+    (SQLite).
 
     Raises:
-        NotFound: nothing of it is replicated (the host has not synced it).
+        NotFound: nothing of its log is replicated (the host has not synced it).
         StorageError: the storage cannot be used or went away mid-read.
         InvalidInput: COS_HOST is not a valid host name.
     """
@@ -319,14 +322,14 @@ def _replica_log(row: Mapping[str, object], env: Mapping[str, str] | None,
     from coding_os.sessions.replicate import SUBAGENT
 
     kind = str(row.get("kind"))
-    stream = "transcript" if kind == "cos" else "native"  # the file the row's log is
+    wanted = stream or ("transcript" if kind == "cos" else "native")  # the row's log
 
     def work(storage: Storage) -> tuple[bool, ReplicaLog | None]:
         if not storage.shared:
             return False, None
         for key in dict.fromkeys(str(k) for k in (row.get("id"), row.get("native_id")) if k):
             sources = storage.replica_sources(key)
-            found = next((s for s in sources if s.stream == stream and s.lines > 0), None)
+            found = next((s for s in sources if s.stream == wanted and s.lines > 0), None)
             if found is None:
                 continue
             log = ReplicaLog(os.path.basename(found.path), kind, read_replica(storage, found))
@@ -338,7 +341,7 @@ def _replica_log(row: Mapping[str, object], env: Mapping[str, str] | None,
         return True, None
 
     shared, replica = _with_index(Caller(env, cwd), env, work)
-    if shared and replica is None:
+    if shared and replica is None and stream is None:
         raise NotFound(f"{row.get('id')} is a session of host {host} with nothing replicated "
                        f"and its file is not here: run `cos sync` on {host}")
     return replica
@@ -2283,14 +2286,18 @@ def session_tokens(session: str, env: Mapping[str, str] | None = None,
         path: str | None = events_path(Caller(env, cwd).tiers, str(row["id"]))
     except InvalidId:  # a native session imported under its agent's id: no events log
         path = None
-    if path is not None and os.path.exists(path):
-        turns = engine_turns(read_since(path, 0).events)
+    from coding_os.sessions.export import log_path
+
+    kind, source = str(row.get("kind")), row.get("source_path")
+    events = None
+    if path is not None and not os.path.exists(path) and kind == "cos":
+        events = _replica_log(row, env, cwd, stream="events")  # another host's, if replicated
+    if path is not None and (events is not None or os.path.exists(path)):
+        with log_path(path, events) as log:
+            turns = engine_turns(read_since(log, 0).events)
         if turns:
             return {"session": row["id"], "source": "engine", "turns": turns}
-    kind, source = str(row.get("kind")), row.get("source_path")
     if kind in ("claude", "codex") and isinstance(source, str) and source:
-        from coding_os.sessions.export import log_path
-
         with log_path(source, _replica_log(row, env, cwd)) as native:
             turns = native_turns(native, kind)
         if turns:

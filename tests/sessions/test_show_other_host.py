@@ -22,6 +22,7 @@ from tests.helpers import (
     CLAUDE_FIXTURES,
     CODEX_FIXTURES,
     COS,
+    ECHO_AGENT,
     OLD_EXEC,
     ROLLOUTS,
     VIEWER,
@@ -97,7 +98,7 @@ def munged(path: Path) -> str:
     return "".join(c if c.isalnum() else "-" for c in str(path))
 
 
-def sessions_of_a(a: Host, codex: bool = True) -> None:
+def sessions_of_a(a: Host, codex: bool = True, others: int = 0) -> None:
     """A Claude Code transcript with a subagent (and a Codex rollout) of A's checkout,
     imported and replicated."""
     require_claude_fixtures()
@@ -118,18 +119,30 @@ def sessions_of_a(a: Host, codex: bool = True) -> None:
         plant(CODEX_FIXTURES / f"{prefix}{name}", rollout,
               "/Users/Nikita_Levyankov/repos/EPMCDME/codemie-ai/codemie-code", str(a.checkout))
     synced = a.cos_json("sync")
-    assert synced["refused"] == [] and len(synced["pushed"]) == 2 + codex, synced
+    assert synced["refused"] == [] and len(synced["pushed"]) == 2 + codex + others, synced
 
 
 def files_of(root: Path) -> set[str]:
     return {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()}
 
 
-def hide(host: Host) -> Path:
-    """Move the host's HOME away, as if it were on another machine: its files are not here."""
-    away = host.home.with_name(host.home.name + ".away")
-    host.home.rename(away)
-    return away
+def hide(host: Host) -> None:
+    """Move the host's HOME and checkout away, as if they were on another machine: its files
+    are not here."""
+    for folder in (host.home, host.checkout.parents[1]):
+        folder.rename(folder.with_name(folder.name + ".away"))
+
+
+def engine_session(host: Host) -> str:
+    """A cos-native session the engine ran (an echo agent), with its events log."""
+    ops = [{"id": "1", "op": {"type": "configure", "agent": "python", "target": ECHO_AGENT}},
+           {"id": "2", "op": {"type": "user_input", "text": "remember PELICAN"}}]
+    done = succeeded(subprocess.run(
+        [COS, "protocol"], cwd=host.checkout, env=host.env, capture_output=True, text=True,
+        timeout=120, input="".join(json.dumps(op) + "\n" for op in ops)))
+    events = [json.loads(line) for line in done.stdout.splitlines()]
+    assert any(e["msg"]["type"] == "task_complete" for e in events), events
+    return str(events[0]["session"])
 
 
 def web_reads(host: Host, native: str) -> dict[str, Any]:
@@ -147,15 +160,21 @@ def web_reads(host: Host, native: str) -> dict[str, Any]:
 def test_show_and_export_on_host_b_read_the_replica_of_a_session_only_host_a_has(
         hosts: tuple[Host, Host]) -> None:
     a, b = hosts
-    sessions_of_a(a)
+    sid = engine_session(a)
+    sessions_of_a(a, others=2)  # its transcript and events log
     shown = {native: a.cos_json("sessions", "show", native) for native in (VIEWER, OLD_EXEC)}
     formats = {VIEWER: ("json", "md"), OLD_EXEC: ("json",)}
     exports = {(native, fmt): succeeded(a.cos("export", native, "--format", fmt)).stdout
                for native, each in formats.items() for fmt in each}
-    pages = {native: web_reads(a, native) for native in formats}
+    pages = {native: web_reads(a, native) for native in (*formats, sid)}
     assert {s["layout"] for s in pages[VIEWER]["sidechains"]} == {"inline", "nested"}
+    cos_export = succeeded(a.cos("export", sid, "--format", "json")).stdout
     hide(a)
     home_before = files_of(b.home)
+    # A cos-native session: its transcript (and its events log, for the tokens) replicated.
+    assert web_reads(b, sid) == pages[sid]
+    assert succeeded(b.cos("export", sid, "--format", "json")).stdout == cos_export
+    assert "remember PELICAN" in cos_export
     for native, each in formats.items():
         assert web_reads(b, native) == pages[native]
         on_b = b.cos_json("sessions", "show", native)
@@ -170,11 +189,12 @@ def test_show_and_export_on_host_b_read_the_replica_of_a_session_only_host_a_has
     # Read only: nothing materialised on B, no copy left, and the sessions stay A's.
     assert files_of(b.home) == home_before
     assert not (b.home / ".claude" / "projects").exists() and not (b.home / ".codex").exists()
+    assert not list(b.checkout.glob(".coding-os/python"))
     assert not any(Path(b.env["TMPDIR"]).iterdir())
     from coding_os.storage.postgres import PostgresStorage
 
     with PostgresStorage(b.env["COS_DATABASE_URL"]) as storage:
-        for native in formats:
+        for native in (*formats, sid):
             row = storage.index_row(native)
             assert row is not None and row.host == "a"
             assert {s.host for s in storage.replica_sources(row.id)} == {"a"}
