@@ -1,17 +1,18 @@
-"""Reading on host B a session only host A has (DESIGN.md §8): `cos sessions show` and `cos
-export` of a Claude Code transcript and a Codex rollout that A imported and replicated read the
-replica in the shared PostgreSQL when A's file is not on B — what A prints, A's paths as A wrote
-them — and leave nothing on B: no file materialised, the session not moved. Two hosts simulated
-on this machine: two HOMEs, two clones of one repository at different paths, COS_HOST=a and b,
-one PostgreSQL schema; the transcripts are the real ones of ../shared/fixtures."""
+"""Reading on host B a session only host A has (DESIGN.md §8): `cos sessions show`, `cos export`
+and the api reads of `cos web`'s session page, of a Claude Code transcript (with a subagent), a
+Codex rollout and a cos-native session that A replicated, read the replica in the shared
+PostgreSQL when A's file is not on B — what A prints, A's paths as A wrote them — and leave
+nothing on B: no file materialised, no copy left, the session not moved. Two hosts simulated on
+this machine: two HOMEs, two clones of one repository at different paths, COS_HOST=a and b, one
+PostgreSQL schema; the transcripts are the real ones of ../shared/fixtures."""
 
 from __future__ import annotations
 
 import json
 import os
 import socket
-import threading
 import subprocess
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -259,6 +260,7 @@ def test_on_host_b_a_session_not_replicated_is_not_found_and_postgresql_gone_is_
     proxy = CuttingProxy(budget=64 << 10)
     try:
         cut = {"COS_DATABASE_URL": proxy.url(b.env["COS_DATABASE_URL"])}
+        assert cut["COS_DATABASE_URL"] != b.env["COS_DATABASE_URL"]
         for args in (("export", VIEWER), ("sessions", "show", VIEWER, "--json")):
             one_line_failure(b.cos(*args, env=cut), 6)
         assert sum(n > proxy.budget for n in proxy.sent) == 2  # each cut once, in the read
