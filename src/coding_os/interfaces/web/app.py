@@ -251,7 +251,7 @@ class View:
         row = api.show_session(sid, cwd=self.cwd, env=self.env)
         sid = str(row["id"])
         turns = self._turns(request, 0)
-        tree = api.session_branches(row)
+        tree = api.session_branches(row, env=self.env, cwd=self.cwd)
         try:
             stored = api.session_events(sid, cwd=self.cwd, env=self.env)
         except InvalidId:  # a native session under its agent's id: no events log of cos's
