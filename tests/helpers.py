@@ -12,10 +12,12 @@ import os
 import select
 import signal
 import shutil
+import socket
 import sqlite3
 import stat
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -1151,3 +1153,112 @@ def bg_job(project: Path, *args: str, input: str | None = None) -> dict[str, Any
     assert done.returncode == 0, done.stderr
     row: dict[str, Any] = json.loads(done.stdout)
     return row
+
+
+# -- two hosts on one PostgreSQL (DESIGN.md §8) ---------------------------------------------------
+
+
+@dataclass
+class Host:
+    """One simulated host: its name, HOME and checkout, and the environment cos runs in."""
+
+    name: str
+    home: Path
+    checkout: Path
+    env: dict[str, str]
+
+    def cos(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            input: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([COS, *args], cwd=cwd or self.checkout,
+                              env={**self.env, **(env or {})}, capture_output=True, text=True,
+                              timeout=120, input=input)
+
+    def cos_json(self, *args: str, env: dict[str, str] | None = None) -> Any:
+        return json.loads(succeeded(self.cos(*args, "--json", env=env)).stdout)
+
+    @property
+    def codex_home(self) -> Path:
+        return self.home / ".codex"
+
+
+def new_origin(path: Path) -> Path:
+    """A repository with one commit of content of its own: repositories committed alike in the
+    same second would share their root commit, and so be one project."""
+    path.mkdir(parents=True)
+    (path / "hello.txt").write_text(f"hello from {path}\n", encoding="utf-8")
+    for argv in (["init", "-q", "-b", "main"], ["add", "-A"],
+                 ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q",
+                  "-m", "initial"]):
+        subprocess.run(["git", *argv], cwd=path, check=True, capture_output=True)
+    return path
+
+
+def make_host(root: Path, name: str, origin: Path, where: str, url: str,
+              agents: tuple[str, ...] = ("claude", "codex"),
+              env: Mapping[str, str] | None = None) -> Host:
+    """Host `name`: a HOME of its own under `root`, a clone of `origin` at `root/where`,
+    COS_HOST and the shared database `url`, `cos init` for each of `agents`."""
+    home = root / f"home-{name}"
+    home.mkdir(parents=True)
+    checkout = root / where
+    checkout.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True,
+                   capture_output=True)
+    host = Host(name, home, checkout, {
+        "PATH": os.environ["PATH"], "HOME": str(home), "COS_HOST": name,
+        "COS_DATABASE_URL": url, "CODEX_HOME": str(home / ".codex"),
+        "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid", "LANG": "C.UTF-8", **(env or {})})
+    for agent in agents:
+        succeeded(host.cos("init", "--agent", agent))
+    return host
+
+
+class CuttingProxy:
+    """A TCP proxy to PostgreSQL that closes a connection once the server has sent it more than
+    `budget` bytes: the database stops answering in the middle of a read. `cut`: how many
+    connections it cut."""
+
+    def __init__(self, budget: int, target: tuple[str, int] = ("127.0.0.1", 5432)) -> None:
+        self.budget, self.target = budget, target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cut = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(self.target)
+            threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, self.budget),
+                             daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, budget: int | None) -> None:
+        sent = 0
+        try:
+            while data := src.recv(65536):
+                if budget is not None and sent + len(data) > budget:
+                    self.cut += 1
+                    break
+                dst.sendall(data)
+                sent += len(data)
+        except OSError:
+            pass
+        for sock in (src, dst):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def url(self, url: str) -> str:
+        """`url` (of 127.0.0.1:5432) through this proxy."""
+        return url.replace(f"{self.target[0]}:{self.target[1]}", f"127.0.0.1:{self.port}")
+
+    def close(self) -> None:
+        self.listener.close()

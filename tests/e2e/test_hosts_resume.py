@@ -12,11 +12,8 @@ from __future__ import annotations
 import json
 import os
 import re
-import socket
 import subprocess
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,66 +30,13 @@ from tests.e2e.harness import (
     write_codex_config,
 )
 from tests.e2e.model_server import ModelServer, Text, ToolCall, tool_output_text, when_prompted
-from tests.helpers import COS, ECHO_AGENT, require_clients, succeeded
+from tests.helpers import (COS, ECHO_AGENT, CuttingProxy, Host, make_host, new_origin,
+                           require_clients, succeeded)
 
 pytestmark = pytest.mark.e2e
 
 FIRST = "FIRST-PROMPT remember the word PELICAN"
 SECOND = "SECOND-PROMPT where are you now?"
-
-
-@dataclass
-class Host:
-    """One simulated host: its name, HOME and checkout, and the environment cos runs in."""
-
-    name: str
-    home: Path
-    checkout: Path
-    env: dict[str, str]
-
-    def cos(self, *args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
-            input: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([COS, *args], cwd=cwd or self.checkout, env={**self.env, **(env or {})},
-                              capture_output=True, text=True, timeout=120, input=input)
-
-    def cos_json(self, *args: str, env: dict[str, str] | None = None) -> Any:
-        done = succeeded(self.cos(*args, "--json", env=env))
-        return json.loads(done.stdout)
-
-    @property
-    def codex_home(self) -> Path:
-        return self.home / ".codex"
-
-
-def make_host(root: Path, name: str, origin: Path, where: str, url: str) -> Host:
-    home = root / f"home-{name}"
-    home.mkdir(parents=True)
-    checkout = root / where
-    checkout.parent.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True,
-                   capture_output=True)
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "COS_HOST": name,
-           "COS_DATABASE_URL": url, "CODEX_HOME": str(home / ".codex"),
-           "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "GIT_AUTHOR_NAME": "t",
-           "GIT_AUTHOR_EMAIL": "t@example.invalid", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.invalid", "LANG": "C.UTF-8"}
-    host = Host(name, home, checkout, env)
-    for agent in ("claude", "codex"):
-        succeeded(host.cos("init", "--agent", agent))
-    return host
-
-
-def new_origin(path: Path) -> Path:
-    path.mkdir(parents=True)
-    for argv in (["git", "init", "-q", "-b", "main"], ["git", "add", "-A"],
-                 ["git", "-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit",
-                  "-q", "-m", "initial"]):
-        if argv[1] == "add":
-            # Content of its own: two repositories committed alike in the same second would
-            # share their root commit, and so be one project.
-            (path / "hello.txt").write_text(f"hello from {path.name}\n", encoding="utf-8")
-        subprocess.run(argv, cwd=path, check=True, capture_output=True)
-    return path
 
 
 @pytest.fixture
@@ -508,50 +452,6 @@ def test_two_hosts_resuming_one_session_at_once_exactly_one_takes_it_from_its_ow
 # -- PostgreSQL going away mid-resume -------------------------------------------------------------
 
 
-class CuttingProxy:
-    """A TCP proxy to PostgreSQL that closes a connection once the server has sent it more than
-    `budget` bytes: the database stops answering in the middle of a large read."""
-
-    def __init__(self, budget: int, target: tuple[str, int] = ("127.0.0.1", 5432)) -> None:
-        self.budget, self.target = budget, target
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.cut = 0
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(self.target)
-            threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, self.budget),
-                             daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, budget: int | None) -> None:
-        sent = 0
-        try:
-            while data := src.recv(65536):
-                if budget is not None and sent + len(data) > budget:
-                    self.cut += 1
-                    break
-                dst.sendall(data)
-                sent += len(data)
-        except OSError:
-            pass
-        for sock in (src, dst):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-
-    def close(self) -> None:
-        self.listener.close()
-
-
 @pytest.fixture
 def proxy() -> Iterator[CuttingProxy]:
     cutting = CuttingProxy(budget=11 << 19)  # 5.5 MB: inside the second batch of lines
@@ -587,7 +487,7 @@ def test_postgresql_going_away_mid_resume_leaves_nothing_half_written(
     native = "0a1b2c3d-1111-4222-8333-444455556666"
     source = big_claude_session(a, native)
     succeeded(a.cos("sync"))
-    url = b.env["COS_DATABASE_URL"].replace("127.0.0.1:5432", f"127.0.0.1:{proxy.port}")
+    url = proxy.url(b.env["COS_DATABASE_URL"])
     assert url != b.env["COS_DATABASE_URL"]
     folder = b.home / ".claude" / "projects" / munged(b.checkout)
     target = folder / f"{native}.jsonl"

@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +21,13 @@ from tests.helpers import (
     CODEX_FIXTURES,
     COS,
     ECHO_AGENT,
+    CuttingProxy,
+    Host,
     OLD_EXEC,
     ROLLOUTS,
     VIEWER,
+    make_host,
+    new_origin,
     one_line_failure,
     require_claude_fixtures,
     require_codex_fixtures,
@@ -34,55 +35,16 @@ from tests.helpers import (
 )
 
 
-@dataclass
-class Host:
-    """One simulated host: its name, HOME and checkout, and the environment cos runs in."""
-
-    name: str
-    home: Path
-    checkout: Path
-    env: dict[str, str]
-
-    def cos(self, *args: str, env: dict[str, str] | None = None
-            ) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([COS, *args], cwd=self.checkout, env={**self.env, **(env or {})},
-                              capture_output=True, text=True, timeout=120)
-
-    def cos_json(self, *args: str) -> Any:
-        return json.loads(succeeded(self.cos(*args, "--json")).stdout)
-
-
-def make_host(root: Path, name: str, origin: Path, where: str, url: str) -> Host:
-    home = root / f"home-{name}"
-    home.mkdir(parents=True)
-    checkout = root / where
-    checkout.parent.mkdir(parents=True)
-    subprocess.run(["git", "clone", "-q", str(origin), str(checkout)], check=True,
-                   capture_output=True)
-    env = {"PATH": os.environ["PATH"], "HOME": str(home), "COS_HOST": name,
-           "COS_DATABASE_URL": url, "CODEX_HOME": str(home / ".codex"),
-           "GIT_CONFIG_GLOBAL": str(home / ".gitconfig"), "LANG": "C.UTF-8",
-           "TMPDIR": str(root / f"tmp-{name}")}
-    (root / f"tmp-{name}").mkdir()
-    host = Host(name, home, checkout, env)
-    succeeded(host.cos("init", "--agent", "claude"))
-    return host
-
-
 @pytest.fixture
 def hosts(tmp_path: Path, pg_url: str) -> tuple[Host, Host]:
     """Host A and host B: clones of one repository at different paths, one PostgreSQL schema."""
-    origin = tmp_path / "origin"
-    origin.mkdir()
-    # Content of its own: repositories committed alike in the same second would share their
-    # root commit, and so be one project.
-    (origin / "README").write_text(f"show on another host {tmp_path.name}\n", encoding="utf-8")
-    for argv in (["init", "-q", "-b", "main"], ["add", "README"],
-                 ["-c", "user.name=t", "-c", "user.email=t@example.invalid", "commit", "-q",
-                  "-m", "initial"]):
-        subprocess.run(["git", *argv], cwd=origin, check=True, capture_output=True)
-    return (make_host(tmp_path, "a", origin, "host-a/src/proj", pg_url),
-            make_host(tmp_path, "b", origin, "host-b/work/proj", pg_url))
+    origin = new_origin(tmp_path / "origin")
+    hosts = []
+    for name, where in (("a", "host-a/src/proj"), ("b", "host-b/work/proj")):
+        (tmp_path / f"tmp-{name}").mkdir()  # where a temporary copy would be left
+        hosts.append(make_host(tmp_path, name, origin, where, pg_url, agents=("claude",),
+                               env={"TMPDIR": str(tmp_path / f"tmp-{name}")}))
+    return hosts[0], hosts[1]
 
 
 def plant(source: Path, target: Path, old_cwd: str, new_cwd: str) -> None:
@@ -201,53 +163,6 @@ def test_show_and_export_on_host_b_read_the_replica_of_a_session_only_host_a_has
             assert {s.host for s in storage.replica_sources(row.id)} == {"a"}
 
 
-class CuttingProxy:
-    """A TCP proxy to PostgreSQL that closes a connection once the server has sent it more
-    than `budget` bytes: the database goes away in the middle of a read."""
-
-    def __init__(self, budget: int) -> None:
-        self.budget = budget
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.sent: list[int] = []
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                client, _ = self.listener.accept()
-            except OSError:
-                return
-            server = socket.create_connection(("127.0.0.1", 5432))
-            self.sent.append(0)
-            threading.Thread(target=self._pipe, args=(client, server, None), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, len(self.sent) - 1),
-                             daemon=True).start()
-
-    def _pipe(self, src: socket.socket, dst: socket.socket, counted: int | None) -> None:
-        try:
-            while data := src.recv(65536):
-                if counted is not None:
-                    self.sent[counted] += len(data)
-                    if self.sent[counted] > self.budget:
-                        break
-                dst.sendall(data)
-        except OSError:
-            pass
-        for sock in (src, dst):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-            sock.close()
-
-    def url(self, url: str) -> str:
-        return url.replace("127.0.0.1:5432", f"127.0.0.1:{self.port}")
-
-    def close(self) -> None:
-        self.listener.close()
-
-
 def test_on_host_b_a_session_not_replicated_is_not_found_and_postgresql_gone_is_exit_6(
         hosts: tuple[Host, Host]) -> None:
     a, b = hosts
@@ -263,7 +178,7 @@ def test_on_host_b_a_session_not_replicated_is_not_found_and_postgresql_gone_is_
         assert cut["COS_DATABASE_URL"] != b.env["COS_DATABASE_URL"]
         for args in (("export", VIEWER), ("sessions", "show", VIEWER, "--json")):
             one_line_failure(b.cos(*args, env=cut), 6)
-        assert sum(n > proxy.budget for n in proxy.sent) == 2  # each cut once, in the read
+        assert proxy.cut == 2  # each cut once, in the read
     finally:
         proxy.close()
     assert not any(Path(b.env["TMPDIR"]).iterdir())  # no copy left behind
