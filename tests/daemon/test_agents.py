@@ -166,6 +166,38 @@ def test_stop_ends_the_runner_and_the_supervisor_never_restarts_the_job(project:
     assert refused.returncode == 7 and "cos respawn" in refused.stderr
 
 
+def test_a_job_stopped_while_its_runner_takes_it_stays_stopped_and_leaves_no_process(
+        project: Path) -> None:
+    # A tree large enough that the runner, holding the job, writes the worktree's files for a
+    # while before it says its pid (the first job of a project has no spare worktree).
+    for n in range(1500):
+        folder = project / "tree" / f"d{n % 30}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{n}.txt").write_text(f"{n}\n" * 400, encoding="utf-8")
+    git(project, "add", "-A")
+    git(project, "commit", "-qm", "a larger tree")
+    job = bg(project, "--exec", "sleep 631.7")["id"]  # a command no other test runs
+    folder = Path(os.environ["HOME"]) / ".coding-os" / "jobs" / job
+    until(lambda: jobs.runner_alive(jobs.load(job)), "the runner to take the job", timeout=WAIT)
+    stopped = cos("stop", job, cwd=project)
+    assert stopped.returncode == 0, stopped.stderr
+    time.sleep(2.5)  # more than one sweep of the supervisor
+    assert not runners_of(job)
+    row = agents(project)[job]
+    assert row["state"] == "stopped" and row["pid"] is None
+    assert json.loads((folder / "state.json").read_text())["state"] == "stopped"
+    assert not [pid for pid in os.listdir("/proc") if pid.isdigit()
+                and b"sleep 631.7" in _cmdline(pid)]
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ")
+    except OSError:
+        return b""
+
+
 def test_a_killed_runner_is_marked_failed_and_respawn_resumes_the_same_job_once(
         project: Path) -> None:
     job = bg(project, "--agent", ECHO, "first")["id"]

@@ -432,7 +432,14 @@ def stop(key: str, env: Mapping[str, str] | None = None, timeout: float = 30.0
     """Interrupt the job's task and end its runner; the job is `stopped` and never restarted
     by the supervisor. A job whose runner is gone is marked stopped as it is."""
     job = find_job(key, env)
-    if job.state.get("pid") is not None and jobs.runner_alive(job):
+    if job.state.get("state") == "starting":
+        # Its runner is on its way: marked stopped under the runner's lock, the runner that
+        # takes the lock next exits at once; one that holds it already is stopped below.
+        marked = jobs.update_unless_running(job, state="stopped", status=None,
+                                            waitingFor=None, pid=None)
+        if marked is not None:
+            return jobs.row(marked, alive=False)
+    if jobs.runner_alive(job):
         job = _wait_session(job)
         try:
             connection = Connection(job)
@@ -509,7 +516,7 @@ def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
     from coding_os.daemon import roster
 
     job = find_job(key, env)
-    if jobs.runner_alive(job):
+    if jobs.runner_alive(job) or job.state.get("state") == "starting":
         raise Conflict(f"job {job.id} ({job.name}) is running: cos stop {job.id} first")
     removed: dict[str, Any] = {"id": job.id, "name": job.name, "worktree": None}
     worktree, branch = job.state.get("worktree"), job.state.get("branch")

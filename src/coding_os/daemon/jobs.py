@@ -228,6 +228,34 @@ def update(job: Job, **changes: Any) -> Job:
     return Job(job.folder, state)
 
 
+def update_unless_running(job: Job, **changes: Any) -> Job | None:
+    """`update`, under the job's runner lock held for the moment of the write: None (nothing
+    written) when a runner holds it. A runner that starts meanwhile waits for the lock
+    (runner.take_lock), then reads what was written: a job marked `stopped` before its runner
+    took over never runs.
+
+    Raises:
+        StateIOError: it could not be written; the old state stays.
+    """
+    import fcntl
+
+    try:
+        fd = os.open(job.path(LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
+                     0o600)
+    except OSError as exc:
+        raise durable.io_error(job.path(LOCK), exc) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                return None
+            raise durable.io_error(job.path(LOCK), exc) from None
+        return update(reload(job), **changes)
+    finally:
+        os.close(fd)  # and the lock with it
+
+
 def reload(job: Job) -> Job:
     """The job as its state file says now (the runner may have changed it)."""
     state = _read_state(job.folder, job.id)
