@@ -107,10 +107,15 @@ def test_a_file_git_ignores_does_not_make_the_tree_look_changed(session_repo: Pa
 def test_a_change_during_the_snapshot_is_never_trusted(session_repo: Path) -> None:
     """A file written just before a checkpoint (inside the racy margin) keeps no fingerprint:
     the next checkpoint asks git, so a second write in the same clock tick is not missed."""
-    (session_repo / "src" / "app.py").write_text("print('v2')\n")
+    app = session_repo / "src" / "app.py"
+    app.write_text("print('v2')\n")
+    # Stamped a minute ahead: inside the margin whenever the hook's process gets to run.
+    ahead = time.time_ns() + 60_000_000_000
+    os.utime(app, ns=(ahead, ahead))
     bash(session_repo)
     heads = session_repo / ".coding-os" / "checkpoints" / "heads"
     assert not any(p.suffix == ".fp" for p in heads.iterdir())
+    os.utime(app, ns=(time.time_ns(),) * 2)
     settle()
     bash(session_repo)
     fp = next(p for p in heads.iterdir() if p.suffix == ".fp")
