@@ -145,12 +145,22 @@ def test_clients_holding_a_partial_line_keep_no_checkpoint_waiting(
     same(stored(tiers, record), whole(tiers, root))
 
 
-def test_a_client_that_says_nothing_is_dropped_by_the_daemon(
+def test_a_client_that_says_nothing_is_dropped_by_the_daemon_which_waits_idle_meanwhile(
         running: dict[str, object]) -> None:
+    pid = int(str(running["pid"]))
+
+    def cpu_seconds() -> float:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     held = stalled_clients(running, 1)[0]
     try:
+        before = cpu_seconds()
         held.settimeout(30)  # far beyond the daemon's read timeout
         assert held.recv(1024) == b""  # closed, unanswered
+        # The 2 s it waited for the line: asleep, not spinning on its other work meanwhile.
+        assert cpu_seconds() - before < 0.5
     finally:
         held.close()
     assert json.loads(raw_request(running, b'{"op": "ping"}\n'))["ok"] is True

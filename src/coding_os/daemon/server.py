@@ -699,7 +699,9 @@ def serve(folder: str, until_idle: bool = False) -> int:
         while server.running:
             now = time.monotonic()
             due = min(server.swept + JOBS_SWEEP_S, kept + KEEP_S)
-            wait = min([1.0, due - now, *(client.deadline - now for client in clients)])
+            # While clients wait, the jobs' look is put off (below): no wake-up for it then.
+            until = due + KEEP_LATE_S if clients else due
+            wait = min([1.0, until - now, *(client.deadline - now for client in clients)])
             ready = selector.select(timeout=max(0.0, wait))
             now = time.monotonic()
             # Too slow to send its line or take its answer; one whose line came while another
