@@ -28,6 +28,8 @@ each shape's expression is compiled the first time a text holds its trigger.
 
 from __future__ import annotations
 
+import sys
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import re
@@ -102,10 +104,30 @@ BLOCKING = tuple(name for name, _, _, blocking in SHAPES if blocking)
 _ALSO = {"secret_assignment": ("=", ":", "--")}
 
 _COMPILED: dict[str, re.Pattern[str]] = {}
+# Every trigger, in one search each: the triggers as written, and the case-blind ones in the
+# text's lower case. Most texts hold none, and are done after these two; in a process that has
+# imported `re` already (an import, a listing: never the hook's, which imports none for a text
+# without a trigger).
+_TRIGGERS: list[re.Pattern[str]] = []
+
+
+def _triggers() -> list[re.Pattern[str]]:
+    if not _TRIGGERS:
+        import re
+
+        for blind in (False, True):
+            words = sorted({trigger[1:] if blind else trigger for _, triggers, _, _ in SHAPES
+                            for trigger in triggers if (trigger[0] == "?") == blind})
+            _TRIGGERS.append(re.compile("|".join(map(re.escape, words))))
+    return _TRIGGERS
 
 
 def _candidates(text: str) -> list[int]:
-    """The indexes of the shapes whose trigger substrings `text` holds (cheap: no `re`)."""
+    """The indexes of the shapes whose trigger substrings `text` holds."""
+    if _TRIGGERS or "re" in sys.modules:
+        exact, blind = _triggers()
+        if exact.search(text) is None and blind.search(text.lower()) is None:
+            return []
     lower: str | None = None
     found = []
     for index, (name, triggers, _, _) in enumerate(SHAPES):

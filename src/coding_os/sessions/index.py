@@ -253,15 +253,21 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
         except CosError as exc:  # git cannot be run: the index itself is fine
             report.warnings.append(f"the project's identity could not be read: {exc}")
 
+    redacted = document.get("redacted") is True  # every aggregate kept is redacted already
     if registered != document.get("registered") or document.get("host") != host or \
-            not (document and not changed and cos_records == previous_cos):
+            not (document and not changed and cos_records == previous_cos) or (
+                redacting and not redacted):
         document = state.to_dict()
         document["host"] = host
         if registered is not None:
             document["registered"] = registered
         if redacting:  # the importers keep each file's first and last prompt and command
-            for record in document["files"].values():
-                record["aggregate"] = redact.redact_value(record.get("aggregate"))
+            # Those read before were redacted then, unless redaction was turned on since.
+            for path in changed if redacted else list(document["files"]):
+                record = document["files"].get(path)
+                if record is not None:
+                    record["aggregate"] = redact.redact_value(record.get("aggregate"))
+            document["redacted"] = True
         document["cos_transcripts"] = cos_records
         durable.ensure_dir(tiers.state_dir)
         durable.atomic_write(state_path, json.dumps(document, ensure_ascii=False,
