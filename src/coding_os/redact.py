@@ -104,6 +104,8 @@ BLOCKING = tuple(name for name, _, _, blocking in SHAPES if blocking)
 _ALSO = {"secret_assignment": ("=", ":", "--")}
 
 _COMPILED: dict[str, re.Pattern[str]] = {}
+# No shorter text holds a trigger.
+_SHORTEST = min(len(trigger.lstrip("?")) for _, triggers, _, _ in SHAPES for trigger in triggers)
 # Every trigger, in one search each: the triggers as written, and the case-blind ones in the
 # text's lower case. Most texts hold none, and are done after these two; in a process that has
 # imported `re` already (an import, a listing: never the hook's, which imports none for a text
@@ -183,15 +185,34 @@ def redact_value(value: object) -> object:
     if isinstance(value, str):
         return redact(value)
     if isinstance(value, dict):
-        changed = {key: redact_value(item) for key, item in value.items()}
-        same = all(changed[key] is value[key] for key in value)
-        return value if same else changed
+        changed: dict[object, object] | None = None
+        for key, item in value.items():
+            new = _redacted_item(item)
+            if new is not item:
+                if changed is None:
+                    changed = dict(value)
+                changed[key] = new
+        return value if changed is None else changed
     if isinstance(value, (list, tuple)):
-        items = [redact_value(item) for item in value]
-        if all(a is b for a, b in zip(items, value)):
-            return value
-        return type(value)(items)
+        items: list[object] | None = None
+        for index, item in enumerate(value):
+            new = _redacted_item(item)
+            if new is not item:
+                if items is None:
+                    items = list(value)
+                items[index] = new
+        return value if items is None else type(value)(items)
     return value
+
+
+def _redacted_item(item: object) -> object:
+    """`redact_value(item)`, without a call for what holds no string (a number, None)."""
+    kind = type(item)
+    if kind is str:
+        return redact(item) if len(item) >= _SHORTEST else item  # type: ignore[arg-type]
+    if kind is dict or kind is list or kind is tuple or isinstance(item, (str, dict, list, tuple)):
+        return redact_value(item)
+    return item
 
 
 def first_secret(texts: Iterable[str], blocking_only: bool = True) -> str | None:
