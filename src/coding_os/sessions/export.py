@@ -453,7 +453,6 @@ class ReplicaLog:
 
 # The name a copy keeps from its host's file: plain characters, a .jsonl file.
 _COPY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,200}\.jsonl$")
-_AGENT_FILE = r"agent-[A-Za-z0-9_-]{1,128}\.jsonl"
 
 
 def _write_copy(path: str, lines: list[bytes]) -> None:
@@ -500,9 +499,11 @@ def log_path(path: str, replica: ReplicaLog | None = None) -> Iterator[str]:
         where = os.path.join(folder, "sessions") if replica.kind == "codex" else folder
         copy = os.path.join(where, name)
         _write_copy(copy, replica.lines)
-        native = re.escape(name[:-len(".jsonl")])
+        from coding_os.adapters.claude.transcripts import is_subagent_name
+
+        native = name[:-len(".jsonl")]
         for relative, lines in sorted(replica.subagents.items()):
-            if re.fullmatch(rf"(?:{native}/subagents/)?{_AGENT_FILE}", relative):
+            if is_subagent_name(native, relative):
                 _write_copy(os.path.join(where, *relative.split("/")), lines)
         yield copy
     finally:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from coding_os.errors import Conflict, CrossProject, InvalidId, NotFound
+from coding_os.sessions.replicate import SUBAGENT
 from coding_os.storage.base import IndexRow, ReplicaSource, Storage, StorageError
 
 TYPE_CHECKING = False
@@ -67,13 +68,11 @@ _ROLLOUT_TAIL = re.compile(
 # The order the files of a session are written in: the events before the transcript that
 # names them, a Claude session's subagents before its transcript.
 _ORDER = {"events": 0, "subagent:": 0, "native": 1, "transcript": 2}
-_SUBAGENT = "subagent:"
-_AGENT_FILE = r"agent-[A-Za-z0-9_-]{1,128}\.jsonl"
 
 
 def _kind(stream: str) -> str:
     """The stream's kind: `subagent:` for every `subagent:<file>`, else the stream itself."""
-    return _SUBAGENT if stream.startswith(_SUBAGENT) else stream
+    return SUBAGENT if stream.startswith(SUBAGENT) else stream
 
 
 @dataclass
@@ -358,11 +357,13 @@ def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude
     native = row.native_id or row.id
     if not _NATIVE_ID.match(native):
         raise InvalidId(f"not a session id: {native!r}")
-    if source.stream.startswith(_SUBAGENT):
-        name = source.stream[len(_SUBAGENT):]
-        if not re.fullmatch(rf"(?:{re.escape(native)}/subagents/)?{_AGENT_FILE}", name):
-            raise InvalidId(f"not a subagent transcript of {native}: {name!r}")
+    if source.stream.startswith(SUBAGENT):
+        name = source.stream[len(SUBAGENT):]
+        from coding_os.adapters.claude.transcripts import is_subagent_name
         from coding_os.adapters.claude.transcripts import project_key as munge
+
+        if not is_subagent_name(native, name):
+            raise InvalidId(f"not a subagent transcript of {native}: {name!r}")
 
         return os.path.join(claude_dir, "projects", munge(cwd), *name.split("/"))
     if row.kind == "codex" or source.agent == "codex":
@@ -395,7 +396,7 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
     wanted = [s for s in sources if _kind(s.stream) in _PATH_KEYS and s.lines > 0]
     if row.kind != "cos":
         wanted = [s for s in wanted if s.stream == "native"][:1] + \
-            [s for s in wanted if row.kind == "claude" and _kind(s.stream) == _SUBAGENT]
+            [s for s in wanted if row.kind == "claude" and _kind(s.stream) == SUBAGENT]
     if not any(s.stream in ("transcript", "native") for s in wanted):
         raise NotFound(f"{row.id} is a session of host {row.host} with nothing replicated: "
                        f"run `cos sync` on {row.host}")

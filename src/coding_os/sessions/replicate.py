@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -61,7 +60,7 @@ from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.storage.base import ReplicaSource, Storage, StorageError
 
 __all__ = ["STATE_FILE", "BATCH_LINES", "BATCH_BYTES", "SUBAGENT", "SyncReport", "Source",
-           "project_sources", "claude_subagent_files", "replicate", "replicate_source", "adopt"]
+           "project_sources", "replicate", "replicate_source", "adopt"]
 
 STATE_FILE = ".replicate-state.json"
 BATCH_LINES = 2000
@@ -135,6 +134,8 @@ def project_sources(storage: Storage, tiers: Tiers, host: str,
     found += [Source(session, "events", agent, path)
               for agent, session, path in _session_files(tiers, "events")]
     if root is not None:
+        from coding_os.adapters.claude.transcripts import subagent_files
+
         siblings: dict[str, dict[str, list[str]]] = {}
         for row in storage.index_rows(hosts=[host], local_host=host, cwd_under=[root]):
             if row.kind in ("claude", "codex") and row.source_path and (
@@ -142,59 +143,11 @@ def project_sources(storage: Storage, tiers: Tiers, host: str,
                 found.append(Source(row.id, "native", row.agent, row.source_path))
                 if row.kind == "claude":
                     found += [Source(row.id, SUBAGENT + name, row.agent, path)
-                              for name, path in claude_subagent_files(row.source_path, siblings)]
+                              for name, path in subagent_files(row.source_path, siblings)]
     return found
 
 
-SUBAGENT = "subagent:"
-_SUBAGENT_FILE = re.compile(r"^agent-[A-Za-z0-9_-]{1,128}\.jsonl$")
-_SESSION_ID = re.compile(rb'"sessionId"[ \t]*:[ \t]*"([^"\\]{1,200})"')
-
-
-def _first_session_id(path: str) -> str | None:
-    """The `sessionId` in the first line of a subagent transcript (read from its first 8 KiB:
-    Claude Code writes it before the message), or None."""
-    try:
-        with open(path, "rb") as f:
-            head = f.read(8192)
-    except OSError:
-        return None
-    match = _SESSION_ID.search(head.split(b"\n", 1)[0])
-    return match.group(1).decode("utf-8", "replace") if match else None
-
-
-def claude_subagent_files(path: str, siblings: dict[str, dict[str, list[str]]] | None = None
-                          ) -> list[tuple[str, str]]:
-    """The subagent transcripts of the Claude Code session whose file is `path`, as (name
-    relative to its folder, path): `<session>/subagents/agent-<id>.jsonl` (2.1.x) and the
-    `agent-<id>.jsonl` beside it whose first line names the session (2.0.x). `siblings` keeps
-    what each folder's `agent-*.jsonl` name, for the other sessions of the folder."""
-    folder, name = os.path.split(os.path.abspath(path))
-    native = name[:-len(".jsonl")] if name.endswith(".jsonl") else name
-    found: list[tuple[str, str]] = []
-    nested = os.path.join(folder, native, "subagents")
-    try:
-        names = sorted(os.listdir(nested))
-    except OSError:
-        names = []
-    found += [(f"{native}/subagents/{n}", os.path.join(nested, n)) for n in names
-              if _SUBAGENT_FILE.match(n) and os.path.isfile(os.path.join(nested, n))]
-    known = siblings.get(folder) if siblings is not None else None
-    if known is None:
-        known = {}
-        try:
-            names = sorted(os.listdir(folder))
-        except OSError:
-            names = []
-        for n in names:
-            if _SUBAGENT_FILE.match(n):
-                owner = _first_session_id(os.path.join(folder, n))
-                if owner is not None:
-                    known.setdefault(owner, []).append(n)
-        if siblings is not None:
-            siblings[folder] = known
-    found += [(n, os.path.join(folder, n)) for n in known.get(native, [])]
-    return found
+SUBAGENT = "subagent:"  # the stream of a subagent transcript: SUBAGENT + its name
 
 
 def _load_marks(path: str) -> dict[str, dict[str, Any]]:

@@ -127,11 +127,15 @@ def _inline(entries: list[dict[str, Any]]) -> list[tuple[str, list[dict[str, Any
 
 def _files(path: str, native_id: str) -> list[tuple[str, str, dict[str, Any]]]:
     """The subagent transcripts of session `native_id` whose file is `path`: (layout, file,
-    its meta) for 2.0.x siblings naming the session and 2.1.x nested files."""
-    folder = os.path.dirname(os.path.abspath(path))
+    its meta) for 2.1.x nested files and 2.0.x siblings naming the session."""
+    from coding_os.adapters.claude.transcripts import subagent_files
+
     found: list[tuple[str, str, dict[str, Any]]] = []
-    for file in sorted(glob.glob(os.path.join(glob.escape(folder), native_id, "subagents",
-                                              "agent-*.jsonl"))):
+    for relative, file in subagent_files(os.path.join(os.path.dirname(os.path.abspath(path)),
+                                                      f"{native_id}.jsonl")):
+        if "/" not in relative:
+            found.append(("sibling", file, {}))
+            continue
         meta: dict[str, Any] = {}
         try:
             with open(file[:-len(".jsonl")] + ".meta.json", encoding="utf-8") as handle:
@@ -140,14 +144,6 @@ def _files(path: str, native_id: str) -> list[tuple[str, str, dict[str, Any]]]:
         except (OSError, ValueError):
             pass
         found.append(("nested", file, meta))
-    for file in sorted(glob.glob(os.path.join(glob.escape(folder), "agent-*.jsonl"))):
-        try:
-            with open(file, encoding="utf-8", errors="replace") as handle:
-                first = next(jsonwire.objects(handle), None)
-        except OSError:
-            continue
-        if first is not None and first.get("sessionId") == native_id:
-            found.append(("sibling", file, {}))
     return found
 
 

@@ -52,6 +52,8 @@ __all__ = [
     "default_claude_dir",
     "project_key",
     "scan_claude",
+    "subagent_files",
+    "is_subagent_name",
     "turn_usage",
 ]
 
@@ -861,3 +863,65 @@ def _session(draft: _Draft, summaries: Mapping[str, str]) -> NativeSession:
         branches=int(data.get("branches") or 0),
         tree_warnings=tuple(data.get("tree_warnings") or ()),
     )
+
+
+# A subagent transcript's file name as Claude Code makes it (`agent-<id>.jsonl`).
+_SUBAGENT_FILE = re.compile(r"agent-[A-Za-z0-9_-]{1,128}\.jsonl")
+_FIRST_LINE_MAX = 1 << 20  # of a 2.0.x subagent transcript, read to find its session
+
+
+def is_subagent_name(native: str, relative: str) -> bool:
+    """Whether `relative` names a subagent transcript of session `native` as Claude Code lays
+    it out beside the session's file: `<native>/subagents/agent-<x>.jsonl` (2.1.x) or
+    `agent-<x>.jsonl` (2.0.x)."""
+    prefix = f"{native}/subagents/"
+    name = relative[len(prefix):] if relative.startswith(prefix) else relative
+    return _SUBAGENT_FILE.fullmatch(name) is not None
+
+
+def _first_session_id(path: str) -> str | None:
+    """The `sessionId` of the first line of a subagent transcript, or None."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(_FIRST_LINE_MAX)
+    except OSError:
+        return None
+    try:
+        entry = jsonwire.loads(first)
+    except ValueError:
+        return None
+    owner = entry.get("sessionId") if isinstance(entry, dict) else None
+    return owner if isinstance(owner, str) else None
+
+
+def subagent_files(path: str, siblings: dict[str, dict[str, list[str]]] | None = None
+                   ) -> list[tuple[str, str]]:
+    """The subagent transcripts of the Claude Code session whose file is `path`, as (name
+    relative to its folder, path), sorted: `<session>/subagents/agent-<id>.jsonl` (2.1.x), then
+    each `agent-<id>.jsonl` beside it whose first line names the session (2.0.x). `siblings`
+    keeps, per folder, which session each `agent-*.jsonl` there names, for the folder's other
+    sessions."""
+    folder, name = os.path.split(os.path.abspath(path))
+    native = name[:-len(".jsonl")] if name.endswith(".jsonl") else name
+    nested = os.path.join(folder, native, "subagents")
+    try:
+        names = sorted(os.listdir(nested))
+    except OSError:
+        names = []
+    found = [(f"{native}/subagents/{n}", os.path.join(nested, n)) for n in names
+             if _SUBAGENT_FILE.fullmatch(n) and os.path.isfile(os.path.join(nested, n))]
+    known = siblings.get(folder) if siblings is not None else None
+    if known is None:
+        known = {}
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            names = []
+        for n in names:
+            if _SUBAGENT_FILE.fullmatch(n):
+                owner = _first_session_id(os.path.join(folder, n))
+                if owner is not None:
+                    known.setdefault(owner, []).append(n)
+        if siblings is not None:
+            siblings[folder] = known
+    return found + [(n, os.path.join(folder, n)) for n in known.get(native, [])]
