@@ -163,6 +163,8 @@ def _pattern(index: int) -> re.Pattern[str]:
 def redact(text: str) -> str:
     """`text` with every secret of a known shape replaced by `[REDACTED:<shape>]` (the name of
     an assignment or header kept); the same object when it holds none."""
+    if len(text) < _SHORTEST:
+        return text
     candidates = _candidates(text)
     if not candidates:
         return text
@@ -207,12 +209,7 @@ def redact_value(value: object) -> object:
 
 def _redacted_item(item: object) -> object:
     """`redact_value(item)`, without a call for what holds no string (a number, None)."""
-    kind = type(item)
-    if kind is str:
-        return redact(item) if len(item) >= _SHORTEST else item  # type: ignore[arg-type]
-    if kind is dict or kind is list or kind is tuple or isinstance(item, (str, dict, list, tuple)):
-        return redact_value(item)
-    return item
+    return redact_value(item) if isinstance(item, (str, dict, list, tuple)) else item
 
 
 def first_secret(texts: Iterable[str], blocking_only: bool = True) -> str | None:
