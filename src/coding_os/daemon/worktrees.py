@@ -408,34 +408,19 @@ def drop_spare(project: str) -> bool:
 def spare_projects(hub: str) -> list[str]:
     """The tops of the main checkouts whose state dir (one registered in `hub`, this user's)
     holds a spare worktree or its marker, each once, sorted."""
-    from coding_os.state.registry import HUB_DIR
-
-    entries = os.path.join(hub, HUB_DIR)
-    try:
-        names = os.listdir(entries)
-    except OSError:
-        return []
     found = set()
-    for name in names:
-        try:
-            data = durable.read_small(os.path.join(entries, name), 4096)
-        except (CosError, OSError):
-            continue
-        state_dir = os.fsdecode(data.strip()) if data else ""
-        if not os.path.isabs(state_dir) or "\0" in state_dir or \
-                os.path.basename(state_dir) != STATE_DIR_NAME:
-            continue
+    for state_dir in registry.state_dirs(hub):
         folder = os.path.join(state_dir, WORKTREES_DIR)
-        if not (os.path.lexists(os.path.join(folder, SPARE))
+        if os.path.basename(state_dir) != STATE_DIR_NAME or not (
+                os.path.lexists(os.path.join(folder, SPARE))
                 or os.path.lexists(os.path.join(folder, SPARE_READY))):
             continue
         top = os.path.dirname(state_dir)
         try:
-            if worktrees_dir(top) != folder or not registry.registered(state_dir, hub):
-                continue
+            if worktrees_dir(top) == folder:
+                found.add(top)
         except CosError:
             continue
-        found.add(top)
     return sorted(found)
 
 

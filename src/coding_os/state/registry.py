@@ -24,9 +24,10 @@ import os
 import stat
 
 from coding_os import durable
-from coding_os.errors import ForeignState
+from coding_os.errors import CosError, ForeignState
 
-__all__ = ["ID_FILE", "HUB_DIR", "Ownership", "check", "create", "set_aside", "registered"]
+__all__ = ["ID_FILE", "HUB_DIR", "Ownership", "check", "create", "set_aside", "registered",
+           "state_dirs"]
 
 ID_FILE = ".state-id"
 HUB_DIR = "state-dirs"  # in the user's hub
@@ -63,6 +64,24 @@ def registered(state_dir: str, hub: str) -> bool:
     data = durable.read_small(_hub_entry(hub, state_id), 8192)
     return data is not None and data.decode("utf-8", "surrogateescape").rstrip("\n") \
         == os.path.realpath(state_dir)
+
+
+def state_dirs(hub: str) -> list[str]:
+    """Every state dir the hub registers (and that names itself so), sorted."""
+    try:
+        names = os.listdir(os.path.join(hub, HUB_DIR))
+    except OSError:
+        return []
+    found = set()
+    for name in names:
+        try:
+            data = durable.read_small(_hub_entry(hub, name), 8192)
+        except (CosError, OSError):
+            continue
+        state_dir = data.decode("utf-8", "surrogateescape").rstrip("\n") if data else ""
+        if os.path.isabs(state_dir) and "\0" not in state_dir and registered(state_dir, hub):
+            found.add(state_dir)
+    return sorted(found)
 
 
 def _symlink_in(state_dir: str) -> str | None:
