@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given, strategies as st
 
 from coding_os.errors import InvalidInput, StateIOError
 from coding_os import durable
@@ -67,6 +71,78 @@ def test_directories_are_private_and_files_too(tmp_path: Path) -> None:
     durable.locked_append(str(target / "g"), b"x\n")
     assert (target / "f").stat().st_mode & 0o777 == 0o600
     assert (target / "g").stat().st_mode & 0o777 == 0o600
+
+
+def _lock(path: str) -> None:
+    with durable.exclusive_lock(path):
+        pass
+
+
+REWRITES: dict[str, Callable[[str], None]] = {
+    "atomic_write": lambda path: durable.atomic_write(path, b"new\n", sync=False),
+    "overwrite": lambda path: durable.overwrite(path, b"new\n"),
+    "locked_append": lambda path: durable.locked_append(path, b"new\n"),
+    "exclusive_lock": _lock,
+    "set_aside_torn": lambda path: durable.set_aside_torn(path[:-len(".torn")], b"torn"),
+    "open_private": lambda path: os.close(durable.open_private(path, os.O_WRONLY)),
+}
+
+
+@given(writer=st.sampled_from(sorted(REWRITES)), wider=st.integers(0o001, 0o077),
+       umask=st.sampled_from([0o022, 0o002, 0o000]))
+def test_a_file_that_existed_with_wider_modes_is_0600_after_cos_writes_it(
+        writer: str, wider: int, umask: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "state.torn")
+        with open(path, "wb") as f:
+            f.write(b"old\n")
+        os.chmod(path, 0o600 | wider)
+        old = os.umask(umask)
+        try:
+            REWRITES[writer](path)
+        finally:
+            os.umask(old)
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_private_dir_makes_this_users_wider_directory_0700_and_leaves_its_parents(
+        tmp_path: Path) -> None:
+    parent = tmp_path / "project"
+    folder = parent / "hub"
+    folder.mkdir(parents=True)
+    os.chmod(parent, 0o755)
+    os.chmod(folder, 0o755)
+    assert durable.private_dir(str(folder)) == str(folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert stat.S_IMODE(parent.stat().st_mode) == 0o755
+    old = os.umask(0o022)
+    try:
+        durable.private_dir(str(folder / "a" / "b"))
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((folder / "a").stat().st_mode) == 0o700
+    assert stat.S_IMODE((folder / "a" / "b").stat().st_mode) == 0o700
+
+
+def test_private_dir_refuses_a_symlink_and_changes_nothing_through_it(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    os.chmod(elsewhere, 0o755)
+    (tmp_path / "link").symlink_to(elsewhere)
+    with pytest.raises(StateIOError, match="symlink"):
+        durable.private_dir(str(tmp_path / "link"))
+    assert stat.S_IMODE(elsewhere.stat().st_mode) == 0o755
+
+
+def test_open_private_never_opens_through_a_symlink(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    os.chmod(victim, 0o644)
+    (tmp_path / "log").symlink_to(victim)
+    with pytest.raises(OSError) as caught:
+        durable.open_private(str(tmp_path / "log"), os.O_WRONLY | os.O_APPEND)
+    assert caught.value.errno == errno.ELOOP
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644
 
 
 def test_a_file_where_a_directory_belongs_is_a_clear_error(tmp_path: Path) -> None:

@@ -20,7 +20,8 @@ __all__ = [
     "exclusive_lock",
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
     "read_regular", "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
-    "last_line_start", "set_aside_torn", "private", "open_snapshot",
+    "last_line_start", "set_aside_torn", "private", "private_dir", "open_private",
+    "open_snapshot",
 ]
 
 DIR_MODE = 0o700
@@ -63,6 +64,43 @@ def ensure_dir(path: str) -> str:
     except OSError as exc:
         raise io_error(path, exc) from None
     return path
+
+
+def private_dir(path: str) -> str:
+    """`ensure_dir`, and the directory `path` itself made 0700 again when it is wider (made by
+    hand, by an older cos, or by git under the user's umask); its parents are left as they are.
+
+    Raises:
+        StateIOError: it cannot be made or made private, or it is a symlink or another user's.
+    """
+    ensure_dir(path)
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            raise StateIOError(f"cannot write state at {path}: a symlink, not a directory or "
+                               "not this user's")
+        if info.st_mode & 0o077:
+            os.chmod(path, DIR_MODE)
+    except OSError as exc:
+        raise io_error(path, exc) from None
+    return path
+
+
+def open_private(path: str, flags: int) -> int:
+    """`os.open` of the file `path` with `flags`, made 0600 if missing, never through a final
+    symlink, and made 0600 again when it existed with wider modes: a lock or a log cos keeps
+    open or hands to a child. The caller closes the descriptor.
+
+    Raises:
+        OSError: it cannot be opened or made private.
+    """
+    fd = os.open(path, flags | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, FILE_MODE)
+    try:
+        private(fd, os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 def atomic_write(path: str, data: bytes, *, sync: bool = True) -> None:
@@ -198,8 +236,7 @@ class exclusive_lock:  # noqa: N801 - used as a function: `with exclusive_lock(p
 
     def __enter__(self) -> None:
         try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC,
-                              FILE_MODE)
+            self.fd = open_private(self.path, os.O_RDWR)
         except OSError as exc:
             raise io_error(self.path, exc) from None
         try:
@@ -272,8 +309,7 @@ def last_line_start(fd: int, end: int) -> int:
 def set_aside_torn(path: str, torn: bytes) -> None:
     """Append a torn last line (and a newline) to `<path>.torn`, durably, before the caller
     cuts it off `path`: nothing a crash left is ever silently dropped."""
-    aside = os.open(path + ".torn", os.O_WRONLY | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW
-                    | _O_CLOEXEC, FILE_MODE)
+    aside = open_private(path + ".torn", os.O_WRONLY | os.O_APPEND)
     try:
         write_all(aside, torn + b"\n")
         os.fsync(aside)
