@@ -158,13 +158,13 @@ class ObjectStore:
         hundreds of checkpoints and restores would each make a few."""
         top = os.path.dirname(folder)
         if not os.path.isdir(top):
-            os.makedirs(top, mode=0o700, exist_ok=True)
+            durable.ensure_dir(top)
             for number in range(256):
                 try:
                     os.mkdir(os.path.join(top, f"{number:02x}"), 0o700)
                 except FileExistsError:
                     pass
-        os.makedirs(folder, mode=0o700, exist_ok=True)
+        durable.ensure_dir(folder)
 
     def flush(self, also: list[str] | None = None) -> None:
         """Flush the objects put since the last flush, and the files or directories `also`,
@@ -206,7 +206,7 @@ class ObjectStore:
         try:
             fd = os.open(tmp, flags, 0o400)
         except FileNotFoundError:  # the store's first pack
-            os.makedirs(folder, mode=0o700, exist_ok=True)
+            durable.ensure_dir(folder)
             fd = os.open(tmp, flags, 0o400)
         try:
             durable.write_all(fd, body)
