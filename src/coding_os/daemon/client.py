@@ -131,8 +131,8 @@ def start_in_background(env: Mapping[str, str] | None = None) -> bool:
                 os.setsid()
                 os.chdir("/")  # nothing of the caller's directory is on the daemon's path
                 null = os.open(os.devnull, os.O_RDONLY)
-                log = os.open(os.path.join(folder, LOG),
-                              os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                log = durable.open_private(os.path.join(folder, LOG),
+                                           os.O_WRONLY | os.O_APPEND)
                 os.dup2(null, 0)
                 os.dup2(log, 1)
                 os.dup2(log, 2)

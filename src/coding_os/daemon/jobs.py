@@ -106,8 +106,8 @@ class Job:
 
 
 def _private_dir(path: str) -> None:
+    durable.ensure_dir(path)
     try:
-        os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.lstat(path)
     except OSError as exc:
         raise durable.io_error(path, exc) from None

@@ -140,7 +140,7 @@ def rebuild(env: Mapping[str, str] | None = None) -> list[jobs.Job]:
 
 def _write(path: str, rows: Mapping[str, Any]) -> None:
     try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        durable.ensure_dir(os.path.dirname(path))
         durable.atomic_write(path, json.dumps({"version": VERSION, "jobs": rows},
                                               ensure_ascii=False).encode("utf-8"), sync=False)
     except (OSError, CosError):

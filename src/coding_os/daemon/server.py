@@ -49,7 +49,7 @@ from coding_os.daemon.sockets import peer_uid
 from coding_os.daemon.client import SOCKET, STOPPED, DaemonError, daemon_dir, request
 from coding_os.clock import utc_now
 from coding_os.errors import CosError, StateIOError
-from coding_os.durable import signatures
+from coding_os.durable import io_error, open_private, private_dir, signatures
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -108,7 +108,10 @@ def start(env: Mapping[str, str] | None = None, wait: bool = True) -> dict[str, 
     if running is not None:
         return {**status(env), "already_running": True}
     _ensure_private(folder)
-    log = open(os.path.join(folder, LOG), "ab")
+    try:
+        log = open_private(os.path.join(folder, LOG), os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:
+        raise io_error(os.path.join(folder, LOG), exc) from None
     try:
         # It forks away from this process (and its session) at once: not our child to reap.
         code = subprocess.run(
@@ -116,7 +119,7 @@ def start(env: Mapping[str, str] | None = None, wait: bool = True) -> dict[str, 
             stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True,
             cwd="/", env=dict(os.environ if env is None else env), check=False).returncode
     finally:
-        log.close()
+        os.close(log)
     if code != 0:
         raise DaemonError(f"the daemon could not start ({code}): {_last_log_line(folder)}")
     if not wait:
@@ -151,13 +154,7 @@ def stop(env: Mapping[str, str] | None = None) -> dict[str, object]:
 
 
 def _ensure_private(folder: str) -> None:
-    try:
-        os.makedirs(folder, mode=0o700, exist_ok=True)
-        os.chmod(folder, 0o700)
-    except OSError as exc:
-        from coding_os.durable import io_error
-
-        raise io_error(folder, exc) from None
+    private_dir(folder)
 
 
 def _locked(folder: str) -> bool:
@@ -662,7 +659,7 @@ def serve(folder: str, until_idle: bool = False) -> int:
     import fcntl
 
     _ensure_private(folder)
-    lock = os.open(os.path.join(folder, LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    lock = open_private(os.path.join(folder, LOCK), os.O_RDWR)
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
