@@ -263,7 +263,24 @@ def create_worktree(project: str, job_id: str, checkout: bool = True,
         raise Conflict(f"branch {branch} exists already in {top}; a job's branch is made once")
     git(top, "worktree", "add", "-q", *(() if checkout else ("--no-checkout",)), "-b", branch,
         path, base)
+    _private_root(path)
     return Worktree(path=path, branch=branch, base=base, cwd=cwd, checked_out=checkout)
+
+
+def _private_root(path: str) -> None:
+    """The worktree's folder made 0700 and git's link file in it 0600, as all cos keeps in the
+    state dir (git made them under the user's umask). The project's files checked out in it
+    are the user's and keep the user's umask.
+
+    Raises:
+        StateIOError: they cannot be made private.
+    """
+    durable.private_dir(path)
+    link = os.path.join(path, ".git")
+    try:
+        os.close(durable.open_private(link, os.O_RDONLY))
+    except OSError as exc:
+        raise durable.io_error(link, exc) from None
 
 
 def _spare_lock(folder: str) -> int | None:
@@ -371,6 +388,7 @@ def prepare_spare(project: str, owner: int | None = None) -> bool:
         else:
             durable.atomic_write(os.path.join(folder, SPARE_OWNER), b"%d\n" % owner)
         git(top, "worktree", "add", "-q", "-f", "--detach", "--no-checkout", spare, base)
+        _private_root(spare)
         check_out(spare)
         # Its index's stat data brought up to date now, so the status a take asks is quick.
         git(spare, "update-index", "-q", "--refresh", check=False)
