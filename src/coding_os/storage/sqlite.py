@@ -48,6 +48,17 @@ _REPLICA_COLUMNS = ("session", "stream", "host", "agent", "path", "project_key",
                     "updated")
 
 
+def _private_file(path: str) -> None:
+    """Make the database file 0600 before SQLite opens it (which gives its -wal and -shm the
+    same mode); one that cannot be (read-only, another user's) is left to SQLite to report."""
+    if path == ":memory:":
+        return
+    try:
+        os.close(durable.open_private(path, os.O_RDONLY))
+    except OSError:
+        pass
+
+
 class SQLiteStorage(Storage):
     """Storage on a SQLite file. Migrations run on open, serialised by a lock file."""
 
@@ -61,6 +72,7 @@ class SQLiteStorage(Storage):
         self.busy_timeout_s = busy_timeout_s
         try:
             durable.ensure_dir(os.path.dirname(path))
+            _private_file(path)
             self._conn = sqlite3.connect(path, timeout=busy_timeout_s, isolation_level=None,
                                          check_same_thread=False)
             self._conn.execute(f"PRAGMA busy_timeout = {int(busy_timeout_s * 1000)}")
@@ -75,10 +87,6 @@ class SQLiteStorage(Storage):
             raise
         except StateIOError as exc:  # the directory could not be created
             raise StorageError(str(exc)) from None
-        try:
-            os.chmod(path, durable.FILE_MODE)
-        except OSError:
-            pass
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
