@@ -670,7 +670,7 @@ def serve(folder: str, until_idle: bool = False) -> int:
         os.unlink(path)  # left by a daemon that was killed: nobody listens on it
     except FileNotFoundError:
         pass
-    old_umask = os.umask(0o077)
+    old_umask = os.umask(0o177)  # the socket 0600: connecting takes only its write bit
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         listener.bind(path)

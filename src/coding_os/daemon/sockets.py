@@ -40,7 +40,7 @@ def bind(path: str, backlog: int = 64) -> tuple[socket.socket, int]:
     except FileNotFoundError:
         pass
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    old_umask = os.umask(0o077)
+    old_umask = os.umask(0o177)  # the socket 0600: connecting takes only its write bit
     try:
         _through_folder(path, listener.bind)
     except OSError:
