@@ -115,8 +115,7 @@ def test_a_whole_session_under_umask_022_leaves_every_folder_0700_and_every_file
     assert started.returncode == 0, started.stderr
     job = json.loads(started.stdout)["id"]
     until(lambda: any(row["id"] == job and row["state"] == "done" and row["pid"] is None
-                      for row in cos_json("agents", "--all", cwd=repo)),  # type: ignore[union-attr]
-          "the job to end")
+                      for row in cos_json("agents", "--all", cwd=repo)), "the job to end")
     assert (state / "worktrees" / job / "made.txt").read_text(encoding="utf-8") == "made\n"
     ran = cos("run", "--agent", "exec", "echo ran", cwd=repo)
     assert ran.returncode == 0, ran.stderr

@@ -462,7 +462,8 @@ def _write_copy(path: str, lines: list[bytes]) -> None:
 
     durable.ensure_dir(os.path.dirname(path))
     try:
-        with open(path, "xb") as f:  # in a folder of this user's alone (0700)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, durable.FILE_MODE)
+        with os.fdopen(fd, "wb") as f:  # in a folder of this user's alone (0700)
             f.writelines(part for line in lines for part in (line, b"\n"))
     except OSError as exc:
         raise StateIOError(f"cannot make a temporary copy of the replicated session: "
