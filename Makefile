@@ -71,8 +71,27 @@ test: $(VENV)/.test-installed clients chromium
 	@$(PY) -m pytest -m alone || [ $$? -eq 5 ]  # 5: no test is marked alone
 
 # The test extra brings what the benchmarks use beside the package (uv, for hook_latency.py).
+# Every benchmark runs and prints its figures, whatever the ones before it found; at the end the
+# target fails if any figure is off its target (a RESULT line marked OVER, MISS or UNDER) or any
+# benchmark crashed, listing each.
+BENCHMARKS ?= $(sort $(wildcard benchmarks/[!_]*.py))
+
 bench: $(VENV)/.test-installed
-	@for f in benchmarks/[!_]*.py; do echo "== $$f"; $(PY) $$f || exit 1; done
+	@runs=$$(mktemp -d); trap 'rm -rf "$$runs"' EXIT; : > "$$runs/off"; : > "$$runs/crashed"; \
+	for f in $(BENCHMARKS); do \
+		echo "== $$f"; \
+		{ $(PY) $$f; echo $$? > "$$runs/code"; } 2>&1 | tee "$$runs/out"; \
+		code=$$(cat "$$runs/code"); \
+		[ "$$code" = 0 ] || echo "$$f crashed (exit $$code)" >> "$$runs/crashed"; \
+		grep -E '^RESULT .*[ :](OVER|MISS|UNDER)( |$$)' "$$runs/out" >> "$$runs/off"; \
+	done; \
+	echo "== make bench: $(words $(BENCHMARKS)) benchmarks"; \
+	if [ -s "$$runs/off" ] || [ -s "$$runs/crashed" ]; then \
+		[ ! -s "$$runs/off" ] || { echo "off target:"; cat "$$runs/off"; }; \
+		cat "$$runs/crashed"; \
+		exit 1; \
+	fi; \
+	echo "every figure is on its target"
 
 clean:
 	rm -rf $(VENV) $(CLIENTS)/node_modules
