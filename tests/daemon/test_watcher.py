@@ -171,6 +171,45 @@ def test_a_directory_made_while_the_queue_overflowed_is_watched_afterwards(
     same(stored(tiers, record), whole(tiers, root))
 
 
+# -- git's own files ---------------------------------------------------------------------------
+
+
+def test_a_repack_writing_info_refs_leaves_the_next_checkpoint_to_the_watcher(
+        project: Path, running: dict[str, object]) -> None:
+    """Every repack runs `git update-server-info`, which writes `.git/info/refs` (through a
+    temporary file beside it): a `git gc --auto` that a commit left running in the background
+    does it whenever it ends. It is no rule of what git ignores."""
+    (project / "a.txt").write_text("a\n")
+    commit_all(project, "a")
+    tiers = Tiers(str(project / ".coding-os"))
+    root = str(project)
+    checkpoint_now(tiers, root)
+    (project / "a.txt").write_text("one\n")
+    assert checkpoint_now(tiers, root)["scan"] == "watcher"
+    git(project, "update-server-info")
+    assert (project / ".git" / "info" / "refs").exists()
+    (project / "a.txt").write_text("two\n")
+    record = checkpoint_now(tiers, root)
+    assert record["scan"] == "watcher"
+    same(stored(tiers, record), whole(tiers, root))
+
+
+@pytest.mark.parametrize("name", ["exclude", "attributes"])
+def test_a_rule_file_of_git_info_written_makes_the_next_checkpoint_look_again(
+        project: Path, running: dict[str, object], name: str) -> None:
+    (project / "x.log").write_text("log\n")
+    tiers = Tiers(str(project / ".coding-os"))
+    root = str(project)
+    checkpoint_now(tiers, root)
+    (project / "a.txt").write_text("one\n")
+    assert checkpoint_now(tiers, root)["scan"] == "watcher"
+    rules = project / ".git" / "info" / name
+    rules.write_text(rules.read_text() + "*.log\n" if name == "exclude" else "*.log -text\n")
+    record = checkpoint_now(tiers, root)
+    assert record["scan"] == "full"
+    same(stored(tiers, record), whole(tiers, root))
+
+
 # -- hard links --------------------------------------------------------------------------------
 
 

@@ -21,7 +21,9 @@ kept with a higher seq. A path names a file or a directory; a directory's whole 
 changed under it (a directory moved in brings files no event named).
 
 Not watched: `.git` (a commit changes no file of the working tree: the previous snapshot still
-holds, its commit and overlay describe the same bytes), except `.git/info` for `exclude` and the
+holds, its commit and overlay describe the same bytes), except `.git/info` for the rules it holds
+(`exclude`, `attributes`, `sparse-checkout`; not the `refs` that every repack writes there, a
+`git gc --auto` in the background too, which would make each checkpoint after it scan) and the
 git dir's `index` (reported as `.git/index`: a file unstaged may leave bytes that only the index
 held); the state dir; directories git ignores when the watch starts (a changed `.gitignore` is reported like
 any file: the checkpoint then scans, and asks the daemon to watch anew).
@@ -36,7 +38,7 @@ import secrets
 import struct
 import time
 
-__all__ = ["Inotify", "Watches", "TreeWatch", "MAX_CHANGED", "MAX_WATCHES"]
+__all__ = ["Inotify", "Watches", "TreeWatch", "INFO_RULES", "MAX_CHANGED", "MAX_WATCHES"]
 
 IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x40, 0x80
 IN_CREATE, IN_DELETE, IN_DELETE_SELF, IN_MOVE_SELF = 0x100, 0x200, 0x400, 0x800
@@ -47,6 +49,8 @@ MASK = (IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DEL
         | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR | IN_DONT_FOLLOW | IN_EXCL_UNLINK)
 _EVENT = struct.Struct("iIII")
 
+# The files of `.git/info` that decide what git ignores, how it reads a file, what it checks out.
+INFO_RULES = frozenset({b"exclude", b"attributes", b"sparse-checkout"})
 MAX_CHANGED = 50_000  # distinct changed paths kept per tree before the generation ends
 MAX_WATCHES = 100_000  # directories watched per tree before it is given up (scans instead)
 
@@ -278,7 +282,8 @@ class Watches:
             return  # the directory's own events: its parent reported them by name
         name = raw.decode("utf-8", "surrogateescape")
         if rel == "\0info":
-            tree.note(f".git/info/{name}")
+            if raw in INFO_RULES:
+                tree.note(f".git/info/{name}")
             return
         if rel == "\0git":
             if name == "index":  # staged or unstaged: which bytes only git holds may change
