@@ -367,3 +367,132 @@ def test_the_codex_table_is_valid_toml_for_any_cos_path() -> None:
     for path in ("/opt/🚀 tools/cos", '/odd "quoted" \\ path/cos', "/tab\there/cos"):
         parsed = tomllib.loads(_codex_block(path))
         assert parsed["mcp_servers"]["cos"]["command"] == path
+
+
+# -- Codex's trust of the hooks init wrote (adapters/codex/hook_trust.py) ------------------------
+
+
+USER_CODEX_CONFIG = '''model = "o3"  # the user's own settings, comments included
+
+[projects."/somewhere/else"]
+trust_level = "trusted"
+'''
+
+
+def codex_config(home: Path) -> Path:
+    return home / ".codex" / "config.toml"
+
+
+def codex_hooks_of(repo: Path) -> list[object]:
+    from coding_os.adapters.codex.hook_trust import hooks_of
+
+    path = repo / ".codex" / "hooks.json"
+    return hooks_of(str(path), json.loads(path.read_text(encoding="utf-8")))  # type: ignore[arg-type]
+
+
+def statuses(repo: Path, home: Path) -> set[str]:
+    import tomllib
+
+    from coding_os.adapters.codex.hook_trust import hook_status
+
+    parsed = tomllib.loads(codex_config(home).read_text(encoding="utf-8"))
+    return {hook_status(parsed, hook) for hook in codex_hooks_of(repo)}  # type: ignore[arg-type]
+
+
+def test_init_codex_records_codex_trust_of_its_hooks_and_says_the_project_step(
+        repo: Path, isolated_env: Path) -> None:
+    codex_config(isolated_env).parent.mkdir()
+    codex_config(isolated_env).write_text(USER_CODEX_CONFIG, encoding="utf-8")
+    report = cos_json("init", "--agent", "codex", cwd=repo)
+    assert isinstance(report, dict)
+    text = codex_config(isolated_env).read_text(encoding="utf-8")
+    assert text.startswith(USER_CODEX_CONFIG)  # the user's config, byte for byte, comes first
+    assert statuses(repo, isolated_env) == {"trusted"}
+    assert len(codex_hooks_of(repo)) == len(HOOK_EVENTS)
+    # Trusting the project is the user's call: one step, the exact lines, and nothing written.
+    assert report["user_steps"] == [{
+        "why": report["user_steps"][0]["why"], "file": str(codex_config(isolated_env)),
+        "append": f'[projects."{repo}"]\ntrust_level = "trusted"\n',
+        "or": f"start `codex` in {repo} once and accept its trust prompt"}]
+    assert f'[projects."{repo}"]' not in text
+    printed = cos("init", "--agent", "codex", cwd=repo).stdout
+    assert f'  [projects."{repo}"]' in printed and '  trust_level = "trusted"' in printed
+    assert codex_config(isolated_env).read_text(encoding="utf-8") == text  # no byte changed
+
+    with open(codex_config(isolated_env), "a", encoding="utf-8") as f:
+        f.write(report["user_steps"][0]["append"])
+    assert cos_json("init", "--agent", "codex", cwd=repo)["user_steps"] == []  # type: ignore[index]
+
+
+def test_uninstall_takes_codex_trust_back_leaving_the_users_config_as_it_was(
+        repo: Path, isolated_env: Path) -> None:
+    codex_config(isolated_env).parent.mkdir()
+    codex_config(isolated_env).write_text(USER_CODEX_CONFIG, encoding="utf-8")
+    assert cos("init", "--agent", "codex", cwd=repo).returncode == 0
+    assert statuses(repo, isolated_env) == {"trusted"}
+    assert cos("uninstall", cwd=repo).returncode == 0
+    assert codex_config(isolated_env).read_text(encoding="utf-8") == USER_CODEX_CONFIG
+
+
+def test_init_codex_without_a_codex_config_makes_a_private_one(
+        repo: Path, isolated_env: Path) -> None:
+    assert cos("init", "--agent", "codex", cwd=repo).returncode == 0
+    assert statuses(repo, isolated_env) == {"trusted"}
+    assert codex_config(isolated_env).stat().st_mode & 0o777 == 0o600
+    assert codex_config(isolated_env).parent.stat().st_mode & 0o777 == 0o700
+
+
+def test_codex_trust_goes_where_codex_home_says(repo: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "codex-home"
+    assert cos("init", "--agent", "codex", cwd=repo,
+               env={"CODEX_HOME": str(elsewhere)}).returncode == 0
+    import tomllib
+
+    from coding_os.adapters.codex.hook_trust import hook_status
+
+    parsed = tomllib.loads((elsewhere / "config.toml").read_text(encoding="utf-8"))
+    assert {hook_status(parsed, h) for h in codex_hooks_of(repo)} == {"trusted"}  # type: ignore[arg-type]
+
+
+def test_a_hash_the_user_trusted_before_is_replaced_and_put_back_by_uninstall(
+        repo: Path, isolated_env: Path) -> None:
+    assert cos("init", "--agent", "codex", cwd=repo).returncode == 0
+    stop = next(h for h in codex_hooks_of(repo) if h.event == "Stop")  # type: ignore[attr-defined]
+    # As the user would have it from Codex's own review of an older hook at that place.
+    old = "sha256:" + "0" * 64
+    mine = f'model = "o3"\n\n[hooks.state."{stop.key}"]\ntrusted_hash = "{old}"\n'
+    codex_config(isolated_env).write_text(mine, encoding="utf-8")
+    assert cos("init", "--agent", "codex", cwd=repo).returncode == 0
+    assert statuses(repo, isolated_env) == {"trusted"}
+    assert cos("uninstall", cwd=repo).returncode == 0
+    assert codex_config(isolated_env).read_text(encoding="utf-8") == mine
+
+
+def test_a_hook_the_user_turned_off_stays_off_and_is_a_step(repo: Path, isolated_env: Path) -> None:
+    assert cos("init", "--agent", "codex", cwd=repo).returncode == 0
+    stop = next(h for h in codex_hooks_of(repo) if h.event == "Stop")  # type: ignore[attr-defined]
+    mine = f'[hooks.state."{stop.key}"]\nenabled = false\n'
+    codex_config(isolated_env).write_text(mine, encoding="utf-8")
+    report = cos_json("init", "--agent", "codex", cwd=repo)
+    assert isinstance(report, dict)
+    assert f'[hooks.state."{stop.key}"]' in report["user_steps"][0]["append"]
+    assert codex_config(isolated_env).read_text(encoding="utf-8").startswith(mine)
+    assert statuses(repo, isolated_env) == {"trusted", "disabled"}
+
+
+def test_an_invalid_codex_config_is_left_as_it_is_and_the_trust_is_a_step(
+        repo: Path, isolated_env: Path) -> None:
+    codex_config(isolated_env).parent.mkdir()
+    codex_config(isolated_env).write_text("model = [unclosed\n", encoding="utf-8")
+    report = cos_json("init", "--agent", "codex", cwd=repo)
+    assert isinstance(report, dict)
+    assert codex_config(isolated_env).read_text(encoding="utf-8") == "model = [unclosed\n"
+    assert "[hooks.state." in report["user_steps"][0]["append"]
+    assert any("could not be recorded" in note for note in report["notes"])
+
+
+def test_codex_session_end_hook_asks_for_no_more_time_than_codex_gives(repo: Path) -> None:
+    assert cos("init", "--agent", "codex", cwd=repo).returncode == 0
+    hooks = json.loads((repo / ".codex" / "hooks.json").read_text(encoding="utf-8"))
+    assert hooks["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"] == 3
+    assert hooks["hooks"]["Stop"][0]["hooks"][0]["timeout"] == 30

@@ -191,7 +191,8 @@ def init(agent: str, local: bool = False, env: Mapping[str, str] | None = None,
     """
     from coding_os.install import install
 
-    return install(agent, local=local, caller=Caller(env, cwd, create=False, foreign_ok=True))
+    return install(agent, local=local, caller=Caller(env, cwd, create=False, foreign_ok=True),
+                   env=env)
 
 
 def uninstall_hooks(agent: str | None = None, env: Mapping[str, str] | None = None,
@@ -203,7 +204,7 @@ def uninstall_hooks(agent: str | None = None, env: Mapping[str, str] | None = No
     """
     from coding_os.install import uninstall
 
-    return uninstall(agent, caller=Caller(env, cwd, create=False))
+    return uninstall(agent, caller=Caller(env, cwd, create=False), env=env)
 
 
 def gc_panels(dry_run: bool = False, env: Mapping[str, str] | None = None,

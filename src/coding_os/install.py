@@ -14,6 +14,14 @@ is upgraded in place. What it added is recorded in `.coding-os/installed-manifes
 `uninstall` removes exactly that: when nothing else changed in the file meanwhile, the file gets
 its original bytes back. The launcher stays: it belongs to the installation, not the project, and
 other projects' hooks may run it.
+
+Codex runs a project's hooks only when its user trusts both the project and each hook, in
+`$CODEX_HOME/config.toml` (adapters/codex/hook_trust.py). `init --agent codex` is the user asking
+for exactly these hooks, so it records Codex's trust of the hooks it wrote (by their hashes: a
+hook changed by anyone else is not trusted) as tables of its own in that file, which `uninstall`
+removes. Trusting the project is another matter: it lets Codex load everything the repository's
+`.codex/` holds, which is the user's call, never cos's; init says the exact lines to add (or the
+prompt to accept) as a step for the user (`InstallReport.user_steps`) while it is not done.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ import json
 import os
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -61,11 +70,9 @@ AGENT_HOOK_FILES: dict[str, tuple[str, str | None]] = {
                os.path.join(".claude", "settings.local.json")),
     "codex": (os.path.join(".codex", "hooks.json"), None),
 }
-CODEX_TRUST_HINT = (
-    "Codex runs project hooks only in a trusted project: start `codex` in {root} once and "
-    "accept the trust prompt, or add to ~/.codex/config.toml:\n"
-    '  [projects."{root}"]\n  trust_level = "trusted"'
-)
+# Marks the tables init adds to the user's Codex config (uninstall removes them whole).
+CODEX_TRUST_COMMENT = ("# coding-os (cos init --agent codex): Codex's trust of the hooks it wrote; "
+                       "cos uninstall removes these tables\n")
 
 
 @dataclass
@@ -81,6 +88,9 @@ class InstallReport:
     notes: list[str] = field(default_factory=list)
     mcp_file: str | None = None  # where cos's MCP server is registered for the agent
     launcher: str | None = None  # the hook launcher the commands run
+    # What the user must still do for the agent to run the hooks, each {"why", "file",
+    # "append"} (the exact text to add to that file) and "or" (another way to do it).
+    user_steps: list[dict[str, str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -118,14 +128,23 @@ def is_python_script(path: str) -> bool:
 
 
 def _group(agent: str, launcher: Launcher, event: str) -> dict[str, Any]:
-    return _group_running(hook_command(agent, launcher, event), event)
+    return _group_running(hook_command(agent, launcher, event), event, _timeout(agent, event))
 
 
-def _group_running(command: str, event: str) -> dict[str, Any]:
+def _timeout(agent: str, event: str) -> int:
+    """A hook's timeout: Codex cuts SessionEnd's to 3 s, warning on every run when it is more."""
+    from coding_os.adapters.codex.hook_trust import SESSION_END_MAX_TIMEOUT_S
+
+    if agent == "codex" and event == "SessionEnd":
+        return SESSION_END_MAX_TIMEOUT_S
+    return HOOK_TIMEOUT_S
+
+
+def _group_running(command: str, event: str, timeout: int) -> dict[str, Any]:
     group: dict[str, Any] = {}
     if event in TOOL_EVENTS:
         group["matcher"] = "*"
-    group["hooks"] = [{"type": "command", "command": command, "timeout": HOOK_TIMEOUT_S}]
+    group["hooks"] = [{"type": "command", "command": command, "timeout": timeout}]
     return group
 
 
@@ -138,7 +157,8 @@ def _is_cos_group(group: object, agent: str, event: str) -> bool:
     command = entries[0].get("command") if (isinstance(entries, list) and len(entries) == 1
                                             and isinstance(entries[0], dict)) else None
     return (isinstance(command, str) and parse_hook_command(command, agent, event) is not None
-            and group == _group_running(command, event))
+            and group in (_group_running(command, event, _timeout(agent, event)),
+                          _group_running(command, event, HOOK_TIMEOUT_S)))
 
 
 def cos_hooks_settings(agent: str, checkout: str) -> str | None:
@@ -203,13 +223,18 @@ def read_manifest(manifest_path: str) -> dict[str, Any]:
     return manifest
 
 
-def _write_json(path: str, data: bytes) -> None:
-    """Replace a settings file atomically, keeping its mode (0644 for a new one: it is the
-    user's file, not private state; a private one, say holding `env` secrets, stays private)."""
+def _write_json(path: str, data: bytes, new_mode: int = 0o644) -> None:
+    """Replace a settings file atomically, keeping its mode (`new_mode`, 0644 by default, for a
+    new one: it is the user's file, not private state; a private one, say holding `env`
+    secrets, stays private).
+
+    Raises:
+        StateIOError: it cannot be written.
+    """
     try:
         mode = os.stat(path).st_mode & 0o7777
     except FileNotFoundError:
-        mode = 0o644
+        mode = new_mode
     durable.ensure_dir(os.path.dirname(path))
     durable.atomic_write(path, data)
     os.chmod(path, mode)
@@ -247,10 +272,13 @@ def _render(data: dict[str, Any]) -> bytes:
 
 
 def install(agent: str, *, local: bool = False, caller: Caller | None = None,
-            cos_path: str | None = None, launcher: Launcher | None = None) -> InstallReport:
+            cos_path: str | None = None, launcher: Launcher | None = None,
+            env: Mapping[str, str] | None = None) -> InstallReport:
     """Merge coding-os hook entries for `agent` into its hooks file and record them; write the
     hook launcher they run (`launcher`, by default this installation's) in the user's hub.
-    `cos_path` is the `cos` console script the MCP server registration runs.
+    `cos_path` is the `cos` console script the MCP server registration runs. For Codex, also
+    record its trust of these hooks in the user's Codex config (`env`'s CODEX_HOME), and say
+    in `user_steps` what the user must still do for Codex to run them.
 
     Raises:
         InvalidInput: unknown agent, `--local` where the agent has none, unreadable settings,
@@ -358,6 +386,10 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         registrations[:] = [r for r in registrations
                             if not (r.get("agent") == agent and r.get("file") == mcp_file)]
         registrations.append(mcp_record)
+    trust = _plan_codex_trust(path, data, entries, record, os.environ if env is None else env) \
+        if agent == "codex" else None
+    if trust is not None and trust.record is not None:
+        record["codex_trust"] = trust.record
     # The launcher before any hook names it.
     launcher_changed = write_launcher(launcher)
     _ensure_state_dir(state_dir, caller.resolution.hub, checkout, manifest)
@@ -371,6 +403,12 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
 
     if mcp_bytes is not None:
         _write_json(mcp_file, mcp_bytes)
+    if trust is not None and trust.text is not None:
+        try:
+            _write_json(trust.config, trust.text.encode("utf-8"), new_mode=0o600)
+        except StateIOError as exc:
+            trust.notes = [f"Codex's trust of these hooks could not be recorded: {exc}"]
+            trust.steps.insert(0, trust.manual)
     report = InstallReport(agent=agent, file=path,
                            changed=changed or mcp_bytes is not None or launcher_changed,
                            events=list(HOOK_EVENTS),
@@ -382,9 +420,146 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         report.notes.append(f"{mcp_file} has a {MCP_SERVER_NAME} server entry that coding-os did "
                             "not write: kept as it is (and not approved); remove it and run "
                             "init again to register cos mcp")
-    if agent == "codex":
-        report.notes.append(CODEX_TRUST_HINT.format(root=checkout))
+    if trust is not None:
+        report.changed = report.changed or trust.text is not None
+        report.notes += trust.notes
+        report.user_steps += trust.steps
+        if trust.project_step is not None:
+            report.user_steps.append(trust.project_step)
     return report
+
+
+@dataclass
+class _CodexTrust:
+    """What init does to the user's Codex config (`text`: its new content, None for nothing)
+    and what it leaves to the user."""
+
+    config: str
+    text: str | None
+    record: dict[str, Any] | None
+    notes: list[str]
+    steps: list[dict[str, str]]
+    manual: dict[str, str]  # the step that trusts the hooks by hand, if writing fails
+    project_step: dict[str, str] | None
+
+
+def _plan_codex_trust(path: str, data: dict[str, Any], entries: list[dict[str, Any]],
+                      record: dict[str, Any] | None, env: Mapping[str, str]) -> _CodexTrust:
+    """Plan Codex's trust of the hooks init wrote in `path` (its settings `data`): the tables
+    of the user's Codex config that trust them as they are, added in a block of cos's own (an
+    older block of cos's replaced whole; a hash the user recorded for one of these places
+    replaced in place); and whether the user still has to trust the project. Nothing here
+    fails the install: what cannot be done is a step for the user, and doctor says it too."""
+    import tomllib
+
+    from coding_os.adapters.codex import hook_trust
+    from coding_os.state.root import linked_worktree_main
+
+    config_path = hook_trust.user_config_path(env)
+    checkout = os.path.dirname(os.path.dirname(path))
+    ours = [hook for hook in hook_trust.hooks_of(path, data)
+            if any(e["event"] == hook.event and data["hooks"][hook.event][hook.group] == e["group"]
+                   for e in entries)]
+    previous = (record or {}).get("codex_trust") or {}
+    block_before = str(previous.get("block") or "")
+    replaced: dict[str, list[str]] = dict(previous.get("replaced") or {})
+    manual = {"why": "Codex runs a project's hook only once you trust that hook",
+              "file": config_path, "append": "\n".join(hook_trust.trust_table(h) for h in ours)}
+    plan = _CodexTrust(config_path, None, None, [], [], manual, None)
+    try:
+        config, text = hook_trust.read_config(config_path)
+    except (InvalidInput, StateIOError) as exc:
+        plan.notes.append(f"Codex's trust of these hooks could not be recorded: {exc}")
+        plan.steps.append(manual)
+        return plan
+    main = linked_worktree_main(checkout, env)
+    level = hook_trust.project_trust(config, checkout, main[1] if main else None)
+    if level != "trusted":
+        said = (f"Codex marks {checkout} untrusted in {config_path}: set its trust_level to "
+                "\"trusted\"" if level == "untrusted" else
+                f"Codex loads {os.path.join(checkout, '.codex')} only in a project you trust")
+        plan.project_step = {
+            "why": f"{said}; cos does not decide that for you (it lets Codex load everything "
+                   "the repository's .codex/ holds)",
+            "file": config_path, "append": hook_trust.project_trust_lines(checkout),
+            "or": f"start `codex` in {checkout} once and accept its trust prompt"}
+    if all(hook_trust.hook_status(config, hook) == "trusted" for hook in ours):
+        plan.record = previous or {"config": config_path, "block": "", "replaced": {}}
+        plan.notes.append(f"Codex trusts the {len(ours)} hooks of {path} ({config_path})")
+        return plan
+    base = text or ""
+    if block_before and block_before in base:
+        base = base.replace(block_before, "", 1)  # cos's own block: written anew below
+    try:
+        before = tomllib.loads(base)
+        tables, left = [], []
+        for hook in ours:
+            state = before.get("hooks", {}).get("state", {}).get(hook.key)
+            if not isinstance(state, dict):
+                tables.append(hook_trust.trust_table(hook))
+            elif state.get("trusted_hash") == hook.hash and state.get("enabled") is not False:
+                continue
+            elif _replace_once(base, state.get("trusted_hash"), hook.hash) is not None \
+                    and state.get("enabled") is not False:
+                old = str(state["trusted_hash"])
+                base = str(_replace_once(base, old, hook.hash))
+                replaced[hook.key] = [replaced.get(hook.key, [old])[0], hook.hash]
+            else:
+                left.append(hook)  # the user's own table for it, which cos does not rewrite
+        base += "\n" if base and not base.endswith("\n") else ""
+        block = ("\n" if base else "") + CODEX_TRUST_COMMENT + "\n".join(tables) if tables else ""
+        new_text = base + block
+        after = tomllib.loads(new_text)
+    except (tomllib.TOMLDecodeError, RecursionError, InvalidInput, AttributeError) as exc:
+        plan.notes.append(f"Codex's trust of these hooks could not be recorded in {config_path} "
+                          f"({str(exc)[:200]})")
+        plan.steps.append(manual)
+        return plan
+    keys = {hook.key for hook in ours} | set(previous.get("keys") or ())
+    trusted = [h for h in ours if hook_trust.hook_status(after, h) == "trusted"]
+    if _without(after, keys) != _without(config, keys) or len(trusted) + len(left) != len(ours):
+        plan.notes.append(f"Codex's trust of these hooks could not be recorded in {config_path}: "
+                          "cos cannot add its tables to that file without changing others")
+        plan.steps.append(manual)
+        return plan
+    plan.text = new_text
+    plan.record = {"config": config_path, "block": block, "replaced": replaced,
+                   "keys": sorted(h.key for h in ours if hook_trust.trust_table(h) in tables)}
+    plan.notes.append(f"recorded Codex's trust of the {len(trusted)} hooks it wrote in {path} "
+                      f"({config_path}, [hooks.state] by their hashes; cos uninstall takes it "
+                      "back)")
+    if left:
+        plan.steps.append({
+            "why": "your own Codex settings for these hooks keep them from running (turned off, "
+                   "or trusted as something else)",
+            "file": config_path, "append": "\n".join(hook_trust.trust_table(h) for h in left),
+            "or": "set trusted_hash (and remove enabled = false) in those tables as shown"})
+    return plan
+
+
+def _replace_once(text: str, old: object, new: str) -> str | None:
+    """`text` with the TOML string `"old"` replaced by `"new"`, when it occurs exactly once."""
+    if not isinstance(old, str) or not old:
+        return None
+    quoted = json.dumps(old)
+    return text.replace(quoted, json.dumps(new)) if text.count(quoted) == 1 else None
+
+
+def _without(config: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    """The parsed Codex config without the hook states of `keys` (and then empty tables)."""
+    import copy
+
+    rest = copy.deepcopy(config)
+    hooks = rest.get("hooks")
+    states = hooks.get("state") if isinstance(hooks, dict) else None
+    if isinstance(hooks, dict) and isinstance(states, dict):
+        for key in keys:
+            states.pop(key, None)
+        if not states:
+            del hooks["state"]
+        if not hooks:
+            del rest["hooks"]
+    return rest
 
 
 def _find_record(manifest: dict[str, Any], agent: str, path: str) -> dict[str, Any] | None:
@@ -487,8 +662,10 @@ def _ensure_state_dir(state_dir: str, hub: str, checkout: str, manifest: dict[st
         manifest["git_exclude"] = {"file": exclude, "line": line}
 
 
-def uninstall(agent: str | None = None, *, caller: Caller | None = None) -> list[InstallReport]:
-    """Remove exactly the hook entries `install` recorded (all agents, or one).
+def uninstall(agent: str | None = None, *, caller: Caller | None = None,
+              env: Mapping[str, str] | None = None) -> list[InstallReport]:
+    """Remove exactly the hook entries `install` recorded (all agents, or one), and the trust
+    of them it recorded in the user's Codex config (`env`'s CODEX_HOME).
 
     Raises:
         NotFound: nothing is installed (for that agent).
@@ -513,6 +690,9 @@ def uninstall(agent: str | None = None, *, caller: Caller | None = None) -> list
         del manifest["mcp"]
     for record in records:
         reports.append(_remove(record))
+        if isinstance(record.get("codex_trust"), dict):
+            reports[-1].notes += _untrust_codex(record["codex_trust"],
+                                                os.environ if env is None else env)
         manifest["installations"].remove(record)
     if not manifest["installations"]:
         exclude = manifest.pop("git_exclude", None)
@@ -578,6 +758,41 @@ def _remove(record: dict[str, Any]) -> InstallReport:
     if report.changed:
         _write_json(path, _render(data))
     return report
+
+
+def _untrust_codex(trust: dict[str, Any], env: Mapping[str, str]) -> list[str]:
+    """Take back the Codex trust `init` recorded: its block of tables, and the hashes it put in
+    place of the user's (their old values back), in the user's Codex config as it is found now
+    (the manifest's path is used only when it is that file). Returns notes on what was left."""
+    import tomllib
+
+    from coding_os.adapters.codex.hook_trust import read_config, user_config_path
+
+    config_path = user_config_path(env)
+    block, replaced = str(trust.get("block") or ""), trust.get("replaced") or {}
+    if not block and not replaced:
+        return []
+    if trust.get("config") != config_path:
+        return [f"left Codex's trust of cos's hooks in {trust.get('config')}: CODEX_HOME now "
+                f"names {config_path}"]
+    try:
+        _, text = read_config(config_path)
+    except (InvalidInput, StateIOError) as exc:
+        return [f"left Codex's trust of cos's hooks in {config_path}: {exc}"]
+    if text is None:
+        return []
+    new_text = text.replace(block, "", 1) if block and block in text else text
+    for old, new in (pair for pair in replaced.values() if isinstance(pair, list)
+                     and len(pair) == 2):
+        new_text = _replace_once(new_text, new, str(old)) or new_text
+    if new_text == text:
+        return []
+    try:
+        tomllib.loads(new_text)
+        _write_json(config_path, new_text.encode("utf-8"), new_mode=0o600)
+    except (tomllib.TOMLDecodeError, StateIOError) as exc:
+        return [f"left Codex's trust of cos's hooks in {config_path}: {str(exc)[:200]}"]
+    return [f"removed Codex's trust of cos's hooks from {config_path}"]
 
 
 def _remove_exclude_line(exclude: str, line: str) -> None:

@@ -167,7 +167,9 @@ def hook(event: str) -> None:
               help="Claude Code: write .claude/settings.local.json (not committed).")
 @json_option
 def init(agent: str, local: bool, as_json: bool) -> None:
-    """Install coding-os hooks for AGENT in this project (idempotent)."""
+    """Install coding-os hooks for AGENT in this project (idempotent). For Codex, also record
+    its trust of those hooks in ~/.codex/config.toml, and say the step left to you: trusting
+    the project in Codex."""
     report = api.init(agent, local=local)
     if as_json:
         _emit_json(report.as_dict())
@@ -180,6 +182,12 @@ def init(agent: str, local: bool, as_json: bool) -> None:
         echo(f"  MCP server: {report.mcp_file} (cos mcp)")
     for note in report.notes:
         echo(note)
+    for step in report.user_steps:
+        echo(f"To do: {step['why']}. Add to {step['file']}:")
+        for line in step["append"].splitlines():
+            echo(f"  {line}" if line else "")
+        if step.get("or"):
+            echo(f"(or {step['or']})")
 
 
 @cli.command()
