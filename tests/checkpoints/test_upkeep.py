@@ -252,3 +252,86 @@ def test_gc_removes_the_temporary_objects_of_a_killed_checkpoint(project: Path) 
     proc = cos("gc", "--json", cwd=project)
     assert proc.returncode == 0, proc.stderr
     assert temporaries(project) == []
+
+
+# -- checkpoints of a background job's worktree (`cos rm` takes them with it) ---------------------
+
+
+def job_worktree(project: Path, job: str = "0badc0de") -> Path:
+    """A linked worktree where a job's would be (`.coding-os/worktrees/<id>`, branch
+    `cos/<id>`) with one checkpoint taken in it and one in the main checkout; the worktree."""
+    from tests.helpers import git
+
+    create(project)  # the state dir, and a checkpoint of the main checkout
+    path = project / ".coding-os" / "worktrees" / job
+    git(project, "worktree", "add", "-q", "-b", f"cos/{job}", str(path))
+    (path / "job.txt").write_text("written in the job's worktree\n", encoding="utf-8")
+    record = create(path)
+    assert record["root"] == str(path)
+    return path
+
+
+def roots(project: Path) -> list[str]:
+    return sorted(str(r["root"]) for r in points.all_records(str(folder(project))))
+
+
+def test_drop_worktree_removes_the_checkpoints_of_that_worktree_only(project: Path) -> None:
+    from coding_os.checkpoints.upkeep import drop_worktree
+    from coding_os.state.tiers import Tiers
+
+    worktree = job_worktree(project)
+    taken = [r["id"] for r in points.all_records(str(folder(project)))
+             if r["root"] == str(worktree)]
+    dropped = drop_worktree(Tiers(str(project / ".coding-os")), str(worktree))
+    assert dropped == taken and len(dropped) == 1
+    assert roots(project) == [str(project)]
+
+
+def test_verify_lists_checkpoints_of_a_job_worktree_that_is_gone_and_reports_no_damage(
+        project: Path) -> None:
+    from tests.helpers import git
+
+    worktree = job_worktree(project)
+    git(project, "worktree", "remove", "--force", str(worktree))
+    git(project, "branch", "-D", "cos/0badc0de")
+    proc = cos("checkpoints", "verify", "--json", cwd=project)
+    assert proc.returncode == 0, proc.stdout
+    report = json.loads(proc.stdout)
+    assert report["ok"] is True and report["missing"] == [] and report["damaged"] == []
+    assert [o["root"] for o in report["orphaned"]] == [str(worktree)]
+    text = cos("checkpoints", "verify", cwd=project).stdout
+    assert "`cos gc` drops them" in text
+
+
+def test_a_vanished_tree_that_was_no_job_worktree_is_still_missing_its_git_objects(
+        project: Path, tmp_path: Path) -> None:
+    from tests.helpers import git
+
+    create(project)
+    other = tmp_path / "elsewhere"
+    git(project, "worktree", "add", "-q", "-b", "mine", str(other))
+    (other / "mine.txt").write_text("mine\n", encoding="utf-8")
+    create(other)
+    git(project, "worktree", "remove", "--force", str(other))
+    report = json.loads(cos("checkpoints", "verify", "--json", cwd=project).stdout)
+    assert report["orphaned"] == [] and report["ok"] is False
+    assert any(m.get("repository") == str(other) for m in report["missing"])
+
+
+def test_gc_drops_checkpoints_of_a_job_worktree_that_is_gone_whatever_their_age(
+        project: Path) -> None:
+    from tests.helpers import git
+
+    worktree = job_worktree(project)
+    git(project, "worktree", "remove", "--force", str(worktree))
+    gone = [str(r["id"]) for r in points.all_records(str(folder(project)))
+            if r["root"] == str(worktree)]
+
+    would = gc(project, "--dry-run")
+    assert would["orphans_removed"] == gone and would["checkpoints_removed"] == []
+    assert roots(project) == sorted([str(project), str(worktree)])
+
+    done = gc(project)
+    assert done["orphans_removed"] == gone
+    assert roots(project) == [str(project)]
+    assert json.loads(cos("checkpoints", "verify", "--json", cwd=project).stdout)["orphaned"] == []

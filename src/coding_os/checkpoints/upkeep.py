@@ -1,6 +1,14 @@
 """Keeping checkpoints (DESIGN.md §5): `verify` re-hashes every object, `usage` is the disk
 used against the cap, `collect` (`cos gc`) removes what the retention period and no checkpoint
-keep, and `enforce_cap` prunes the oldest checkpoints once the store outgrows its cap.
+keep, `enforce_cap` prunes the oldest checkpoints once the store outgrows its cap, and
+`drop_worktree` removes the checkpoints of a background job's worktree as `cos rm` removes it.
+
+A checkpoint names the tree it was taken in (its `root`). A job's worktree
+(`<project>/.coding-os/worktrees/<job>`) goes with its job (`cos rm`, or `cos gc` for jobs past
+the retention period), and so do its checkpoints: nothing can be rewound into a tree that is no
+more, and the git objects they name went with the job's branch. A checkpoint of a job's worktree
+that is gone all the same (removed by hand, or by a cos before this one) is `orphaned`:
+`verify` lists it apart, not as damage (the store is whole), and `collect` drops it.
 """
 
 from __future__ import annotations
@@ -15,14 +23,52 @@ from coding_os.checkpoints.manifest import read_manifest
 from coding_os.checkpoints.settings import GRACE_S, Settings
 from coding_os.checkpoints.store import DamagedObject, ObjectStore, pack_entries
 from coding_os.errors import InvalidInput, StateIOError
+from coding_os.state.root import STATE_DIR_NAME
 from coding_os.state.tiers import Tiers
 
-__all__ = ["verify", "usage", "collect", "enforce_cap"]
+__all__ = ["verify", "usage", "collect", "enforce_cap", "drop_worktree", "orphaned"]
+
+# Where background jobs' worktrees live in a state dir (daemon/worktrees.py, WORKTREES_DIR).
+JOB_WORKTREES = "worktrees"
+
+
+def orphaned(record: dict[str, object]) -> bool:
+    """Whether a checkpoint was taken in a background job's worktree that is gone."""
+    root = record.get("root")
+    if not isinstance(root, str) or not os.path.isabs(root):
+        return False
+    parent = os.path.dirname(os.path.normpath(root))
+    return (os.path.basename(parent) == JOB_WORKTREES
+            and os.path.basename(os.path.dirname(parent)) == STATE_DIR_NAME
+            and not os.path.lexists(root))
+
+
+def drop_worktree(tiers: Tiers, worktree: str) -> list[str]:
+    """Remove the checkpoints taken in `worktree` (a job's, which `cos rm` removed); returns
+    their ids. Their objects are left to `cos gc`, which deletes what no checkpoint reaches.
+
+    Raises:
+        StateIOError: the checkpoint store cannot be locked or written.
+    """
+    folder = tiers.checkpoints_dir
+    if not os.path.isdir(folder):
+        return []
+    top = os.path.normpath(worktree)
+    dropped: list[str] = []
+    with restore_lock(folder, exclusive=True):  # no checkpoint is being recorded meanwhile
+        for record in points.all_records(folder):
+            root = record.get("root")
+            if isinstance(root, str) and (os.path.normpath(root) == top
+                                          or root.startswith(top + os.sep)):
+                points.remove(folder, str(record["id"]))
+                dropped.append(str(record["id"]))
+    return dropped
 
 
 def verify(tiers: Tiers) -> dict[str, object]:
     """Re-hash every object and check every record's references (git blobs included); report
-    damage without touching anything."""
+    damage without touching anything. The checkpoints of a job's worktree that is gone are
+    listed as `orphaned` (`cos gc` drops them), their git objects not looked for."""
     from coding_os.git.command import GitError
 
     folder = tiers.checkpoints_dir
@@ -54,6 +100,7 @@ def verify(tiers: Tiers) -> dict[str, object]:
             except DamagedObject as exc:
                 damaged.append({"object": oid, "problem": str(exc)})
     missing: list[dict[str, str]] = []
+    gone: list[dict[str, str]] = []
     records = points.all_records(folder)
     git_refs: dict[str, set[str]] = {}
     for record in records:
@@ -64,9 +111,13 @@ def verify(tiers: Tiers) -> dict[str, object]:
             missing.append({"checkpoint": str(record["id"]), "problem": str(exc)})
             continue
         root = str(record.get("root"))
+        # The git objects of a job's worktree that is gone went with its branch: not damage.
+        lost_tree = orphaned(record)
+        if lost_tree:
+            gone.append({"checkpoint": str(record["id"]), "root": root})
         for layer in manifest.get("layers", []):  # type: ignore[attr-defined]
             repo = os.path.join(root, layer["dir"]) if layer["dir"] else root
-            if layer.get("commit"):
+            if layer.get("commit") and not lost_tree:
                 git_refs.setdefault(repo, set()).add(str(layer["commit"]))
             for path, entry in layer.get("overlay", {}).items():
                 if not entry or entry[0] == "s":
@@ -75,7 +126,7 @@ def verify(tiers: Tiers) -> dict[str, object]:
                     if not store.has(str(entry[3])):
                         missing.append({"checkpoint": str(record["id"]), "path": path,
                                         "problem": f"object {entry[3]} is missing"})
-                else:
+                elif not lost_tree:
                     git_refs.setdefault(repo, set()).add(str(entry[1]))
     for repo, shas in git_refs.items():
         try:
@@ -86,7 +137,7 @@ def verify(tiers: Tiers) -> dict[str, object]:
         for sha in sorted(shas - lines):
             missing.append({"repository": repo, "problem": f"git object {sha} is missing"})
     return {"objects_checked": checked, "checkpoints": len(records), "damaged": damaged,
-            "missing": missing, "ok": not damaged and not missing}
+            "missing": missing, "orphaned": gone, "ok": not damaged and not missing}
 
 
 def _batch_check(repo: str, shas: list[str]) -> set[str]:
@@ -147,8 +198,9 @@ def _names(folder: str) -> list[str]:
 
 def collect(tiers: Tiers, *, dry_run: bool = False, older_than_s: float | None = None,
             grace_s: float = GRACE_S) -> dict[str, object]:
-    """Remove checkpoints older than `older_than_s` (the retention period), then every object no
-    checkpoint reaches and older than `grace_s`. Returns what was (or would be) removed."""
+    """Remove checkpoints older than `older_than_s` (the retention period) and those of a job's
+    worktree that is gone (`orphans_removed`), then every object no checkpoint reaches and older
+    than `grace_s`. Returns what was (or would be) removed."""
     folder = tiers.checkpoints_dir
     with restore_lock(folder, exclusive=True):  # no checkpoint is being recorded meanwhile
         return _collect(folder, dry_run, older_than_s, grace_s)
@@ -158,15 +210,21 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
              grace_s: float) -> dict[str, object]:
     store = ObjectStore(folder)
     removed_points: list[str] = []
-    if older_than_s is not None:
-        cutoff = points.new_id(time.time() - older_than_s)
-        for record in points.all_records(folder):
-            if str(record["id"]) < cutoff:
-                removed_points.append(str(record["id"]))
-                if not dry_run:
-                    points.remove(folder, str(record["id"]))
+    orphans: list[str] = []
+    cutoff = points.new_id(time.time() - older_than_s) if older_than_s is not None else None
+    for record in points.all_records(folder):
+        checkpoint = str(record["id"])
+        if orphaned(record):
+            orphans.append(checkpoint)  # of a job's worktree that is gone, whatever its age
+        elif cutoff is not None and checkpoint < cutoff:
+            removed_points.append(checkpoint)
+        else:
+            continue
+        if not dry_run:
+            points.remove(folder, checkpoint)
     # A dry run removed nothing: the records it would remove must not count as reaching.
-    keep, problems = _referenced(folder, store, set(removed_points) if dry_run else None)
+    keep, problems = _referenced(folder, store,
+                                 set(removed_points + orphans) if dry_run else None)
     now = time.time()
     removed_objects = 0
     freed = 0
@@ -190,8 +248,9 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
         gone, pack_freed = _unpack_one(store, pack, keep, now - grace_s, dry_run)
         removed_objects += gone
         freed += pack_freed
-    return {"checkpoints_removed": removed_points, "objects_removed": removed_objects,
-            "bytes_freed": freed, "dry_run": dry_run, "problems": problems}
+    return {"checkpoints_removed": removed_points, "orphans_removed": orphans,
+            "objects_removed": removed_objects, "bytes_freed": freed, "dry_run": dry_run,
+            "problems": problems}
 
 
 def _unpack_one(store: ObjectStore, pack: str, keep: set[str], before: float,

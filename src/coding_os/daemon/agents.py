@@ -541,12 +541,29 @@ def logs(key: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     from coding_os import durable
 
     stderr = durable.read_regular(job.path(jobs.STDERR), 1 << 20)
+        removed["checkpoints_dropped"] = _drop_checkpoints(str(job.state["project"]),
+                                                           worktree, env)
     return {"job": jobs.row(job), "events": events,
             "stderr": stderr.decode("utf-8", "replace") if stderr else ""}
 
 
 def attach(key: str, since: int = 0, env: Mapping[str, str] | None = None
            ) -> tuple[Job, Connection | None, list[dict[str, Any]]]:
+def _drop_checkpoints(project: str, worktree: str, env: Mapping[str, str] | None) -> list[str]:
+    """Drop the checkpoints taken in a job's worktree as it goes (checkpoints/upkeep.py): none
+    is left that names a tree no more. A store that cannot be written keeps them, and `cos gc`
+    drops them later (they are then checkpoints of a worktree that is gone)."""
+    from coding_os.checkpoints.upkeep import drop_worktree
+    from coding_os.state.root import resolve
+    from coding_os.state.tiers import Tiers
+
+    try:
+        state_dir = resolve(project, os.environ if env is None else env).state_dir
+        return drop_worktree(Tiers(state_dir), os.path.realpath(worktree))
+    except (CosError, OSError):
+        return []
+
+
     """A connection to the job that replays its events after `since` then follows the live
     ones; for a job whose runner is gone, no connection and its stored events.
 

@@ -250,7 +250,8 @@ def respawn_command(job: str | None, every: bool, as_json: bool) -> None:
 def rm_command(job: str, force: bool, as_json: bool) -> None:
     """Remove a job that does not run, with its worktree and branch. Refused (exit 1) when the
     worktree has uncommitted changes or commits no other branch holds, unless --force. The
-    session's transcript and events log are kept."""
+    checkpoints taken in the worktree go with it; the session's transcript and events log are
+    kept."""
     removed = _here("rm", job, lambda: api.job_remove(job, force=force))
     if as_json:
         _json(removed)

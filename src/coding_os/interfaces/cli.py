@@ -286,6 +286,9 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
                    f"period), {objects['objects_removed']} unreferenced objects {gone} "
                    f"({objects['bytes_freed']} bytes)")
         errors += list(objects["problems"])
+        if objects["orphans_removed"]:
+            echo(f"{len(objects['orphans_removed'])} checkpoints of job worktrees that are "
+                 f"gone {gone}")
     if old_jobs is not None:
         gone = "would remove" if dry_run else "removed"
         echo(f"{len(old_jobs['removed'])} ended background jobs {gone} with their worktrees "
@@ -820,7 +823,8 @@ def checkpoints(ctx: click.Context, session: str | None, as_json: bool) -> None:
 @json_option
 def checkpoints_verify(as_json: bool) -> None:
     """Re-hash every object and check every checkpoint's references; changes nothing. Exits 6
-    when anything is damaged or missing."""
+    when anything is damaged or missing (checkpoints of a job's worktree that is gone are listed,
+    not damage: `cos gc` drops them)."""
     report = api.checkpoint_verify()
     if as_json:
         _emit_json(report)
@@ -831,6 +835,9 @@ def checkpoints_verify(as_json: bool) -> None:
             echo(f"damaged: {' '.join(str(v) for v in item.values())}")
     if not report["ok"]:
         raise click.exceptions.Exit(6)
+        if report["orphaned"]:
+            echo(f"{len(report['orphaned'])} checkpoints of a background job's worktree that is "
+                 f"gone (e.g. {report['orphaned'][0]['root']}): `cos gc` drops them")
 
 
 @checkpoints.command("du")
