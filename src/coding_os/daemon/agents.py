@@ -525,30 +525,14 @@ def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
 
         removed["worktree"] = remove_worktree(str(job.state["project"]), worktree, branch,
                                               force=force)
+        removed["checkpoints_dropped"] = _drop_checkpoints(str(job.state["project"]),
+                                                           worktree, env)
     shutil.rmtree(job.folder)
     roster.current(env)
     removed["kept"] = [path for path in (job.state.get("events"),) if isinstance(path, str)]
     return removed
 
 
-def logs(key: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """The job's events so far, and its runner's stderr."""
-    from coding_os.runtime.events import read_since
-
-    job = find_job(key, env)
-    path = job.state.get("events")
-    events = read_since(path, 0).events if isinstance(path, str) else []
-    from coding_os import durable
-
-    stderr = durable.read_regular(job.path(jobs.STDERR), 1 << 20)
-        removed["checkpoints_dropped"] = _drop_checkpoints(str(job.state["project"]),
-                                                           worktree, env)
-    return {"job": jobs.row(job), "events": events,
-            "stderr": stderr.decode("utf-8", "replace") if stderr else ""}
-
-
-def attach(key: str, since: int = 0, env: Mapping[str, str] | None = None
-           ) -> tuple[Job, Connection | None, list[dict[str, Any]]]:
 def _drop_checkpoints(project: str, worktree: str, env: Mapping[str, str] | None) -> list[str]:
     """Drop the checkpoints taken in a job's worktree as it goes (checkpoints/upkeep.py): none
     is left that names a tree no more. A store that cannot be written keeps them, and `cos gc`
@@ -564,6 +548,22 @@ def _drop_checkpoints(project: str, worktree: str, env: Mapping[str, str] | None
         return []
 
 
+def logs(key: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The job's events so far, and its runner's stderr."""
+    from coding_os.runtime.events import read_since
+
+    job = find_job(key, env)
+    path = job.state.get("events")
+    events = read_since(path, 0).events if isinstance(path, str) else []
+    from coding_os import durable
+
+    stderr = durable.read_regular(job.path(jobs.STDERR), 1 << 20)
+    return {"job": jobs.row(job), "events": events,
+            "stderr": stderr.decode("utf-8", "replace") if stderr else ""}
+
+
+def attach(key: str, since: int = 0, env: Mapping[str, str] | None = None
+           ) -> tuple[Job, Connection | None, list[dict[str, Any]]]:
     """A connection to the job that replays its events after `since` then follows the live
     ones; for a job whose runner is gone, no connection and its stored events.
 

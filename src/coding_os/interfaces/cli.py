@@ -285,10 +285,10 @@ def gc(panels: bool, dry_run: bool, as_json: bool) -> None:
         echo(f"{len(objects['checkpoints_removed'])} checkpoints {gone} (older than the "
                    f"period), {objects['objects_removed']} unreferenced objects {gone} "
                    f"({objects['bytes_freed']} bytes)")
-        errors += list(objects["problems"])
         if objects["orphans_removed"]:
             echo(f"{len(objects['orphans_removed'])} checkpoints of job worktrees that are "
                  f"gone {gone}")
+        errors += list(objects["problems"])
     if old_jobs is not None:
         gone = "would remove" if dry_run else "removed"
         echo(f"{len(old_jobs['removed'])} ended background jobs {gone} with their worktrees "
@@ -833,11 +833,11 @@ def checkpoints_verify(as_json: bool) -> None:
                    f"checked: {'ok' if report['ok'] else 'DAMAGED'}")
         for item in [*report["damaged"], *report["missing"]]:
             echo(f"damaged: {' '.join(str(v) for v in item.values())}")
-    if not report["ok"]:
-        raise click.exceptions.Exit(6)
         if report["orphaned"]:
             echo(f"{len(report['orphaned'])} checkpoints of a background job's worktree that is "
                  f"gone (e.g. {report['orphaned'][0]['root']}): `cos gc` drops them")
+    if not report["ok"]:
+        raise click.exceptions.Exit(6)
 
 
 @checkpoints.command("du")
