@@ -1720,9 +1720,10 @@ __all__ += ["doctor"]
 
 
 def doctor(env: Mapping[str, str] | None = None, cwd: str | None = None) -> DoctorReport:
-    """Check hooks, state dir resolution, database, index freshness, orphaned panels, the
-    checkpoint store and the MCP server; read-only, and never raises for what it finds (each
-    check has a status and a fix; `report.ok` is false when any check failed)."""
+    """Check hooks (and whether the agent runs them), state dir resolution, whether cos can
+    write there, database, index freshness, orphaned panels, the checkpoint store and the MCP
+    server; read-only but for a probe file, and never raises for what it finds (each check has
+    a status and a fix; `report.ok` is false when any check failed)."""
     from coding_os.doctor import run_checks
 
     return run_checks(os.environ if env is None else env,

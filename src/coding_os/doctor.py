@@ -2,12 +2,15 @@
 
 Checks, in order: the installed hooks (each runs this installation's hook launcher, which
 exists in the user's hub and starts this cos; or, as an older init wrote them, an existing `cos`
-console script, not a shim), the state dir (resolution from the project root, the caller's directory and
-a subdirectory agree), the database (integrity and migration level), the session index
-(fresh against the logs), orphaned panels, the checkpoint store, and the MCP server (starts as an
-agent starts it and lists cos's tools).
+console script, not a shim; and the agent will run them: Codex trusts the project and each
+hook), the state dir (resolution from the project root, the caller's directory and a
+subdirectory agree), whether cos can write where its hooks and commands write, the database
+(integrity and migration level), the session index (fresh against the logs), orphaned panels,
+the checkpoint store, and the MCP server (starts as an agent starts it and lists cos's tools).
 
-Doctor only reads. SQLite is opened read-only (immutable when no WAL is there, so no `-wal` or
+Doctor only reads, but for the probe of each folder cos writes to: a small file written,
+flushed and removed again (a read-only mount, a full disk or a folder of another user fails
+it, as it fails every hook). SQLite is opened read-only (immutable when no WAL is there, so no `-wal` or
 `-shm` file appears), PostgreSQL through a plain connection (never `open_storage`, which
 migrates); a database at an older version is reported, not migrated; nothing is repaired. A
 project without a state dir gets the checks that need one skipped, and the MCP server is then
@@ -43,7 +46,8 @@ __all__ = [
 ]
 
 STATUSES = ("ok", "warn", "fail", "skip")
-CHECKS = ("hooks", "state_dir", "database", "index", "panels", "checkpoints", "mcp")
+CHECKS = ("hooks", "state_dir", "writable", "database", "index", "panels", "checkpoints",
+          "mcp")
 MCP_TIMEOUT_S = 20.0
 # Directories never searched for stray nested state dirs, and how deep the search goes.
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", STATE_DIR_NAME}
@@ -123,17 +127,19 @@ def run_checks(env: Mapping[str, str], cwd: str,
                             "aside, unread, and starts a fresh one",
                             {"state_dir": resolution.state_dir, "foreign": foreign}))
         checks += [Check(name, "skip", "the state dir is not this user's")
-                   for name in ("hooks", "database", "index", "panels", "checkpoints")]
+                   for name in ("hooks", "writable", "database", "index", "panels",
+                                "checkpoints")]
         checks.sort(key=lambda check: CHECKS.index(check.name))
     elif resolution is None:
         checks.append(Check("state_dir", "fail", misroute,
                             "run cos inside the project, or set COS_PROJECT_ROOT to it"))
         checks += [Check(name, "skip", "the state dir cannot be resolved")
-                   for name in ("hooks", "database", "index", "panels", "checkpoints")]
+                   for name in ("hooks", "writable", "database", "index", "panels",
+                                "checkpoints")]
         checks.sort(key=lambda check: CHECKS.index(check.name))
     else:
         for name, step in (("hooks", _hooks), ("state_dir", _state_dir),
-                           ("database", _database), ("index", _index), ("panels", _panels),
+                           ("writable", _writable), ("database", _database), ("index", _index), ("panels", _panels),
                            ("checkpoints", _checkpoints)):
             checks.append(_guarded(name, step, ctx))
     checks.append(_guarded("mcp", lambda c: _mcp(c, mcp_timeout_s), ctx))
@@ -198,6 +204,8 @@ def _hooks(ctx: _Context) -> Check:
     problems: list[str] = []
     notes: list[str] = []
     failed_agents: list[str] = []
+    fixes: list[str] = []
+    runs_them: list[str] = []
     data: dict[str, Any] = {"installations": []}
     for record in records:
         agent = str(record.get("agent"))
@@ -209,6 +217,13 @@ def _hooks(ctx: _Context) -> Check:
             problems += [f"{agent}: {p}" for p in bad[0]]
             failed_agents.append(agent)
         notes += [f"{agent}: {n}" for n in bad[1]]
+        if agent == "codex" and found[0] is None:
+            # Whether Codex itself will run them: its own trust of the project and each hook.
+            refused, codex_fixes, said = _codex_runs(record, ctx)
+            problems += [f"codex: {p}" for p in refused]
+            fixes += codex_fixes
+            runs_them += said
+            data["installations"][-1]["codex_runs_them"] = not refused
     worktree = ctx.resolution.worktree if ctx.resolution else None
     if worktree:
         # An agent started in a linked worktree reads that checkout's settings, not the main one's.
@@ -218,10 +233,12 @@ def _hooks(ctx: _Context) -> Check:
             if agent not in here:
                 notes.append(f"{agent}: no hooks installed in this worktree ({worktree})")
     if problems:
-        fix = "; ".join(f"cos init --agent {a}" for a in dict.fromkeys(failed_agents))
+        if failed_agents:
+            fixes.insert(0, "; ".join(f"cos init --agent {a}" for a in dict.fromkeys(
+                failed_agents)) + " (writes this installation's hook launcher and re-renders "
+                "the hook commands)")
         return Check("hooks", "fail", "; ".join(problems + notes),
-                     f"{fix} (writes this installation's hook launcher and re-renders the hook "
-                     "commands)", data)
+                     "; ".join(dict.fromkeys(fixes)), data)
     agents = ", ".join(dict.fromkeys(str(r.get("agent")) for r in records))
     if notes:
         agents_noted = dict.fromkeys(note.split(":", 1)[0] for note in notes)
@@ -229,7 +246,71 @@ def _hooks(ctx: _Context) -> Check:
         return Check("hooks", "warn", "; ".join(notes),
                      fix + (" (run in this worktree)" if worktree else ""), data)
     runs = f"this cos through its launcher {ours.path}" if ours else "an existing cos"
-    return Check("hooks", "ok", f"{agents}: every hook runs {runs}", None, data)
+    return Check("hooks", "ok", "; ".join([f"{agents}: every hook runs {runs}", *runs_them]),
+                 None, data)
+
+
+def _codex_runs(record: Mapping[str, Any], ctx: _Context
+                ) -> tuple[list[str], list[str], list[str]]:
+    """(why Codex will not run cos's hook for each event the installation `record` names, the
+    fixes, what is fine): Codex runs a project's hooks only in a project its user trusts, each
+    hook only once trusted as it is, none with `[features] hooks = false`
+    (adapters/codex/hook_trust.py). An event is covered when Codex runs at least one hook of
+    cos there. Only the user's own Codex config is read; nothing is run."""
+    from coding_os import jsonwire
+    from coding_os.adapters.codex import hook_trust
+    from coding_os.install import MAX_SETTINGS_BYTES
+    from coding_os.launcher import parse_hook_command
+    from coding_os.state.root import linked_worktree_main
+
+    path = str(record.get("file"))
+    events = [str(e.get("event")) for e in record.get("entries", []) if isinstance(e, dict)]
+    config_path = hook_trust.user_config_path(ctx.env)
+    try:
+        config, _ = hook_trust.read_config(config_path)
+        raw = durable.read_regular(path, MAX_SETTINGS_BYTES)
+        settings = jsonwire.loads(raw) if raw and raw.strip() else {}
+    except (CosError, OSError, ValueError) as exc:
+        return [f"cannot tell whether Codex runs the hooks: {_one_line(exc)}"], \
+            [f"fix {config_path} or {path}"], []
+    hooks = [hook for hook in hook_trust.hooks_of(path, settings if isinstance(settings, dict)
+                                                  else {})
+             if parse_hook_command(hook.command, "codex", hook.event) is not None]
+    if hook_trust.hooks_turned_off(config):
+        return [f"Codex runs no hook: {config_path} sets [features] hooks = false"], \
+            [f"remove `hooks = false` from [features] in {config_path}"], []
+    problems: list[str] = []
+    fixes: list[str] = []
+    checkout = os.path.dirname(os.path.dirname(path))
+    main = linked_worktree_main(checkout, ctx.env)
+    level = hook_trust.project_trust(config, checkout, main[1] if main else None)
+    if level != "trusted":
+        problems.append(f"Codex {'marks' if level else 'does not trust'} {checkout}"
+                        f"{' untrusted' if level else ''}, so it loads none of {path}")
+        fixes.append(f"add to {config_path}: "
+                     f"{hook_trust.project_trust_lines(checkout).strip().replace(chr(10), ' ')}"
+                     f"{' (in place of its trust_level)' if level else ''} (or start `codex` "
+                     f"in {checkout} once and accept its trust prompt)")
+    by_status: dict[str, list[str]] = {}
+    for event in (e for e in events if e in hook_trust.EVENT_LABELS):
+        seen = {hook_trust.hook_status(config, h) for h in hooks if h.event == event}
+        if "trusted" not in seen:
+            by_status.setdefault("disabled" if "disabled" in seen else "untrusted",
+                                 []).append(event)
+    untrusted = by_status.get("untrusted", [])
+    if untrusted:
+        problems.append(f"Codex has not trusted cos's hook as it is for {len(untrusted)} of "
+                        f"{len(events)} events ({', '.join(untrusted)}), so it does not run it")
+        fixes.append("cos init --agent codex (records Codex's trust of the hooks it wrote)")
+    if by_status.get("disabled"):
+        problems.append(f"{config_path} turns off cos's {', '.join(by_status['disabled'])} "
+                        "hook (enabled = false)")
+        fixes.append(f"remove `enabled = false` from those [hooks.state] tables of "
+                     f"{config_path}")
+    if problems:
+        return problems, fixes, []
+    return [], [], [f"Codex trusts {checkout} and cos's hook for each of the {len(events)} "
+                     f"events ({config_path})"]
 
 
 def _hook_commands(path: str, agent: str) -> tuple[str | None, list[tuple[str, HookCommand]]]:
@@ -459,6 +540,79 @@ def _probe_dirs(root: str, cwd: str) -> list[str]:
     return list(dict.fromkeys(probes))
 
 
+# -- writable -------------------------------------------------------------------------------------
+
+_PROBE_BYTES = 4096  # a block: on a full disk, writing it fails as a checkpoint's would
+
+
+def _writable(ctx: _Context) -> Check:
+    """cos can write where every hook and command writes: the state dir, its checkpoint store
+    and agent folders, its database and hooks log, and the user's hub (launchers, registry,
+    jobs). Each folder is probed with a file written, flushed and removed; each file is asked
+    (`access`, which a read-only mount answers as a write would)."""
+    from coding_os.adapters import ADAPTER_NAMES
+
+    assert ctx.tiers is not None and ctx.resolution is not None
+    if not ctx.initialised:
+        return Check("writable", "skip", "no state dir yet (the first cos command makes it)")
+    tiers = ctx.tiers
+    folders = [tiers.state_dir, tiers.checkpoints_dir,
+               os.path.join(tiers.checkpoints_dir, "objects"),
+               *(tiers.agent_dir(agent) for agent in ADAPTER_NAMES), ctx.resolution.hub]
+    files = [tiers.database, tiers.database + "-wal", tiers.database + "-shm", tiers.hooks_log,
+             tiers.manifest]
+    failures: list[str] = []
+    probed = [folder for folder in folders
+              if os.path.isdir(folder) and not os.path.islink(folder)]
+    for folder in probed:
+        why = _cannot_write(folder)
+        if why is not None:
+            failures.append(why)
+    for path in files:
+        if os.path.isfile(path) and not os.access(path, os.W_OK):
+            failures.append(f"cannot write {path}: "
+                            f"{'read-only file system' if _read_only(path) else 'not writable'}")
+    data = {"folders": probed, "failures": failures}
+    if failures:
+        return Check("writable", "fail", f"{len(failures)} places cos writes to cannot be "
+                     f"written, so every hook and command that writes fails: "
+                     f"{'; '.join(failures[:3])}",
+                     "make them writable for this user (remount a read-only file system "
+                     "read-write, free disk space, or give them back to this user), then run "
+                     "`cos doctor` again", data)
+    return Check("writable", "ok", f"cos can write its {len(probed)} folders and their files",
+                 None, data)
+
+
+def _cannot_write(folder: str) -> str | None:
+    """Why a file cannot be written in `folder` (one line), or None when it can."""
+    import tempfile
+
+    try:
+        fd, path = tempfile.mkstemp(prefix=".cos-doctor-probe-", dir=folder)
+    except OSError as exc:
+        return str(durable.io_error(folder, exc))
+    try:
+        os.write(fd, bytes(_PROBE_BYTES))
+        os.fsync(fd)
+    except OSError as exc:
+        return str(durable.io_error(folder, exc))
+    finally:
+        os.close(fd)
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return None
+
+
+def _read_only(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
 # -- database -------------------------------------------------------------------------------------
 
 
@@ -646,7 +800,8 @@ def _checkpoints(ctx: _Context) -> Check:
                      "run any other cos command (e.g. `cos checkpoints`): it completes the "
                      "rewind, or rolls it back")
     report = verify(ctx.tiers)
-    data = {key: report[key] for key in ("objects_checked", "checkpoints", "damaged", "missing")}
+    data = {key: report[key] for key in ("objects_checked", "checkpoints", "damaged", "missing",
+                                         "orphaned")}
     if not report["ok"]:
         damaged, missing = report["damaged"], report["missing"]
         assert isinstance(damaged, list) and isinstance(missing, list)
@@ -656,6 +811,14 @@ def _checkpoints(ctx: _Context) -> Check:
                      f"{' '.join(str(v) for v in first.values())})",
                      "`cos checkpoints verify` lists them; a rewind to a damaged checkpoint is "
                      "refused: take a fresh one with `cos checkpoint create`", data)
+    gone = report["orphaned"]
+    assert isinstance(gone, list)
+    if gone:
+        return Check("checkpoints", "warn", f"{report['objects_checked']} objects and "
+                     f"{report['checkpoints']} checkpoints verified, of which {len(gone)} were "
+                     f"taken in a background job's worktree that is gone (e.g. "
+                     f"{gone[0]['root']}): nothing can be rewound to them",
+                     "cos gc (drops them, as cos rm does now)", data)
     return Check("checkpoints", "ok", f"{report['objects_checked']} objects, "
                  f"{report['checkpoints']} checkpoints verified", None, data)
 

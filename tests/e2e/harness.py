@@ -238,26 +238,31 @@ def run_codex(
     timeout: float = DEFAULT_TIMEOUT,
     env: Optional[Mapping[str, str]] = None,
     config_toml: str = "",
+    as_set_up: bool = False,
 ) -> subprocess.CompletedProcess[str]:
     """Run ``codex exec PROMPT`` in ``project_dir`` with project hooks trusted.
 
     ``codex_home`` defaults to ``home/.codex``; its ``config.toml`` is (re)written to point at
     ``server`` with ``config_toml`` added at top level. ``--trust`` and
-    ``--dangerously-bypass-hook-trust`` are both needed for ``.codex/hooks.json`` to run.
+    ``--dangerously-bypass-hook-trust`` are both needed for ``.codex/hooks.json`` to run
+    unless the user's config trusts the project and each hook. ``as_set_up``: run Codex as the
+    user set it up instead: its ``config.toml`` as it is (``write_codex_config`` first), no
+    trust flag.
 
     Raises:
         subprocess.TimeoutExpired: the run took longer than ``timeout`` seconds.
     """
     home = Path(home)
     codex_home = Path(codex_home) if codex_home is not None else home / ".codex"
-    write_codex_config(codex_home, server, config_toml)
+    if not as_set_up:
+        write_codex_config(codex_home, server, config_toml)
+    trust = () if as_set_up else ("--trust", "--dangerously-bypass-hook-trust")
     argv = [
         str(CODEX_BIN),
         "exec",
         "--skip-git-repo-check",
         "--dangerously-bypass-approvals-and-sandbox",
-        "--trust",
-        "--dangerously-bypass-hook-trust",
+        *trust,
         *extra_args,
         prompt,
     ]

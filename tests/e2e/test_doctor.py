@@ -27,6 +27,7 @@ from tests.helpers import (
     cos,
     fire,
     git,
+    needs_namespaces,
     rewind_in_child,
     tree,
     write_jsonl,
@@ -587,3 +588,137 @@ def test_doctor_fails_on_a_stale_temporary_journal_until_the_next_cos_call(
     checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
     assert checks["checkpoints"]["status"] == "ok", checks["checkpoints"]
     assert tree(project) == before
+
+
+# -- can cos write here, will the agent run its hooks ---------------------------------------------
+
+
+@needs_namespaces
+def test_a_read_only_state_dir_fails_the_writable_check_with_its_fix(
+        healthy_project: Path) -> None:
+    state = healthy_project / ".coding-os"
+    assert by_name(doctor(healthy_project)[1])["writable"]["status"] == "ok"
+    # A real read-only mount (as root, chmod stops nothing), in a private mount namespace.
+    script = 'mount --bind "$RO" "$RO" && mount -o remount,bind,ro "$RO" && exec "$0" "$@"'
+    proc = subprocess.run(["unshare", "-rm", "sh", "-c", script, COS, "doctor", "--json"],
+                          cwd=healthy_project, env={**os.environ, "RO": str(state)},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 6, proc.stderr
+    report = json.loads(proc.stdout)
+    check = by_name(report)["writable"]
+    assert check["status"] == "fail", check
+    assert f"cannot write state at {state}: read-only file system" in check["detail"]
+    assert "remount" in check["fix"]
+    assert report["ok"] is False
+
+
+def project_with_a_finished_job(repo: Path) -> tuple[str, Path]:
+    """`cos bg` of a command job in its own worktree, waited for until done: (id, worktree)."""
+    ok(("init", "--agent", "claude"), repo)
+    proc = cos("bg", "--json", "--exec", "echo made by the job > made.txt", cwd=repo)
+    assert proc.returncode == 0, proc.stderr
+    job = json.loads(proc.stdout)["id"]
+
+    def done() -> dict[str, Any] | None:
+        rows = json.loads(cos("agents", "--json", "--all", cwd=repo).stdout)
+        row = next((r for r in rows if r["id"] == job), None)
+        return row if row and row["state"] == "done" else None
+
+    from tests.helpers import until
+
+    row = until(done, f"job {job} to be done")
+    return job, Path(row["worktree"])
+
+
+def test_after_bg_stop_rm_no_checkpoint_is_damaged_and_doctor_agrees(repo: Path) -> None:
+    job, worktree = project_with_a_finished_job(repo)
+    taken = [p for p in json.loads(cos("checkpoints", "--json", cwd=repo).stdout)
+             if p["root"] == str(worktree)]
+    assert taken, "the job took checkpoints in its worktree"
+    ok(("stop", job), repo)
+    removed = cos("rm", job, "--force", "--json", cwd=repo)  # it made a file: --force
+    assert removed.returncode == 0, removed.stderr
+    assert sorted(json.loads(removed.stdout)["checkpoints_dropped"]) == sorted(
+        p["id"] for p in taken)
+    assert not worktree.exists()
+    verified = cos("checkpoints", "verify", "--json", cwd=repo)
+    assert verified.returncode == 0, verified.stdout
+    assert json.loads(verified.stdout)["orphaned"] == []
+    code, report = doctor(repo)
+    assert by_name(report)["checkpoints"]["status"] in ("ok", "skip"), report
+    assert code == 0 or by_name(report)["checkpoints"]["status"] != "fail"
+
+
+def test_checkpoints_of_a_job_worktree_removed_by_hand_warn_and_gc_drops_them(
+        repo: Path) -> None:
+    job, worktree = project_with_a_finished_job(repo)
+    git(repo, "worktree", "remove", "--force", str(worktree))  # not through cos rm
+    git(repo, "branch", "-D", f"cos/{job}")
+    verified = cos("checkpoints", "verify", "--json", cwd=repo)
+    assert verified.returncode == 0, verified.stdout  # the store is whole: no damage
+    orphans = json.loads(verified.stdout)["orphaned"]
+    assert orphans and {o["root"] for o in orphans} == {str(worktree)}
+    code, report = doctor(repo)
+    check = by_name(report)["checkpoints"]
+    assert code == 0 and check["status"] == "warn", check
+    assert str(worktree) in check["detail"] and check["fix"].startswith("cos gc")
+
+    gc = cos("gc", "--json", cwd=repo)  # the fix it names
+    assert gc.returncode == 0, gc.stderr
+    assert sorted(json.loads(gc.stdout)["checkpoints"]["orphans_removed"]) == sorted(
+        o["checkpoint"] for o in orphans)
+    assert json.loads(cos("checkpoints", "verify", "--json", cwd=repo).stdout)["orphaned"] == []
+    assert by_name(doctor(repo)[1])["checkpoints"]["status"] in ("ok", "skip")
+
+
+@pytest.mark.e2e
+def test_codex_runs_cos_hooks_with_only_the_set_up_init_printed_and_doctor_says_when(
+        repo: Path, isolated_env: Path) -> None:
+    from tests.e2e.harness import run_codex, write_codex_config
+    from tests.e2e.model_server import ModelServer, Text, ToolCall
+    from tests.helpers import require_clients, succeeded
+
+    require_clients()
+    (repo / "victim.txt").write_text("the file the agent deletes\n", encoding="utf-8")
+    git(repo, "add", "victim.txt")
+    git(repo, "commit", "-q", "-m", "victim")
+    user_config = isolated_env / ".codex" / "config.toml"
+    with ModelServer([ToolCall("exec_command", {"cmd": "rm victim.txt"}),
+                      Text("Deleted.")]) as server:
+        write_codex_config(user_config.parent, server)  # the user's own Codex set-up
+        proc = cos("init", "--agent", "codex", "--json", cwd=repo)
+        assert proc.returncode == 0, proc.stderr
+        steps = json.loads(proc.stdout)["user_steps"]
+        printed = cos("init", "--agent", "codex", cwd=repo).stdout  # as the user reads it
+        assert [step["file"] for step in steps] == [str(user_config)]
+        for line in steps[0]["append"].splitlines():
+            assert f"  {line}" in printed.splitlines(), printed
+        assert "bypass" not in printed and "--trust" not in printed
+
+        code, report = doctor(repo)
+        hooks = by_name(report)["hooks"]
+        assert code == 6 and hooks["status"] == "fail", hooks
+        assert f"Codex does not trust {repo}" in hooks["detail"]
+        assert steps[0]["append"].splitlines()[0] in hooks["fix"]
+
+        with open(user_config, "a", encoding="utf-8") as f:  # exactly what init said to do
+            f.write(steps[0]["append"])
+        hooks = by_name(doctor(repo)[1])["hooks"]
+        assert hooks["status"] == "ok", hooks
+        assert f"Codex trusts {repo}" in hooks["detail"]
+
+        ran = succeeded(run_codex(repo, "Delete the victim file", server, isolated_env,
+                                  as_set_up=True))
+    assert not (repo / "victim.txt").exists()
+    assert "clamping" not in ran.stderr  # no warning about cos's hooks on every run
+    rows = json.loads(cos("hooks-log", "--json", cwd=repo).stdout)
+    events = [row["event"] for row in rows]
+    for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"):
+        assert event in events, rows
+    before_rm = next(row for row in rows if row["event"] == "PreToolUse"
+                     and row.get("input") == "rm victim.txt")
+    assert before_rm.get("checkpoint"), before_rm
+    preview = cos("rewind", str(before_rm["checkpoint"]), "--code", "--dry-run", "--json",
+                  cwd=repo)
+    assert preview.returncode == 0, preview.stderr
+    assert "victim.txt" in preview.stdout  # the checkpoint before `rm` brings the file back

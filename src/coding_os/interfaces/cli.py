@@ -226,9 +226,10 @@ def trust(as_json: bool, revoke: bool) -> None:
 @cli.command()
 @json_option
 def doctor(as_json: bool) -> None:
-    """Check this project's coding-os: hooks, state dir, database, index, panels, checkpoints
-    and the MCP server. Each check says ok, warn, fail or skip, and the fix; nothing is changed.
-    Exits 6 when any check fails (warnings exit 0)."""
+    """Check this project's coding-os: hooks (and whether the agent will run them), state dir,
+    whether cos can write there, database, index, panels, checkpoints and the MCP server. Each
+    check says ok, warn, fail or skip, and the fix; nothing is changed. Exits 6 when any check
+    fails (warnings exit 0)."""
     report = api.doctor()
     if as_json:
         _emit_json(report.as_dict())
