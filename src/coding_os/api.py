@@ -9,7 +9,6 @@ runtimes can call them for any caller without touching `os.environ`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
 
 from coding_os import redact
 from coding_os.state import hookslog
@@ -27,6 +26,7 @@ from coding_os.state.tiers import RESERVED_NAMES
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import socket
+    from collections.abc import Callable, Mapping
     from typing import Any, NoReturn, TypeVar
 
     from coding_os.brain.attribution import Attribution

@@ -16,6 +16,10 @@ import stat
 
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import _thread
+
 __all__ = [
     "exclusive_lock",
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
@@ -204,17 +208,26 @@ def sync_files(paths: list[str]) -> None:
             except OSError as exc:
                 errors.append(io_error(path, exc))
 
-    threads = []
+    # Threads of the low-level module: `threading` costs a checkpoint or a rewind more to import
+    # than its flushes take (benchmarks/checkpoints.py). Each releases its lock when done.
+    done: list[_thread.LockType] = []
     if len(todo) > 1:
-        import threading
+        import _thread
+
+        def worker(finished: _thread.LockType) -> None:
+            try:
+                run()
+            finally:
+                finished.release()
 
         for _ in range(min(len(todo), 4) - 1):
-            thread = threading.Thread(target=run, daemon=True)
-            thread.start()
-            threads.append(thread)
+            finished = _thread.allocate_lock()
+            finished.acquire()
+            _thread.start_new_thread(worker, (finished,))
+            done.append(finished)
     run()
-    for thread in threads:
-        thread.join()
+    for finished in done:
+        finished.acquire()
     if errors:
         raise errors[0]
 

@@ -28,12 +28,8 @@ between.
 from __future__ import annotations
 
 import errno
-import json
 import os
-import shutil
 import stat
-from collections.abc import Callable
-from typing import NoReturn
 
 from coding_os.checkpoints.lock import JOURNAL, JOURNAL_TMP, STAGING, pending, restore_lock
 from coding_os.git.objects import blob_sha1
@@ -42,8 +38,13 @@ from coding_os.checkpoints.store import ObjectStore
 from coding_os.errors import CosError, StateIOError
 from coding_os import durable, jsonwire
 
+# `cos rewind` waits on this module's imports: no json, shutil or typing here (a third of a
+# rewind's start-up, see benchmarks/checkpoints.py).
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
+    from typing import NoReturn
+
     from coding_os.checkpoints.manifest import Entry
     from coding_os.state.tiers import Tiers
 
@@ -417,8 +418,6 @@ def restore(root: str, checkpoints_dir: str, store: ObjectStore, ops: list[dict[
     Raises:
         RestoreError, DamagedObject, StateIOError: nothing was changed.
     """
-    from coding_os import jsonwire
-
     data = prepare(root, store, ops) if data is None else data
     journal = {**record, "root": root, "layout": 2,
                "staging": os.path.join(checkpoints_dir, STAGING), "ops": ops,
@@ -459,13 +458,15 @@ def _unstage(checkpoints_dir: str, journal: dict[str, object] | None) -> None:
         for number in range(len(journal["ops"])):  # type: ignore[arg-type]
             _remove_quietly(_staged(journal, number))
     else:
-        shutil.rmtree(str(journal.get("staging")), ignore_errors=True)
+        _remove_tree(str(journal.get("staging")))
     _remove_tree(os.path.join(checkpoints_dir, JOURNAL_TMP))
 
 
 def _remove_tree(path: str) -> None:
     """Remove the file, symlink or directory at `path` (never what a symlink points to)."""
     if os.path.isdir(path) and not os.path.islink(path):
+        import shutil
+
         shutil.rmtree(path, ignore_errors=True)
     else:
         _remove_quietly(path)
@@ -507,7 +508,7 @@ def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | N
         path = os.path.join(checkpoints_dir, JOURNAL)
         try:
             with open(path, "rb") as f:
-                journal = json.loads(f.read())
+                journal = jsonwire.loads(f.read())
         except FileNotFoundError:
             journal = None
         except (OSError, ValueError) as exc:
@@ -516,8 +517,9 @@ def recover(checkpoints_dir: str, after: Callable[[dict[str, object]], None] | N
             _unstage(checkpoints_dir, None)
             return None
         problem = _journal_problem(checkpoints_dir, journal)
-        if problem:
-            _abandon(checkpoints_dir, journal if isinstance(journal, dict) else None, problem)
+        if problem or not isinstance(journal, dict):
+            _abandon(checkpoints_dir, journal if isinstance(journal, dict) else None,
+                     problem or "its journal is damaged")
         done: dict[str, object] = journal
         _keep_before(checkpoints_dir, done)
         _finish(checkpoints_dir, done, (lambda: after(done)) if after is not None else None)
