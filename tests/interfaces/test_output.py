@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -56,3 +57,36 @@ def test_an_error_message_is_one_line_with_its_control_characters_visible(capsys
     code = error_exit(NotFound("no session \x1b]0;pwned\x07 here"))
     assert code == NotFound.exit_code
     assert capsys.readouterr().err == "cos: no session ^[]0;pwned^G here\n"
+
+
+class _Named:
+    """A value JSON has no form for: printed by its str()."""
+
+    def __str__(self) -> str:
+        return "named \x1b value"
+
+
+_keys = st.text() | st.integers() | st.floats() | st.booleans() | st.none()
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text() | st.builds(_Named),
+    lambda inner: st.lists(inner) | st.tuples(inner, inner) | st.dictionaries(_keys, inner),
+    max_leaves=30)
+
+
+@given(_values)
+def test_any_value_prints_as_the_indented_encoder_of_json_writes_it(data: object) -> None:
+    expected = escape_json_controls(json.dumps(data, indent=2, ensure_ascii=False, default=str))
+    try:
+        expected.encode("utf-8")
+    except UnicodeEncodeError:
+        expected = json.dumps(data, indent=2, ensure_ascii=True, default=str)
+    assert dump_json(data) == expected
+
+
+def test_a_value_that_holds_itself_is_refused_as_json_refuses_it() -> None:
+    loop: list[object] = [1]
+    loop.append({"again": loop})
+    with pytest.raises(ValueError, match="Circular reference detected"):
+        dump_json(loop)
+    with pytest.raises(TypeError, match="keys must be str, int, float, bool or None, not tuple"):
+        dump_json({(1, 2): "x"})

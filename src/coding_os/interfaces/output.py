@@ -51,17 +51,107 @@ def dump_json(data: object) -> str:
     """`data` as cos prints JSON: indented, UTF-8 as is but for control characters (escaped);
     escaped to ASCII when it holds a string UTF-8 cannot encode (a file name that is not UTF-8),
     so the output stays UTF-8."""
-    import json
-
     text = _rows(data)
     if text is None:
-        text = json.dumps(data, indent=2, ensure_ascii=False, default=str)
+        text = _indented(data)
     text = escape_json_controls(text)
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:
+        import json
+
         return json.dumps(data, indent=2, ensure_ascii=True, default=str)
     return text
+
+
+def _indented(data: object) -> str:
+    """What `json.dumps(data, indent=2, ensure_ascii=False, default=str)` writes, without
+    `import json` (its decoder compiles regular expressions: a quarter of a plain `cos rewind
+    --json`'s start-up, see benchmarks/checkpoints.py). json's own indented encoder is this same
+    Python over the same C string encoder."""
+    from _json import encode_basestring as quote
+
+    chunks: list[str] = []
+    markers: dict[int, object] = {}
+
+    def scalar(value: object) -> str | None:
+        if isinstance(value, str):
+            return quote(value)
+        if value is None:
+            return "null"
+        if value is True:
+            return "true"
+        if value is False:
+            return "false"
+        if isinstance(value, int):
+            return int.__repr__(value)
+        if isinstance(value, float):
+            return _float(value)
+        return None
+
+    def mark(value: object) -> int:
+        marker = id(value)
+        if marker in markers:
+            raise ValueError("Circular reference detected")
+        markers[marker] = value
+        return marker
+
+    def encode(value: object, level: int) -> None:
+        text = scalar(value)
+        if text is not None:
+            chunks.append(text)
+        elif isinstance(value, (list, tuple)):
+            if not value:
+                chunks.append("[]")
+                return
+            marker = mark(value)
+            indent = "\n" + "  " * (level + 1)
+            chunks.append("[" + indent)
+            for number, item in enumerate(value):
+                if number:
+                    chunks.append("," + indent)
+                encode(item, level + 1)
+            chunks.append("\n" + "  " * level + "]")
+            del markers[marker]
+        elif isinstance(value, dict):
+            if not value:
+                chunks.append("{}")
+                return
+            marker = mark(value)
+            indent = "\n" + "  " * (level + 1)
+            chunks.append("{" + indent)
+            for number, (key, item) in enumerate(value.items()):
+                if isinstance(key, float):
+                    key = _float(key)
+                elif key is True or key is False or key is None:
+                    key = scalar(key)
+                elif isinstance(key, int):
+                    key = int.__repr__(key)
+                elif not isinstance(key, str):
+                    raise TypeError("keys must be str, int, float, bool or None, "
+                                    f"not {key.__class__.__name__}")
+                chunks.append(("," + indent if number else "") + quote(key) + ": ")
+                encode(item, level + 1)
+            chunks.append("\n" + "  " * level + "}")
+            del markers[marker]
+        else:
+            marker = mark(value)
+            encode(str(value), level)
+            del markers[marker]
+
+    encode(data, 0)
+    return "".join(chunks)
+
+
+def _float(value: float) -> str:
+    """A float as json writes it (allow_nan: NaN and the infinities as JavaScript names them)."""
+    if value != value:
+        return "NaN"
+    if value == float("inf"):
+        return "Infinity"
+    if value == float("-inf"):
+        return "-Infinity"
+    return float.__repr__(value)
 
 
 _SCALARS = frozenset((str, int, float, bool, type(None)))
@@ -78,10 +168,18 @@ def _rows(data: object) -> str | None:
                 type(key) is str for key in row) or not _SCALARS.issuperset(
                     map(type, row.values())):
             return None
-    import json
-
     # One call: the rows' members and the rows themselves both come apart by ",\n    "; as
     # JSON strings hold no raw newline, "},\n    {" is only ever where one row ends and the next
     # begins.
-    text = json.dumps(data, ensure_ascii=False, separators=(",\n    ", ": "))
+    from _json import encode_basestring, make_encoder
+
+    # json.dumps's own C encoder, as it makes it: markers (cycles), default, the string encoder
+    # (not ASCII), indent, separators, sort_keys, skipkeys, allow_nan.
+    encoder = make_encoder({}, _not_json, encode_basestring, None, ": ", ",\n    ", False,
+                           False, True)
+    text = "".join(encoder(data, 0))
     return "[\n  {\n    " + text[2:-2].replace("},\n    {", "\n  },\n  {\n    ") + "\n  }\n]"
+
+
+def _not_json(value: object) -> object:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
