@@ -1,14 +1,22 @@
-"""`cos hook`'s fast exit (interfaces/entry.py): the hook runs with the cyclic collector off and
-ends with `os._exit` once stdout and stderr are flushed, skipping the interpreter's teardown. These
-tests run whole `cos hook <Event>` processes and check that nothing the hook does relies on that
-teardown (files, the database, threads, children, atexit handlers, output, exit codes), even with
-a standard stream started closed."""
+"""The `cos` console script's fast paths (interfaces/entry.py).
+
+`cos hook`'s fast exit: the hook runs with the cyclic collector off and ends with `os._exit`
+once stdout and stderr are flushed, skipping the interpreter's teardown. These tests run whole
+`cos hook <Event>` processes and check that nothing the hook does relies on that teardown (files,
+the database, threads, children, atexit handlers, output, exit codes), even with a standard
+stream started closed.
+
+The plain forms of `cos rewind CHECKPOINT --code [--json]` and `cos checkpoint create [--json]`
+skip the click CLI and end the same way: they say and do what the click CLI says and does (the
+same output, errors and exit codes, on twin projects), leave an interrupted rewind and every
+other form to it, and leave nothing to the skipped teardown."""
 
 from __future__ import annotations
 
 import fcntl
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -20,7 +28,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import COS, PG_URL, cos, fire, git, log_lines, run_shell
+from tests.helpers import (
+    COS, PG_URL, RESTORE_KILLS, changed_after_checkpoint, cos, fire, git, log_lines,
+    rewind_in_child, run_shell, tree)
 
 
 # Runs `cos hook EVENT` as the console script does, and reports, at the moment the hook calls
@@ -371,3 +381,245 @@ def test_a_misroute_with_stdout_closed_still_exits_3(isolated_env: Path) -> None
     assert "COS_STATE_MISROUTE" in proc.stderr
     assert proc.returncode == 3
     assert "Traceback" not in proc.stderr
+
+
+# -- the plain forms of cos rewind and cos checkpoint create ------------------------------------
+
+
+# The click CLI itself, as `cos` runs it for every form the plain paths leave to it.
+CLICK_CLI = "import sys; from coding_os.interfaces.cli import run; sys.exit(run(sys.argv[1:]))"
+
+
+def click_cos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", CLICK_CLI, *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+# Runs `cos ARGS` as the console script does, and reports which of a few heavy modules were
+# imported when the process ends (through os._exit or by returning).
+IMPORTED = r"""
+import os, sys
+sys.argv = ["cos", *sys.argv[1:]]
+def report():
+    heavy = [m for m in ("click", "json", "threading", "coding_os.interfaces.cli")
+             if m in sys.modules]
+    sys.stderr.write("\nIMPORTED " + json_list(heavy) + "\n")
+    sys.stderr.flush()
+def json_list(names):
+    return "[" + ",".join('"' + n + '"' for n in names) + "]"
+real_exit = os._exit
+def _exit(code):
+    report()
+    real_exit(code)
+os._exit = _exit
+from coding_os.interfaces.entry import main
+code = main()
+report()
+sys.exit(code)
+"""
+
+
+def imported(args: list[str], cwd: Path) -> tuple[int, list[str]]:
+    proc = subprocess.run([sys.executable, "-c", IMPORTED, *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("IMPORTED ")][-1]
+    return proc.returncode, json.loads(line[len("IMPORTED "):])
+
+
+def plain_cos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`cos ARGS` as the console script runs it, which must take its plain path: neither the
+    click CLI nor json nor threading is imported."""
+    proc = subprocess.run([sys.executable, "-c", IMPORTED, *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+    said, found, heavy = proc.stderr.rpartition("\nIMPORTED ")
+    assert found and json.loads(heavy) == [], proc.stderr
+    proc.stderr = said
+    return proc
+
+
+@pytest.fixture
+def same_dates(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commits made alike are the same commit, whenever they are made."""
+    monkeypatch.setenv("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+    monkeypatch.setenv("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z")
+
+
+def twin(path: Path) -> Path:
+    """A git repository with one commit and its state dir kept out of git; two made alike
+    (under `same_dates`) are alike to the byte but for their path."""
+    path.mkdir()
+    git(path, "init", "-q", "-b", "main")
+    (path / "README.md").write_text("hello\n", encoding="utf-8")
+    git(path, "add", ".")
+    git(path, "commit", "-q", "-m", "init")
+    with open(path / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
+        f.write("/.coding-os/\n")
+    return path.resolve()
+
+
+_MOMENTS = re.compile(r"cp-[0-9]{8}-[0-9]{6}-[0-9]{3}-[0-9a-f]{4}"
+                      r"|[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]{12}Z")
+
+
+def told(proc: subprocess.CompletedProcess[str], project: Path,
+         checkpoint: str = "") -> tuple[int, str, str]:
+    """What a run said, its project's path and the ids and times of the moment left out (the
+    checkpoint rewound to kept)."""
+    def plain(text: str) -> str:
+        text = text.replace(str(project), "PROJECT")
+        text = text.replace(checkpoint, "TARGET") if checkpoint else text
+        return _MOMENTS.sub("MOMENT", text)
+
+    return proc.returncode, plain(proc.stdout), plain(proc.stderr)
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+@pytest.mark.usefixtures("same_dates")
+def test_the_plain_rewind_says_and_does_what_the_click_cli_does(tmp_path: Path,
+                                                                 as_json: bool) -> None:
+    runs = []
+    for name, run in (("plain", plain_cos), ("click", click_cos)):
+        project = twin(tmp_path / name)
+        checkpoint, at, _ = changed_after_checkpoint(project)
+        args = ("rewind", checkpoint, "--code", *(("--json",) if as_json else ()))
+        proc = run(*args, cwd=project)
+        assert proc.returncode == 0, proc.stderr
+        assert tree(project) == at
+        runs.append(told(proc, project, checkpoint))
+        undone = cos("rewind", "--undo", "--json", cwd=project)  # the undo it made still works
+        assert undone.returncode == 0, undone.stderr
+    assert runs[0] == runs[1]
+    assert "TARGET" in runs[0][1] and "restore" in runs[0][1]
+
+
+@pytest.mark.parametrize("as_json", [True, False])
+@pytest.mark.usefixtures("same_dates")
+def test_the_plain_checkpoint_create_says_what_the_click_cli_says(tmp_path: Path,
+                                                                   as_json: bool) -> None:
+    runs = []
+    for name, run in (("plain", plain_cos), ("click", click_cos)):
+        project = twin(tmp_path / name)
+        (project / "big.bin").write_bytes(b"x" * 3000)
+        (project / ".coding-os.yaml").write_text("checkpoints:\n  max_file_bytes: 1000\n",
+                                                 encoding="utf-8")
+        (project / "notes.txt").write_text("notes\n", encoding="utf-8")
+        proc = run("checkpoint", "create", *(("--json",) if as_json else ()), cwd=project)
+        assert proc.returncode == 0, proc.stderr
+        runs.append(told(proc, project))
+    assert runs[0] == runs[1]
+    assert "big.bin" in (runs[0][1] if as_json else runs[0][2])  # skipped, as too large
+
+
+@pytest.mark.parametrize("args", [
+    ("rewind", "cp-20260101-000000-000-abcd", "--code", "--json"),  # no such checkpoint
+    ("rewind", "cp-nonsense", "--code"),  # not a checkpoint id
+    ("rewind", "OTHER", "--code"),  # a checkpoint of another tree
+])
+def test_the_plain_rewind_refuses_as_the_click_cli_does(tmp_path: Path,
+                                                        args: tuple[str, ...]) -> None:
+    other = twin(tmp_path / "other")
+    elsewhere = json.loads(cos("checkpoint", "create", "--json", cwd=other).stdout)["id"]
+    args = tuple(elsewhere if arg == "OTHER" else arg for arg in args)
+    project = twin(tmp_path / "project")
+    (project / "README.md").write_text("changed\n", encoding="utf-8")
+    plain, full = plain_cos(*args, cwd=project), click_cos(*args, cwd=project)
+    assert plain.returncode == full.returncode not in (0, 70)
+    assert plain.stderr == full.stderr and plain.stderr.count("\n") == 1
+    assert plain.stdout == full.stdout == ""
+    assert (project / "README.md").read_text(encoding="utf-8") == "changed\n"
+
+
+def test_outside_any_project_the_plain_forms_say_what_the_click_cli_says(
+        isolated_env: Path) -> None:
+    for args in (("checkpoint", "create"), ("rewind", "cp-20260101-000000-000-abcd", "--code")):
+        plain, full = plain_cos(*args, cwd=isolated_env), click_cos(*args, cwd=isolated_env)
+        assert plain.returncode == full.returncode == 3
+        assert plain.stderr == full.stderr and "COS_STATE_MISROUTE" in plain.stderr
+    assert not (isolated_env / ".coding-os").exists()
+
+
+def test_an_interrupted_rewind_is_completed_by_the_click_cli_before_a_plain_form(
+        project: Path) -> None:
+    checkpoint, at, _ = changed_after_checkpoint(project)
+    patch, committed = RESTORE_KILLS["after_rename"]
+    assert committed
+    assert rewind_in_child(project, patch, checkpoint).returncode == 9
+    proc = cos("checkpoint", "create", "--json", cwd=project)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == f"cos: completed the interrupted rewind to {checkpoint}\n"
+    assert tree(project) == at
+    assert json.loads(proc.stdout)["objects_written"] == 0  # the tree is the checkpoint's
+
+
+def test_the_plain_forms_load_neither_click_nor_json_nor_threading(project: Path) -> None:
+    checkpoint, _, _ = changed_after_checkpoint(project)
+    for args in (["rewind", checkpoint, "--code", "--json"], ["rewind", "--code", checkpoint],
+                 ["checkpoint", "create"], ["checkpoint", "create", "--json"]):
+        (project / "README.md").write_text(f"{args}\n", encoding="utf-8")
+        assert plain_cos(*args, cwd=project).returncode == 0, args
+
+
+@pytest.mark.parametrize("args", [
+    ["rewind", "CP", "--code", "--dry-run"], ["rewind", "CP", "--both"],
+    ["rewind", "CP", "--code", "--json", "--json"], ["rewind", "CP", "--code", "--help"],
+    ["rewind", "--", "CP", "--code"], ["rewind", "--undo"],
+    ["checkpoint", "create", "--mode", "worktree"], ["checkpoint", "create", "--json", "--json"],
+    ["checkpoint", "create", "--help"],
+])
+def test_every_other_form_is_left_to_the_click_cli(project: Path, args: list[str]) -> None:
+    checkpoint = json.loads(cos("checkpoint", "create", "--json", cwd=project).stdout)["id"]
+    _, modules = imported([checkpoint if arg == "CP" else arg for arg in args], project)
+    assert "coding_os.interfaces.cli" in modules and "click" in modules
+
+
+# Runs `cos ARGS` as the console script does, and reports, when the process calls os._exit,
+# what the skipped teardown would have had to deal with.
+TEARDOWN_PROBE = r"""
+import os, sys
+def _fds():
+    found = {}
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            found[fd] = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            pass
+    return found
+start_fds = _fds()
+sys.argv = ["cos", *sys.argv[1:]]
+real_exit = os._exit
+def _exit(code):
+    import atexit
+    children = []
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            children += f.read().split()
+    fds = _fds()
+    sys.stderr.write("\nPROBE " + repr({
+        "code": code, "tasks": len(os.listdir("/proc/self/task")), "children": children,
+        "atexit": atexit._ncallbacks(),
+        "new_fds": {fd: fds[fd] for fd in fds if fd not in start_fds}}) + "\n")
+    sys.stderr.flush()
+    real_exit(code)
+os._exit = _exit
+from coding_os.interfaces.entry import main
+main()
+raise SystemExit("main() returned instead of ending the process")
+"""
+
+
+def test_the_plain_forms_leave_nothing_to_the_skipped_teardown(project: Path) -> None:
+    import ast
+
+    checkpoint, at, _ = changed_after_checkpoint(project)
+    for args in (["checkpoint", "create", "--json"], ["rewind", checkpoint, "--code"],
+                 ["rewind", "cp-20260101-000000-000-abcd", "--code"]):
+        proc = subprocess.run([sys.executable, "-c", TEARDOWN_PROBE, *args], cwd=project,
+                              capture_output=True, text=True, timeout=120)
+        line = [ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE ")][-1]
+        info = ast.literal_eval(line[len("PROBE "):])
+        assert proc.returncode == info["code"]
+        assert info["new_fds"] == {}, (args, info)
+        assert info["tasks"] == 1 and info["children"] == [], (args, info)
+        assert info["atexit"] == 0, (args, info)
+        assert proc.stdout.endswith("\n") if info["code"] == 0 else proc.stdout == ""
+    assert tree(project) == at

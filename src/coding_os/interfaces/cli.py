@@ -785,17 +785,18 @@ def checkpoint_create(session: str | None, mode: str | None, paths_flag: bool,
     only the paths after --paths (tracked). Unchanged content costs no new objects."""
     if paths and not paths_flag:
         raise click.UsageError("give the paths after --paths")
+    from coding_os.interfaces.checkpoint_text import created_line, pruned_line, skipped_lines
+
     record = api.checkpoint_create(session=session, mode=mode, paths=list(paths) or None)
-    if record.get("pruned"):
-        echo(f"cos: checkpoints over their cap: pruned the {len(record['pruned'])} "
-                   "oldest", err=True)
+    pruned = pruned_line(record)
+    if pruned is not None:
+        echo(pruned, err=True)
     if as_json:
         _emit_json(record)
         return
-    echo(f"checkpoint {record['id']} ({record['mode']}): {record['objects_written']} new "
-               f"objects, {record['bytes_written']} bytes")
-    for path, reason, size in record.get("skipped") or []:
-        echo(f"skipped {path}: {reason} ({size} bytes)", err=True)
+    echo(created_line(record))
+    for line in skipped_lines(record):
+        echo(line, err=True)
 
 
 @cli.group("checkpoints", invoke_without_command=True)
@@ -930,18 +931,10 @@ def rewind_command(checkpoint: str | None, part: str | None, undo: bool, summari
 
 
 def _print_code(code: dict[str, Any], verb: str) -> None:
-    row = code["checkpoint"]
-    echo(f"checkpoint {row['id']} ({code['mode']}, {row.get('ts')}, turn "
-               f"{row.get('turn') if row.get('turn') is not None else '-'})")
-    for item in code["files"]:
-        stat = ("" if "binary" not in item else "  binary" if item["binary"]
-                else f"  +{item['added']} -{item['removed']}")
-        outside = "  [changed outside the session]" if item.get("changed_outside") else ""
-        echo(f"  {item['action']:<8} {item['path']}{stat}{outside}")
-    summary = code["summary"]
-    echo(f"{verb}: {summary['restore']} restored, {summary['create']} created, "
-               f"{summary['delete']} deleted" + (f"; undo with cos rewind --undo"
-                                                 if code.get("before") else ""))
+    from coding_os.interfaces.checkpoint_text import code_lines
+
+    for line in code_lines(code, verb):
+        echo(line)
 
 
 def _recover_restore() -> None:

@@ -1,11 +1,14 @@
-"""The `cos` console script. Three forms skip the click CLI, whose import alone costs more than
+"""The `cos` console script. Some forms skip the click CLI, whose import alone costs more than
 the work they do: `cos hook …` (run on every tool call of every agent) goes to the fast hook
 entry, and ends its process without the interpreter's teardown; the scripted resume
 `cos resume (ID | -c | --continue) --json` (what tools and editors run to restore a session)
-calls `coding_os.api` directly; and the plain `cos bg` of an agent's prompt (the time it takes
-is the job's, see benchmarks/bg_first_event.py) starts the job without the engine's imports.
+calls `coding_os.api` directly; the plain `cos bg` of an agent's prompt (the time it takes
+is the job's, see benchmarks/bg_first_event.py) starts the job without the engine's imports;
+and the plain `cos rewind CHECKPOINT --code [--json]` and `cos checkpoint create [--json]`
+(a user waits on them as an agent waits on its hook, see benchmarks/checkpoints.py) call
+`coding_os.api` directly, as the click commands do, and print what they print.
 Everything else, including any other option or `--help`, loads the click CLI, which owns the
-documented interface."""
+documented interface; so does a project with an interrupted rewind to complete first."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import sys
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import NoReturn
 
 __all__ = ["main"]
@@ -132,6 +136,84 @@ def _bg(options: dict[str, str], as_json: bool, prompt: str) -> int | None:
     return 0
 
 
+def _plain_rewind(args: list[str]) -> tuple[str, bool] | None:
+    """The CHECKPOINT and --json of `cos rewind ARGS` when it is the plain form: `--code`, one
+    CHECKPOINT (not empty, not starting with `-`) and `--json` at most, each once, in any
+    order; None for any other form (--dry-run, --both, --undo, --help, …), which the click CLI
+    runs."""
+    flags = [a for a in args if a.startswith("-")]
+    points = [a for a in args if a and not a.startswith("-")]
+    if "--code" not in flags or not set(flags) <= {"--code", "--json"} or len(points) != 1 \
+            or len(flags) != len(set(flags)) or len(flags) + len(points) != len(args):
+        return None
+    return points[0], "--json" in flags
+
+
+def _checkpoints_command(command: Callable[[], int]) -> int | None:
+    """Run a plain form of the checkpoint commands (`command`) as the click CLI runs it: an
+    error is one line with its exit code, a reader gone is 0, Ctrl-C is 130. None, and
+    nothing done, when the project has an interrupted rewind to complete first: the click CLI
+    completes it, and says so, before any command."""
+    from coding_os.checkpoints.lock import pending
+    from coding_os.errors import CosError
+    from coding_os.interfaces.output import error_exit
+    from coding_os.state.root import resolve
+    from coding_os.state.tiers import Tiers
+
+    try:  # the project's checkpoints folder, as the click CLI's Caller(create=False) finds it
+        if pending(Tiers(resolve(os.getcwd(), os.environ).state_dir).checkpoints_dir):
+            return None
+    except CosError:
+        pass  # as the click CLI: the command itself reports what stands in its way
+    try:
+        code = command()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        print("\ncos: aborted", file=sys.stderr)  # click's Abort, as cli.run reports it
+        return 130
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        return error_exit(exc)
+    return code
+
+
+def _rewind(checkpoint: str, as_json: bool) -> int:
+    """`cos rewind CHECKPOINT --code [--json]`, as the click command runs it."""
+    from coding_os import api
+    from coding_os.interfaces.output import dump_json, visible
+
+    report = api.rewind(checkpoint, "code")
+    if as_json:
+        sys.stdout.write(dump_json(report) + "\n")
+    else:
+        from coding_os.interfaces.checkpoint_text import code_lines
+
+        sys.stdout.write("".join(visible(line) + "\n" for line in code_lines(
+            report["code"], "restored")))
+    return 0
+
+
+def _checkpoint_create(as_json: bool) -> int:
+    """`cos checkpoint create [--json]`, as the click command runs it."""
+    from coding_os import api
+    from coding_os.interfaces.checkpoint_text import created_line, pruned_line, skipped_lines
+    from coding_os.interfaces.output import dump_json, visible
+
+    record = api.checkpoint_create()
+    pruned = pruned_line(record)
+    if pruned is not None:
+        print(visible(pruned), file=sys.stderr)
+    if as_json:
+        sys.stdout.write(dump_json(record) + "\n")
+        return 0
+    sys.stdout.write(visible(created_line(record)) + "\n")
+    sys.stdout.flush()
+    for line in skipped_lines(record):
+        print(visible(line), file=sys.stderr)
+    return 0
+
+
 def _exit_now(code: int) -> NoReturn:
     """End the process with `code` once stdout and stderr are flushed, without the interpreter's
     teardown (freeing every module and object, a last pass of the garbage collector): about 3 ms
@@ -147,9 +229,40 @@ def _exit_now(code: int) -> NoReturn:
     os._exit(code)
 
 
+# Commands whose arguments become text an agent, a shell or a job's files are given.
+_TEXT_COMMANDS = ("bg", "reply", "run")
+
+
+def _refuse_not_utf8(command: str, args: list[str]) -> int | None:
+    """Exit 2 with one line when one of `args` is not UTF-8 text (Python keeps an argument's
+    bytes that are not UTF-8 as lone surrogates, which no prompt, file or job can hold); None
+    when all are."""
+    for arg in args:
+        if arg.isascii():
+            continue
+        try:
+            arg.encode("utf-8")
+        except UnicodeEncodeError:
+            from coding_os.errors import InvalidInput
+            from coding_os.interfaces.output import error_exit
+
+            try:  # the argument's bytes, those that are not UTF-8 as \xe9
+                raw = arg.encode("utf-8", "surrogateescape")
+            except UnicodeEncodeError:  # not from argv: a surrogate outside its escapes
+                raw = arg.encode("utf-8", "backslashreplace")
+            shown = raw.decode("utf-8", "backslashreplace")
+            return error_exit(InvalidInput(f"{command}: the argument '{shown[:80]}' is not "
+                                           f"UTF-8 text; cos {command} takes text in UTF-8"))
+    return None
+
+
 def main() -> int:
     """Entry point of the `cos` console script."""
     argv = sys.argv[1:]
+    if argv[:1] and argv[0] in _TEXT_COMMANDS:
+        refused = _refuse_not_utf8(argv[0], argv[1:])
+        if refused is not None:
+            return refused
     if argv[:1] == ["hook"] and not any(a in ("--help", "-h") for a in argv[1:]):
         import gc
 
@@ -166,6 +279,14 @@ def main() -> int:
         code = _bg(*plain)
         if code is not None:
             return code
+    if argv[:1] == ["rewind"] and (point := _plain_rewind(argv[1:])) is not None:
+        code = _checkpoints_command(lambda: _rewind(*point))
+        if code is not None:
+            _exit_now(code)
+    if argv[:2] == ["checkpoint", "create"] and argv[2:] in ([], ["--json"]):
+        code = _checkpoints_command(lambda: _checkpoint_create(argv[2:] == ["--json"]))
+        if code is not None:
+            _exit_now(code)
     from coding_os.interfaces.cli import run
 
     return run(argv)
