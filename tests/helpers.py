@@ -109,9 +109,10 @@ def cos_json(*args: str, cwd: Path | str, env: Mapping[str, str] | None = None) 
     return json.loads(proc.stdout)
 
 
-def until(what: Callable[[], Any], message: str, timeout: float = 60.0) -> Any:
-    """What `what` returns once it is truthy, asked every 0.1 s; fails the test naming
-    `message` when it is not within `timeout` seconds."""
+def until(what: Callable[[], Any], message: str, timeout: float = 60.0,
+          every: float = 0.1) -> Any:
+    """What `what` returns once it is truthy, asked every `every` seconds; fails the test
+    naming `message` when it is not within `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = what()
@@ -119,7 +120,7 @@ def until(what: Callable[[], Any], message: str, timeout: float = 60.0) -> Any:
             return value
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
-        time.sleep(0.1)
+        time.sleep(every)
 
 
 def _namespaces_work() -> bool:
@@ -1213,6 +1214,29 @@ def make_host(root: Path, name: str, origin: Path, where: str, url: str,
     for agent in agents:
         succeeded(host.cos("init", "--agent", agent))
     return host
+
+
+def replicator_running(state_dir: Path | str) -> bool:
+    """Whether a background replicator (sessions/replicator.py) holds the project's lock."""
+    import fcntl
+
+    try:
+        fd = os.open(os.path.join(state_dir, ".replicate.lock"), os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def replicator_stopped(state_dir: Path | str, timeout: float = 60.0) -> None:
+    """Wait until no background replicator runs for the project: none outlives its test."""
+    until(lambda: not replicator_running(state_dir), "the background replicator to stop",
+          timeout)
 
 
 class CuttingProxy:

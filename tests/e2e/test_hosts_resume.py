@@ -31,7 +31,7 @@ from tests.e2e.harness import (
 )
 from tests.e2e.model_server import ModelServer, Text, ToolCall, tool_output_text, when_prompted
 from tests.helpers import (COS, ECHO_AGENT, CuttingProxy, Host, make_host, new_origin,
-                           require_clients, succeeded)
+                           replicator_stopped, require_clients, succeeded, until)
 
 pytestmark = pytest.mark.e2e
 
@@ -40,12 +40,15 @@ SECOND = "SECOND-PROMPT where are you now?"
 
 
 @pytest.fixture
-def hosts(tmp_path: Path, pg_url: str) -> tuple[Host, Host]:
-    """Host A and host B: clones of one repository at different paths, one PostgreSQL schema."""
+def hosts(tmp_path: Path, pg_url: str) -> Iterator[tuple[Host, Host]]:
+    """Host A and host B: clones of one repository at different paths, one PostgreSQL schema;
+    the background replicators their agents' hooks started are stopped before the schema."""
     origin = new_origin(tmp_path / "origin")
     a = make_host(tmp_path, "a", origin, "host-a/src/proj", pg_url)
     b = make_host(tmp_path, "b", origin, "host-b/work/deeper/proj", pg_url)
-    return a, b
+    yield a, b
+    for host in (a, b):
+        replicator_stopped(host.checkout / ".coding-os")
 
 
 def shim(host: Host, agent: str, prompt: str) -> dict[str, str]:
@@ -158,6 +161,37 @@ def test_a_claude_session_of_host_a_resumes_on_host_b_in_bs_checkout(
     assert len(stored) == len(written)
     assert any(str(a.checkout).encode() in line for line in stored)  # A's lines as A wrote them
     assert stored[-1] == written[-1]  # B's own lines as written on B
+
+
+def test_a_claude_session_that_ended_on_a_is_read_on_b_with_no_command_run_on_a(
+        hosts: tuple[Host, Host]) -> None:
+    require_clients()
+    a, b = hosts
+    script = [ToolCall("Bash", {"command": "pwd", "description": "where"}),
+              Text("LAST-WORDS-OF-HOST-A")]
+    with ModelServer(script) as server:
+        # Claude Code and its hooks only: not one cos command on A after the session.
+        done = succeeded(run_claude(a.checkout, FIRST, server, a.home, env={
+            "COS_HOST": "a", "COS_DATABASE_URL": a.env["COS_DATABASE_URL"]}))
+    native = json.loads(done.stdout)["session_id"]
+    a_file = a.home / ".claude" / "projects" / munged(a.checkout) / f"{native}.jsonl"
+
+    def read_on_b() -> str | None:
+        shown = b.cos("export", native, "--format", "md")
+        return shown.stdout if "LAST-WORDS-OF-HOST-A" in shown.stdout else None
+
+    exported = until(read_on_b, "host B to read A's session to its end", timeout=60)
+    assert FIRST in exported
+    replicator_stopped(a.checkout / ".coding-os")
+    from coding_os.storage.postgres import PostgresStorage
+
+    with PostgresStorage(a.env["COS_DATABASE_URL"]) as storage:
+        row = storage.index_row(native)
+        assert row is not None and row.host == "a"
+        lines = [line for _, line in storage.replica_lines(row.id, "native")]
+    assert lines == a_file.read_bytes().splitlines()  # every line once, as A wrote it
+    log = (a.checkout / ".coding-os" / ".hooks.log").read_text(encoding="utf-8")
+    assert " replicator=started" in log and "event=replicate " not in log
 
 
 def test_a_claude_session_goes_on_at_b_and_comes_back_to_a_with_every_line_once(

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cos, fire
+from tests.helpers import cos, fire, replicator_stopped
 
 
 # Everything `cos hook PostToolUse` may import beyond what a bare interpreter already has.
@@ -53,10 +53,12 @@ main()
 """
 
 
-def hook_imports(event: str, payload: dict[str, object], cwd: Path) -> set[str]:
+def hook_imports(event: str, payload: dict[str, object], cwd: Path,
+                 env: dict[str, str] | None = None) -> set[str]:
     proc = subprocess.run([sys.executable, "-c", PROBE, event], cwd=cwd, input=json.dumps(payload),
                           capture_output=True, text=True, env={"COS_AGENT": "claude", "PATH": "/usr/bin:/bin",
-                                                               "HOME": str(cwd.parent / "home")})
+                                                               "HOME": str(cwd.parent / "home"),
+                                                               **(env or {})})
     assert proc.returncode == 0, proc.stderr
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("MODULES ")][-1]
     return set(line.split()[1:])
@@ -92,6 +94,26 @@ def test_tool_and_prompt_hooks_import_only_the_hot_path_modules(repo: Path, even
     for heavy in ("click", "yaml", "sqlite3", "json", "dataclasses", "typing", "pathlib", "subprocess",
                   "contextlib", "collections", "shutil", "zlib"):
         assert heavy not in imported
+
+
+def test_a_tool_hook_on_postgresql_hands_over_to_the_replicator_importing_nothing_more(
+        repo: Path, pg_url: str) -> None:
+    env = {"COS_DATABASE_URL": pg_url, "COS_HOST": "alpha"}
+    (repo / ".coding-os").mkdir()
+    payload = {"session_id": "s1", "tool_name": "Bash", "tool_input": {"command": "ls"},
+               "tool_response": {"stdout": "a\n"}}
+    try:
+        assert fire("SessionStart", {"session_id": "s1", "source": "startup"}, cwd=repo,
+                    env=env).returncode == 0
+        replicator_stopped(repo / ".coding-os")  # the probed fire starts the next one
+        imported = hook_imports("PostToolUse", payload, repo, env)
+    finally:
+        replicator_stopped(repo / ".coding-os")
+    assert imported - ALLOWED == set(), "the hook's import set grew"
+    for heavy in ("psycopg", "subprocess", "coding_os.storage", "coding_os.sessions"):
+        assert heavy not in imported
+    last = (repo / ".coding-os" / ".hooks.log").read_text(encoding="utf-8").splitlines()[-1]
+    assert " event=PostToolUse " in last and " replicator=started" in last
 
 
 # What a checkpoint of a tree that changed may add besides: asking the daemon's watcher (its

@@ -12,6 +12,10 @@ event after its directory was lost, which looks its native id up in the index. T
 otherwise opened only by the events that happen once per session or per turn (SessionStart, Stop,
 SessionEnd), never under the panel lock, with a 2 s lock wait; a database failure is logged
 (`db_error`) and does not fail the hook: the observations wait in the spool.
+
+On a shared PostgreSQL every event also hands what the agent wrote over to the project's
+background replicator (sessions.replicate_soon: a byte appended, a lock tried, a detached
+process started when none runs), so its lines reach the other hosts with no further command.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from coding_os.hooks.sessions import (
     adopt,
     after_session_start,
     record_activity,
+    replicate_soon,
     retry_pending_orphan,
     session_end,
     session_start,
@@ -142,6 +147,7 @@ def _handle(ctx: HookContext) -> HookResult:
     elif ctx.event == "SessionEnd":
         session_end(ctx, session)
         retry_pending_orphan(ctx, session)
+    replicate_soon(ctx)  # on PostgreSQL: what the agent wrote reaches the other hosts
     log.update(ctx.log)
     hookslog.append(ctx.tiers.hooks_log, _private(ctx, log), redact=False)
     return HookResult(output, session)

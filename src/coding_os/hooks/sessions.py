@@ -10,6 +10,7 @@ database failure is logged and never fails the hook.
 from __future__ import annotations
 
 import os
+import sys
 
 from coding_os import durable
 from coding_os.adapters import adapter
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from coding_os.storage.base import Storage
 
 __all__ = ["SESSION_SOURCES", "Start", "session_start", "after_session_start", "adopt",
-           "record_activity", "retry_pending_orphan", "session_end"]
+           "record_activity", "retry_pending_orphan", "session_end", "replicate_soon"]
 
 SESSION_SOURCES = ("startup", "resume", "clear", "compact", "fork")
 
@@ -486,3 +487,48 @@ def _clear_volatile(panel_dir: str) -> None:
                 continue
             except OSError as exc:
                 raise durable.io_error(os.path.join(panel_dir, name), exc) from None
+
+
+# The background replicator's program: the interpreter isolated (-I: neither the checkout nor
+# PYTHON* variables on its path) and given this process's own import path.
+_REPLICATOR = ("import sys; sys.path[:] = {path!r}; "
+               "from coding_os.sessions.replicator import main; raise SystemExit(main())")
+
+
+def replicate_soon(ctx: HookContext) -> None:
+    """On a shared PostgreSQL, hand what the agent wrote over to the project's background
+    replicator (sessions/replicator.py): a request appended to its request file and, when none
+    holds its lock, a detached replicator started. Never waits for it, imports nothing for it;
+    a failure is logged (`replicator_error`), never raised. Does nothing on SQLite."""
+    url = ctx.env.get("COS_DATABASE_URL") or ""
+    if not url.startswith(("postgresql://", "postgres://")) or not ctx.root:
+        return
+    import fcntl
+
+    tiers = ctx.tiers
+    try:
+        fd = durable.open_private(tiers.replication_requests, os.O_WRONLY | os.O_APPEND)
+        try:
+            os.write(fd, b".")
+        finally:
+            os.close(fd)
+        fd = durable.open_private(tiers.replication_lock, os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a replicator runs: it looks at the requests before it stops
+        finally:
+            os.close(fd)  # a lock taken here goes with it
+        if not sys.executable:
+            raise OSError("no Python interpreter to start the replicator with")
+        path = [p for p in sys.path if os.path.isabs(p)]
+        devnull = os.devnull
+        os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", "-c",
+                                        _REPLICATOR.format(path=path), ctx.root],
+                       dict(ctx.env), setsid=True, file_actions=[
+                           (os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
+                           (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
+                           (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0)])
+        ctx.log["replicator"] = "started"
+    except OSError as exc:
+        ctx.log["replicator_error"] = exc.strerror or str(exc)

@@ -91,6 +91,16 @@ class Tiers:
         return os.path.join(self.state_dir, "checkpoints")
 
     @property
+    def replication_requests(self) -> str:
+        """Where the hooks ask for the background replicator (sessions/replicator.py)."""
+        return os.path.join(self.state_dir, ".replicate-requests")
+
+    @property
+    def replication_lock(self) -> str:
+        """Held by the project's background replicator while it runs (its pid inside)."""
+        return os.path.join(self.state_dir, ".replicate.lock")
+
+    @property
     def agent_marker(self) -> str:
         return os.path.join(self.state_dir, ".agent")
 
