@@ -217,6 +217,11 @@ def _hooks(ctx: _Context) -> Check:
             problems += [f"{agent}: {p}" for p in bad[0]]
             failed_agents.append(agent)
         notes += [f"{agent}: {n}" for n in bad[1]]
+        if agent == "claude" and found[0] is None:
+            refused, claude_fixes = _claude_runs(str(record.get("file")), ctx)
+            problems += [f"claude: {p}" for p in refused]
+            fixes += claude_fixes
+            data["installations"][-1]["claude_runs_them"] = not refused
         if agent == "codex" and found[0] is None:
             # Whether Codex itself will run them: its own trust of the project and each hook.
             refused, codex_fixes, said = _codex_runs(record, ctx)
@@ -248,6 +253,34 @@ def _hooks(ctx: _Context) -> Check:
     runs = f"this cos through its launcher {ours.path}" if ours else "an existing cos"
     return Check("hooks", "ok", "; ".join([f"{agents}: every hook runs {runs}", *runs_them]),
                  None, data)
+
+
+def _claude_runs(path: str, ctx: _Context) -> tuple[list[str], list[str]]:
+    """(why Claude Code will not run the hooks of `path`, the fixes): `"disableAllHooks": true`
+    in the settings that win (the checkout's local settings over its shared ones over the
+    user's, `$CLAUDE_CONFIG_DIR/settings.json`, else `~/.claude/settings.json`) turns every hook
+    off; checked with Claude Code 2.1.328. Each file is read with bounds, never run."""
+    from coding_os import jsonwire
+    from coding_os.install import MAX_SETTINGS_BYTES
+
+    checkout = os.path.dirname(os.path.dirname(path))
+    user_dir = ctx.env.get("CLAUDE_CONFIG_DIR") or os.path.join(
+        ctx.env.get("HOME") or os.path.expanduser("~"), ".claude")
+    deciding: tuple[str, object] | None = None
+    for settings_path in (os.path.join(user_dir, "settings.json"),
+                          os.path.join(checkout, ".claude", "settings.json"),
+                          os.path.join(checkout, ".claude", "settings.local.json")):
+        try:
+            raw = durable.read_regular(settings_path, MAX_SETTINGS_BYTES)
+            settings = jsonwire.loads(raw) if raw and raw.strip() else {}
+        except (CosError, OSError, ValueError):
+            continue  # a file Claude Code cannot read either sets nothing
+        if isinstance(settings, dict) and "disableAllHooks" in settings:
+            deciding = (settings_path, settings["disableAllHooks"])
+    if deciding is not None and deciding[1] is True:
+        return ([f"Claude Code runs no hook: {deciding[0]} sets \"disableAllHooks\": true"],
+                [f"remove \"disableAllHooks\": true from {deciding[0]}"])
+    return [], []
 
 
 def _codex_runs(record: Mapping[str, Any], ctx: _Context

@@ -722,3 +722,20 @@ def test_codex_runs_cos_hooks_with_only_the_set_up_init_printed_and_doctor_says_
                   cwd=repo)
     assert preview.returncode == 0, preview.stderr
     assert "victim.txt" in preview.stdout  # the checkpoint before `rm` brings the file back
+
+
+def test_claude_code_settings_that_turn_every_hook_off_fail_the_hooks_check(
+        healthy_project: Path, isolated_env: Path) -> None:
+    # Claude Code 2.1.328 runs no hook at all with "disableAllHooks": true in the user's or the
+    # checkout's settings (checked with the real client); the checkout's local file wins.
+    user = isolated_env / ".claude" / "settings.json"
+    user.parent.mkdir(exist_ok=True)
+    user.write_text(json.dumps({"disableAllHooks": True}), encoding="utf-8")
+    code, report = doctor(healthy_project)
+    hooks = by_name(report)["hooks"]
+    assert code == 6 and hooks["status"] == "fail", hooks
+    assert f"{user} sets \"disableAllHooks\": true" in hooks["detail"]
+    assert str(user) in hooks["fix"]
+    local = healthy_project / ".claude" / "settings.local.json"
+    local.write_text(json.dumps({"disableAllHooks": False}), encoding="utf-8")
+    assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
