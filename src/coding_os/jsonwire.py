@@ -102,17 +102,28 @@ def objects(lines: Iterable[str | bytes]) -> Iterator[dict[str, Any]]:
 _TOO_DEEP = f"JSON nested too deeply (more than {MAX_DEPTH} levels of arrays and objects)"
 
 
+# The types of values that hold no other: an array or object made only of them ends its branch
+# (the walks below look at a manifest's thousands of entries in C, a level at a time).
+_SCALARS = frozenset((str, int, float, bool, type(None)))
+_STRINGS = frozenset((str,))
+
+
 def _deeper_than(value: object, limit: int) -> bool:
-    """Whether arrays and objects nest more than `limit` levels in `value` (no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if not isinstance(item, (dict, list)):
-            continue
+    """Whether arrays and objects nest more than `limit` levels in `value`, a parsed document
+    (no recursion)."""
+    level: list[object] = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
         if depth > limit:
             return True
-        stack.extend((inner, depth + 1) for inner in (item.values() if isinstance(item, dict)
-                                                       else item))
+        below: list[object] = []
+        for item in level:
+            inner: Iterable[object] = (item.values() if isinstance(item, dict)
+                                       else item)  # type: ignore[assignment]
+            if not _SCALARS.issuperset(map(type, inner)):
+                below.extend(x for x in inner if type(x) is dict or type(x) is list)
+        level = below
     return False
 
 
@@ -146,14 +157,17 @@ def _check_keys(value: object) -> None:
     while stack:
         item = stack.pop()
         if isinstance(item, dict):
-            for key, inner in item.items():
-                if not isinstance(key, str):
-                    raise TypeError(f"JSON object keys must be str, not {type(key).__name__}")
-                if isinstance(inner, (dict, list, tuple)):
-                    stack.append(inner)
+            if not _STRINGS.issuperset(map(type, item)):
+                for key in item:
+                    if not isinstance(key, str):
+                        raise TypeError(
+                            f"JSON object keys must be str, not {type(key).__name__}")
+            inner: Iterable[object] = item.values()
         else:
             assert isinstance(item, (list, tuple))
-            stack.extend(inner for inner in item if isinstance(inner, (dict, list, tuple)))
+            inner = item
+        if not _SCALARS.issuperset(map(type, inner)):
+            stack.extend(x for x in inner if isinstance(x, (dict, list, tuple)))
 
 
 def _refuse(value: object) -> object:
