@@ -5,11 +5,12 @@ local file that differs refused; read back from a real SQLite storage holding th
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from coding_os.errors import Conflict, CrossProject, InvalidId, NotFound
+from coding_os.errors import Conflict, CrossProject, InvalidId, InvalidInput, NotFound
 from coding_os.sessions.materialize import (
     file_action,
     host_roots,
@@ -280,6 +281,41 @@ def test_a_repository_this_host_has_not_checked_out_is_another_project(
         roots_for(storage, claude_row(), [source], "b", B, lambda: ["git:" + "2" * 40])
     assert str(elsewhere.value) == f"cd /srv/bob/other-checkout/pkg && cos resume {NATIVE}"
     assert roots_for(storage, claude_row(), [source], "b", B, lambda: ["git:" + "1" * 40]) == (A, B)
+
+
+@pytest.mark.parametrize("cwd", [A + "/../outside", "/etc", A + "/link/inside"],
+                         ids=["dot-dot", "elsewhere", "symlink-out"])
+def test_a_cwd_that_leads_out_of_this_checkout_is_refused_and_nothing_written(
+        storage: SQLiteStorage, tmp_path: Path, cwd: str) -> None:
+    from coding_os.sessions.materialize import restore_report_elsewhere
+    from coding_os.sessions.resume import Found, ResumeScope
+
+    here = tmp_path / "b"
+    here.mkdir()
+    (tmp_path / "outside" / "inside").mkdir(parents=True)
+    (here / "link").symlink_to(tmp_path / "outside")  # a repository may hold such a symlink
+    source = stored(storage, [claude_line(cwd)])
+    storage.set_project_host(str(source.project_key), "b", str(here))
+    claude = tmp_path / "claude"
+    with pytest.raises(InvalidInput) as refused:
+        restore_report_elsewhere(
+            storage, Found(claude_row(cwd), "index"), ResumeScope(str(here), [str(here)]),
+            Tiers(str(here / ".coding-os")), local_host="b", local_root=str(here),
+            local_keys=lambda: [], claude_dir=str(claude), codex_dir=str(tmp_path / "codex"))
+    message = str(refused.value)
+    assert "not inside this checkout" in message and "\n" not in message
+    assert refused.value.exit_code == 2
+    assert not claude.exists()  # no file written, no agent to run anywhere
+
+
+def test_a_path_inside_this_checkout_is_kept_normalised(tmp_path: Path) -> None:
+    from coding_os.sessions.materialize import inside_checkout
+
+    here = tmp_path / "b"
+    (here / "pkg").mkdir(parents=True)
+    mapped = replace(claude_row(f"{here}/pkg/./sub/.."), project=f"{here}/", worktree=str(here))
+    kept = inside_checkout(mapped, claude_row(), str(here))
+    assert (kept.project, kept.worktree, kept.cwd) == (str(here), str(here), str(here / "pkg"))
 
 
 def test_this_hosts_checkout_known_to_the_storage_needs_no_git(storage: SQLiteStorage) -> None:

@@ -18,9 +18,9 @@ import pytest
 from coding_os.sessions import index, replicate, transcript
 from coding_os.state.hosts import project_key, project_keys
 from coding_os.state.tiers import Tiers
-from coding_os.storage.base import ReplicaSource, Storage
+from coding_os.storage.base import IndexRow, ReplicaSource, Storage
 from coding_os.storage.sqlite import SQLiteStorage
-from tests.helpers import ECHO_AGENT, cos, git
+from tests.helpers import ECHO_AGENT, claude_session, cos, git
 
 SID = "ses-claude-20261129-100000-aaaa"
 
@@ -190,6 +190,76 @@ def test_a_host_whose_clock_is_behind_keeps_order_by_seq_and_lists_right(
         assert [(r.id, r.host) for r in rows] == [(ahead, "alpha"), (behind, "beta")]
         assert [r.messages for r in rows] == [5, 5]
         assert [r.id for r in storage.index_rows(hosts=["beta"], local_host="beta")] == [behind]
+
+
+# what a host pushes: its own files only (DESIGN.md §8, §11)
+
+
+def _own_claude_session(home: Path, root: Path, native: str) -> Path:
+    """A Claude Code session run in `root`, imported by this host (alpha)."""
+    claude_session(home, native, root)
+    key = "".join(c if c.isalnum() else "-" for c in str(root))
+    return home / ".claude" / "projects" / key / f"{native}.jsonl"
+
+
+def _planted(session: str, root: Path, source_path: str) -> IndexRow:
+    """An index row any host of a shared database can write, claiming to be alpha's."""
+    return IndexRow(id=session, native_id=session, agent="claude", kind="claude",
+                    project=str(root), worktree=str(root), cwd=str(root), host="alpha",
+                    last_active="2099-01-01T00:00:00.000Z", source_path=source_path)
+
+
+def test_a_row_of_the_shared_index_never_names_a_file_this_host_pushes(
+        storage: Storage, tmp_path: Path, isolated_env: Path) -> None:
+    root = tmp_path / "proj"
+    tiers = Tiers(str(root / ".coding-os"))
+    ours = _own_claude_session(isolated_env, root, "aaaaaaaa-0000-4000-8000-000000000001")
+    elsewhere = _own_claude_session(isolated_env, tmp_path / "other-project",
+                                    "aaaaaaaa-0000-4000-8000-000000000002")
+    secret = isolated_env / ".ssh" / "id_ed25519"
+    secret.parent.mkdir()
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n", encoding="utf-8")
+    index.refresh(storage, tiers, str(isolated_env / ".claude"), str(isolated_env / ".codex"),
+                  host="alpha")
+    # Rows naming this host: a private file, and this host's session of another project filed
+    # as one of this project (under an id of its own, and under its own id).
+    storage.upsert_index_rows([_planted("exfil-1", root, str(secret)),
+                               _planted("exfil-2", root, str(elsewhere)),
+                               _planted(elsewhere.stem, root, str(elsewhere))])
+    report = replicate.replicate(storage, tiers, str(root), host="alpha")
+    assert report.pushed == {f"native:{ours.stem}": ours.read_bytes().count(b"\n")}
+    assert stored(storage, ours.stem, "native") == ours.read_bytes()
+    for session in ("exfil-1", "exfil-2", elsewhere.stem):
+        assert storage.replica_sources(session) == []
+
+
+def test_a_fifo_or_a_device_where_a_file_is_expected_is_reported_never_read(
+        storage: Storage, tmp_path: Path) -> None:
+    import threading
+
+    root = tmp_path / "proj"
+    tiers = Tiers(str(root / ".coding-os"))
+    fifo = transcript_file(tiers)
+    os.mkfifo(fifo)  # in place of a transcript of this host's own
+    planted = tmp_path / "planted-fifo"
+    os.mkfifo(planted)
+    storage.upsert_index_rows([_planted("stall-1", root, str(planted)),
+                               _planted("stall-2", root, "/dev/zero")])
+    done: list[replicate.SyncReport] = []
+    run = threading.Thread(target=lambda: done.append(
+        replicate.replicate(storage, tiers, str(root), host="alpha")), daemon=True)
+    run.start()
+    run.join(30)
+    if run.is_alive():  # blocked in an open: a writer lets it go before the test fails
+        for path in (fifo, planted):
+            try:
+                os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        run.join(10)
+    assert done, "replication blocked on a FIFO"
+    assert done[0].unreadable == [[str(fifo), "not a regular file"]]
+    assert done[0].lines == 0
 
 
 # whole-process: cos sync, SIGKILL, two hosts

@@ -100,6 +100,29 @@ def test_a_session_whose_worktree_is_gone_runs_in_the_project_with_a_note(
     assert cwd == str(tmp_path) and note is not None and "is gone" in note
 
 
+def test_a_directory_that_leads_out_of_the_repository_never_becomes_the_agents_cwd(
+        tmp_path: Path) -> None:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    where = ResumeScope(here=str(root), repo=[str(root)])
+    for cwd in (f"{root}/../outside", str(outside)):  # a row of this project says it ran there
+        assert resume.place(row("a", cwd=cwd, project=str(root)), where) == (
+            str(root), f"the session's directory {outside} is not in a checkout of this "
+                       f"repository: resume in {root}")
+    with pytest.raises(CrossProject):  # not this project's row at all
+        resume.place(row("a", cwd=f"{root}/../outside", project=f"{root}/../outside"), where)
+
+
+def test_a_native_id_that_could_be_an_option_is_never_handed_to_the_agent() -> None:
+    for kind in ("claude", "codex"):
+        planted = row("ok", kind=kind)
+        planted.native_id = "--dangerously-skip-permissions"
+        handover, why = resume.resume_handover(planted, "/d")
+        assert handover is None and why is not None and "session id" in why
+        assert resume.fork_handover(planted, "/d") is None
+
+
 def test_a_session_of_another_project_is_refused_with_the_command_to_run() -> None:
     with pytest.raises(CrossProject) as caught:
         resume.place(row("abc", cwd="/other place"), scope())

@@ -21,6 +21,12 @@ host is registered (state.hosts.register_project) by the first refresh into a da
 by a full one (`rebuild`) or one into an index empty of this host's rows; the import state keeps
 which host, root and database it was registered for, so other refreshes do not run git.
 
+What this host replicates (sessions/replicate.py) is found here, from its own disk: the refresh
+keeps in `<state_dir>/.native-files.json` (`native_files`) every Claude Code transcript and Codex
+rollout its importers found under the agents' log dirs, each with the index id of its session
+(None when another host owns that id), its agent and its project. A row of the index, which
+another host may have written on a shared database, never names a file to push.
+
 Nothing here fails on a bad log: unknown entry types, malformed lines, torn tails and unreadable
 files are counted in the `RefreshReport`. The texts a row copies from a log (title, first and last
 prompt) have their secrets redacted (redact.py), unless the project says `redact: false`.
@@ -44,6 +50,7 @@ from coding_os.storage.base import IndexRow, Storage, storable_text
 
 __all__ = [
     "STATE_FILE",
+    "NATIVE_FILES",
     "KINDS",
     "RefreshReport",
     "refresh",
@@ -52,9 +59,11 @@ __all__ = [
     "cos_row",
     "cos_transcripts",
     "project_root",
+    "native_files",
 ]
 
 STATE_FILE = ".import-state.json"
+NATIVE_FILES = ".native-files.json"
 KINDS = ("cos", "claude", "codex")
 TITLE_PREVIEW_CHARS = 120
 # Problems of a cos transcript that mean a line could not be used.
@@ -163,18 +172,26 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     rows: list[IndexRow] = []
     project_of: dict[str, tuple[str | None, str | None]] = {}
     redacting = redact.configured(tiers.state_dir)
+    natives_path = os.path.join(tiers.state_dir, NATIVE_FILES)
+    found_before = {} if everything else native_files(tiers)
+    own: dict[str, list[str | None]] = {}  # native file -> [index id, agent, project]
     for native in (*claude, *codex):
         report.sessions += 1
         report.subagents += len(native.subagents)
         touched = (everything or any(p in changed for p in (native.path, *native.paths))
-                   or (native.agent == "codex" and codex_names_changed))
+                   or (native.agent == "codex" and codex_names_changed)
+                   or native.path not in found_before)
         if not touched:
+            own[native.path] = list(found_before[native.path])
             continue
         for name, count in native.unknown_types.items():
             report.unknown_types[name] = report.unknown_types.get(name, 0) + count
         linked = storage.session_by_native(native.agent, native.native_id)
-        rows.append(native_row(native, linked.id if linked else None,
-                               linked.status if linked else None, project_of, redacting))
+        native_index_row = native_row(native, linked.id if linked else None,
+                                      linked.status if linked else None, project_of, redacting)
+        rows.append(native_index_row)
+        own[native.path] = [native_index_row.id, native_index_row.agent,
+                            native_index_row.project]
 
     say("reading cos transcripts")
     previous_cos = document.get("cos_transcripts")
@@ -223,6 +240,9 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     foreign = {sid: owner for sid, owner in owners.items() if owner not in (None, host)}
     if foreign:
         rows = [row for row in rows if row.id not in foreign]
+        for entry in own.values():
+            if entry[0] in foreign:
+                entry[0] = None  # another host's session: its lines are not this host's to push
         for sid in sorted(foreign):
             report.foreign_sessions.append((sid, foreign[sid]))
         kept = [sid for sid in sorted(foreign) if sid not in removed]
@@ -272,9 +292,27 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
         durable.ensure_dir(tiers.state_dir)
         durable.atomic_write(state_path, json.dumps(document, ensure_ascii=False,
                                                     separators=(",", ":")).encode("utf-8"))
+    if own != {path: list(entry) for path, entry in found_before.items()}:
+        durable.ensure_dir(tiers.state_dir)
+        durable.atomic_write(natives_path, json.dumps(own, ensure_ascii=False,
+                                                      separators=(",", ":")).encode("utf-8"))
     if mark is not None:
         freshness.save(tiers, mark)
     return report
+
+
+def native_files(tiers: Tiers) -> dict[str, tuple[str | None, str, str | None]]:
+    """The Claude Code and Codex files the last refresh of this state dir found on this host's
+    own disk, each with the index id of its session (None: another host's), its agent and its
+    project (the checkout its cwd is in); empty before the first refresh."""
+    data = _load(os.path.join(tiers.state_dir, NATIVE_FILES))
+    found: dict[str, tuple[str | None, str, str | None]] = {}
+    for path, entry in data.items():
+        if isinstance(entry, list) and len(entry) == 3 and \
+                isinstance(entry[0], (str, type(None))) and isinstance(entry[1], str) and \
+                isinstance(entry[2], (str, type(None))):
+            found[path] = (entry[0], entry[1], entry[2])
+    return found
 
 
 def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,

@@ -21,6 +21,12 @@ of (the session went on here) is kept.
 
 A session that moved between hosts holds lines of each, each with its host's paths: every root
 the project has on a host the storage knows (`host_roots`) is mapped to this checkout.
+
+Another host's row is data from elsewhere (DESIGN.md §8, §11): its `project`, `worktree` and
+`cwd`, once mapped, must lie in this checkout, `..` and symlinks resolved (`inside_checkout`),
+or the resume is refused before anything is written; and a row's `source_path` is never read
+unless it is one of this host's own files (a session with nothing replicated, indexed under an
+earlier name of this host).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import shlex
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from coding_os.errors import Conflict, CrossProject, InvalidId, NotFound
+from coding_os.errors import Conflict, CrossProject, InvalidId, InvalidInput, NotFound
 from coding_os.sessions.replicate import SUBAGENT
 from coding_os.storage.base import IndexRow, ReplicaSource, Storage, StorageError
 
@@ -52,6 +58,7 @@ __all__ = [
     "read_mapped",
     "roots_for",
     "host_roots",
+    "inside_checkout",
     "materialize",
     "restore_report_elsewhere",
 ]
@@ -445,6 +452,41 @@ def _adopt(storage: Storage, tiers: Tiers, done: Materialized, local_host: str) 
                             local_host, f.lines, f.size, f.last)
 
 
+def _own_file(path: str | None, tiers: Tiers) -> bool:
+    """Whether `path` is a session file this host found itself: a cos transcript of its state
+    dir, or a native file its importer found on its disk (never merely what a row says)."""
+    if not path or not os.path.isfile(path):
+        return False
+    from coding_os.sessions.index import cos_transcripts, native_files
+
+    return path in native_files(tiers) or path in cos_transcripts(tiers)
+
+
+def inside_checkout(mapped: IndexRow, row: IndexRow, root: str) -> IndexRow:
+    """`mapped` (another host's `row`, its paths mapped to this checkout) with its `project`,
+    `worktree` and `cwd` normalised, symlinks resolved: each must lie in the checkout `root`.
+
+    Raises:
+        InvalidInput: one of them does not (`<root>/../x`, a path the mapping left outside,
+            a symlink leading out): nothing is written, no agent runs there.
+    """
+    real_root = os.path.realpath(root)
+
+    def inside(name: str, value: str | None) -> str | None:
+        if value is None:
+            return None
+        real = os.path.realpath(value) if os.path.isabs(value) else ""
+        if not (real == real_root or real.startswith(real_root.rstrip(os.sep) + os.sep)):
+            raise InvalidInput(
+                f"{row.id} is a session of host {row.host} whose {name} "
+                f"{' '.join(str(getattr(row, name)).split())[:200]!r} is not inside this "
+                f"checkout ({root}) once mapped: refused, nothing written")
+        return real
+
+    return replace(mapped, project=inside("project", mapped.project),
+                   worktree=inside("worktree", mapped.worktree), cwd=inside("cwd", mapped.cwd))
+
+
 def _mapped_row(row: IndexRow, source_root: str | Sequence[str] | None, root: str) -> IndexRow:
     return replace(row, project=map_path(row.project, source_root, root),
                    worktree=map_path(row.worktree, source_root, root),
@@ -469,6 +511,8 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
     Raises:
         CrossProject: this host has no checkout of the session's repository, or the caller is
             in another project (nothing written).
+        InvalidInput: a path of the session's row is not inside this checkout once mapped
+            (`inside_checkout`; nothing written).
         NotFound, StorageError, Conflict, StateIOError: as `materialize`.
     """
     from coding_os.sessions import resume
@@ -477,15 +521,15 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
     sources = storage.replica_sources(row.id)
     if not sources and row.native_id and row.native_id != row.id:
         sources = storage.replica_sources(row.native_id)
-    if not sources and row.source_path and os.path.isfile(row.source_path):
-        # Nothing replicated, but its file is here (this host was renamed, or a SQLite index
-        # that only ever had this host): resumed as this host's own.
+    if not sources and _own_file(row.source_path, tiers):
+        # Nothing replicated, but its file is one of this host's own (this host was renamed,
+        # or a SQLite index that only ever had this host): resumed as this host's own.
         report = resume.restore_report(found, scope, tiers)
         report.host = row.host
         return report
     source_root, root = roots_for(storage, row, sources, local_host, local_root, local_keys)
     roots = host_roots(storage, row, sources, source_root)
-    mapped = _mapped_row(row, [source_root or "", *roots], root)
+    mapped = inside_checkout(_mapped_row(row, [source_root or "", *roots], root), row, root)
     cwd, relocation = resume.place(mapped, scope)
     done = materialize(storage, row, sources, source_root=source_root, root=root, cwd=cwd,
                        tiers=tiers, claude_dir=claude_dir, codex_dir=codex_dir, write=write,

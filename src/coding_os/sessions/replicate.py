@@ -3,13 +3,18 @@
 What is pushed, per session, as streams of raw lines (`Storage.add_replica_lines`):
 - "transcript": each cos-native transcript, `<state_dir>/<agent>/transcripts/<sid>.jsonl`;
 - "events": each engine events log, `<state_dir>/<agent>/events/<sid>.jsonl` (runtime/events.py);
-- "native": each Claude Code transcript or Codex rollout the index holds for this project (the
-  rows of this host whose project is this one), under the row's id;
+- "native": each Claude Code transcript or Codex rollout this host's importer found on its own
+  disk and whose project is this one (`index.native_files`), under its session's index id;
 - "subagent:<file>": each subagent transcript of such a Claude Code session, under the same id:
   `<file>` is its path relative to the session's folder, `<native>/subagents/agent-<id>.jsonl`
   (2.1.x) or `agent-<id>.jsonl` beside the session, whose first line names it (2.0.x). The
   2.1.x `agent-<id>.meta.json` is not replicated (a JSON object Claude Code rewrites, not a
   file of lines).
+
+What is pushed is found from this host's own state only, never from a path a row of the index
+names: on a shared database any host may have written any row (DESIGN.md §8, §11). A file is
+read only when it is a regular one, opened without following a final symlink and without
+blocking; a FIFO or a device in its place is reported `unreadable`.
 
 A line is the file's bytes up to its newline, exactly, whatever they hold; seq is the line number
 from 1. A torn last line (no newline yet) is not pushed until it is complete. Each source starts
@@ -38,19 +43,22 @@ lines are the N stored ones, their paths mapped to this checkout (the mark keeps
 stored last line and of the file's), so replication goes on at line N+1 instead of taking the
 mapped copy for a rewrite. Lines of one replica may then hold the roots of several hosts.
 
-Where it runs: `cos sync` (api.sync_sessions), and after each index refresh when the storage
-is shared (PostgreSQL): every `cos sessions`, `cos resume`, `cos import` that finds a change.
-Nothing replicates in the background: the daemon does not. On SQLite (one host's own database) `cos sync`
-replicates nothing and says so: there is no other host to read the lines.
+Where it runs: `cos sync` (api.sync_sessions), after each index refresh when the storage is
+shared (PostgreSQL): every `cos sessions`, `cos resume`, `cos import` that finds a change; and in
+the background replicator the agents' hooks start (sessions/replicator.py), so a host's lines
+reach the database with no further command. Runs at once (a command beside the replicator) are
+safe: lines are stored by seq once, whoever pushes them. On SQLite (one host's own database)
+`cos sync` replicates nothing and says so: there is no other host to read the lines.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from coding_os import durable
 from coding_os.errors import StateIOError
@@ -66,6 +74,8 @@ STATE_FILE = ".replicate-state.json"
 BATCH_LINES = 2000
 BATCH_BYTES = 4 << 20
 _READ_BYTES = 1 << 20
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 
 @dataclass
@@ -121,14 +131,13 @@ def _session_files(tiers: Tiers, folder_name: str) -> Iterator[tuple[str, str, s
                 yield agent, session, os.path.join(folder, name)
 
 
-def project_sources(storage: Storage, tiers: Tiers, host: str,
-                    root: str | None) -> list[Source]:
-    """Every file of the project to replicate: cos transcripts, events logs, and the Claude
-    Code / Codex files of this host's index rows whose project is `root`.
+def project_sources(tiers: Tiers, root: str | None) -> list[Source]:
+    """Every file of the project to replicate, found from this host's own state only: its cos
+    transcripts and events logs, and the Claude Code / Codex files its importer found on its
+    own disk (`index.native_files`) whose project is `root`, with their subagents' transcripts.
+    Never a path an index row names: on a shared database any host may have written it."""
+    from coding_os.sessions.index import native_files
 
-    Raises:
-        StorageError: the index cannot be read.
-    """
     found = [Source(session, "transcript", agent, path)
              for agent, session, path in _session_files(tiers, "transcripts")]
     found += [Source(session, "events", agent, path)
@@ -137,13 +146,13 @@ def project_sources(storage: Storage, tiers: Tiers, host: str,
         from coding_os.adapters.claude.transcripts import subagent_files
 
         siblings: dict[str, dict[str, list[str]]] = {}
-        for row in storage.index_rows(hosts=[host], local_host=host, cwd_under=[root]):
-            if row.kind in ("claude", "codex") and row.source_path and (
-                    row.project in (None, root)):
-                found.append(Source(row.id, "native", row.agent, row.source_path))
-                if row.kind == "claude":
-                    found += [Source(row.id, SUBAGENT + name, row.agent, path)
-                              for name, path in subagent_files(row.source_path, siblings)]
+        for path, (session, agent, project) in sorted(native_files(tiers).items()):
+            if session is None or project != root:
+                continue
+            found.append(Source(session, "native", agent, path))
+            if agent == "claude":
+                found += [Source(session, SUBAGENT + name, agent, sub)
+                          for name, sub in subagent_files(path, siblings)]
     return found
 
 
@@ -175,7 +184,7 @@ def replicate(storage: Storage, tiers: Tiers, root: str | None = None,
     """
     host = host or this_host()
     report = SyncReport(host=host, shared=storage.shared)
-    files = sources if sources is not None else project_sources(storage, tiers, host, root)
+    files = sources if sources is not None else project_sources(tiers, root)
     keys: list[str | None] = []
 
     def key() -> str | None:  # git is asked only when some file has lines to push
@@ -216,6 +225,9 @@ def replicate_source(storage: Storage, source: Source, host: str,
     except OSError as exc:
         report.unreadable.append([source.path, exc.strerror or type(exc).__name__])
         return
+    if not stat.S_ISREG(st.st_mode):  # a FIFO or a device is never opened: it would block
+        report.unreadable.append([source.path, "not a regular file"])
+        return
     mark = marks.get(name)
     stat_now = [st.st_size, st.st_mtime_ns, st.st_ino]
     if isinstance(mark, dict) and mark.get("path") == source.path and \
@@ -234,7 +246,7 @@ def replicate_source(storage: Storage, source: Source, host: str,
     replica = ReplicaSource(session=source.session, stream=source.stream, host=host,
                             agent=source.agent, path=source.path, project_key=key(), root=root)
     try:
-        f = open(source.path, "rb")
+        f = _open_regular(source.path)
     except OSError as exc:
         report.unreadable.append([source.path, exc.strerror or type(exc).__name__])
         return
@@ -254,6 +266,25 @@ def replicate_source(storage: Storage, source: Source, host: str,
             return
     if torn:
         report.torn.append(source.path)
+
+
+def _open_regular(path: str) -> BinaryIO:
+    """The regular file at `path`, opened to read without following a final symlink and
+    without blocking (a FIFO put in its place never stalls the run).
+
+    Raises:
+        OSError: it cannot be opened, or it is not a regular file (a symlink, a FIFO, a device).
+    """
+    import errno
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _refused(source: Source, host: str, storage: Storage, stat_now: list[int],
@@ -339,8 +370,8 @@ def adopt(storage: Storage, tiers: Tiers, source: Source, host: str, lines: int,
     stored = storage.replica_lines(source.session, source.stream, after=lines - 1, limit=1) \
         if lines > 0 else []
     try:
-        st = os.stat(source.path)
-        with open(source.path, "rb") as f:
+        with _open_regular(source.path) as f:
+            st = os.fstat(f.fileno())
             f.seek(last)
             local = f.read(offset - last)
     except OSError:

@@ -60,6 +60,8 @@ _AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex"}
 # A pull request as a number, `#number`, or a URL ending in /pull/<n> (GitHub) or
 # /merge_requests/<n> (GitLab).
 _PR_URL = re.compile(r"/(?:pull|pulls|merge_requests)/([0-9]+)(?:[/?#].*)?$")
+# A Claude Code or Codex session id as cos hands it to the agent: never an option.
+_NATIVE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 @dataclass
@@ -200,13 +202,20 @@ def place(row: IndexRow, scope: ResumeScope, verb: str = "resume") -> tuple[str,
     where = _where(row)
     if where is None:
         return scope.here, (f"the session does not say where it ran; {verb} in {scope.here}")
+    # A row's paths are data (on a shared database, any host's): `<root>/../x` is not in root.
+    where = os.path.normpath(where)
+    project = os.path.normpath(row.project) if row.project else None
     here = _under(where, [scope.here])
-    if not (here or _under(where, scope.repo)
-            or (row.project is not None and row.project in scope.repo)):
+    checkout = here or _under(where, scope.repo)
+    ours = project is not None and project in scope.repo
+    if not (checkout or ours):
         raise CrossProject(f"cd {shlex.quote(where)} && cos {verb} {shlex.quote(row.id)}")
-    if not os.path.isdir(where):
-        home = row.project if row.project and os.path.isdir(row.project) else scope.here
-        return home, f"the session's directory {where} is gone: {verb} in {home}"
+    if not checkout or not os.path.isdir(where):
+        # Never run outside this repository's checkouts: its project's root, or here.
+        home = project if ours and project is not None and os.path.isdir(project) \
+            else scope.here
+        why = "is gone" if not os.path.isdir(where) else "is not in a checkout of this repository"
+        return home, f"the session's directory {where} {why}: {verb} in {home}"
     if here:
         return where, None
     return where, (f"the session ran in {row.worktree or where}, another worktree of this "
@@ -501,7 +510,15 @@ def restored(row: IndexRow, tiers: Tiers) -> dict[str, Any]:
         return {"kind": "native_log", "log": row.source_path, **base}
     from coding_os.sessions import transcript
 
-    path = row.source_path or transcript.transcript_path(tiers, row.id)
+    # Read only in this state dir: a row (any host's, on a shared database) names no file here.
+    path = row.source_path
+    if not path or os.path.dirname(os.path.dirname(os.path.dirname(
+            os.path.normpath(path)))) != os.path.normpath(tiers.state_dir):
+        try:
+            path = transcript.transcript_path(tiers, row.id)
+        except CosError:
+            return {"kind": "transcript", "transcript": None, "entries": 0, "compacts": 0,
+                    "summaries": 0, **base}
     try:
         last = transcript.last_seq(path)
     except CosError:
@@ -513,8 +530,11 @@ def restored(row: IndexRow, tiers: Tiers) -> dict[str, Any]:
 
 
 def resume_handover(row: IndexRow, cwd: str) -> tuple[Handover | None, str | None]:
-    """The agent command that resumes `row` in `cwd`, or None and why there is none."""
+    """The agent command that resumes `row` in `cwd`, or None and why there is none (also for
+    a native id that is not one: nothing a row says becomes an option of the agent)."""
     native = row.native_id or row.id
+    if row.kind in ("claude", "codex") and not _NATIVE_ID.fullmatch(native):
+        return None, f"{native[:80]!r} is not a {_AGENT_NAMES[row.kind]} session id"
     if row.kind == "claude":
         return Handover(["claude", "--resume", native], cwd), None
     if row.kind == "codex":
@@ -524,8 +544,11 @@ def resume_handover(row: IndexRow, cwd: str) -> tuple[Handover | None, str | Non
 
 
 def fork_handover(row: IndexRow, cwd: str) -> Handover | None:
-    """The agent command that forks a Claude Code or Codex session (None for cos-native)."""
+    """The agent command that forks a Claude Code or Codex session (None for cos-native, and
+    for a native id that is not one)."""
     native = row.native_id or row.id
+    if row.kind in ("claude", "codex") and not _NATIVE_ID.fullmatch(native):
+        return None
     if row.kind == "claude":
         return Handover(["claude", "--resume", native, "--fork-session"], cwd)
     if row.kind == "codex":
