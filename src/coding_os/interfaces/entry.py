@@ -279,14 +279,19 @@ def main() -> int:
         code = _bg(*plain)
         if code is not None:
             return code
+    command: Callable[[], int] | None = None
     if argv[:1] == ["rewind"] and (point := _plain_rewind(argv[1:])) is not None:
-        code = _checkpoints_command(lambda: _rewind(*point))
+        command = lambda: _rewind(*point)  # noqa: E731
+    elif argv[:2] == ["checkpoint", "create"] and argv[2:] in ([], ["--json"]):
+        command = lambda: _checkpoint_create(argv[2:] == ["--json"])  # noqa: E731
+    if command is not None:
+        import gc
+
+        gc.disable()  # as for a hook: a short process, whose few cycles die with it
+        code = _checkpoints_command(command)
         if code is not None:
             _exit_now(code)
-    if argv[:2] == ["checkpoint", "create"] and argv[2:] in ([], ["--json"]):
-        code = _checkpoints_command(lambda: _checkpoint_create(argv[2:] == ["--json"]))
-        if code is not None:
-            _exit_now(code)
+        gc.enable()
     from coding_os.interfaces.cli import run
 
     return run(argv)
