@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import COS, cos, git, one_line_failure, tree
+from tests.helpers import COS, cos, git, one_line_failure, tree, until
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
@@ -182,6 +182,53 @@ def test_a_param_without_a_recipe_or_a_prompt_with_one_is_refused(project: Path,
     assert "give no PROMPT with it" in one_line_failure(
         run(project, "--recipe", str(path), "--param", "line=x", "hello"), 2)
     assert "give a PROMPT or --recipe" in one_line_failure(run(project), 2)
+
+
+# -- the bounds of rendering (DESIGN.md §11: memory and time, not only output) ---------------
+
+# 80 bytes that build a 1.5 GB string and render only its length: the output bound never trips.
+FORMAT_BOMB = "Fix the tests.{{ ('%1500000000s'|format('') | length) and '' }}"
+# Two nested loops over allowed repetitions, printing nothing: about 1e12 steps.
+SPIN = "{% for a in 'x'*1000000 %}{% for b in 'x'*1000000 %}{% endfor %}{% endfor %}Fix it."
+
+
+def test_a_recipe_that_allocates_without_bound_is_refused_and_the_process_stays_small(
+        project: Path, tmp_path: Path) -> None:
+    import resource
+
+    path = recipe(tmp_path / "recipes", f"title: T\nprompt: {json.dumps(FORMAT_BOMB)}\n")
+
+    def at_most_4_gb() -> None:  # as the probe does: a regression swaps, it does not OOM
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+
+    ended: list[tuple[int, resource.struct_rusage]] = []
+
+    def reaped() -> bool:  # wait4: the peak memory of cos and of what it started and reaped
+        pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+        if pid:
+            ended.append((status, usage))
+        return bool(pid)
+
+    with open(tmp_path / "out", "w+", encoding="utf-8") as out, \
+            open(tmp_path / "err", "w+", encoding="utf-8") as err:
+        proc = subprocess.Popen([COS, "run", "--agent", ECHO, "--recipe", str(path)],
+                                cwd=project, stdout=out, stderr=err, preexec_fn=at_most_4_gb)
+        until(reaped, "cos run --recipe to end")
+        status, usage = ended[0]
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        done = subprocess.CompletedProcess(proc.args, proc.returncode, "", err.read())
+    assert "MiB of memory" in one_line_failure(done, 2)
+    assert usage.ru_maxrss < 1 << 20  # KiB: far below the 1.5 GB the template asks for
+    nothing_started(project)
+
+
+def test_a_recipe_that_loops_without_output_is_stopped_at_the_time_bound(
+        project: Path, tmp_path: Path) -> None:
+    path = recipe(tmp_path / "recipes", f"title: T\nprompt: {json.dumps(SPIN)}\n")
+    done = run(project, "--recipe", str(path))
+    assert "longer than 5 seconds" in one_line_failure(done, 2)
+    nothing_started(project)
 
 
 # -- the seed ----------------------------------------------------------------------------------
@@ -355,6 +402,9 @@ def test_replay_or_rerun_of_a_session_not_from_a_recipe_is_refused(project: Path
 # -- in process: the sandbox and the examples --------------------------------------------------
 
 
+PARAM_W = "  - {key: w, requirement: optional}\n"
+
+
 def load(tmp_path: Path, prompt: str, params: str = "") -> object:
     from coding_os.daemon import recipes
 
@@ -376,6 +426,77 @@ def test_rendering_is_sandboxed_and_bounded(tmp_path: Path, template: str) -> No
     with pytest.raises(recipes.RecipeError) as raised:
         recipes.render(loaded, {}, cwd=str(tmp_path))  # type: ignore[arg-type]
     assert "\n" not in str(raised.value)
+
+
+@pytest.mark.parametrize("template", [
+    "{{ ('%1500000000s'|format('')) | length }}",
+    "{{ ('%1500000000s' % '') | length }}",
+    "{{ 'x'|center(1500000000)|length }}",
+    "{{ 'a\\nb'|indent(1500000000)|length }}",
+    "{{ ('x' * 1000000)|replace('x', 'x' * 2000)|length }}",
+    "{% set l = [0] %}{% for i in range(60) %}{% set d = l.extend(l) %}{% endfor %}"
+    "{{ l|length }}",
+    "{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}"
+    "{% endfor %}{{ ns.s|length }}",
+], ids=["format", "percent", "center", "indent", "replace", "list-doubling", "text-doubling"])
+def test_a_template_that_needs_more_memory_than_its_bound_is_refused(tmp_path: Path,
+                                                                      template: str) -> None:
+    from coding_os.daemon import recipes
+
+    with pytest.raises(recipes.RecipeError) as raised:
+        recipes.render(load(tmp_path, template), {})  # type: ignore[arg-type]
+    assert "MiB of memory" in str(raised.value) and "\n" not in str(raised.value)
+
+
+def test_a_template_that_loops_past_the_time_bound_is_stopped(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os.daemon import recipes
+
+    monkeypatch.setattr(recipes, "RENDER_SECONDS", 1.0)
+    with pytest.raises(recipes.RecipeError, match="longer than 1 seconds"):
+        recipes.render(load(tmp_path, SPIN), {})  # type: ignore[arg-type]
+
+
+def test_rendering_from_a_thread_is_bounded_too(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """cos web renders the new-job form's recipe in a server thread: there the renderer is a
+    fresh interpreter, not a fork, and holds the same bounds."""
+    import threading
+
+    from coding_os.daemon import recipes
+
+    monkeypatch.setattr(recipes, "RENDER_SECONDS", 2.0)
+    said: dict[str, str] = {}
+
+    def render_each() -> None:
+        said["plain"] = recipes.render(load(tmp_path, "Say {{ w }}.", PARAM_W),
+                                       {"w": "hi"}).text  # type: ignore[arg-type]
+        for name, template in (("memory", FORMAT_BOMB), ("time", SPIN)):
+            try:
+                recipes.render(load(tmp_path, template), {})  # type: ignore[arg-type]
+            except recipes.RecipeError as exc:
+                said[name] = str(exc)
+
+    worker = threading.Thread(target=render_each)
+    worker.start()
+    worker.join(timeout=60)
+    assert said["plain"] == "Say hi."
+    assert "MiB of memory" in said["memory"]
+    assert "longer than 2 seconds" in said["time"]
+
+
+def test_a_template_nested_too_deeply_for_jinjas_parser_is_refused(tmp_path: Path) -> None:
+    from coding_os.daemon import recipes
+
+    with pytest.raises(recipes.RecipeError, match="nests too deeply"):
+        load(tmp_path, "{{ " + "(" * 100 + "1" + ")" * 100 + " }}")
+
+
+def test_a_template_that_renders_a_lone_surrogate_is_refused(tmp_path: Path) -> None:
+    from coding_os.daemon import recipes
+
+    with pytest.raises(recipes.RecipeError, match=r"lone surrogate \(\\ud800\)"):
+        recipes.render(load(tmp_path, '{{ "\\ud800" }}'), {})  # type: ignore[arg-type]
 
 
 def test_a_template_cannot_reach_a_file(tmp_path: Path) -> None:

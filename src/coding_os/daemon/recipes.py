@@ -24,7 +24,12 @@ params, checkpoint}`), `session_seed` reads it back from a session's events log,
 
 A recipe may come from a cloned repository (DESIGN.md §11): templates run in Jinja's sandbox
 with no loader (no `include`, `import` or `extends` reaches a file), an undefined name is an
-error, the output is bounded, and a `file` parameter is read only inside the project. A recipe
+error, the output is bounded, and a `file` parameter is read only inside the project. The
+sandbox bounds what a template may call, not what it may allocate or how long it may loop
+(`"%1500000000s"|format("")`, `l.extend(l)` in a loop, two nested loops over a million): so
+the templates render in a process of their own, a fork of this one (or a fresh interpreter
+when this one runs threads), limited to MAX_RENDER_BYTES of address space beyond what it
+inherits and killed after RENDER_SECONDS. A recipe
 names no program: its `settings.agent` is `claude` or `codex`; `exec` and `python:` agents come
 from the command line only.
 """
@@ -33,6 +38,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import signal
+import sys
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +60,8 @@ __all__ = [
     "MAX_RECIPE_BYTES",
     "MAX_FILE_PARAM_BYTES",
     "MAX_PROMPT_CHARS",
+    "MAX_RENDER_BYTES",
+    "RENDER_SECONDS",
     "RecipeError",
     "Parameter",
     "Recipe",
@@ -59,6 +69,7 @@ __all__ = [
     "load_recipe",
     "parse_params",
     "render",
+    "render_child",
     "seed_ref",
     "valid_seed_ref",
     "file_sha256",
@@ -80,6 +91,10 @@ PARAMETER_KEYS = ("key", "input_type", "requirement", "default", "options", "des
 MAX_RECIPE_BYTES = 1 << 20
 MAX_FILE_PARAM_BYTES = 1 << 20
 MAX_PROMPT_CHARS = 1 << 20
+# What rendering a recipe's templates may take beyond what the process maps already, and how
+# long: an ordinary recipe renders in a millisecond and a few MiB.
+MAX_RENDER_BYTES = 256 << 20
+RENDER_SECONDS = 5.0
 MAX_NODES = 10_000
 MAX_DEPTH = 32
 BOOLEANS = {"true": True, "yes": True, "1": True, "false": False, "no": False, "0": False}
@@ -348,16 +363,11 @@ def _templates(recipe: Recipe) -> list[tuple[str, str]]:
 
 
 def _check_variables(recipe: Recipe) -> None:
-    from jinja2 import TemplateSyntaxError, meta
-
-    environment = _Sandbox.environment()
-    used: set[str] = set()
-    for name, source in _templates(recipe):
-        try:
-            used |= meta.find_undeclared_variables(environment.parse(source))
-        except TemplateSyntaxError as exc:
-            raise RecipeError(f"recipe {recipe.path}: {name} (line {exc.lineno}): "
-                              f"{exc.message}") from None
+    """The templates parse, every parameter is used and every variable is a parameter. Finding
+    the variables compiles the templates, and Jinja's compiler folds constants (it runs
+    `"%1500000000s"|format("")`): so it is done in the bounded renderer process too."""
+    answer = _bounded(recipe.path, {"kind": "variables", "templates": _templates(recipe)})
+    used = {str(name) for name in answer.get("used") or ()}
     declared = {p.key for p in recipe.parameters}
     undefined = sorted(used - declared)
     if undefined:
@@ -445,13 +455,15 @@ def render(recipe: Recipe, params: Mapping[str, str], *, cwd: str | None = None,
     """The prompt of `recipe` with `params` (text as typed on the command line): the rendered
     `instructions`, a blank line, the rendered `prompt`. A `file` parameter is read relative to
     `cwd` (default: here) and must be inside `project` (default: `cwd`). An optional parameter
-    given no value and with no default is the empty text.
+    given no value and with no default is the empty text. The templates render in a process
+    of their own, bounded in memory (MAX_RENDER_BYTES) and time (RENDER_SECONDS).
 
     Raises:
         RecipeError: an unknown key, a missing required parameter, a value that is not of its
             type (number, boolean, one of a select's options), a file outside the project, not
             a regular file, too large or not UTF-8; a template error while rendering; a prompt
-            longer than MAX_PROMPT_CHARS.
+            longer than MAX_PROMPT_CHARS, or holding a lone surrogate; rendering that needs more
+            memory or time than its bounds.
     """
     cwd = os.path.abspath(cwd or os.getcwd())
     project = project or cwd
@@ -478,17 +490,43 @@ def render(recipe: Recipe, params: Mapping[str, str], *, cwd: str | None = None,
         else:
             values[parameter.key] = _typed(parameter, value, f"--param {parameter.key}")
             given[parameter.key] = value
-    parts = [_render_one(recipe, name, source, values) for name, source in _templates(recipe)]
+    parts = _render_bounded(recipe.path, _templates(recipe), values)
     text = "\n\n".join(part.strip("\n") for part in parts)
     if len(text) > MAX_PROMPT_CHARS:
         raise RecipeError(f"recipe {recipe.path}: the prompt is longer than "
                           f"{MAX_PROMPT_CHARS} characters")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # "\ud800" in a template: no agent can take it
+        raise RecipeError(f"recipe {recipe.path}: the prompt holds a lone surrogate "
+                          f"(\\u{ord(text[exc.start]):04x}), which is no text") from None
     if not text.strip():
         raise RecipeError(f"recipe {recipe.path}: the prompt is empty with these parameters")
     return Rendered(recipe=recipe, text=text, params=given, values=values)
 
 
-def _render_one(recipe: Recipe, name: str, source: str, values: dict[str, Any]) -> str:
+def _used_names(recipe_path: str, name: str, source: str) -> set[str]:
+    """The variables `source` reads that it does not set itself.
+
+    Raises:
+        RecipeError: it does not parse, or nests too deeply for Jinja's parser.
+    """
+    from jinja2 import TemplateSyntaxError, meta
+
+    try:
+        return meta.find_undeclared_variables(_Sandbox.environment().parse(source))
+    except TemplateSyntaxError as exc:
+        raise RecipeError(f"recipe {recipe_path}: {name} (line {exc.lineno}): "
+                          f"{exc.message}") from None
+    except RecursionError:  # Jinja's parser recurses: ( nested a hundred times is enough
+        raise RecipeError(f"recipe {recipe_path}: {name} nests too deeply") from None
+    except MemoryError:
+        raise RecipeError(f"recipe {recipe_path}: {name} needs more than "
+                          f"{MAX_RENDER_BYTES >> 20} MiB of memory to compile") from None
+
+
+def _render_one(recipe_path: str, name: str, source: str, values: Mapping[str, Any]) -> str:
+    """`source` rendered with `values` in the sandbox, its output bounded as it is made."""
     from jinja2 import TemplateError
 
     pieces: list[str] = []
@@ -497,16 +535,205 @@ def _render_one(recipe: Recipe, name: str, source: str, values: dict[str, Any]) 
         for piece in _Sandbox.environment().from_string(source).generate(**values):
             size += len(piece)
             if size > MAX_PROMPT_CHARS:
-                raise RecipeError(f"recipe {recipe.path}: {name} renders longer than "
+                raise RecipeError(f"recipe {recipe_path}: {name} renders longer than "
                                   f"{MAX_PROMPT_CHARS} characters")
             pieces.append(piece)
     except TemplateError as exc:
         message = " ".join(str(exc).split())[:200]
-        raise RecipeError(f"recipe {recipe.path}: {name}: {message}") from None
+        raise RecipeError(f"recipe {recipe_path}: {name}: {message}") from None
+    except MemoryError:
+        raise RecipeError(f"recipe {recipe_path}: {name} needs more than "
+                          f"{MAX_RENDER_BYTES >> 20} MiB of memory to render") from None
+    except RecursionError:
+        raise RecipeError(f"recipe {recipe_path}: {name} nests or recurses too deeply") \
+            from None
     except (ArithmeticError, TypeError, ValueError) as exc:
-        raise RecipeError(f"recipe {recipe.path}: {name}: {type(exc).__name__}: "
+        raise RecipeError(f"recipe {recipe_path}: {name}: {type(exc).__name__}: "
                           f"{' '.join(str(exc).split())[:200]}") from None
     return "".join(pieces)
+
+
+def _answer(job: Mapping[str, Any]) -> bytes:
+    """What a renderer process sends back for `job` (`path`, `templates`, and `kind`: render
+    with `values`, or find the `variables`): the rendered templates (`parts`) or the variables
+    they read (`used`), or the one line that refuses them (`error`), as ASCII JSON."""
+    import json
+
+    answer: dict[str, object]
+    try:
+        if job["kind"] == "variables":
+            answer = {"used": sorted(set().union(*(
+                _used_names(job["path"], name, source) for name, source in job["templates"])))}
+        else:
+            answer = {"parts": [_render_one(job["path"], name, source, job["values"])
+                                for name, source in job["templates"]]}
+    except RecipeError as exc:
+        answer = {"error": str(exc)}
+    except Exception as exc:  # noqa: BLE001 - Jinja failing on odd input: said in one line
+        answer = {"error": f"recipe {job['path']}: its templates cannot be rendered: "
+                           f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"}
+    return json.dumps(answer).encode("ascii")
+
+
+def _bound_this_process(seconds: float, memory: int) -> None:
+    """Limit the renderer process: `memory` bytes of address space beyond what it maps now,
+    and a little more processor time than `seconds` (the wall-clock bound is its parent's; this
+    one holds if the parent is gone)."""
+    import math
+    import resource
+
+    def lower(kind: int, limit: int) -> None:
+        soft, hard = resource.getrlimit(kind)
+        if hard != resource.RLIM_INFINITY:
+            limit = min(limit, hard)
+        if soft != resource.RLIM_INFINITY:
+            limit = min(limit, soft)
+        resource.setrlimit(kind, (limit, limit))
+
+    try:
+        with open("/proc/self/statm", encoding="ascii") as f:
+            mapped = int(f.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        mapped = None  # no /proc: only the time bound and the output bound hold
+    if mapped is not None:
+        lower(resource.RLIMIT_AS, mapped + memory)
+    lower(resource.RLIMIT_CPU, math.ceil(seconds) + 1)
+
+
+def render_child() -> None:
+    """The renderer process `render` starts when its own process runs threads: reads a job
+    (JSON: `path`, `templates`, `values`, `seconds`, `memory`) on stdin, bounds itself, and
+    writes its answer on stdout."""
+    import json
+
+    job = json.loads(sys.stdin.buffer.read())
+    _bound_this_process(job["seconds"], job["memory"])
+    _Sandbox.environment()
+    sys.stdout.buffer.write(_answer(job))
+    sys.stdout.buffer.flush()
+
+
+def _bounded(path: str, job: Mapping[str, Any]) -> dict[str, Any]:
+    """The answer to `job` (see `_answer`) from a process of its own bounded in memory
+    (MAX_RENDER_BYTES) and time (RENDER_SECONDS): a fork of this process when it runs no other
+    thread (a few milliseconds), else a fresh interpreter (a fork would inherit locks other
+    threads hold, and that costs about 60 ms, most of it importing Jinja).
+
+    Raises:
+        RecipeError: the templates are refused (its `error`), or the renderer went beyond a
+            bound.
+    """
+    import json
+    import threading
+
+    job = {**job, "path": path, "seconds": RENDER_SECONDS, "memory": MAX_RENDER_BYTES}
+    deadline = time.monotonic() + RENDER_SECONDS
+    if threading.active_count() == 1 and threading.current_thread() is threading.main_thread():
+        output, status = _in_fork(job, deadline)
+    else:
+        output, status = _in_interpreter(job, deadline)
+    if status is None or status == -signal.SIGXCPU:
+        raise RecipeError(f"recipe {path}: its templates take longer than "
+                          f"{RENDER_SECONDS:g} seconds to render")
+    try:
+        answer = json.loads(output)
+    except ValueError:
+        answer = None
+    if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+        raise RecipeError(answer["error"])
+    if status != 0 or not isinstance(answer, dict):
+        raise RecipeError(f"recipe {path}: its templates cannot be rendered within "
+                          f"{MAX_RENDER_BYTES >> 20} MiB of memory and {RENDER_SECONDS:g} "
+                          f"seconds (the renderer ended with status {status})")
+    return answer
+
+
+def _render_bounded(path: str, templates: list[tuple[str, str]],
+                    values: Mapping[str, Any]) -> list[str]:
+    """The rendered `templates` (as `_render_one`, in the bounded renderer process).
+
+    Raises:
+        RecipeError: as `_bounded`.
+    """
+    answer = _bounded(path, {"kind": "render", "templates": templates, "values": dict(values)})
+    return [str(part) for part in answer.get("parts") or ()]
+
+
+def _in_fork(job: Mapping[str, Any], deadline: float) -> tuple[bytes, int | None]:
+    """Run `job` in a fork of this process: its answer and exit status (negative: the signal
+    that ended it; None: killed at `deadline`)."""
+    import gc
+
+    import json  # noqa: F401 - imported here, once, not in each renderer
+    import math  # noqa: F401
+    import resource  # noqa: F401
+
+    _Sandbox.environment()  # Jinja imported and set up once, here: each fork has it
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the renderer: nothing of the parent's runs here, not even a finaliser
+        code = 1
+        try:
+            gc.disable()
+            os.close(read)
+            signal.set_wakeup_fd(-1)
+            _bound_this_process(job["seconds"], job["memory"])
+            answer = memoryview(_answer(job))
+            while answer:
+                answer = answer[os.write(write, answer):]
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    return _collect(pid, read, deadline)
+
+
+def _collect(pid: int, read: int, deadline: float) -> tuple[bytes, int | None]:
+    """Read the renderer `pid`'s answer from `read` until it ends or `deadline` passes (then
+    it is killed); its answer and exit status, None when it was killed at the deadline."""
+    import select
+
+    chunks: list[bytes] = []
+    ended = late = False
+    poll = select.poll()
+    poll.register(read, select.POLLIN)
+    try:
+        while not ended:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                late = True
+                break
+            if poll.poll(left * 1000):
+                chunk = os.read(read, 1 << 16)
+                chunks.append(chunk)
+                ended = not chunk
+    finally:  # also when this process is interrupted (Ctrl-C): no renderer outlives it
+        os.close(read)
+        if not ended:
+            os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+    return b"".join(chunks), None if late else os.waitstatus_to_exitcode(status)
+
+
+def _in_interpreter(job: Mapping[str, Any], deadline: float) -> tuple[bytes, int | None]:
+    """Run `job` in a fresh interpreter (`render_child`): its answer and exit status (as
+    `_in_fork`)."""
+    import json
+    import subprocess
+
+    path = [entry for entry in sys.path if os.path.isabs(entry)]  # never the current directory
+    code = (f"import sys; sys.path[:] = {path!r}; "
+            "from coding_os.daemon.recipes import render_child; render_child()")
+    try:
+        done = subprocess.run([sys.executable, "-I", "-S", "-c", code],
+                              input=json.dumps(job).encode("ascii"), capture_output=True,
+                              timeout=max(deadline - time.monotonic(), 0.001), check=False)
+    except subprocess.TimeoutExpired:
+        return b"", None
+    except OSError as exc:
+        raise RecipeError(f"cannot start the recipe renderer {sys.executable}: "
+                          f"{exc.strerror or exc}") from None
+    return done.stdout, done.returncode
 
 
 def seed_ref(recipe_path: str, params: Mapping[str, str], checkpoint: str | None, *,
