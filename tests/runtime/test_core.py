@@ -115,6 +115,18 @@ async def drained(subscription: Subscription) -> AsyncIterator[dict[str, Any]]:
         yield event
 
 
+def test_an_input_holding_a_lone_surrogate_is_refused_before_a_task_starts(project: Path) -> None:
+    async def work() -> None:
+        session = core.create_session(SessionSettings("exec", str(project)))
+        await session.configure()
+        with pytest.raises(InvalidInput, match=r"lone surrogate \(\\ud800\)"):
+            await session.user_input("echo \ud800")
+        await session.shutdown()
+        assert "task_started" not in kinds(events.read_since(session.events_path, 0).events)
+
+    run(work)
+
+
 def test_a_backend_that_ends_mid_task_leaves_backend_exit_and_a_fatal_error_and_restarts(
         project: Path) -> None:
     async def work() -> None:

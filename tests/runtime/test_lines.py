@@ -1,4 +1,5 @@
-"""runtime/lines.py: lines read with a bound; a line over it is dropped whole and said at once."""
+"""runtime/lines.py: lines read with a bound; a line over it is dropped whole and said at once;
+and the lone surrogates a decoded line may hold are found."""
 
 from __future__ import annotations
 
@@ -32,3 +33,13 @@ def test_a_line_over_the_limit_is_dropped_whole_and_said_before_the_next_is_read
     assert lines_of(b"a\n" + long + b"\nb\n", 64) == [(b"a\n", False), (None, True),
                                                      (b"b\n", False), (None, False)]
     assert lines_of(b"a\n" + long, 64) == [(b"a\n", False), (None, True), (None, False)]
+
+
+def test_a_lone_surrogate_is_found_in_keys_and_values_and_a_pair_is_none() -> None:
+    from coding_os.jsonwire import loads
+    from coding_os.runtime.lines import lone_surrogate
+
+    assert lone_surrogate(loads('{"op": {"text": ["ok", "a\\udc80"]}}')) == "\\udc80"
+    assert lone_surrogate(loads('{"k\\ud800": 1}')) == "\\ud800"
+    assert lone_surrogate(loads('{"t": "\\ud83d\\ude00 caf\\u00e9", "n": [1, null, true]}')) \
+        is None

@@ -206,6 +206,47 @@ def test_bad_input_gets_error_events_and_the_process_keeps_serving(
     assert all(e["seq"] is not None for e in stored(project, str(session)))
 
 
+def test_a_lone_surrogate_gets_an_error_event_and_the_session_goes_on(protocol: Start,
+                                                                      project: Path) -> None:
+    client = protocol("--agent", "exec")
+    client.send("configure")
+    session = str(client.until_type("session_configured")[-1]["session"])
+    client.send_raw(b'{"id": "bad", "op": {"type": "user_input", "text": "echo \\ud800"}}\n')
+    refused = bad(client)
+    assert refused["id"] == "bad" and "lone surrogate (\\ud800)" in refused["msg"]["message"]
+    client.send("user_input", text="echo pair \U0001F600")  # a pair in JSON: one character
+    got = client.until_type("task_complete")
+    assert "pair \U0001F600" in [e["msg"].get("text") for e in got]
+    assert kinds(stored(project, session)).count("task_started") == 1
+
+
+def test_on_a_jobs_socket_a_lone_surrogate_gets_an_error_event_and_the_job_goes_on(
+        project: Path) -> None:
+    import socket
+
+    from coding_os.daemon import jobs
+    from tests.helpers import cos, until
+
+    started = cos("bg", "--exec", "sleep 30", "--isolation", "none", "--json", cwd=project)
+    assert started.returncode == 0, started.stderr
+    job = jobs.load(json.loads(started.stdout)["id"])
+    until(lambda: jobs.runner_alive(jobs.reload(job)) and os.path.exists(jobs.socket_path(job)),
+          "the job's runner to serve its socket")
+    with socket.socket(socket.AF_UNIX) as client:
+        client.settimeout(15)
+        client.connect(jobs.socket_path(job))
+        client.sendall(b'{"id": "bad", "op": {"type": "user_input", "text": "\\ud800"}}\n')
+        answer = json.loads(client.makefile("rb").readline())
+        assert answer["msg"]["type"] == "error" and "lone surrogate" in answer["msg"]["message"]
+        client.sendall(b'{"id": "good", "op": {"type": "user_input", "text": "echo next"}}\n')
+
+        def said_next() -> bool:
+            logs = cos("logs", job.id, "--json", cwd=project)
+            return "next" in [e["msg"].get("text") for e in json.loads(logs.stdout)["events"]]
+
+        until(said_next, "the job to run the next input")
+
+
 def test_resume_of_a_session_of_another_project_is_an_error(protocol: Start, project: Path,
                                                             tmp_path: Path) -> None:
     other = tmp_path / "other"

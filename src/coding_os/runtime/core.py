@@ -42,6 +42,7 @@ from coding_os.errors import (BackendError, CosError, CrossProject, InvalidInput
 from coding_os.runtime import events
 from coding_os.runtime.backend import BACKEND_EVENT_TYPES, Backend, BackendConfig, BackendEvent
 from coding_os.runtime.backends import BACKENDS, backend_for
+from coding_os.runtime.lines import lone_surrogate
 from coding_os.sessions import transcript
 from coding_os.state.caller import Caller
 from coding_os.state.identity import mint_session_id, validate_session_id
@@ -546,10 +547,15 @@ class SessionCore:
         backend could not be started (an error event says why).
 
         Raises:
-            InvalidInput: `text` is not a string.
+            InvalidInput: `text` is not a string, or holds a lone surrogate (no agent's
+                program, file or terminal takes it).
         """
         if not isinstance(text, str):
             raise InvalidInput("user_input needs a text (a string)")
+        surrogate = lone_surrogate(text)
+        if surrogate is not None:
+            raise InvalidInput(f"user_input: the text holds a lone surrogate ({surrogate}), "
+                               "which is no text")
         if self.halted is not None:
             raise StateIOError(self.halted)
         async with self._lock:

@@ -24,7 +24,7 @@ from coding_os import jsonwire
 from coding_os.errors import CosError, InvalidInput
 from coding_os.runtime import core
 from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
-from coding_os.runtime.lines import read_line
+from coding_os.runtime.lines import lone_surrogate, read_line
 
 __all__ = ["LINE_MAX", "OPS", "Server", "serve_stdio"]
 
@@ -140,6 +140,11 @@ class Server:
             reply_to = message.get("id")
             if reply_to is not None and not isinstance(reply_to, (str, int)):
                 raise _Refused("the id must be a string or an integer")
+            # Only a \u escape decodes to a lone surrogate (raw bytes must be UTF-8).
+            surrogate = lone_surrogate(message) if b"\\u" in line else None
+            if surrogate is not None:
+                raise _Refused(f"the line holds a lone surrogate ({surrogate}), which is no "
+                               "text: each string must be UTF-8 text (a surrogate pair is)")
             op = message.get("op")
             if not isinstance(op, dict) or not isinstance(op.get("type"), str):
                 raise _Refused("the line has no op (an object with a type)")
