@@ -55,3 +55,26 @@ def test_export_to_a_pipe_or_a_file_shows_control_characters_and_json_keeps_them
     assert answers == [f"done {ESCAPES} marmoset"]
     listed = cos("sessions", "--json", cwd=repo).stdout
     assert "\x9b" not in listed and json.loads(listed)[0]["title"] == f"title {ESCAPES}"
+
+
+def test_an_argument_or_stdin_that_is_not_utf8_is_one_line_exit_2_and_starts_nothing(
+        project: Path) -> None:
+    from tests.helpers import COS, one_line_failure
+
+    def run(*args: bytes, stdin: bytes | None = None) -> subprocess.CompletedProcess[str]:
+        done = subprocess.run([COS.encode(), *args], cwd=project, input=stdin,
+                              capture_output=True, timeout=60)
+        return subprocess.CompletedProcess(done.args, done.returncode,
+                                           done.stdout.decode("utf-8", "replace"),
+                                           done.stderr.decode("utf-8", "replace"))
+
+    refused = run(b"bg", b"--exec", b"echo caf\xe9", b"--isolation", b"none")
+    assert "'echo caf\\xe9' is not UTF-8 text" in one_line_failure(refused, 2)
+    for args in ([b"bg", b"caf\xe9"], [b"bg", b"--name", b"caf\xe9", b"hello"],
+                 [b"bg", b"--recipe", b"r.yaml", b"--param", b"k=caf\xe9"],
+                 [b"run", b"--agent", b"exec", b"echo caf\xe9"], [b"reply", b"j", b"caf\xe9"]):
+        assert "is not UTF-8 text" in one_line_failure(run(*args), 2)
+    assert "on stdin is not UTF-8" in one_line_failure(run(b"bg", b"-", stdin=b"caf\xe9"), 2)
+    jobs = Path(os.environ["HOME"]) / ".coding-os" / "jobs"
+    assert not jobs.exists() or list(jobs.iterdir()) == []
+    assert json.loads(cos("sessions", "--json", cwd=project).stdout) == []

@@ -34,9 +34,17 @@ def _json_option(func: Any) -> Any:
 
 
 def _read_text(text: str | None, what: str) -> str | None:
-    """TEXT, or stdin when it is `-`."""
+    """TEXT, or stdin when it is `-`.
+
+    Raises:
+        InvalidInput: stdin is not UTF-8 text.
+    """
     if text == "-":
-        return sys.stdin.read()
+        try:
+            return sys.stdin.buffer.read().decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"the {what} on stdin is not UTF-8 text (byte "
+                               f"{exc.object[exc.start]:#04x} at {exc.start})") from None
     return text
 
 
