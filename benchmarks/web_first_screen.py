@@ -119,8 +119,8 @@ def main() -> None:
         small = statistics.median(times[SMALL_MB])
         large = statistics.median(times[LARGE_MB])
         ratio = large / small
-        print(f"request: GET /sessions/ID to cos web, new connection with the cookie, until "
-              f"the page's last byte; the page holds the first {TURNS_PAGE} turns")
+        print(f"request: GET /sessions/ID to cos web, new connection under the token's path, "
+              f"until the page's last byte; the page holds the first {TURNS_PAGE} turns")
         print(f"transcripts written in {made:.1f} s; {RUNS} runs each, interleaved, after a "
               f"warm-up round")
         for size in (SMALL_MB, LARGE_MB):

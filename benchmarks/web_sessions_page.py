@@ -2,18 +2,19 @@
 
 Figure: the median time of `GET /sessions` (the first page: 50 rows, default scope `repo`) from
 a running `cos web --json --port 0` in a project whose index holds 100,000 sessions, divided by
-the same request to a second `cos web` in a project whose index holds 1,000. Each request carries
-the cookie the token URL set and is timed from opening its connection to the last byte of the
-page. The same requests on a kept-alive connection (as a browser sends them) are timed too and
-printed beside, with no target: they also pay whatever the server's socket options cost (the
-script notes it when they wait out the client's delayed ACK). The indexes are filled as
+the same request to a second `cos web` in a project whose index holds 1,000. Each request asks
+its path under the token the token URL redirected to, and is timed from opening its
+connection to the last byte of the page. The same requests on a kept-alive connection (as a
+browser sends them) are timed too and printed beside, with no target: they also pay whatever
+the server's socket options cost (the script notes it when they wait out the client's delayed
+ACK). The indexes are filled as
 sessions_list.py fills them (`Storage.upsert_index_rows`, synthetic rows of all three agents,
 half of them in the project's checkout); the Claude Code and Codex log directories of the
 private HOME are empty, so the import each page runs first finds nothing and nothing changes
 between requests. The two servers are asked interleaved (A B A B ...), medians. Target: ratio <= 1.5 (the page's cost follows the page,
 not the store).
 
-`WebServer` (a `cos web` started in a project and asked over HTTP with its cookie) is used by
+`WebServer` (a `cos web` started in a project and asked over HTTP under its token) is used by
 web_first_screen.py and web_sse.py too. `BENCH_RUNS` (default 30) sets the timed requests.
 """
 
@@ -61,7 +62,8 @@ class _NoDelay(http.client.HTTPConnection):
 
 class WebServer:
     """A real `cos web --json --port 0` serving the project at `cwd`, asked over one kept-alive
-    HTTP connection that holds the cookie its token URL sets. `stop` ends it."""
+    HTTP connection, under the token's path its token URL redirects to (`root`). `stop` ends
+    it."""
 
     def __init__(self, cwd: Path, env: dict[str, str]) -> None:
         self.process = subprocess.Popen([COS, "web", "--json", "--port", "0"], cwd=cwd, env=env,
@@ -75,21 +77,21 @@ class WebServer:
         self.port = int(info["port"])
         self.token = str(info["token"])
         self.connection = self.connect()
-        # As a browser: the printed URL once, which sets the cookie and redirects.
+        # As a browser: the printed URL once, which redirects under the token's path.
         self.connection.request("GET", f"/?token={self.token}")
         first = self.connection.getresponse()
         first.read()
-        cookie = first.getheader("set-cookie") or ""
-        if first.status != 303 or not cookie.startswith(f"cos_web_{self.port}={self.token};"):
+        self.root = f"/{self.token}"
+        if first.status != 303 or first.getheader("location") != f"{self.root}/":
             self.stop()
-            raise SystemExit(f"cos web's token URL answered {first.status} {cookie!r}")
-        self.cookie = cookie.split(";", 1)[0]
+            raise SystemExit(f"cos web's token URL answered {first.status} "
+                             f"{first.getheader('location')!r}")
 
     def connect(self) -> http.client.HTTPConnection:
         return _NoDelay("127.0.0.1", self.port, timeout=WAIT)
 
     def headers(self, **extra: str) -> dict[str, str]:
-        return {"Cookie": self.cookie, "Accept": "text/html", **extra}
+        return {"Accept": "text/html", **extra}
 
     def get(self, path: str, keep_alive: bool = False) -> tuple[float, bytes]:
         """Seconds from sending `GET path` to the last byte of its 200 answer, and the body:
@@ -110,7 +112,7 @@ class WebServer:
         if not keep_alive:
             connection = self.connect()
         try:
-            connection.request("GET", path, headers=self.headers())
+            connection.request("GET", self.root + path, headers=self.headers())
             answer = connection.getresponse()
             body = answer.read()
         finally:
@@ -185,8 +187,8 @@ def main() -> None:
         ratio = large / small
         pairs = sorted(b / a for a, b in zip(fresh[SMALL], fresh[LARGE]))
         kept_small, kept_large = (statistics.median(kept[count]) for count in (SMALL, LARGE))
-        print(f"request: GET /sessions (first page, {PAGE} rows, scope repo) to cos web with "
-              f"the cookie; pages of {sizes[SMALL]:,} and {sizes[LARGE]:,} bytes")
+        print(f"request: GET /sessions (first page, {PAGE} rows, scope repo) to cos web under "
+              f"its token; pages of {sizes[SMALL]:,} and {sizes[LARGE]:,} bytes")
         print(f"runs: {RUNS} each, interleaved, after {WARMUP} warm-ups")
         for count, median, kept_median in ((SMALL, small, kept_small),
                                            (LARGE, large, kept_large)):

@@ -1,7 +1,7 @@
 """`cos web`'s Server-Sent Events against the protocol alone: events per second.
 
 Figure: the events per second a client reads from `GET /jobs/ID/events` of a running `cos web
---json --port 0` (a new connection with the cookie; every SSE message split out, its `id` and
+--json --port 0` (a new connection under the token's path; every SSE message split out, its `id` and
 its `data` JSON read, as the page does), divided by the events per second read from the job's
 runner socket directly (`agents.attach`, what `cos attach` and the web view both use: the
 protocol's `resume`, then its events, in this process). Both read the same events from seq 0 to
@@ -101,7 +101,7 @@ def read_sse(server: WebServer, job: str, last: int) -> float:
     connection = server.connect()
     seqs: list[int] = []
     try:
-        connection.request("GET", f"/jobs/{job}/events",
+        connection.request("GET", f"{server.root}/jobs/{job}/events",
                            headers=server.headers(Accept="text/event-stream"))
         answer = connection.getresponse()
         if answer.status != 200:

@@ -2244,16 +2244,18 @@ def session_turns(session: str, offset: int = 0, limit: int = 50, branch: int | 
 
 
 def session_events(session: str, since: int = 0, env: Mapping[str, str] | None = None,
-                   cwd: str | None = None) -> dict[str, Any]:
-    """The stored events of a session the engine runs, after seq `since`: `events`,
-    `last_seq`, and `engine` (False, with no events, for a session without an events log:
-    one the agent ran on its own).
+                   cwd: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """The stored events of a session the engine runs, after seq `since`: `events` (the
+    first `limit` of them, when given), `last_seq`, and `engine` (False, with no events, for a
+    session without an events log: one the agent ran on its own).
 
     Raises:
         InvalidInput: `since` is not an integer >= 0, or beyond the last seq.
         InvalidId: a malformed session id.
     """
-    from coding_os.runtime.events import events_path, last_seq, read_since
+    from itertools import islice
+
+    from coding_os.runtime.events import events_path, last_seq, replay
 
     _validate_lookup(session)
     caller = Caller(env, cwd)
@@ -2264,7 +2266,7 @@ def session_events(session: str, since: int = 0, env: Mapping[str, str] | None =
     if isinstance(since, int) and not isinstance(since, bool) and since > end:
         raise InvalidInput(f"seq {since} is beyond the end of {session}'s events (its last "
                            f"seq is {end})")
-    events = read_since(path, since).events
+    events = list(islice(replay(path, since), limit))  # the read ends, its file closed, here
     return {"engine": True, "events": events,
             "last_seq": events[-1]["seq"] if events else max(end, since)}
 

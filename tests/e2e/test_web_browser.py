@@ -24,7 +24,7 @@ from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from tests.e2e.model_server import Text
 from tests.e2e.harness import Jobs, running_jobs, shell
-from tests.helpers import COS, VIEWER, copy_claude_fixtures, cos, git, python_session
+from tests.helpers import COS, VIEWER, copy_claude_fixtures, cos, git, python_session, until
 
 pytestmark = pytest.mark.e2e
 
@@ -67,18 +67,24 @@ class Web:
 
     url: str
     port: int
+    token: str
     process: subprocess.Popen[str]
 
+    @property
+    def home(self) -> str:
+        """Where the printed URL sends the browser: the pages under the token's path."""
+        return f"http://127.0.0.1:{self.port}/{self.token}/"
 
-def serve(project: Path, env: Mapping[str, str]) -> Web:
-    process = subprocess.Popen([COS, "web", "--json", "--port", "0"], cwd=project,
+
+def serve(project: Path, env: Mapping[str, str], *args: str) -> Web:
+    process = subprocess.Popen([COS, "web", "--json", "--port", "0", *args], cwd=project,
                                env=dict(env), stdin=subprocess.DEVNULL,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None
     line = process.stdout.readline()
     assert line, process.stderr.read() if process.stderr else ""
     info = json.loads(line)
-    return Web(info["url"], info["port"], process)
+    return Web(info["url"], info["port"], info["token"], process)
 
 
 def stop(web: Web) -> None:
@@ -103,14 +109,14 @@ class Tab:
     errors: list[str]
 
     def open(self, path: str) -> None:
-        self.page.goto(f"http://127.0.0.1:{self.web.port}{path}")
+        self.page.goto(self.web.home + path.removeprefix("/"))
 
     def check_quiet(self) -> None:
         assert not self.errors, self.errors
 
     def expect_refused(self, path: str, status: int) -> None:
         """Take the one console error a refused request of the page logs, and nothing else."""
-        url = f"http://127.0.0.1:{self.web.port}{path}"
+        url = self.web.home + path.removeprefix("/")
         assert len(self.errors) == 1 and f"status of {status}" in self.errors[0] \
             and self.errors[0].endswith(f"({url})"), self.errors
         self.errors.clear()
@@ -133,8 +139,9 @@ class opened:
         page.on("console", lambda message: errors.append(
             f"console: {message.text} ({message.location.get('url')})")
             if message.type == "error" and not favicon(message.location.get("url")) else None)
-        page.goto(self.web.url)  # the token URL: sets the cookie, redirects to the roster
-        assert page.url == f"http://127.0.0.1:{self.web.port}/"
+        page.goto(self.web.url)  # the token URL: redirects to the roster, under the token
+        assert page.url == self.web.home
+        assert self.context.cookies() == []
         expect(page.get_by_test_id("roster")).to_be_visible()
         return Tab(page, self.web, errors)
 
@@ -354,6 +361,30 @@ def test_the_checkpoints_of_a_job_whose_shell_deleted_files_rewind_from_the_page
 
 # -- security in the DOM -------------------------------------------------------------------
 
+
+def test_open_lands_the_browser_on_the_roster_through_a_page_only_its_user_reads(
+        browser: Browser, project: Path, tmp_path: Path) -> None:
+    said = tmp_path / "browser-argv"
+    starter = tmp_path / "browser"  # what `--open` starts: it hands its argument over
+    starter.write_text(f"#!/bin/sh\necho \"$1\" > {said}.tmp && mv {said}.tmp {said}\n",
+                       encoding="utf-8")
+    starter.chmod(0o755)
+    web = serve(project, {**os.environ, "BROWSER": str(starter)}, "--open")
+    context = browser.new_context()
+    try:
+        until(said.exists, "cos web to start the browser")
+        url = said.read_text(encoding="utf-8").strip()
+        assert url.startswith("file://") and web.token not in url
+        page = context.new_page()
+        page.goto(url)  # the file sends the browser on to the token URL, then the roster
+        page.wait_for_url(web.home)
+        expect(page.get_by_test_id("roster")).to_be_visible()
+        assert context.cookies() == []
+    finally:
+        context.close()
+        stop(web)
+
+
 # Each part, had it become markup, would set window.cosPwned (and fetch /x: a console error).
 HOSTILE = ('<script>window.cosPwned = "script"</script> '
            '<img src=x onerror="window.cosPwned = \'img\'"> '
@@ -361,13 +392,15 @@ HOSTILE = ('<script>window.cosPwned = "script"</script> '
            '<a href="javascript:window.cosPwned=\'a\'">here</a> see https://example.com/ok')
 
 
-def assert_inert(page: Page) -> None:
+def assert_inert(tab: Tab) -> None:
     """Nothing of the transcript became a script, a handler, an element or a javascript: link;
     its text is shown as text."""
+    page = tab.page
     assert page.evaluate("() => window.cosPwned") is None
     scripts = page.locator("script").evaluate_all(
         "scripts => scripts.map(s => [s.getAttribute('src'), s.textContent])")
-    assert scripts == [["/static/htmx.min.js", ""], ["/static/web.js", ""]]
+    root = f"/{tab.web.token}"
+    assert scripts == [[f"{root}/static/htmx.min.js", ""], [f"{root}/static/web.js", ""]]
     hrefs = page.locator("a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
     assert not [h for h in hrefs if str(h).strip().lower().startswith("javascript")], hrefs
     assert "https://example.com/ok" in hrefs  # an http(s) URL stays a link
@@ -391,17 +424,17 @@ def test_a_transcript_holding_scripts_and_javascript_links_renders_inert_live_an
     expect(echoed).to_have_count(1)
     expect(echoed).to_contain_text(f"echo: {HOSTILE}")
     expect(page.get_by_test_id("turn").filter(has_text=f"echo: {HOSTILE}")).to_have_count(1)
-    assert_inert(page)
+    assert_inert(tab)
 
     again = HOSTILE.replace("here", "there")
     page.get_by_test_id("input-text").fill(again)
     page.get_by_test_id("input-send").click()
     expect(echoed).to_have_count(2)  # appended by the page's script from the SSE event
     expect(echoed.nth(1)).to_contain_text(f"echo: {again}")
-    assert_inert(page)
+    assert_inert(tab)
     page.reload()
     expect(page.get_by_test_id("turn").filter(has_text=f"echo: {again}")).to_have_count(1)
-    assert_inert(page)
+    assert_inert(tab)
     tab.check_quiet()
 
 

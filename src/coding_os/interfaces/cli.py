@@ -1267,7 +1267,9 @@ def daemon_status(as_json: bool) -> None:
 @cli.command("web")
 @click.option("--port", type=click.IntRange(0, 65535), default=8777, show_default=True,
               help="The port on 127.0.0.1 (0: any free port).")
-@click.option("--open", "open_browser", is_flag=True, help="Open the page in a browser.")
+@click.option("--open", "open_browser", is_flag=True,
+              help="Open the page in a browser (through a file only you can read: the token "
+                   "is on no command line).")
 @click.option("--json", "as_json", is_flag=True,
               help="Print {url, port, token, pid} as one JSON line, then serve.")
 def web_command(port: int, open_browser: bool, as_json: bool) -> None:
@@ -1275,7 +1277,7 @@ def web_command(port: int, open_browser: bool, as_json: bool) -> None:
     jobs, checkpoints, tasks and search. Prints its URL with a random token; serves until
     stopped."""
     try:
-        from coding_os.interfaces.web.app import serve
+        from coding_os.interfaces.web.server import serve
     except ModuleNotFoundError as exc:
         if (exc.name or "").partition(".")[0] not in ("starlette", "uvicorn", "jinja2",
                                                        "markupsafe", "anyio"):

@@ -3,7 +3,9 @@ pages over `coding_os.api` — the roster of background jobs, the sessions, a se
 conversation with its live tail, checkpoints with diffs and rewind, tasks and the work log,
 search — with htmx (served from the package) for actions and partial updates and Server-Sent
 Events for live ones. The app is thin: every page's data comes from the api the CLI uses.
-Who may reach it is security.py's; the live feeds are live.py's.
+Who may reach it is security.py's, how it is served server.py's, the live feeds live.py's.
+Every page lives under the token's path (`root`, the request's `root_path`): the links and
+redirects of the pages carry it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import jinja2
 from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response, StreamingResponse
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
@@ -27,9 +29,9 @@ from coding_os import api
 from coding_os.errors import (Ambiguous, Conflict, CosError, CrossProject, InvalidId,
                               InvalidInput, NotFound)
 from coding_os.interfaces.web import live
-from coding_os.interfaces.web.security import CSRF_FIELD, LOOPBACK, Guard, new_token
+from coding_os.interfaces.web.security import CSRF_FIELD, Guard
 
-__all__ = ["create_app", "serve", "SESSIONS_PAGE", "TURNS_PAGE", "CHECKPOINTS_PAGE"]
+__all__ = ["create_app", "SESSIONS_PAGE", "TURNS_PAGE", "CHECKPOINTS_PAGE"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SESSIONS_PAGE = 50
@@ -89,14 +91,17 @@ class View:
         self.cwd = cwd
         self.env = env
         self.templates = _environment()
+        self.streams = live.Streams()
 
     # -- rendering ----------------------------------------------------------------------------
 
     def render(self, request: Request, name: str, code: int = 200,
                **context: Any) -> HTMLResponse:
         csrf = request.scope.get("state", {}).get("csrf", "")
+        root = _root(request)
         html = self.templates.get_template(name).render(
-            csrf=csrf, csrf_field=CSRF_FIELD, path=request.url.path, cwd=self.cwd, **context)
+            csrf=csrf, csrf_field=CSRF_FIELD, root=root, path=request.url.path[len(root):],
+            cwd=self.cwd, **context)
         return HTMLResponse(html, status_code=code)
 
     def error(self, request: Request, exc: BaseException) -> HTMLResponse:
@@ -124,7 +129,7 @@ class View:
         """What an action answers: a line for htmx, a redirect for a plain form."""
         if request.headers.get("hx-request"):
             return self.render(request, "flash.html", message=message, ok=True)
-        return RedirectResponse(back, status_code=303)
+        return RedirectResponse(_root(request) + back, status_code=303)
 
     # -- the roster ----------------------------------------------------------------------------
 
@@ -199,15 +204,20 @@ class View:
         session = feed_row.get("cos_session")
         if not session:
             raise NotFound(f"job {feed_row['id']} has no session yet: reload in a moment")
-        return RedirectResponse(f"/sessions/{session}", status_code=303)
+        return RedirectResponse(f"{_root(request)}/sessions/{session}", status_code=303)
 
     async def job_events(self, request: Request) -> Response:
+        if not self.streams.take():
+            return self.streams.busy()
         try:
             since = live.resume_point(request.headers, request.query_params)
             feed = await _run(api.job_feed, request.path_params["job"], since, self.env)
-        except CosError as exc:
-            return self.error(request, exc)
-        return _sse(live.job_stream(feed))
+        except BaseException as exc:
+            self.streams.give_back()
+            if isinstance(exc, CosError):
+                return self.error(request, exc)
+            raise
+        return self.streams.response(live.job_stream(feed), feed.close)
 
     # -- sessions ------------------------------------------------------------------------------
 
@@ -253,13 +263,15 @@ class View:
         turns = self._turns(request, 0)
         tree = api.session_branches(row, env=self.env, cwd=self.cwd)
         try:
-            stored = api.session_events(sid, cwd=self.cwd, env=self.env)
+            # The last LIVE_SHOWN events only: the log's end first, then what follows it.
+            end = api.session_events(sid, cwd=self.cwd, env=self.env, limit=0)["last_seq"]
+            stored = api.session_events(sid, max(0, end - LIVE_SHOWN), cwd=self.cwd,
+                                        env=self.env, limit=LIVE_SHOWN)
         except InvalidId:  # a native session under its agent's id: no events log of cos's
             stored = {"engine": False, "events": [], "last_seq": 0}
-        events = stored["events"]
         return self.render(request, "session.html", session=row, turns=turns,
                            branch=request.query_params.get("branch") or "", tree=tree,
-                           engine=stored["engine"], events=events[-LIVE_SHOWN:],
+                           engine=stored["engine"], events=stored["events"],
                            last_seq=stored["last_seq"], job=api.session_job(sid, env=self.env),
                            chart=_token_chart(api.session_tokens(sid, cwd=self.cwd,
                                                                  env=self.env)))
@@ -272,19 +284,24 @@ class View:
 
     async def session_events(self, request: Request) -> Response:
         sid = request.path_params["session"]
+        if not self.streams.take():
+            return self.streams.busy()
         try:
             since = live.resume_point(request.headers, request.query_params)
             job = await _run(api.session_job, sid, self.env)
             if job is not None:
                 feed = await _run(api.job_feed, str(job["id"]), since, self.env)
-                return _sse(live.job_stream(feed))
+                return self.streams.response(live.job_stream(feed), feed.close)
             stored = await _run(lambda: api.session_events(sid, since, cwd=self.cwd,
-                                                           env=self.env))
+                                                           env=self.env, limit=0))
             if not stored["engine"]:
                 raise NotFound(f"session {sid} is not run by cos: it has no live events")
-        except CosError as exc:
-            return self.error(request, exc)
-        return _sse(live.log_stream(sid, since, self.cwd))
+        except BaseException as exc:
+            self.streams.give_back()
+            if isinstance(exc, CosError):
+                return self.error(request, exc)
+            raise
+        return self.streams.response(live.log_stream(sid, since, self.cwd, self.env))
 
     async def session_input(self, request: Request) -> Response:
         sid = request.path_params["session"]
@@ -374,6 +391,11 @@ class View:
         return self.error(request, NotFound(f"no page {request.url.path[:200]}"))
 
 
+def _root(request: Request) -> str:
+    """The path every page of this server lives under (the token's: security.py)."""
+    return str(request.scope.get("root_path", ""))
+
+
 async def _run(function: Callable[..., Any], *args: Any) -> Any:
     import anyio.to_thread
 
@@ -383,11 +405,6 @@ async def _run(function: Callable[..., Any], *args: Any) -> Any:
 async def _in_thread(route: Callable[[Request], Response], request: Request) -> Response:
     result: Response = await _run(route, request)
     return result
-
-
-def _sse(body: Any) -> StreamingResponse:
-    return StreamingResponse(body, media_type="text/event-stream",
-                             headers={"x-accel-buffering": "no"})
 
 
 def _page_number(raw: str | None) -> int:
@@ -457,42 +474,3 @@ def create_app(token: str, port: int, cwd: str | None = None,
     app = Starlette(routes=routes, exception_handlers={404: view.not_found,
                                                        405: view.not_found})
     return Guard(app, token, port)
-
-
-def serve(port: int = 0, *, open_browser: bool = False, as_json: bool = False,
-          cwd: str | None = None, env: Mapping[str, str] | None = None) -> None:
-    """Serve the web view on 127.0.0.1:`port` (0: any free port) until stopped, after printing
-    its URL with the token (`as_json`: url, port, token, pid as one line).
-
-    Raises:
-        CosError: the port cannot be listened on.
-    """
-    import socket
-
-    import uvicorn
-
-    # IPPROTO_TCP: asyncio sets TCP_NODELAY on what such a listener accepts (protocol 0 keeps
-    # Nagle, and a second request on a kept-alive connection waits for a delayed ACK).
-    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    try:
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((LOOPBACK, port))
-        listener.listen(128)  # before the URL is printed: a client may connect at once
-    except OSError as exc:
-        listener.close()
-        raise CosError(f"cannot listen on {LOOPBACK}:{port}: {exc.strerror or exc}") from None
-    port = listener.getsockname()[1]
-    token = new_token()
-    url = f"http://{LOOPBACK}:{port}/?token={token}"
-    if as_json:
-        print(json.dumps({"url": url, "port": port, "token": token, "pid": os.getpid()}),
-              flush=True)
-    else:
-        print(f"cos web: serving {url}", flush=True)
-    if open_browser:
-        import webbrowser
-
-        webbrowser.open(url)
-    config = uvicorn.Config(create_app(token, port, cwd, env), log_level="warning",
-                            access_log=False, timeout_graceful_shutdown=1)
-    uvicorn.Server(config).run(sockets=[listener])

@@ -3,25 +3,36 @@ SSE message whose `id` is its `seq`, so a browser that reconnects sends `Last-Ev
 every event after it, none twice. A job's events come through its runner's connection (stored,
 then live: the protocol's `resume`); a session the engine runs without a job is followed by
 reading its events log after the last seq sent.
+
+What a stream costs is bounded: at most `LIVE_MAX` streams are open at once (one more is
+answered 503), a log is read and sent `BATCH` events at a time (a stream from seq 0 of a long
+log never holds it whole; the next batch is read once the client took the last), and a stream
+caught up with its log looks at it again after a wait that grows from `POLL_S[0]` to
+`POLL_S[1]` while nothing comes.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
-from itertools import repeat
+from collections.abc import AsyncGenerator, Callable, Mapping
+from itertools import islice, repeat
 from typing import Any
 
 import anyio
 import anyio.to_thread
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.types import Receive, Scope, Send
 
 from coding_os import api, jsonwire
 
-__all__ = ["resume_point", "sse_message", "sse_messages", "job_stream", "log_stream", "POLL_S", "RETRY_MS"]
+__all__ = ["resume_point", "sse_message", "sse_messages", "job_stream", "log_stream", "Streams",
+           "POLL_S", "RETRY_MS", "LIVE_MAX", "BATCH"]
 
-POLL_S = 0.5  # how often the events log of a session without a job is read again
+POLL_S = (0.1, 1.0)  # the wait before an events log is read again: after news, and longest
 RETRY_MS = 1000  # how soon a browser reconnects
+LIVE_MAX = 64  # live streams open at once (a browser keeps at most 6 connections to a server)
+BATCH = 500  # events read from a log and sent at once
 
 
 def resume_point(headers: Mapping[str, str], query: Mapping[str, str]) -> int:
@@ -83,7 +94,7 @@ def _parsed(line: bytes) -> bytes:
     return sse_message(event).encode("ascii")
 
 
-async def job_stream(feed: api.JobFeed) -> AsyncIterator[bytes]:
+async def job_stream(feed: api.JobFeed) -> AsyncGenerator[bytes, None]:
     """The SSE body of a job's feed: its events, then `end` when its runner has ended (the
     browser then stops reconnecting). The runner's socket is read in the event loop (no
     thread): each read relays every whole line it brought in one write. A client that goes
@@ -94,9 +105,9 @@ async def job_stream(feed: api.JobFeed) -> AsyncIterator[bytes]:
         yield f"retry: {RETRY_MS}\n\n".encode("ascii")
         sock = feed.runner_socket()
         if sock is None:  # the runner has ended: the stored events
-            stored = "".join(sse_message(event) for event in feed)
-            if stored:
-                yield stored.encode("ascii")
+            events = iter(feed)
+            while batch := list(islice(events, BATCH)):
+                yield "".join(sse_message(event) for event in batch).encode("ascii")
         else:
             sock.setblocking(False)
             loop = asyncio.get_running_loop()
@@ -123,15 +134,84 @@ async def job_stream(feed: api.JobFeed) -> AsyncIterator[bytes]:
         feed.close()
 
 
-async def log_stream(session: str, since: int, cwd: str) -> AsyncIterator[str]:
+async def log_stream(session: str, since: int, cwd: str,
+                     env: Mapping[str, str] | None = None) -> AsyncGenerator[str, None]:
     """The SSE body of a session the engine runs without a job: its stored events after
-    `since`, then each one as the log grows, for as long as the client stays."""
+    `since`, `BATCH` at a time, then each one as the log grows, for as long as the client
+    stays."""
+    from coding_os.errors import CosError
+
     yield f"retry: {RETRY_MS}\n\n"
+    wait = POLL_S[0]
     while True:
-        read = await anyio.to_thread.run_sync(
-            lambda: api.session_events(session, since, cwd=cwd))
-        for event in read["events"]:
-            if isinstance(event.get("seq"), int) and event["seq"] > since:
-                since = event["seq"]
-                yield sse_message(event)
-        await anyio.sleep(POLL_S)
+        after = since
+        try:
+            read = await anyio.to_thread.run_sync(
+                lambda: api.session_events(session, after, cwd=cwd, env=env, limit=BATCH))
+        except CosError:
+            return  # the log went away or was cut: the browser reconnects and is told why
+        sent = [event for event in read["events"]
+                if isinstance(event.get("seq"), int) and event["seq"] > since]
+        if sent:
+            since = sent[-1]["seq"]
+            yield "".join(sse_message(event) for event in sent)
+            wait = POLL_S[0]
+        if len(read["events"]) < BATCH:  # caught up: wait, longer while nothing comes
+            await anyio.sleep(wait)
+            wait = min(wait * 2, POLL_S[1])
+
+
+Body = AsyncGenerator[bytes, None] | AsyncGenerator[str, None]
+
+
+class Streams:
+    """The live streams of one server, at most `limit` open at once."""
+
+    def __init__(self, limit: int = LIVE_MAX) -> None:
+        self.limit = limit
+        self.open = 0
+
+    def take(self) -> bool:
+        """Count one more open stream; False when `limit` are open already."""
+        if self.open >= self.limit:
+            return False
+        self.open += 1
+        return True
+
+    def give_back(self) -> None:
+        """Count one open stream less."""
+        self.open -= 1
+
+    def response(self, body: Body,
+                 closing: Callable[[], None] | None = None) -> Response:
+        """The SSE response of `body`, for a stream taken with `take`: when it ends (the body
+        done, the client gone), the body is closed, then `closing` called, and the stream
+        counted no more."""
+        return _Live(body, self, closing)
+
+    def busy(self) -> Response:
+        """The answer to one stream too many."""
+        return PlainTextResponse(f"cos web: {self.limit} live streams are open, the most it "
+                                 "serves: close one and reload\n", status_code=503,
+                                 headers={"retry-after": "5"})
+
+
+class _Live(StreamingResponse):
+    def __init__(self, body: Body, streams: Streams,
+                 closing: Callable[[], None] | None) -> None:
+        super().__init__(body, media_type="text/event-stream",
+                         headers={"x-accel-buffering": "no"})
+        self.streams = streams
+        self.closing = closing
+        self.stream = body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.streams.give_back()
+            try:
+                await self.stream.aclose()
+            finally:
+                if self.closing is not None:
+                    self.closing()

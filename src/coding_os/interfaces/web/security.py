@@ -1,9 +1,16 @@
-"""Who may talk to `cos web` (DESIGN.md §10, §11): the server listens on 127.0.0.1 only, and
-every request must name it by its loopback Host (a foreign one is DNS rebinding: 421), carry
-the random token of this run (in `?token=` once, then in an HttpOnly SameSite=Strict cookie: 403
-without), and, when it changes something (POST), the CSRF token of the pages (a form field or
-the `X-CSRF-Token` header htmx sends: 403 without). Pages go out with a Content-Security-Policy
+"""Who may talk to `cos web` (DESIGN.md §10, §11): the server listens on 127.0.0.1 only (and
+serves its owner's connections only: server.py), and every request must name it by its
+loopback Host (a foreign one is DNS rebinding: 421), carry the random token of this run, and,
+when it changes something (POST), the CSRF token of the pages (a form field or the
+`X-CSRF-Token` header htmx sends: 403 without). Pages go out with a Content-Security-Policy
 that lets only the server's own scripts run.
+
+The token is in the path, never in a cookie: every page lives under `/<token>/`, and the URL
+printed (`/?token=<token>`) redirects there. A browser sends a host's cookies to every port of
+that host (cookies ignore ports, and SameSite holds every 127.0.0.1 port for one site), so any
+cookie this server set would reach whatever another local user serves on 127.0.0.1; a path
+reaches only the server it names. The Referrer-Policy keeps it out of every request to
+elsewhere.
 """
 
 from __future__ import annotations
@@ -45,13 +52,14 @@ def new_token() -> str:
 
 class Guard:
     """ASGI middleware in front of the web app: the Host, token and CSRF checks, and the
-    security headers on every response."""
+    security headers on every response. A request that passes reaches the app with the
+    token's prefix as its `root_path`."""
 
     def __init__(self, app: App, token: str, port: int) -> None:
         self.app = app
         self.token = token
+        self.root = f"/{token}"  # every page lives under it
         self.port = port
-        self.cookie = f"cos_web_{port}"  # cookies are not kept apart by port: the name is
         self.csrf = hmac.new(token.encode("ascii"), b"csrf", hashlib.sha256).hexdigest()
         self.hosts = {f"{LOOPBACK}:{port}".encode(), f"localhost:{port}".encode()}
 
@@ -59,43 +67,46 @@ class Guard:
         if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
-        if scope["type"] != "http":
-            await _plain(send, 403, "cos web serves HTTP only")
+        if scope["type"] == "websocket":
+            await _refuse_websocket(receive, send)
             return
+        if scope["type"] != "http":
+            return  # no other kind of connection is served
         headers = _headers(scope)
         if headers.get(b"host") not in self.hosts:
             await _plain(send, 421, f"cos web answers to {LOOPBACK}:{self.port} only")
             return
+        path = scope.get("path", "/")
         query = dict(parse_qsl(scope.get("query_string", b"").decode("latin-1")))
         given = query.get("token")
         if given is not None:
             if not _same(given, self.token):
                 await _plain(send, 403, "wrong token: open the URL cos web printed")
                 return
-            await self._admit(scope, send, query)
+            rest = {key: value for key, value in query.items() if key != "token"}
+            inside = path[len(self.root):] if self._inside(path) else path
+            await _redirect(send, self.root + (inside or "/") + _query(rest))
             return
-        if not _same(_cookie(headers.get(b"cookie", b""), self.cookie), self.token):
+        if not self._inside(path):
             await _plain(send, 403, "cos web needs its token: open the URL it printed "
                          "(http://127.0.0.1:PORT/?token=…)")
+            return
+        if path == self.root:
+            await _redirect(send, self.root + "/" + _query(query))
             return
         if scope["method"] not in ("GET", "HEAD"):
             checked = await self._check_csrf(headers, receive, send)
             if checked is None:
                 return
             receive = checked
+        scope = dict(scope, root_path=scope.get("root_path", "") + self.root)
         scope.setdefault("state", {})["csrf"] = self.csrf
         await self.app(scope, receive, _with_headers(send))
 
-    async def _admit(self, scope: Scope, send: Send, query: dict[str, str]) -> None:
-        """The token in the URL: set the cookie and go to the same URL without it."""
-        rest = {key: value for key, value in query.items() if key != "token"}
-        location = scope.get("path", "/") + (f"?{urlencode(rest)}" if rest else "")
-        cookie = (f"{self.cookie}={self.token}; HttpOnly; SameSite=Strict; Path=/")
-        await send({"type": "http.response.start", "status": 303,
-                    "headers": [(b"location", location.encode("latin-1", "replace")),
-                                (b"set-cookie", cookie.encode("ascii")),
-                                (b"content-length", b"0"), *SECURITY_HEADERS]})
-        await send({"type": "http.response.body", "body": b""})
+    def _inside(self, path: str) -> bool:
+        """Whether `path` is the token's prefix or under it (compared in constant time)."""
+        head, slash = path[1:1 + len(self.token)], path[1 + len(self.token):2 + len(self.token)]
+        return path.startswith("/") and _same(head, self.token) and slash in ("", "/")
 
     async def _check_csrf(self, headers: dict[bytes, bytes], receive: Receive,
                           send: Send) -> Receive | None:
@@ -134,6 +145,24 @@ class Guard:
         return replay
 
 
+def _query(values: dict[str, str]) -> str:
+    return f"?{urlencode(values)}" if values else ""
+
+
+async def _redirect(send: Send, location: str) -> None:
+    await send({"type": "http.response.start", "status": 303,
+                "headers": [(b"location", location.encode("latin-1", "replace")),
+                            (b"content-length", b"0"), *SECURITY_HEADERS]})
+    await send({"type": "http.response.body", "body": b""})
+
+
+async def _refuse_websocket(receive: Receive, send: Send) -> None:
+    """A WebSocket is never accepted: closed before its handshake (the server answers 403)."""
+    message = await receive()
+    if message["type"] == "websocket.connect":
+        await send({"type": "websocket.close", "code": 1008})
+
+
 def _same(given: str | None, expected: str) -> bool:
     return given is not None and hmac.compare_digest(given.encode("utf-8", "replace"),
                                                      expected.encode("utf-8"))
@@ -147,14 +176,6 @@ def _headers(scope: Scope) -> dict[bytes, bytes]:
         key = bytes(name).lower()
         found[key] = b"\0twice" if key in found else bytes(value)
     return found
-
-
-def _cookie(header: bytes, name: str) -> str | None:
-    for part in header.decode("latin-1").split(";"):
-        key, _, value = part.strip().partition("=")
-        if key == name:
-            return value
-    return None
 
 
 def _with_headers(send: Send) -> Send:
