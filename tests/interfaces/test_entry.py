@@ -401,7 +401,7 @@ IMPORTED = r"""
 import os, sys
 sys.argv = ["cos", *sys.argv[1:]]
 def report():
-    heavy = [m for m in ("click", "json", "threading", "coding_os.interfaces.cli")
+    heavy = [m for m in ("click", "json", "threading", "_hashlib", "coding_os.interfaces.cli")
              if m in sys.modules]
     sys.stderr.write("\nIMPORTED " + json_list(heavy) + "\n")
     sys.stderr.flush()
@@ -428,7 +428,7 @@ def imported(args: list[str], cwd: Path) -> tuple[int, list[str]]:
 
 def plain_cos(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """`cos ARGS` as the console script runs it, which must take its plain path: neither the
-    click CLI nor json nor threading is imported."""
+    click CLI nor json nor threading nor OpenSSL (hashlib) is loaded."""
     proc = subprocess.run([sys.executable, "-c", IMPORTED, *args], cwd=cwd, capture_output=True,
                           text=True, timeout=120)
     said, found, heavy = proc.stderr.rpartition("\nIMPORTED ")
@@ -551,7 +551,8 @@ def test_an_interrupted_rewind_is_completed_by_the_click_cli_before_a_plain_form
     assert json.loads(proc.stdout)["objects_written"] == 0  # the tree is the checkpoint's
 
 
-def test_the_plain_forms_load_neither_click_nor_json_nor_threading(project: Path) -> None:
+def test_the_plain_forms_load_neither_click_nor_json_nor_threading_nor_openssl(
+        project: Path) -> None:
     checkpoint, _, _ = changed_after_checkpoint(project)
     for args in (["rewind", checkpoint, "--code", "--json"], ["rewind", "--code", checkpoint],
                  ["checkpoint", "create"], ["checkpoint", "create", "--json"]):
@@ -588,14 +589,15 @@ start_fds = _fds()
 sys.argv = ["cos", *sys.argv[1:]]
 real_exit = os._exit
 def _exit(code):
-    import atexit
+    import atexit, gc
     children = []
     for task in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{task}/children") as f:
             children += f.read().split()
     fds = _fds()
     sys.stderr.write("\nPROBE " + repr({
-        "code": code, "tasks": len(os.listdir("/proc/self/task")), "children": children,
+        "code": code, "gc_enabled": gc.isenabled(),
+        "tasks": len(os.listdir("/proc/self/task")), "children": children,
         "atexit": atexit._ncallbacks(),
         "new_fds": {fd: fds[fd] for fd in fds if fd not in start_fds}}) + "\n")
     sys.stderr.flush()
@@ -617,7 +619,7 @@ def test_the_plain_forms_leave_nothing_to_the_skipped_teardown(project: Path) ->
                               capture_output=True, text=True, timeout=120)
         line = [ln for ln in proc.stderr.splitlines() if ln.startswith("PROBE ")][-1]
         info = ast.literal_eval(line[len("PROBE "):])
-        assert proc.returncode == info["code"]
+        assert proc.returncode == info["code"] and info["gc_enabled"] is False
         assert info["new_fds"] == {}, (args, info)
         assert info["tasks"] == 1 and info["children"] == [], (args, info)
         assert info["atexit"] == 0, (args, info)

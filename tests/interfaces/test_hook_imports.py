@@ -27,15 +27,16 @@ ALLOWED = {
     "coding_os.state.tiers",
 }
 # What a hook that takes a checkpoint (UserPromptSubmit, PreToolUse of a writing tool) may add:
-# the checkpoint modules, and hashlib when a file changed (or changed less than a second before
-# the last checkpoint, so its cached hash is not trusted) must be hashed.
+# the checkpoint modules, and the digests when a file changed (or changed less than a second
+# before the last checkpoint, so its cached hash is not trusted) must be hashed: the
+# interpreter's own sha1 and sha256, or hashlib (OpenSSL) once much was hashed (coding_os.digest).
 CHECKPOINT_ALLOWED = {
     "coding_os.checkpoints", "coding_os.checkpoints.auto", "coding_os.checkpoints.take",
     "coding_os.adapters.claude", "coding_os.adapters.claude.leaf",
     "coding_os.checkpoints.fingerprint",
     "coding_os.checkpoints.lock", "coding_os.checkpoints.points", "coding_os.checkpoints.settings",
     "coding_os.checkpoints.manifest", "coding_os.checkpoints.snapshot", "coding_os.checkpoints.store",
-    "hashlib", "_hashlib", "_blake2",
+    "coding_os.digest", "_sha1", "_sha256", "_sha2", "hashlib", "_hashlib", "_blake2",
 }
 # `cos hook` ends its process with os._exit (no teardown): the probe reports just before.
 PROBE = """
@@ -117,14 +118,12 @@ def test_a_tool_hook_on_postgresql_hands_over_to_the_replicator_importing_nothin
 
 
 # What a checkpoint of a tree that changed may add besides: asking the daemon's watcher (its
-# client, the C socket module), storing new objects (compressed, flushed by a few threads at
-# once, which is what `threading` and the modules it loads are for), reading the commit's
-# objects where git covered a file, and keeping the store under its cap.
+# client, the C socket module), storing new objects (compressed, flushed by a few threads of the
+# low-level _thread module at once), reading the commit's objects where git covered a file, and
+# keeping the store under its cap.
 CHANGED_TREE_ALLOWED = {
     "coding_os.checkpoints.watch", "coding_os.checkpoints.upkeep", "coding_os.daemon",
     "coding_os.daemon.client", "coding_os.git.objects", "_socket", "zlib", "bisect", "_bisect",
-    "threading", "_weakrefset", "functools", "_functools", "collections", "_collections",
-    "itertools", "keyword", "operator", "_operator", "reprlib", "types",
 }
 
 

@@ -92,9 +92,9 @@ class ObjectStore:
     @staticmethod
     def oid_of(data: bytes) -> str:
         """The id `data` has (or would have) in the store."""
-        import hashlib
+        from coding_os.digest import sha256_hex
 
-        return f"{ALGORITHM}:{hashlib.sha256(data).hexdigest()}"
+        return f"{ALGORITHM}:{sha256_hex(data)}"
 
     def has(self, oid: str) -> bool:
         return (oid in self._pending or oid in self._held or os.path.exists(self.path(oid))
@@ -194,13 +194,13 @@ class ObjectStore:
 
     def _write_pack(self) -> tuple[str, str]:
         """Write the objects held as a pack's temporary file; returns it and the pack's path."""
-        import hashlib
+        from coding_os.digest import sha256_hex
 
         body = b"".join([_PACK_MAGIC, *(f"{oid} {len(data)}\n".encode("ascii")
                                         for oid, data in self._held.items()),
                          b"\n", *self._held.values()])
         folder = os.path.join(self.root, PACKS)
-        final = os.path.join(folder, f"{hashlib.sha256(body).hexdigest()}.pack")
+        final = os.path.join(folder, f"{sha256_hex(body)}.pack")
         tmp = f"{final}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC
         try:

@@ -18,7 +18,6 @@ manifest is gone make the checkpoint scan as it does without a daemon. Any check
 
 from __future__ import annotations
 
-import hashlib
 import os
 
 from coding_os import jsonwire
@@ -50,10 +49,11 @@ class Look:
 
 def _base_path(checkpoints_dir: str, root: str) -> str:
     """One base per tree and git configuration, as the daemon keeps one watch per both."""
+    from coding_os.digest import sha256_hex
     from coding_os.git.command import git_config_env
 
-    key = hashlib.sha256(os.fsencode(root) + b"\0" + jsonwire.dumps(
-        sorted(git_config_env().items())).encode("ascii")).hexdigest()[:20]
+    key = sha256_hex(os.fsencode(root), b"\0", jsonwire.dumps(
+        sorted(git_config_env().items())).encode("ascii"))[:20]
     return os.path.join(checkpoints_dir, "watch", f"{key}.json")
 
 

@@ -28,9 +28,9 @@ _TREE = 0o40000
 
 def blob_sha1(data: bytes) -> str:
     """The id git gives a blob of `data`."""
-    import hashlib
+    from coding_os.digest import sha1_hex
 
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return sha1_hex(b"blob %d\0" % len(data), data)
 
 
 class Unreadable(Exception):

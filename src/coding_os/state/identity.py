@@ -116,7 +116,7 @@ def sanitize_panel_id(raw: str) -> str:
 
 
 def _ppid_panel() -> str:
-    import hashlib
+    from coding_os.digest import sha256_hex
 
     ppid = os.getppid()
     started = ""
@@ -125,7 +125,7 @@ def _ppid_panel() -> str:
             started = f.read().rsplit(")", 1)[-1].split()[19]
     except (OSError, IndexError):
         pass
-    return "ppid-" + hashlib.sha256(f"{ppid}:{started}".encode()).hexdigest()[:8]
+    return "ppid-" + sha256_hex(f"{ppid}:{started}".encode())[:8]
 
 
 def mint_session_id(agent: str, now: float | None = None) -> str:
