@@ -52,22 +52,67 @@ COS = str(Path(sys.executable).with_name("cos"))
 
 
 def stop_runners_of(home: Path) -> None:
-    """Kill every background job's runner of this HOME (the pid in the lock it holds, and the
-    agents of its process group): none outlives its test."""
+    """Kill every background job's runner of this HOME (the pid in the lock it holds) and what
+    its agents and commands started (the sessions its job lists): none outlives its test."""
     import signal
 
     from coding_os.daemon import jobs
+    from coding_os.runtime.children import end
 
     env = {"HOME": str(home)}
     for job in jobs.all_jobs(env):
-        if not jobs.runner_alive(job):
+        if jobs.runner_alive(job):
+            try:
+                with open(job.path(jobs.LOCK), encoding="ascii") as f:
+                    pid = int(f.read().split()[0])
+                os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
+            except (OSError, ValueError, IndexError):
+                pass
+        deadline = time.monotonic() + 10
+        while jobs.runner_alive(job) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        end(job.path(jobs.SESSIONS))
+
+
+def live(pid: int) -> bool:
+    """Whether process `pid` runs (a zombie does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def processes_with(text: str) -> list[int]:
+    """The live processes whose command line holds `text` (in any of its words)."""
+    found = []
+    wanted = text.encode()
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
             continue
         try:
-            with open(job.path(jobs.LOCK), encoding="ascii") as f:
-                pid = int(f.read().split()[0])
-            os.killpg(pid, signal.SIGKILL)  # a runner leads a session (and group) of its own
-        except (OSError, ValueError, IndexError):
-            pass
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                line = f.read()
+        except OSError:
+            continue
+        if wanted in line and live(int(name)):
+            found.append(int(name))
+    return found
+
+
+def runners_of(job: str) -> list[int]:
+    """The live processes running job `job`'s runner (a spare that took it shows the same
+    command line)."""
+    found = []
+    for pid in processes_with(job):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                words = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"coding_os.daemon.runner" in words and job.encode() in words:
+            found.append(pid)
+    return found
 
 
 def git(cwd: Path | str, *args: str) -> str:

@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from coding_os.daemon import jobs
-from tests.helpers import COS, ECHO_AGENT, Terminal, cos, git, raw_bytes, stop_runners_of, until
+from tests.helpers import (COS, ECHO_AGENT, Terminal, cos, git, raw_bytes, runners_of,
+                           stop_runners_of, until)
 from tests.helpers import bg_job as bg, until
 
 ECHO = f"python:{ECHO_AGENT}"
@@ -48,22 +49,6 @@ def checkout_files(project: Path) -> dict[str, bytes]:
     """The checkout's files (not git's own, nor cos's state dir) and their bytes."""
     return {name: data for name, data in raw_bytes(project).items()
             if not name.startswith((".git/", ".coding-os/"))}
-
-
-def runners_of(job: str) -> list[int]:
-    """The live processes running job `job`'s runner."""
-    found = []
-    for pid in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                words = f.read().split(b"\0")
-            with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-                zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
-        except OSError:
-            continue
-        if not zombie and b"coding_os.daemon.runner" in words and job.encode() in words:
-            found.append(int(pid))
-    return found
 
 
 def test_bg_returns_at_once_and_the_job_runs_in_its_own_worktree(project: Path) -> None:

@@ -256,12 +256,12 @@ def _discard(job: Job) -> None:
 def list_jobs(*, every_project: bool = False, cwd: str | None = None,
               env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The rows of `cos agents`: the jobs of the project of `cwd`, or of every project. A job
-    whose runner died is marked failed on the way, as the supervisor does."""
+    whose runner died is marked failed on the way, as the supervisor does (supervisor.settle)."""
     from coding_os.daemon import roster
 
-    from coding_os.daemon.supervisor import mark_failed
+    from coding_os.daemon.supervisor import settle
 
-    found = [mark_failed(job) if jobs.runner_died(job) else job for job in roster.current(env)]
+    found = [settle(job)[0] for job in roster.current(env)]
     if not every_project:
         from coding_os.state.caller import Caller
 
@@ -462,10 +462,22 @@ def stop(key: str, env: Mapping[str, str] | None = None, timeout: float = 30.0
                     os.kill(pid, signal.SIGTERM)
                 except OSError:
                     pass
-    job = jobs.reload(job)
-    if job.state.get("state") != "stopped":
-        job = jobs.update(job, state="stopped", status=None, waitingFor=None, pid=None)
-    return jobs.row(job, alive=False)
+    from coding_os.daemon.supervisor import end_processes
+
+    def ended(now: Job) -> Job:  # its runner gone: nothing it started is left
+        end_processes(now)
+        return _mark_stopped(now)
+
+    stopped = jobs.unless_running(job, ended)
+    if stopped is None:  # its runner is still ending (SIGTERM): it writes `stopped` too
+        stopped = _mark_stopped(jobs.reload(job))
+    return jobs.row(stopped, alive=False)
+
+
+def _mark_stopped(job: Job) -> Job:
+    if job.state.get("state") == "stopped":
+        return job
+    return jobs.update(job, state="stopped", status=None, waitingFor=None, pid=None)
 
 
 def respawn(key: str | None, *, every: bool = False, env: Mapping[str, str] | None = None
@@ -479,19 +491,19 @@ def respawn(key: str | None, *, every: bool = False, env: Mapping[str, str] | No
     """
     from coding_os.daemon import roster
 
-    from coding_os.daemon.supervisor import mark_failed
+    from coding_os.daemon.supervisor import reap
 
     chosen = ([job for job in roster.current(env) if job.state.get("state") == "failed"]
               if every else [find_job(key or "", env)])
     out = []
     for job in chosen:
-        if jobs.runner_alive(job):
+        reaped = reap(job)  # marked failed if its runner died; nothing of a runner left
+        if reaped is None:
             if every:
                 continue
             raise Conflict(f"job {job.id} ({job.name}) is running (pid "
                            f"{job.state.get('pid')}): one runner per job")
-        if jobs.runner_died(job):
-            job = mark_failed(job)
+        job = reaped
         worktree = job.state.get("worktree")
         if isinstance(worktree, str) and not os.path.isdir(worktree):
             raise NotFound(f"job {job.id}: its worktree {worktree} is gone")
@@ -515,9 +527,13 @@ def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
 
     from coding_os.daemon import roster
 
+    from coding_os.daemon.supervisor import reap
+
     job = find_job(key, env)
-    if jobs.runner_alive(job) or job.state.get("state") == "starting":
+    reaped = reap(job)  # nothing its runner started is left running in what is removed
+    if reaped is None or reaped.state.get("state") == "starting":
         raise Conflict(f"job {job.id} ({job.name}) is running: cos stop {job.id} first")
+    job = reaped
     removed: dict[str, Any] = {"id": job.id, "name": job.name, "worktree": None}
     worktree, branch = job.state.get("worktree"), job.state.get("branch")
     if isinstance(worktree, str) and isinstance(branch, str):

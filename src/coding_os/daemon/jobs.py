@@ -6,10 +6,14 @@
   runner needs to start or resume the job (project, model, permission_mode, options, last_seq).
 - `prompt.txt`: the first prompt (it may be large; the state stays small).
 - `runner.lock`: held (flock) by the job's runner for its whole life: the proof that it runs,
-  and what keeps a second runner of the same job from starting.
+  and what keeps a second runner of the same job from starting. The runner that takes it writes
+  in it its pid and the `spawnedAt` of the start it took (`note_taker`): a job still `starting`
+  whose lock is free but names its start was taken by a runner that is gone.
 - `sock`: the runner's socket, serving the protocol of §7 to any number of clients.
 - `tmp/`: given to the agent as `COS_JOB_DIR`.
 - `stderr.log`: what the runner and its backend wrote to stderr.
+- `sessions`: the process sessions the runner's backends started (runtime/children.py), ended
+  with the runner.
 
 The session's events log stays where every session's is (`<agent>/events/<sid>.jsonl` in the
 project's state dir); `state.json` names it (`events`).
@@ -25,30 +29,33 @@ import json
 import os
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
+    from typing import Any, TypeVar
+
+    T = TypeVar("T")
 
 from coding_os import durable
 from coding_os.errors import Ambiguous, CosError, InvalidInput, NotFound, StateIOError
 
 __all__ = [
     "JOB_ID", "STATES", "Job", "JobError", "jobs_dir", "new_job", "load", "update", "reload",
-    "all_jobs", "resolve", "runner_alive", "runner_died", "row", "socket_path", "validate_name",
-    "default_name",
+    "all_jobs", "resolve", "runner_alive", "runner_died", "may_have_died", "unless_running",
+    "note_taker", "taker", "row", "socket_path", "validate_name", "default_name",
 ]
 
 JOB_ID = re.compile(r"\A[0-9a-f]{8}\Z")
-STATE, PROMPT, LOCK, SOCKET, TMP, STDERR = (
-    "state.json", "prompt.txt", "runner.lock", "sock", "tmp", "stderr.log")
+STATE, PROMPT, LOCK, SOCKET, TMP, STDERR, SESSIONS = (
+    "state.json", "prompt.txt", "runner.lock", "sock", "tmp", "stderr.log", "sessions")
 # `starting`: made, its runner not yet running; `working`: a task runs; `blocked`: it waits for
 # an approval; `done`: its last task ended (the runner waits for input, or has ended: a
 # command's job); `failed`: the runner or its agent died; `stopped`: `cos stop`. A running
-# runner's pid is in the state; one that ends writes `pid: null`.
+# runner's pid is in the state; one that ends writes `pid: null`, and its last state, before it
+# lets go of its lock.
 STATES = ("starting", "working", "blocked", "done", "failed", "stopped")
-START_GRACE_S = 60.0  # a job still `starting` this long after it was made, with no runner: failed
+START_GRACE_S = 60.0  # a job still `starting` this long after it was made, no runner took: failed
 STATE_LIMIT = 1 << 20
 NAME_MAX = 80
 # The fields `cos agents` shows, in order (a superset of `claude agents --json`).
@@ -228,14 +235,15 @@ def update(job: Job, **changes: Any) -> Job:
     return Job(job.folder, state)
 
 
-def update_unless_running(job: Job, **changes: Any) -> Job | None:
-    """`update`, under the job's runner lock held for the moment of the write: None (nothing
-    written) when a runner holds it. A runner that starts meanwhile waits for the lock
-    (runner.take_lock), then reads what was written: a job marked `stopped` before its runner
-    took over never runs.
+def unless_running(job: Job, then: Callable[[Job], T]) -> T | None:
+    """`then(job)`, the job as its state file says now, called while this process holds the
+    job's runner lock (for that moment): no runner starts, writes or ends meanwhile, and a
+    runner writes its last state before it lets go of the lock, so what the state says of the
+    runner is so. None, and `then` not called, when a runner holds the lock. A runner that
+    starts meanwhile waits for the lock (runner.take_lock), then reads what was written.
 
     Raises:
-        StateIOError: it could not be written; the old state stays.
+        StateIOError: the lock cannot be opened (the job's folder is gone).
     """
     import fcntl
 
@@ -251,9 +259,47 @@ def update_unless_running(job: Job, **changes: Any) -> Job | None:
             if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
                 return None
             raise durable.io_error(job.path(LOCK), exc) from None
-        return update(reload(job), **changes)
+        return then(reload(job))
     finally:
         os.close(fd)  # and the lock with it
+
+
+def update_unless_running(job: Job, **changes: Any) -> Job | None:
+    """`update`, under the job's runner lock (unless_running): None (nothing written) when a
+    runner holds it; a job marked `stopped` before its runner took over never runs.
+
+    Raises:
+        StateIOError: it could not be written; the old state stays.
+    """
+    return unless_running(job, lambda now: update(now, **changes))
+
+
+def note_taker(lock: int, job: Job) -> None:
+    """Write in the lock `lock` (held) that this process took the job's start (its pid and the
+    job's `spawnedAt`), before it does anything else with the job."""
+    try:
+        os.ftruncate(lock, 0)
+        os.pwrite(lock, f"{os.getpid()} {job.state.get('spawnedAt')}\n".encode("ascii"), 0)
+    except OSError:
+        pass  # the start is then told by its grace period only
+
+
+def taker(job: Job) -> tuple[int | None, int | None]:
+    """The pid of the runner that last took the job's lock and the `spawnedAt` of the start it
+    took (note_taker); None for what the lock does not say."""
+    try:
+        fd = os.open(job.path(LOCK), os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return None, None
+    try:
+        words = os.read(fd, 128).split()
+    except OSError:
+        words = []
+    finally:
+        os.close(fd)
+    numbers = [int(word) if word.isdigit() else None for word in words[:2]]
+    numbers += [None] * (2 - len(numbers))
+    return numbers[0], numbers[1]
 
 
 def reload(job: Job) -> Job:
@@ -330,19 +376,30 @@ def runner_alive(job: Job) -> bool:
         os.close(fd)
 
 
+def may_have_died(job: Job) -> bool:
+    """Whether the job's state, however old, says a runner runs it or is taking it: only such a
+    job's runner may have died without a word (runner_died tells, under its lock)."""
+    state = job.state
+    return state.get("state") not in ("failed", "stopped") and (
+        state.get("pid") is not None or state.get("state") == "starting")
+
+
 def runner_died(job: Job, now: float | None = None) -> bool:
-    """Whether the job's runner ended without saying so (killed): its pid is still in the
-    state but nobody holds its lock; or it never started within START_GRACE_S."""
+    """Whether the job's runner ended without saying so (killed), for a job read while holding
+    its runner lock (unless_running), so that no runner holds it: its pid is still in the
+    state; or it is `starting` and the runner that took this start (the lock says, taker) is
+    gone, or none took it within START_GRACE_S of the start."""
     state = job.state
     if state.get("state") in ("failed", "stopped"):
         return False
-    if state.get("pid") is None:
-        if state.get("state") != "starting":
-            return False
-        started = (state.get("spawnedAt") or state.get("startedAt") or 0) / 1000
-        if (time.time() if now is None else now) - started < START_GRACE_S:
-            return False
-    return not runner_alive(job)
+    if state.get("pid") is not None:
+        return True
+    if state.get("state") != "starting":
+        return False
+    spawned = state.get("spawnedAt") or state.get("startedAt") or 0
+    if spawned and taker(job)[1] == spawned:
+        return True
+    return (time.time() if now is None else now) - spawned / 1000 >= START_GRACE_S
 
 
 def socket_path(job: Job) -> str:
@@ -351,12 +408,15 @@ def socket_path(job: Job) -> str:
 
 def row(job: Job, alive: bool | None = None) -> dict[str, Any]:
     """The job as `cos agents` shows it: `status` and `waitingFor` only while its runner
-    lives, and `pid` only then."""
+    lives, and `pid` only then. A runner found gone since the state was read wrote its last
+    state first: that one is shown."""
+    if alive is None:
+        alive = job.state.get("pid") is not None and runner_alive(job)
+        if not alive and job.state.get("pid") is not None:
+            job = reload(job)
     state = job.state
     out = {name: state.get(name) for name in ROW_FIELDS}
     out["kind"] = "background"
-    if alive is None:
-        alive = state.get("pid") is not None and runner_alive(job)
     if not alive:
         out["status"] = out["waitingFor"] = out["pid"] = None
     return out

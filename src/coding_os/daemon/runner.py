@@ -13,8 +13,14 @@ job's state on every event that changes it. It ends:
 - when a command's job (`exec`) has run its command: `done`, with its exit code;
 - when the agent dies (a fatal `error`): `failed`; `cos respawn` resumes it.
 
-Its last write is `pid: null`. A runner that is killed cannot write it: a pid left in the state of
-a job whose lock nobody holds is how the supervisor tells that its runner died (jobs.runner_died).
+Every process its backends start dies with it (runtime/children.py): each in a session of its own
+listed in the job's `sessions`, all of them ended when the runner ends, and killed by the kernel
+(the parent-death signal) or by whoever finds the runner dead (supervisor.mark_failed) when it is
+killed.
+
+Its last write is `pid: null`, before it lets go of its lock. A runner that is killed cannot write
+it: a pid left in the state of a job whose lock nobody holds is how the supervisor tells that its
+runner died (jobs.runner_died).
 """
 
 from __future__ import annotations
@@ -34,18 +40,20 @@ from coding_os.errors import CosError
 
 __all__ = ["main", "take_lock", "run_locked", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING"]
 
-LOCK_WAIT_S = 5.0  # for a reader's momentary shared lock (jobs.runner_alive) to be let go
+LOCK_WAIT_S = 5.0  # for a reader's momentary lock (jobs.runner_alive, unless_running) to go
 EXIT_RUNNING = 3  # another runner of the job holds its lock
 
 
 def take_lock(job: Job) -> int | None:
-    """The job's lock, held; None when another runner holds it."""
+    """The job's lock, held, with this process named in it as the taker of the job's start
+    (jobs.note_taker); None when another runner holds it."""
     fd = os.open(job.path(jobs.LOCK), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW,
                  0o600)
     deadline = time.monotonic() + LOCK_WAIT_S
     while True:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            jobs.note_taker(fd, jobs.reload(job))
             return fd
         except BlockingIOError:
             if time.monotonic() > deadline:
@@ -217,6 +225,9 @@ class Runner:
             server.close()
             sockets.unlink(path, inode)
             await self.core.shutdown()
+            from coding_os.runtime.children import end
+
+            end(self.job.path(jobs.SESSIONS))  # what its agent or command left running
             await asyncio.wait_for(tracker, 10)
             for task in list(self.clients):
                 task.cancel()
@@ -252,12 +263,18 @@ def main(argv: list[str] | None = None) -> int:
 
 def run_locked(job: Job, lock: int) -> int:
     """Run the job whose lock `lock` this process holds (take_lock), in this process's
-    environment, until it ends; the lock is let go at the end."""
+    environment, until it ends; the lock is let go at the end, after the job's last state."""
+    from coding_os.runtime.children import end, record_sessions
+
     try:
-        os.write(lock, f"{os.getpid()}\n".encode())
         job = jobs.reload(job)
         if job.state.get("state") == "stopped":
             return 0  # stopped before it started: a stopped job never runs again by itself
+        try:
+            end(job.path(jobs.SESSIONS))  # what a runner of it before, killed, left
+            record_sessions(job.path(jobs.SESSIONS))
+        except OSError as exc:
+            sys.stderr.write(f"cos runner {job.id}: {jobs.SESSIONS} not opened: {exc}\n")
         return asyncio.run(Runner(job, os.environ).run())
     finally:
         os.close(lock)

@@ -131,6 +131,7 @@ def _warm() -> None:
     """Import what a runner needs to start its job (what `python -m coding_os.daemon.runner`
     spends its first tenths of a second on)."""
     import asyncio  # noqa: F401
+    import ctypes  # noqa: F401  (runtime/children.py: each child's parent-death signal)
     import shutil  # noqa: F401
 
     import coding_os.daemon.runner  # noqa: F401

@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import IO, Any
 
 from coding_os.errors import BackendError, InvalidInput
+from coding_os.runtime import children
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 from coding_os.runtime.lines import read_line
 
@@ -204,7 +205,7 @@ class ClaudeBackend:
             self._process = await asyncio.create_subprocess_exec(
                 *argv, cwd=config.cwd, env=env, stdin=asyncio.subprocess.PIPE,
                 stdout=asyncio.subprocess.PIPE, stderr=stderr, limit=LINE_LIMIT,
-                start_new_session=True)  # the npm shim starts the native client as a child
+                **children.options())  # the npm shim starts the native client in its group
         except OSError as error:
             raise BackendError(f"claude: cannot start {argv[0]}: {error.strerror or error}") \
                 from error

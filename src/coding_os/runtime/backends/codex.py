@@ -29,6 +29,7 @@ from typing import Any
 
 from coding_os import jsonwire
 from coding_os.errors import BackendError, InvalidInput
+from coding_os.runtime import children
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 from coding_os.runtime.lines import read_line
 
@@ -118,7 +119,7 @@ class CodexBackend:
             self._process = await asyncio.create_subprocess_exec(
                 found, "app-server", cwd=config.cwd, env=env, limit=MAX_LINE,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, start_new_session=True)
+                stderr=asyncio.subprocess.PIPE, **children.options())
         except OSError as error:
             raise BackendError(f"codex: cannot run {found}: {error.strerror or error}") from None
         self._stderr_reader = asyncio.create_task(self._drain_stderr(config.options))

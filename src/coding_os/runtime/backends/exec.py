@@ -1,7 +1,8 @@
 """The `exec` backend (DESIGN.md §6): a shell command as a session without a model.
 
 Each user input is one task that runs one command with `/bin/sh -c` in the session's cwd, in a
-process group of its own: the input's text is the command, unless the session was configured
+process group of its own that dies with the process running the session (runtime/children.py):
+the input's text is the command, unless the session was configured
 with `options["command"]`, which then runs for every input with the input's text on its stdin.
 Each line the command prints is an `agent_message` (`stream`: `stdout` or `stderr`); its exit
 ends the task with `task_complete` (`usage`: `{"exit_code": N}`, negative for a signal). An
@@ -19,6 +20,7 @@ import signal
 from collections.abc import AsyncIterator
 
 from coding_os.errors import BackendError
+from coding_os.runtime import children
 from coding_os.runtime.backend import BackendConfig, BackendEvent, queued_events
 
 __all__ = ["ExecBackend", "LINE_MAX", "GRACE_SECONDS"]
@@ -82,7 +84,7 @@ class ExecBackend:
                 stdin=asyncio.subprocess.PIPE if self._command is not None
                 else asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                start_new_session=True)
+                **children.options())  # a group of its own, that dies with this process
         except OSError as exc:
             raise BackendError(f"cannot run /bin/sh: {exc.strerror or exc}") from None
         self._process = process

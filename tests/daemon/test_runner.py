@@ -1,0 +1,97 @@
+"""A job's runner (daemon/runner.py) as a user meets it, each step a `cos` subprocess: nothing a
+job started outlives its runner, however the runner ends (killed at any moment, then `cos
+agents`, the supervisor, `cos respawn` or `cos rm --force`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import cos, processes_with, runners_of, until
+from tests.helpers import bg_job as bg
+
+WAIT = 60.0
+
+
+def row_of(project: Path, job: str) -> dict[str, Any]:
+    done = cos("agents", "--json", cwd=project)
+    assert done.returncode == 0, done.stderr
+    found: dict[str, Any] = {row["id"]: row for row in json.loads(done.stdout)}[job]
+    return found
+
+
+def kill_runner(job: str) -> int:
+    """SIGKILL the job's runner (waiting for it to be there); its pid."""
+    pid: int = until(lambda: runners_of(job), f"job {job}'s runner", timeout=WAIT)[0]
+    os.kill(pid, signal.SIGKILL)
+    return pid
+
+
+def until_done(step: list[str], project: Path) -> None:
+    """Run `cos STEP…` until it succeeds: refused (exit 7, `running`) while the runner that
+    was just killed still holds the job's lock."""
+    def ran() -> bool:
+        done = cos(*step, cwd=project)
+        assert done.returncode in (0, 7), done.stderr
+        return done.returncode == 0
+
+    until(ran, f"cos {' '.join(step)} to succeed", timeout=WAIT)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_runner_killed_at_random_moments_leaves_no_process_of_its_job(
+        project: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    word = f"{700 + seed}.{rng.randrange(10**6):06d}"  # a sleep no other test runs
+    # The command's children: one in the background, a subshell's, one in a process group of
+    # its own, and the one the shell waits for.
+    command = (f"sleep {word} & (sleep {word}; true) & {sys.executable} -c 'import os, sys, "
+               f"time; os.setpgid(0, 0); time.sleep(float(sys.argv[1]))' {word} & "
+               f"sleep {word}")
+    running = 6  # the shell, its subshell, and the four sleeping
+    isolation = rng.choice(["worktree", "none"])
+    job = bg(project, "--exec", command, "--isolation", isolation)["id"]
+
+    # Killed at a random moment of its start or its run: the supervisor (or `cos agents`)
+    # finds it dead, and nothing of the job is left.
+    time.sleep(rng.uniform(0, 1.5))
+    kill_runner(job)
+    until(lambda: not processes_with(word), "no process of the job", timeout=WAIT)
+    row = row_of(project, job)
+    assert row["state"] in ("failed", "starting"), row  # starting: no runner took it
+
+    # Killed while the command runs, the supervisor stopped: `cos respawn` ends what the
+    # runner left before it starts the job again. (A respawned job runs its command again
+    # when its first runner died before it began its session; otherwise at the next reply.)
+    until_done(["respawn", job], project)
+    if row["cos_session"] is not None:
+        until_done(["reply", job, command], project)
+    until(lambda: len(processes_with(word)) == running, "the command to run", timeout=WAIT)
+    left = processes_with(word)
+    assert cos("daemon", "stop", cwd=project).returncode == 0
+    time.sleep(rng.uniform(0, 0.3))
+    kill_runner(job)
+    until_done(["respawn", job], project)
+    until(lambda: not [pid for pid in left if pid in processes_with(word)],
+          "what the killed runner left to be ended", timeout=10)
+    until_done(["reply", job, command], project)
+    until(lambda: len(processes_with(word)) == running, "the command to run again",
+          timeout=WAIT)
+
+    # And `cos rm --force` of a job whose runner was killed leaves nothing running.
+    assert cos("daemon", "stop", cwd=project).returncode == 0
+    time.sleep(rng.uniform(0, 0.3))
+    kill_runner(job)
+    until_done(["rm", "--force", job], project)
+    until(lambda: not processes_with(word), "what the killed runner left to be ended",
+          timeout=10)
+    assert job not in {row["id"] for row in json.loads(
+        cos("agents", "--json", cwd=project).stdout)}
