@@ -1,20 +1,26 @@
 """A job's runner (daemon/runner.py) as a user meets it, each step a `cos` subprocess: nothing a
 job started outlives its runner, however the runner ends (killed at any moment, then `cos
-agents`, the supervisor, `cos respawn` or `cos rm --force`)."""
+agents`, the supervisor, `cos respawn` or `cos rm --force`), and a client that stops reading
+costs the runner no more than CLIENT_BUFFER_MAX."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import signal
+import socket
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coding_os.daemon import agents, jobs
+from coding_os.daemon.runner import CLIENT_BUFFER_MAX
 from tests.helpers import cos, processes_with, runners_of, until
 from tests.helpers import bg_job as bg
 
@@ -95,3 +101,79 @@ def test_a_runner_killed_at_random_moments_leaves_no_process_of_its_job(
           timeout=10)
     assert job not in {row["id"] for row in json.loads(
         cos("agents", "--json", cwd=project).stdout)}
+
+
+def test_a_client_that_stops_reading_is_dropped_and_the_runner_stays_small(
+        project: Path) -> None:
+    size = 3 * CLIENT_BUFFER_MAX
+    command = (f"head -c {size} /dev/zero | tr '\\0' x | fold -w 60000; echo; "
+               "echo end-of-output; sleep 600")
+    job = bg(project, "--exec", command, "--isolation", "none")["id"]
+    row = until(lambda: (found := row_of(project, job))["cos_session"] and found["pid"]
+                and found, "the job to run", timeout=WAIT)
+    runner = row["pid"]
+    stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    stalled.connect(str(Path(jobs.load(job).folder) / jobs.SOCKET))
+    try:
+        stalled.sendall(json.dumps({"id": "stall", "op": {
+            "type": "resume", "session": row["cos_session"], "last_seq": 0}}).encode() + b"\n")
+        before = resident_kb(runner)
+        events = Path(jobs.load(job).state["events"])
+        until(lambda: b"end-of-output" in tail(events), "the command's output", timeout=WAIT)
+        grown = resident_kb(runner) - before
+        # Read what the runner had sent before it dropped the client: far less than the
+        # output, then the end of the connection, while the runner goes on.
+        stalled.settimeout(WAIT)
+        received = 0
+        while chunk := stalled.recv(1 << 20):
+            received += len(chunk)
+        assert received < 2 * CLIENT_BUFFER_MAX < size
+        assert runners_of(job) == [runner] and row_of(project, job)["state"] == "working"
+        assert grown < 2 * CLIENT_BUFFER_MAX // 1024, f"the runner grew {grown} kB"
+    finally:
+        stalled.close()
+
+
+def test_an_attached_client_dropped_for_falling_behind_resumes_with_no_gap(
+        project: Path) -> None:
+    size = 3 * CLIENT_BUFFER_MAX
+    command = (f"head -c {size} /dev/zero | tr '\\0' x | fold -w 60000; echo; "
+               "echo end-of-output; sleep 600")
+    job = bg(project, "--exec", command, "--isolation", "none")["id"]
+    _, connection, _ = agents.attach(job, 0)
+    assert connection is not None
+    events = Path(jobs.load(job).state["events"])
+    # The client reads nothing until the command has printed it all: the runner drops it.
+    until(lambda: b"end-of-output" in tail(events), "the command's output", timeout=WAIT)
+    seqs: list[int] = []
+    ended = threading.Event()
+
+    class Ended(Exception):
+        pass
+
+    def show(event: dict[str, Any]) -> None:
+        seqs.append(event["seq"])
+        if event["msg"].get("text") == "end-of-output":
+            ended.set()
+            raise Ended
+
+    def attached() -> None:
+        with contextlib.suppress(Ended):
+            agents.follow(connection, show)
+
+    threading.Thread(target=attached, daemon=True).start()  # ends with the runner, if stuck
+    assert ended.wait(WAIT), f"the attached client stopped at seq {seqs[-1:]}"
+    assert seqs == list(range(1, len(seqs) + 1)) and len(seqs) > size // 60000
+
+
+def resident_kb(pid: int) -> int:
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+
+def tail(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        f.seek(max(0, path.stat().st_size - 4096))
+        return f.read()
+

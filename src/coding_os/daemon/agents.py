@@ -700,18 +700,21 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
            interactive: bool = False, lines: Callable[[], str | None] | None = None) -> str:
     """Show the connection's events until the runner ends or the user detaches; how it ended:
     `ended` (the runner closed) or `detached`. `interactive`: each line `lines` gives is sent
-    as a reply, Ctrl-C interrupts the task, the end of `lines` (Ctrl-D) detaches."""
+    as a reply, Ctrl-C interrupts the task, the end of `lines` (Ctrl-D) detaches. A runner
+    that dropped this client (it fell runner.CLIENT_BUFFER_MAX behind) is asked again for what
+    came after the last event shown, while it serves."""
     import signal
     import socket
     import threading
 
     sending = threading.Lock()
     detached = threading.Event()
+    current = [connection]
 
     def send(op: Mapping[str, Any]) -> None:
         with sending:
             try:
-                connection.send(op, f"attach-{os.getpid()}")
+                current[0].send(op, f"attach-{os.getpid()}")
             except OSError:
                 pass
 
@@ -721,10 +724,11 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
             line = lines()
             if line is None:
                 detached.set()
-                try:
-                    connection.sock.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+                with sending:
+                    try:
+                        current[0].sock.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
                 return
             if line.strip():
                 send({"type": "user_input", "text": line})
@@ -734,12 +738,46 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
         threading.Thread(target=read_lines, daemon=True).start()
         previous = signal.signal(signal.SIGINT, lambda *_: send({"type": "interrupt"}))
     try:
-        for event in connection.events():
-            show(event)
-    except OSError:
-        pass
+        while True:
+            seen = None
+            try:
+                for event in current[0].events():
+                    show(event)
+                    if isinstance(event.get("seq"), int):
+                        seen = event["seq"]
+            except OSError:
+                pass
+            if seen is None or detached.is_set():
+                break  # nothing came: the runner ended (or refused), not a client behind
+            again = _resume(current[0].job, seen)
+            if again is None:
+                break
+            with sending:
+                current[0].close()
+                current[0] = again
+            if detached.is_set():
+                break
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
-        connection.close()
+        current[0].close()
     return "detached" if detached.is_set() else "ended"
+
+
+def _resume(job: Job, after: int) -> Connection | None:
+    """A new connection to the job's runner that sends the events after seq `after`, then the
+    live ones; None when the runner no longer serves."""
+    job = jobs.reload(job)
+    if not job.state.get("cos_session"):
+        return None
+    try:
+        connection = Connection(job, None)
+    except Conflict:
+        return None
+    try:
+        connection.send({"type": "resume", "session": job.state["cos_session"],
+                         "last_seq": after}, "attach")
+    except OSError:
+        connection.close()
+        return None
+    return connection

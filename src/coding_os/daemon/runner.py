@@ -16,7 +16,8 @@ job's state on every event that changes it. It ends:
 Every process its backends start dies with it (runtime/children.py): each in a session of its own
 listed in the job's `sessions`, all of them ended when the runner ends, and killed by the kernel
 (the parent-death signal) or by whoever finds the runner dead (supervisor.mark_failed) when it is
-killed.
+killed. A client that stops reading is dropped once CLIENT_BUFFER_MAX bytes wait for it (it
+resumes from the last seq it has, as any client may).
 
 Its last write is `pid: null`, before it lets go of its lock. A runner that is killed cannot write
 it: a pid left in the state of a job whose lock nobody holds is how the supervisor tells that its
@@ -38,10 +39,12 @@ from coding_os.daemon import jobs, sockets
 from coding_os.daemon.jobs import Job
 from coding_os.errors import CosError
 
-__all__ = ["main", "take_lock", "run_locked", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING"]
+__all__ = ["main", "take_lock", "run_locked", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING",
+           "CLIENT_BUFFER_MAX"]
 
 LOCK_WAIT_S = 5.0  # for a reader's momentary lock (jobs.runner_alive, unless_running) to go
 EXIT_RUNNING = 3  # another runner of the job holds its lock
+CLIENT_BUFFER_MAX = 8 << 20  # bytes waiting for a client; beyond, the client is dropped
 
 
 def take_lock(job: Job) -> int | None:
@@ -171,7 +174,17 @@ class Runner:
         if sock is not None and peer_uid(sock) not in (None, os.geteuid()):
             writer.close()
             return
-        server = Server(writer.write, cwd=self.job.state["cwd"], env=self.env,
+        transport = writer.transport
+
+        def send(data: bytes) -> None:
+            if transport.is_closing():
+                return
+            if transport.get_write_buffer_size() + len(data) > CLIENT_BUFFER_MAX:
+                transport.abort()  # it stopped reading: dropped, never buffered without bound
+                return
+            writer.write(data)
+
+        server = Server(send, cwd=self.job.state["cwd"], env=self.env,
                         shared=self.core, on_shutdown=self.on_shutdown)
         try:
             await serve(reader, server)
