@@ -65,9 +65,14 @@ def record_sessions(path: str | None) -> None:
 
 def options() -> dict[str, Any]:
     """The keyword arguments of `subprocess.Popen` (and asyncio's subprocess calls) that start
-    a child of a session and process group of its own that dies with this process."""
-    return {"start_new_session": True, "preexec_fn": _Lifeline(os.getpid(), _load_prctl(),
-                                                                 _ledger)}
+    a child of a session and process group of its own that dies with this process. The kernel
+    sends the parent-death signal when the *thread* that forked the child ends: a child started
+    from another thread than the main one (which may end long before the process) goes without
+    it, and is ended through the list of sessions only."""
+    import threading
+
+    prctl = _load_prctl() if threading.current_thread() is threading.main_thread() else None
+    return {"start_new_session": True, "preexec_fn": _Lifeline(os.getpid(), prctl, _ledger)}
 
 
 class _Lifeline:
