@@ -77,7 +77,7 @@ def test_end_passes_over_a_listed_session_whose_number_was_given_again(tmp_path:
 def test_a_child_started_without_a_list_still_dies_with_its_parent() -> None:
     with subprocess.Popen(
             [sys.executable, "-c", PARENT.replace("children.record_sessions(sys.argv[1])", "")],
-            stdout=subprocess.PIPE, text=True, env={**os.environ, "COMMAND": "sleep 600"}
+            stdout=subprocess.PIPE, text=True, env={**os.environ, "COMMAND": "exec sleep 600"}
     ) as parent:
         assert parent.stdout is not None
         child = int(parent.stdout.readline())
