@@ -445,11 +445,15 @@ def test_attach_right_after_bg_waits_for_the_runner_and_follows_the_job(project:
     from coding_os import api
     from coding_os.daemon import agents
 
-    job = api.bg_start(None, command="echo started; sleep 1; echo ended", cwd=str(project))["id"]
-    found, connection, stored = agents.attach(job, 0)  # at once: the job is still starting
-    assert connection is not None and stored == []
+    go = project.parent / "go"  # the job ends only once the test has attached
+    job = api.bg_start(None, command=f"echo started; until [ -e '{go}' ]; do sleep 0.05; done; "
+                                     "echo ended", cwd=str(project))["id"]
+    found, connection, stored = agents.attach(job, 0)  # at once: the job may still be starting
+    assert connection is not None
+    go.touch()
     seen = list(connection.events())
     connection.close()
-    assert [e["msg"].get("text") for e in seen if e["msg"]["type"] == "agent_message"] == [
+    followed = stored + seen
+    assert [e["msg"].get("text") for e in followed if e["msg"]["type"] == "agent_message"] == [
         "started", "ended"]
-    assert seen == stored_events(project, job)
+    assert followed == stored_events(project, job)
