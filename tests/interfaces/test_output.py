@@ -24,6 +24,13 @@ def test_visible_keeps_newlines_tabs_and_ordinary_text() -> None:
     assert visible(text) == text
 
 
+@given(st.text(st.characters(exclude_categories=())))
+def test_visible_text_can_always_be_written_as_utf8_a_lone_surrogate_as_its_escape(
+        text: str) -> None:
+    visible(text).encode("utf-8")
+    assert visible("caf\ud800e \udcff") == "caf\\ud800e \\udcff"
+
+
 @given(st.text())
 def test_visible_text_holds_no_control_character_but_newline_and_tab(text: str) -> None:
     shown = visible(text)

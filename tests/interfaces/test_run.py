@@ -218,3 +218,15 @@ def test_json_stdout_holds_the_events_only_when_the_agent_prints(project: Path) 
     assert [json.loads(line)["msg"]["type"] for line in done.stdout.splitlines()] == [
         "session_configured", "task_started", "agent_message", "task_complete"]
     assert "chatter" in done.stderr
+
+
+def test_an_agents_text_holding_a_lone_surrogate_is_shown_escaped_and_the_run_ends(
+        project: Path) -> None:
+    agent = project / "odd.py"
+    agent.write_text(
+        "class Odd:\n"
+        "    async def run_turn(self, session, text):\n"
+        "        yield {'type': 'agent_message', 'text': 'caf\\ud800e'}\n", encoding="utf-8")
+    done = run(project, "--agent", "python:odd.py:Odd", "hello")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "caf\\ud800e\n"

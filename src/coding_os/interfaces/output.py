@@ -22,8 +22,15 @@ _JSON_CONTROLS = {code: f"\\u{code:04x}" for code in range(0x7F, 0xA0)}
 
 def visible(text: str) -> str:
     """`text` with its control characters (C0 but newline and tab, DEL, C1) shown as `cat -v`
-    shows them: ESC as `^[`, BEL as `^G`, U+009B as `M-^[`."""
-    return text.translate(_VISIBLE)
+    shows them: ESC as `^[`, BEL as `^G`, U+009B as `M-^[`; a lone surrogate as its escape
+    (`\\ud800`)."""
+    shown = text.translate(_VISIBLE)
+    if not shown.isascii():
+        try:
+            shown.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate ("\ud800" is valid JSON) has no UTF-8
+            shown = shown.encode("utf-8", "backslashreplace").decode("utf-8")
+    return shown
 
 
 def escape_json_controls(text: str) -> str:

@@ -112,6 +112,13 @@ class _Run:
         self.asking.add(asking)
         asking.add_done_callback(self.asking.discard)
 
+    def view_failed(self, forwarder: asyncio.Task[None]) -> None:
+        """The view could not show an event: end the run (awaiting the forwarder raises why)
+        rather than wait for a task end it will never see."""
+        if not forwarder.cancelled() and forwarder.exception() is not None \
+                and self.main is not None:
+            self.main.cancel()
+
     def on_sigint(self) -> None:
         """Ctrl-C: interrupt the running task; end the run when none runs or one is being
         interrupted already."""
@@ -156,6 +163,7 @@ async def _run(settings: SessionSettings, prompt: str, view: View, approvals: st
     session = create_session(settings, env=env, timeouts=timeouts)
     run = _Run(session, view, approvals)
     forwarder = asyncio.create_task(run.forward())
+    forwarder.add_done_callback(run.view_failed)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, run.on_sigint)
     try:
