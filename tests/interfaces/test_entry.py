@@ -573,6 +573,24 @@ def test_every_other_form_is_left_to_the_click_cli(project: Path, args: list[str
     assert "coding_os.interfaces.cli" in modules and "click" in modules
 
 
+@pytest.mark.parametrize("as_json", [True, False])
+def test_the_plain_forms_started_with_stdout_closed_do_their_work_and_exit_as_click_does(
+        project: Path, as_json: bool) -> None:
+    checkpoint, at, changed = changed_after_checkpoint(project)
+    flag = " --json" if as_json else ""
+    for cos_command in (COS, f"{sys.executable} -c '{CLICK_CLI}'"):
+        for command, after in ((f"rewind {checkpoint} --code{flag}", at),
+                               (f"checkpoint create{flag}", at)):
+            done = subprocess.run(["sh", "-c", f"exec {cos_command} {command} >&-"],
+                                  cwd=project, capture_output=True, text=True, timeout=120)
+            assert (done.returncode, done.stderr) == (0, ""), (command, cos_command)
+            assert tree(project) == after
+        assert cos("rewind", "--undo", cwd=project).returncode == 0
+        assert tree(project) == changed
+    listed = json.loads(cos("checkpoints", "--json", cwd=project).stdout)
+    assert sum(row["trigger"] == "manual" for row in listed) == 3  # the first, and one each
+
+
 # Runs `cos ARGS` as the console script does, and reports, when the process calls os._exit,
 # what the skipped teardown would have had to deal with.
 TEARDOWN_PROBE = r"""

@@ -167,30 +167,42 @@ def _checkpoints_command(command: Callable[[], int]) -> int | None:
         pass  # as the click CLI: the command itself reports what stands in its way
     try:
         code = command()
-        sys.stdout.flush()
+        if sys.stdout is not None:
+            sys.stdout.flush()
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
-        print("\ncos: aborted", file=sys.stderr)  # click's Abort, as cli.run reports it
+        _say(["", "cos: aborted"], err=True)  # click's Abort, as cli.run reports it
         return 130
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         return error_exit(exc)
     return code
 
 
+def _say(lines: list[str], err: bool = False) -> None:
+    """Print `lines` (their control characters made visible) on stdout, or stderr with `err`,
+    as click.echo does: flushed, and nothing when the process was started with that
+    descriptor closed."""
+    from coding_os.interfaces.output import visible
+
+    stream = sys.stderr if err else sys.stdout
+    if stream is not None and lines:
+        stream.write("".join(visible(line) + "\n" for line in lines))
+        stream.flush()
+
+
 def _rewind(checkpoint: str, as_json: bool) -> int:
     """`cos rewind CHECKPOINT --code [--json]`, as the click command runs it."""
     from coding_os import api
-    from coding_os.interfaces.output import dump_json, visible
+    from coding_os.interfaces.checkpoint_text import code_lines
+    from coding_os.interfaces.output import dump_json
 
     report = api.rewind(checkpoint, "code")
     if as_json:
-        sys.stdout.write(dump_json(report) + "\n")
+        if sys.stdout is not None:  # JSON escapes its control characters itself
+            sys.stdout.write(dump_json(report) + "\n")
     else:
-        from coding_os.interfaces.checkpoint_text import code_lines
-
-        sys.stdout.write("".join(visible(line) + "\n" for line in code_lines(
-            report["code"], "restored")))
+        _say(code_lines(report["code"], "restored"))
     return 0
 
 
@@ -198,19 +210,17 @@ def _checkpoint_create(as_json: bool) -> int:
     """`cos checkpoint create [--json]`, as the click command runs it."""
     from coding_os import api
     from coding_os.interfaces.checkpoint_text import created_line, pruned_line, skipped_lines
-    from coding_os.interfaces.output import dump_json, visible
+    from coding_os.interfaces.output import dump_json
 
     record = api.checkpoint_create()
     pruned = pruned_line(record)
-    if pruned is not None:
-        print(visible(pruned), file=sys.stderr)
+    _say([pruned] if pruned is not None else [], err=True)
     if as_json:
-        sys.stdout.write(dump_json(record) + "\n")
+        if sys.stdout is not None:
+            sys.stdout.write(dump_json(record) + "\n")
         return 0
-    sys.stdout.write(visible(created_line(record)) + "\n")
-    sys.stdout.flush()
-    for line in skipped_lines(record):
-        print(visible(line), file=sys.stderr)
+    _say([created_line(record)])
+    _say(skipped_lines(record), err=True)
     return 0
 
 
