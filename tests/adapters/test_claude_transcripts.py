@@ -338,6 +338,29 @@ def test_a_fork_by_copy_is_linked_to_the_session_it_continues(claude_dir: Path) 
     assert fork.created == ts(100) and orig.created == ts(0)
 
 
+def test_a_scan_of_what_changed_assembles_the_sessions_it_touches_and_their_copies(
+        claude_dir: Path) -> None:
+    folder = claude_dir / "projects" / "-work-app"
+    original = conversation("orig", 2)
+    write_jsonl(folder / "orig.jsonl", original)
+    fresh = conversation("fork", 1, start=100, prefix="f")
+    fresh[0]["parentUuid"] = "orig:a1"
+    write_jsonl(folder / "fork.jsonl", [dict(e, sessionId="fork") for e in original] + fresh)
+    write_jsonl(folder / "other.jsonl", conversation("other", 1))
+    _, state = scan_claude(claude_dir)
+    unchanged, state = scan_claude(claude_dir, state, changed_only=True)
+    assert unchanged == [] and state.report is not None
+    assert (state.report.sessions, state.report.files_opened) == (3, 0)
+    write_jsonl(folder / "orig.jsonl", conversation("orig", 1, start=50, prefix="more",
+                                                    parent="orig:a1"), mode="a")
+    touched, state = scan_claude(claude_dir, state, changed_only=True)
+    whole = by_id(scan_claude(claude_dir)[0])
+    # The original changed; its copy is read from it (tokens, the entries it shares).
+    assert [s.native_id for s in touched] == ["fork", "orig"]  # newest activity first
+    assert touched == [whole["fork"], whole["orig"]]
+    assert state.report is not None and state.report.sessions == 3
+
+
 def test_the_original_is_found_whichever_transcript_continued_further(claude_dir: Path) -> None:
     folder = claude_dir / "projects" / "-work-app"
     base = conversation("a", 3)
@@ -644,13 +667,15 @@ def test_a_transcript_growing_into_a_tree_imports_the_same_piece_by_piece(
     assert sessions[0].user_messages == 3 and sessions[0].last_prompt == "again"
 
 
-def test_a_state_written_before_trees_is_read_again_whole(claude_dir: Path) -> None:
+def test_a_state_of_an_older_format_is_read_again_whole(claude_dir: Path) -> None:
     path = claude_dir / "projects" / "-work-app" / "s1.jsonl"
     write_jsonl(path, conversation("s1", 2))
     _, state = scan_claude(claude_dir)
-    for record in state.files.values():
-        del record.aggregate["nodes"]  # type: ignore[attr-defined]
-    sessions, state2 = scan_claude(claude_dir, state)
+    older = state.to_dict()
+    older["version"] = 1  # aggregates without heads, before trees
+    for record in older["files"].values():
+        del record["head"], record["aggregate"]["nodes"]
+    sessions, state2 = scan_claude(claude_dir, ImportState.from_dict(older))
     assert state2.report is not None and state2.report.files_opened == 1
     assert sessions == scan_claude(claude_dir)[0]
 

@@ -328,6 +328,31 @@ def test_unchanged_rollouts_cost_a_stat_and_an_appended_one_is_read_from_its_off
     assert sessions == scan_codex(codex_home)[0]
 
 
+def test_a_scan_of_what_changed_assembles_only_the_threads_it_touches(codex_home: Path) -> None:
+    copy_codex_fixtures(codex_home)
+    main, sub = thread_id(1), thread_id(2)
+    rollout(codex_home, main, [meta(main), prompt("build it")])
+    spawned = {"subagent": {"thread_spawn": {"parent_thread_id": main}}}
+    child = rollout(codex_home, sub, [meta(sub, source=spawned), prompt("look around")])
+    whole, state = scan_codex(codex_home)
+    unchanged, state = scan_codex(codex_home, state, changed_only=True)
+    assert unchanged == [] and state.report is not None
+    assert (state.report.sessions, state.report.subagents, state.report.files_opened) == (5, 1, 0)
+    rollout(codex_home, sub, [answer("found it", 5)], mode="a")
+    touched, state = scan_codex(codex_home, state, changed_only=True)
+    # The subagent's rollout changed: its parent session is what is assembled again.
+    assert [s.native_id for s in touched] == [main]
+    assert touched == [s for s in scan_codex(codex_home)[0] if s.native_id == main]
+    assert touched[0].subagents[0].path == str(child)
+    assert touched[0].subagents[0].assistant_messages == 1
+    assert len(whole) == 5 and state.report is not None and state.report.vanished == []
+    child.unlink()
+    os.unlink(rollout(codex_home, main, []))
+    gone, state = scan_codex(codex_home, state, changed_only=True)
+    assert gone == [] and state.report is not None
+    assert (state.report.vanished, state.report.sessions) == ([main], 4)
+
+
 def test_one_state_holds_both_agents_and_each_scan_keeps_the_others_records(
     tmp_path: Path, codex_home: Path
 ) -> None:

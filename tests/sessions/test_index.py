@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 from coding_os.sessions import index, transcript
 from coding_os.adapters.native import NativeSession, NativeSubagent, TokenTotals
@@ -180,7 +183,8 @@ def test_every_fixture_is_indexed_once_and_subagents_are_never_rows(
     assert not any("3be551df" in r.id for r in rows)
     assert [r.last_active for r in rows] == sorted((r.last_active for r in rows), reverse=True)
     saved = json.loads((tiers.state_dir / Path(index.STATE_FILE)).read_text(encoding="utf-8"))
-    assert saved["version"] == 1 and len(saved["files"]) == 8
+    assert saved["version"] == 2 and len(saved["files"]) == 8
+    assert (Path(tiers.state_dir) / saved["pack"]).is_file()
 
 
 def test_a_second_refresh_reads_nothing_and_changes_nothing(
@@ -189,6 +193,55 @@ def test_a_second_refresh_reads_nothing_and_changes_nothing(
     again = refresh(storage, tiers, homes)
     assert (again.files_read, again.files_unchanged, again.bytes_read) == (0, 8, 0)
     assert (again.sessions_added, again.sessions_updated, again.sessions) == (0, 0, 7)
+    assert (again.aggregates_loaded, again.subagents, again.orphan_subagents) == (0, 3, 1)
+
+
+def test_a_refresh_with_one_changed_rollout_reads_back_that_files_aggregate_alone(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    from tests.helpers import TRUNCATED
+
+    refresh(storage, tiers, homes)
+    path = next(homes[1].glob(f"sessions/**/rollout-*-{TRUNCATED}.jsonl"))
+    size = path.stat().st_size
+    added = {"timestamp": "2026-02-23T13:30:00.000Z", "type": "event_msg",
+             "payload": {"type": "user_message", "message": "and then?", "images": []}}
+    write_jsonl(path, [added], mode="a")
+    report = refresh(storage, tiers, homes)
+    assert (report.files_read, report.bytes_read) == (1, path.stat().st_size - size)
+    assert (report.aggregates_loaded, report.sessions_updated, report.sessions) == (1, 1, 7)
+    row = storage.index_row(TRUNCATED)
+    assert row is not None and row.last_prompt == "and then?"
+
+
+def test_a_native_session_whose_logs_are_gone_leaves_the_index_at_the_next_refresh(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    from tests.helpers import TRUNCATED
+
+    refresh(storage, tiers, homes)
+    next(homes[1].glob(f"sessions/**/rollout-*-{TRUNCATED}.jsonl")).unlink()
+    report = refresh(storage, tiers, homes)
+    assert (report.sessions_removed, report.sessions, report.aggregates_loaded) == (1, 6, 0)
+    (homes[0] / "projects" / "-tmp" / f"{SMALL}.jsonl").unlink()
+    assert refresh(storage, tiers, homes).sessions_removed == 1
+    assert {r.id for r in storage.index_rows()} == NATIVE_IDS - {TRUNCATED, SMALL}
+
+
+def test_a_kept_aggregate_cut_short_means_the_logs_are_read_again(
+        storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path]) -> None:
+    refresh(storage, tiers, homes)
+    before = storage.index_rows()
+    saved = json.loads((Path(tiers.state_dir) / index.STATE_FILE).read_text(encoding="utf-8"))
+    pack = Path(tiers.state_dir) / saved["pack"]
+    pack.write_bytes(pack.read_bytes()[:100])  # as a disk that lost what was not flushed
+    for path in homes[1].glob("sessions/**/rollout-*.jsonl"):
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write("{}\n")
+    report = refresh(storage, tiers, homes)
+    assert report.files_read == 8 and any("read again" in w for w in report.warnings)
+    assert [(r.id, r.messages, r.last_prompt) for r in storage.index_rows()] == [
+        (r.id, r.messages, r.last_prompt) for r in before]
+    again = refresh(storage, tiers, homes)
+    assert (again.files_read, again.aggregates_loaded, again.warnings) == (0, 0, [])
 
 
 def test_an_appended_transcript_updates_only_its_row(
@@ -296,7 +349,8 @@ def test_the_prompts_a_row_copies_from_a_log_have_their_secrets_redacted(
     transcript.append(tiers, cos_session, "user", {"text": f"my token {TOKEN}", "turn": 1})
     index.refresh(storage, tiers, str(claude), str(codex))
     rows = [storage.index_row(session), storage.index_row(cos_session)]
-    kept = repr(rows) + (Path(tiers.state_dir) / index.STATE_FILE).read_text(encoding="utf-8")
+    kept = repr(rows) + "".join(path.read_text(encoding="utf-8")
+                                for path in Path(tiers.state_dir).glob(".import-state.*"))
     assert (TOKEN[5:] in kept) is not redacting
     if redacting:
         assert rows[0] is not None and rows[0].first_prompt == \
@@ -437,3 +491,154 @@ def test_a_lookup_after_switching_to_a_shared_database_imports_this_hosts_sessio
                  env={"COS_HOST": "beta", "COS_DATABASE_URL": pg_url})
     assert shared.returncode == 0, shared.stderr
     assert [row["id"] for row in json.loads(shared.stdout)] == [mine]
+
+
+# a refresh leaves the rows a rebuild would
+
+FIXTURES = Path(__file__).resolve().parents[1] / "adapters" / "fixtures"
+ORIGINAL = "9d5d1580-9251-4b4c-890c-2c3c1ce1b6d9"  # claude_trees/before.jsonl (SOURCES.md there)
+FORKED = "844413bd-db15-4494-a5b7-90e231dbba07"  # claude_trees/fork.jsonl, forked from it
+CODEX_MAIN, CODEX_SUB = "0000000a-0000-7000-8000-000000000000", "0000000b-0000-7000-8000-000000000000"
+
+
+def _jsonl(entries: list[dict[str, object]]) -> bytes:
+    return b"".join(json.dumps(entry).encode("utf-8") + b"\n" for entry in entries)
+
+
+def _codex_line(kind: str, payload: dict[str, object], second: int) -> dict[str, object]:
+    return {"timestamp": f"2026-04-01T09:00:{second:02d}.000Z", "type": kind, "payload": payload}
+
+
+def _codex_turn(text: str, second: int) -> list[dict[str, object]]:
+    usage = {"input_tokens": 100 + second, "cached_input_tokens": 5, "output_tokens": 10,
+             "reasoning_output_tokens": 2, "total_tokens": 110 + second}
+    return [_codex_line("event_msg", {"type": "user_message", "message": text}, second),
+            _codex_line("response_item", {"type": "message", "role": "assistant",
+                                          "content": [{"type": "output_text", "text": "ok"}]},
+                        second),
+            _codex_line("event_msg", {"type": "token_count",
+                                      "info": {"total_token_usage": usage}}, second)]
+
+
+def logs_whose_rows_depend_on_other_files() -> dict[str, bytes]:
+    """Native logs (path under a home holding `claude/` and `codex/`) whose rows are read from
+    other files too: a Codex thread reverted twice in place and a fork of it (the real
+    rollouts of adapters/fixtures/codex_history), a thread with a subagent thread and a name;
+    a Claude Code session with its fork (adapters/fixtures/claude_trees), two summaries cos
+    wrote of it (one naming the entry it continues, one not), a session titled by a summary
+    entry of another file, with a 2.0.x and a 2.1.x subagent."""
+    from coding_os.adapters.claude.compact import compacted_entries
+    from coding_os.adapters.claude.tree import read_tree
+
+    files: dict[str, bytes] = {}
+    for path in sorted((FIXTURES / "codex_history").glob("rollout-*.jsonl")):
+        files[f"codex/sessions/2026/12/02/{path.name}"] = path.read_bytes()
+    day = "codex/sessions/2026/04/01/rollout-2026-04-01T09-00-00"
+    meta = {"timestamp": "2026-04-01T09:00:00.000Z", "cwd": "/work/app", "cli_version": "0.170.0"}
+    files[f"{day}-{CODEX_MAIN}.jsonl"] = _jsonl(
+        [_codex_line("session_meta", {"id": CODEX_MAIN, "source": "cli", **meta}, 0),
+         *_codex_turn("build it", 1)])
+    spawned = {"subagent": {"thread_spawn": {"parent_thread_id": CODEX_MAIN}}}
+    files[f"{day}-{CODEX_SUB}.jsonl"] = _jsonl(
+        [_codex_line("session_meta", {"id": CODEX_SUB, "source": spawned, **meta}, 2),
+         *_codex_turn("look around", 3)])
+    files["codex/session_index.jsonl"] = _jsonl([{"id": CODEX_MAIN, "thread_name": "named"}])
+    folder = "claude/projects/-tmp-ftrees-run-proj"
+    before = (FIXTURES / "claude_trees" / "before.jsonl").read_bytes()
+    files[f"{folder}/{ORIGINAL}.jsonl"] = before
+    files[f"{folder}/{FORKED}.jsonl"] = (FIXTURES / "claude_trees" / "fork.jsonl").read_bytes()
+    chain = read_tree([json.loads(line) for line in before.splitlines()]).live
+    split = next(i for i, e in enumerate(chain) if e.get("type") == "user"
+                 and "prompt two" in json.dumps(e.get("message")))
+    for number, direction in enumerate(("up-to", "from"), start=1):
+        made = compacted_entries(chain, split, direction, "what happened",
+                                 "2026-12-02T05:00:00.000Z", f"5a5a5a5a-0000-4000-8000-00000000000{number}")
+        files[f"{folder}/{made.session}.jsonl"] = _jsonl(made.entries)
+    files["claude/projects/-work-app/s1.jsonl"] = _jsonl(conversation("s1", 2))
+    files["claude/projects/-work-app/s2.jsonl"] = _jsonl(
+        [{"type": "summary", "summary": "Titled from elsewhere", "leafUuid": "s1:a1"},
+         *conversation("s2", 1, start=10)])
+    files["claude/projects/-work-app/agent-x.jsonl"] = _jsonl(conversation("s1", 1, prefix="x"))
+    files["claude/projects/-work-app/s1/subagents/agent-y.jsonl"] = _jsonl(
+        conversation("s1", 1, prefix="y"))
+    files["claude/projects/-work-app/s1/subagents/agent-y.meta.json"] = json.dumps(
+        {"agentType": "explorer", "description": "looks around"}).encode("utf-8")
+    return files
+
+
+def _more(name: str, number: int) -> bytes:
+    """Lines appended to the log `name`, as its tool would write them."""
+    if name.endswith("session_index.jsonl"):
+        return _jsonl([{"id": CODEX_MAIN, "thread_name": f"renamed {number}"}])
+    if name.startswith("codex/"):
+        return _jsonl(_codex_turn(f"more {number}", 40 + number))
+    session = Path(name).stem
+    return _jsonl(conversation(session, 1, start=100 + 2 * number, prefix=f"m{number}"))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write `data` as a new file at `path` (a new inode: seen as changed whatever its mtime)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    spare = path.with_name(path.name + ".new")
+    spare.write_bytes(data)
+    os.replace(spare, path)
+
+
+# Each log of `logs_whose_rows_depend_on_other_files`, by a part of its name.
+LOGS = ("76c6ad64d4b2.jsonl", "_01a234f8-1b35", "_01a234f8-1bdc", "6b35be6969ef.jsonl",
+        CODEX_MAIN, CODEX_SUB, "session_index", ORIGINAL, FORKED, "000000000001.jsonl",
+        "000000000002.jsonl", "/s1.jsonl", "/s2.jsonl", "agent-x", "agent-y.jsonl",
+        "agent-y.meta")
+
+
+def _change(home: Path, originals: dict[str, bytes], op: tuple[str, str, int]) -> None:
+    what, log, number = op
+    (name,) = [name for name in originals if log in name]
+    path = home / name
+    if what == "append" and path.exists() and name.endswith(".jsonl"):
+        with path.open("ab") as handle:
+            handle.write(_more(name, number))
+    elif what == "cut" and path.exists():
+        lines = path.read_bytes().splitlines(keepends=True)
+        _replace(path, b"".join(lines[:number % (len(lines) + 1)]))
+    elif what == "torn" and path.exists() and name.endswith(".jsonl"):
+        with path.open("ab") as handle:
+            handle.write(_more(name, number)[:20])
+    elif what == "remove" and path.exists():
+        path.unlink()
+    else:  # put back as it was first (or written again)
+        _replace(path, originals[name])
+
+
+CHANGES = st.lists(st.lists(st.tuples(st.sampled_from(["append", "cut", "torn", "remove",
+                                                          "restore"]),
+                                      st.sampled_from(LOGS), st.integers(0, 60)),
+                            min_size=1, max_size=3), min_size=1, max_size=4)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(CHANGES)
+@example([[("cut", "76c6ad64d4b2.jsonl", 12)]])  # the fork's base loses what it continues
+@example([[("remove", ORIGINAL, 0)], [("restore", ORIGINAL, 0)]])  # a copy's original
+@example([[("append", "session_index", 1)], [("cut", "/s1.jsonl", 2)]])  # a name; a leaf
+@example([[("remove", "/s2.jsonl", 0), ("remove", CODEX_MAIN, 0)]])  # a title; a parent
+def test_a_refresh_after_any_appends_changes_and_removals_leaves_the_rows_of_a_rebuild(
+        batches: list[list[tuple[str, str, int]]]) -> None:
+    originals = logs_whose_rows_depend_on_other_files()
+    with tempfile.TemporaryDirectory() as scratch:
+        top = Path(scratch)
+        home = top / "home"
+        for name, data in originals.items():
+            _replace(home / name, data)
+        dirs = (str(home / "claude"), str(home / "codex"))
+        kept, fresh = Tiers(str(top / "kept" / ".coding-os")), Tiers(str(top / "fresh" / ".coding-os"))
+        with SQLiteStorage(kept.database) as refreshed, SQLiteStorage(fresh.database) as rebuilt:
+            index.refresh(refreshed, kept, *dirs, host="h")
+            for batch in batches:
+                for op in batch:
+                    _change(home, originals, op)
+                report = index.refresh(refreshed, kept, *dirs, host="h")
+                full = index.rebuild(rebuilt, fresh, *dirs, host="h")
+                assert refreshed.index_rows() == rebuilt.index_rows(), batches
+                assert (report.sessions, report.subagents, report.orphan_subagents) == (
+                    full.sessions, full.subagents, full.orphan_subagents)

@@ -8,6 +8,12 @@ the file: unchanged, it is not opened; grown, it is read from that offset only (
 that the bytes before the offset are still the ones parsed); replaced or truncated, it is parsed
 again from the start. Sessions are then assembled from the aggregates in memory.
 
+An aggregate has a small `head` (what the importer needs to tell which session a file belongs to
+and to count sessions) beside its whole: a kept import state holds the heads with the stat
+records and the whole aggregates apart (`AggregateStore`), read back only for the files whose
+sessions are assembled again. An aggregate that cannot be read back raises `AggregateLost`: the
+state is then rebuilt by reading the logs again.
+
 A line that is not JSON, not UTF-8 or not an object is counted and skipped; a last line without
 its newline (a writer caught mid-append) is left unparsed and reported, and is read once it is
 whole. Nothing here raises on a bad file: an unreadable path is reported in the `ScanReport`.
@@ -23,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from coding_os import jsonwire
+
 __all__ = [
     "AGENTS",
     "STATE_VERSION",
@@ -30,6 +38,9 @@ __all__ = [
     "NativeSubagent",
     "NativeSession",
     "FileRecord",
+    "AggregateLost",
+    "AggregateStore",
+    "StoredAggregate",
     "ImportState",
     "ScanReport",
     "FileAggregate",
@@ -42,7 +53,8 @@ __all__ = [
 ]
 
 AGENTS = ("claude", "codex")
-STATE_VERSION = 1
+# 2: heads kept apart from the whole aggregates (an older state is read again from the logs).
+STATE_VERSION = 2
 # Bytes before the resume offset that must be unchanged for an append to be trusted.
 _TAIL_BYTES = 64
 # First and last prompts are previews: long pastes are cut to this many characters.
@@ -179,19 +191,102 @@ class NativeSession:
         return data
 
 
-@dataclass(frozen=True)
-class FileRecord:
-    """What the last scan learned from one file, and where to resume reading it."""
+class AggregateLost(Exception):
+    """A kept aggregate cannot be read back (its store is gone, cut short or changed): the
+    import state must be rebuilt from the logs."""
 
-    path: str
-    agent: str
-    kind: str
-    size: int
-    mtime_ns: int
-    inode: int
+
+class AggregateStore(Protocol):
+    """Where a kept import state's whole aggregates are (coding_os.sessions.importstate)."""
+
+    def read(self, path: str, offset: int, length: int, check: int) -> dict[str, Any]:
+        """The aggregate of the file `path` kept at `offset` (`length` bytes, checksum `check`).
+
+        Raises:
+            AggregateLost: it cannot be read back as it was written.
+        """
+
+
+@dataclass(frozen=True)
+class StoredAggregate:
+    """Where a record's whole aggregate is kept: the store and its place there."""
+
+    store: AggregateStore
     offset: int
-    tail: str
-    aggregate: Mapping[str, Any]
+    length: int
+    check: int
+
+    def read(self, path: str) -> dict[str, Any]:
+        """The aggregate, read back (a new object each time).
+
+        Raises:
+            AggregateLost: it cannot be read back.
+        """
+        return self.store.read(path, self.offset, self.length, self.check)
+
+
+class FileRecord:
+    """What the last scan learned from one file, and where to resume reading it.
+
+    `head` is the small part of the aggregate the importer needs without the rest (which session
+    the file belongs to, its counts); `aggregate` is the whole, read from its store the first
+    time it is asked for when the record was loaded from a kept state (`stored`).
+    """
+
+    __slots__ = ("path", "agent", "kind", "size", "mtime_ns", "inode", "offset", "tail", "head",
+                 "stored", "_aggregate")
+
+    def __init__(self, path: str, agent: str, kind: str, size: int, mtime_ns: int, inode: int,
+                 offset: int, tail: str, aggregate: Mapping[str, Any] | None = None, *,
+                 head: Mapping[str, Any] | None = None,
+                 stored: StoredAggregate | None = None) -> None:
+        if aggregate is None and stored is None:
+            raise ValueError("a file record needs its aggregate or where it is kept")
+        self.path = path
+        self.agent = agent
+        self.kind = kind
+        self.size = size
+        self.mtime_ns = mtime_ns
+        self.inode = inode
+        self.offset = offset
+        self.tail = tail
+        head = head if head is not None else aggregate
+        assert head is not None
+        self.head: Mapping[str, Any] = head
+        self.stored = stored
+        self._aggregate = aggregate
+
+    def __repr__(self) -> str:
+        return (f"FileRecord({self.path!r}, {self.agent!r}, {self.kind!r}, size={self.size}, "
+                f"offset={self.offset})")
+
+    @property
+    def aggregate(self) -> Mapping[str, Any]:
+        """The whole aggregate, read from its store once.
+
+        Raises:
+            AggregateLost: it was kept and cannot be read back.
+        """
+        if self._aggregate is None:
+            assert self.stored is not None
+            self._aggregate = self.stored.read(self.path)
+        return self._aggregate
+
+    @property
+    def loaded(self) -> bool:
+        """The whole aggregate is in memory (read from the file, or from its store already)."""
+        return self._aggregate is not None
+
+    def private_aggregate(self) -> dict[str, Any]:
+        """A copy of the whole aggregate that the caller may change.
+
+        Raises:
+            AggregateLost: it was kept and cannot be read back.
+        """
+        if self._aggregate is None and self.stored is not None:
+            return self.stored.read(self.path)  # a new object: no copy needed
+        copy: dict[str, Any] = json.loads(json.dumps(self.aggregate))
+        return copy
 
     @property
     def torn_tail(self) -> bool:
@@ -206,8 +301,8 @@ class FileRecord:
             and st.st_ino == self.inode
         )
 
-    def to_dict(self) -> dict[str, Any]:
-        """The record as JSON."""
+    def stat_dict(self) -> dict[str, Any]:
+        """The record without its whole aggregate, as JSON: the stats and the head."""
         return {
             "agent": self.agent,
             "kind": self.kind,
@@ -216,19 +311,30 @@ class FileRecord:
             "inode": self.inode,
             "offset": self.offset,
             "tail": self.tail,
-            "aggregate": self.aggregate,
+            "head": self.head,
         }
 
+    def to_dict(self) -> dict[str, Any]:
+        """The record as JSON, its whole aggregate included.
+
+        Raises:
+            AggregateLost: its aggregate was kept and cannot be read back.
+        """
+        return {**self.stat_dict(), "aggregate": self.aggregate}
+
     @classmethod
-    def from_dict(cls, path: str, data: Mapping[str, Any]) -> FileRecord:
-        """A record read back from `to_dict`.
+    def from_dict(cls, path: str, data: Mapping[str, Any],
+                  stored: StoredAggregate | None = None) -> FileRecord:
+        """A record read back from `to_dict`, or from `stat_dict` with where its aggregate is
+        kept (`stored`).
 
         Raises:
             KeyError, TypeError, ValueError: `data` is not a record.
         """
-        aggregate = data["aggregate"]
-        if not isinstance(aggregate, dict):
-            raise TypeError("aggregate is not an object")
+        head = data["head"]
+        aggregate = data.get("aggregate") if stored is None else None
+        if not isinstance(head, dict) or (stored is None and not isinstance(aggregate, dict)):
+            raise TypeError("head or aggregate is not an object")
         return cls(
             path=path,
             agent=str(data["agent"]),
@@ -239,12 +345,21 @@ class FileRecord:
             offset=int(data["offset"]),
             tail=str(data["tail"]),
             aggregate=aggregate,
+            head=head,
+            stored=stored,
         )
 
 
 @dataclass
 class ScanReport:
-    """What one scan did: for incrementality figures, and for what it could not read."""
+    """What one scan did: for incrementality figures, and for what it could not read.
+
+    `sessions`, `subagents` and `orphans` count what the files hold, whether assembled this
+    time or not, and `session_paths` are the files the sessions are listed under
+    (`NativeSession.path`); `orphan_subagents` are the subagents without a parent that were
+    assembled (all of them, unless the scan assembled only what changed); `vanished` the native
+    ids of the sessions the previous state held and the files no longer do.
+    """
 
     agent: str
     root: str
@@ -253,10 +368,15 @@ class ScanReport:
     files_opened: int = 0
     bytes_read: int = 0
     malformed_lines: int = 0
+    sessions: int = 0
+    subagents: int = 0
+    orphans: int = 0
     torn_files: list[str] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     empty_files: list[str] = field(default_factory=list)
     orphan_subagents: list[NativeSubagent] = field(default_factory=list)
+    session_paths: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON."""
@@ -270,22 +390,36 @@ class ScanReport:
 class ImportState:
     """Per-file import state of every native log read so far (both agents), JSON-serialisable.
 
-    `report` describes the scan that produced this state; it is not serialised.
+    `links` is what an importer keeps about its files together rather than one by one, by agent
+    (JSON); `report` describes the scan that produced this state and is not serialised.
     """
 
     files: dict[str, FileRecord] = field(default_factory=dict)
+    links: dict[str, Any] = field(default_factory=dict)
     report: ScanReport | None = field(default=None, compare=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """The state as JSON."""
+        """The state as JSON, every whole aggregate included.
+
+        Raises:
+            AggregateLost: an aggregate was kept and cannot be read back.
+        """
         return {
             "version": STATE_VERSION,
             "files": {path: self.files[path].to_dict() for path in sorted(self.files)},
+            "links": self.links,
         }
 
     @classmethod
-    def from_dict(cls, data: object) -> ImportState:
-        """The state read back from `to_dict`; anything unreadable starts afresh (a full import)."""
+    def from_dict(cls, data: object,
+                  stored: Callable[[str, Mapping[str, Any]], StoredAggregate | None] | None = None
+                  ) -> ImportState:
+        """The state read back from `to_dict`; anything unreadable starts afresh (a full import).
+
+        With `stored`, the records are stat records (`FileRecord.stat_dict`) and `stored(path,
+        record)` says where each one's aggregate is kept (None: it is not, and the file is
+        parsed again).
+        """
         if not isinstance(data, dict) or data.get("version") != STATE_VERSION:
             return cls()
         files: dict[str, FileRecord] = {}
@@ -294,10 +428,14 @@ class ImportState:
             return cls()
         for path, raw in raw_files.items():
             try:
-                files[str(path)] = FileRecord.from_dict(str(path), raw)
-            except (KeyError, TypeError, ValueError):
+                where = stored(str(path), raw) if stored is not None else None
+                if stored is not None and where is None:
+                    continue
+                files[str(path)] = FileRecord.from_dict(str(path), raw, where)
+            except (KeyError, TypeError, ValueError, AttributeError):
                 continue  # that file is simply parsed again
-        return cls(files=files)
+        links = data.get("links")
+        return cls(files=files, links=links if isinstance(links, dict) else {})
 
     def dumps(self) -> str:
         """The state as a JSON document."""
@@ -357,6 +495,9 @@ class FileAggregate(Protocol):
     def dump(self) -> dict[str, Any]:
         """The aggregate as JSON, from which the importer can resume."""
 
+    def head(self) -> dict[str, Any]:
+        """The small part of the dumped aggregate the importer needs without the rest (JSON)."""
+
 
 def list_dir(path: str) -> list[tuple[str, bool]]:
     """The names in `path` with whether each is a directory; empty when `path` cannot be listed.
@@ -377,6 +518,9 @@ def list_dir(path: str) -> list[tuple[str, bool]]:
         return []
 
 
+_loads = jsonwire.loads
+
+
 def _fingerprint(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=8).hexdigest()
 
@@ -395,6 +539,10 @@ def refresh_file(
     `start(None)` makes an empty aggregate, `start(data)` resumes from a dumped one (a private
     copy). Returns `previous` itself when the file is unchanged, the new record after reading,
     or `previous` (possibly None) when the file cannot be read, which is added to the report.
+    Only a file that changed has its kept aggregate read (to resume from it).
+
+    Raises:
+        AggregateLost: the previous record's aggregate cannot be read back.
     """
     report.files_seen += 1
     if previous is not None and previous.kind == kind and previous.unchanged(st):
@@ -412,16 +560,32 @@ def refresh_file(
             offset, aggregate = _resume_point(handle, opened, previous, kind, start)
             handle.seek(offset)
             position = offset
+            end = -1
+            feed = aggregate.feed
+            # The loop of every line of every log: kept to the parser and the aggregate's feed.
             for raw in handle:
-                if not raw.endswith(b"\n"):
-                    report.bytes_read += len(raw)
+                if raw[-1] != 10:  # no newline: a torn last line, left unparsed
                     end = position + len(raw)
                     break
                 position += len(raw)
-                report.bytes_read += len(raw)
-                _feed_line(aggregate, raw)
-            else:
+                body = raw.strip()
+                if not body:
+                    continue
+                try:
+                    entry = _loads(body)
+                except UnicodeDecodeError:
+                    aggregate.malformed("invalid_utf8")
+                    continue
+                except ValueError:  # not JSON, or nested deeper than jsonwire.MAX_DEPTH
+                    aggregate.malformed("not_json")
+                    continue
+                if entry.__class__ is dict:
+                    feed(entry)
+                else:
+                    aggregate.malformed("not_object")
+            if end < 0:
                 end = position
+            report.bytes_read += end - offset
             tail = b""
             if position:
                 handle.seek(max(0, position - _TAIL_BYTES))
@@ -441,6 +605,7 @@ def refresh_file(
         offset=position,
         tail=_fingerprint(tail),
         aggregate=aggregate.dump(),
+        head=aggregate.head(),
     )
 
 
@@ -451,7 +616,11 @@ def _resume_point(
     kind: str,
     start: Callable[[dict[str, Any] | None], FileAggregate],
 ) -> tuple[int, FileAggregate]:
-    """Where to start reading, and the aggregate to continue: the old one if only appended to."""
+    """Where to start reading, and the aggregate to continue: the old one if only appended to.
+
+    Raises:
+        AggregateLost: the previous record's aggregate cannot be read back.
+    """
     if (
         previous is not None
         and previous.kind == kind
@@ -463,26 +632,8 @@ def _resume_point(
         before = handle.read(min(previous.offset, _TAIL_BYTES))
         if _fingerprint(before) == previous.tail:
             # A private copy: the previous state stays as it was.
-            return previous.offset, start(json.loads(json.dumps(previous.aggregate)))
+            return previous.offset, start(previous.private_aggregate())
     return 0, start(None)
-
-
-def _feed_line(aggregate: FileAggregate, raw: bytes) -> None:
-    body = raw.strip()
-    if not body:
-        return
-    try:
-        entry = json.loads(body)
-    except UnicodeDecodeError:
-        aggregate.malformed("invalid_utf8")
-        return
-    except (ValueError, RecursionError):
-        aggregate.malformed("not_json")
-        return
-    if not isinstance(entry, dict):
-        aggregate.malformed("not_object")
-        return
-    aggregate.feed(entry)
 
 
 def normalise_timestamp(value: object) -> str | None:

@@ -3,12 +3,15 @@
 Three sources feed it: cos-native transcripts (`<state_dir>/<agent>/transcripts/*.jsonl`),
 Claude Code transcripts and Codex rollouts (the importers of `coding_os.adapters`). `refresh`
 reads only what changed since the last time: the importers' `ImportState` and the size, mtime and
-inode of each cos transcript are kept in `<state_dir>/.import-state.json` (written atomically,
-after the index, so a crash in between only makes the next refresh redo some work). A native
-session the hooks linked to a cos session id (the `sessions` table) is filed under that id.
-Subagents and sidechains are never rows. The index can always be rebuilt from the logs:
-`rebuild` empties it and refreshes everything; an empty index (a deleted database) is refilled
-from the kept import state without reading the logs again.
+inode of each cos transcript are kept in `<state_dir>/.import-state.json`, the importers'
+aggregates apart from it (coding_os.sessions.importstate; written after the index, so a crash in
+between only makes the next refresh redo some work). Only the sessions a change touched are
+assembled again and written, and a native session whose files are all gone from this host's logs
+loses its row, so a refresh leaves the rows a rebuild would. A native session the hooks linked
+to a cos session id (the `sessions` table) is filed under that id. Subagents and sidechains are
+never rows. The index can always be rebuilt from the logs: `rebuild` empties it and refreshes
+everything; an empty index (a deleted database) is refilled from the kept import state without
+reading the logs again.
 
 Several hosts (DESIGN.md §8): every row the importer writes carries `host` (state.hosts.this_host),
 and the importer only ever writes, replaces or removes rows of its own host (and rows without a
@@ -40,12 +43,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from coding_os.adapters.native import ImportState, NativeSession, ScanReport, clip
+from coding_os.adapters.native import FileRecord, NativeSession, ScanReport, clip
 from coding_os import durable, redact
 from coding_os.errors import CosError
 from coding_os.state.hosts import register_project, this_host
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
+from coding_os.sessions.importstate import STATE_FILE, KeptState
 from coding_os.storage.base import IndexRow, Storage, storable_text
 
 __all__ = [
@@ -62,7 +66,6 @@ __all__ = [
     "native_files",
 ]
 
-STATE_FILE = ".import-state.json"
 NATIVE_FILES = ".native-files.json"
 KINDS = ("cos", "claude", "codex")
 TITLE_PREVIEW_CHARS = 120
@@ -91,6 +94,8 @@ class RefreshReport:
     torn_files: list[str] = field(default_factory=list)
     unreadable: list[tuple[str, str]] = field(default_factory=list)
     orphan_subagents: int = 0
+    # Kept aggregates read back (of files that changed, and of the sessions assembled again).
+    aggregates_loaded: int = 0
     host: str = ""
     # Session ids another host indexed first: their rows are kept, this host's not written.
     foreign_sessions: list[tuple[str, str]] = field(default_factory=list)
@@ -113,7 +118,9 @@ class RefreshReport:
         self.malformed_lines += scan.malformed_lines
         self.torn_files.extend(scan.torn_files)
         self.unreadable.extend(scan.unreadable)
-        self.orphan_subagents += len(scan.orphan_subagents)
+        self.sessions += scan.sessions
+        self.subagents += scan.subagents
+        self.orphan_subagents += scan.orphans
 
 
 def project_root(tiers: Tiers) -> str | None:
@@ -137,10 +144,40 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
         StateIOError: the import state cannot be saved.
         InvalidInput: COS_HOST is not a valid host name.
     """
+    from coding_os.adapters.native import AggregateLost
+    from coding_os.sessions import importstate
+
+    kept = importstate.KeptState() if full else importstate.load(tiers.state_dir)
+    try:
+        try:
+            report = _refresh(storage, tiers, kept, claude_dir, codex_dir, full, progress, host)
+        except AggregateLost as exc:
+            # What the kept state vouched for is not there (a pack cut short or deleted):
+            # every log is read again, and the state written anew.
+            kept.close()
+            kept = importstate.KeptState(kept.extras)
+            report = _refresh(storage, tiers, kept, claude_dir, codex_dir, full, progress, host)
+            report.warnings.append(f"the import state could not be read back ({exc}): every "
+                                   "log was read again")
+        report.aggregates_loaded = len(kept.read_back)
+        return report
+    finally:
+        kept.close()
+
+
+def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str | None,
+             codex_dir: str | None, full: bool, progress: Progress | None,
+             host: str | None) -> RefreshReport:
+    """`refresh` from the import state `loaded`.
+
+    Raises:
+        StorageError, StateIOError, InvalidInput: as `refresh`.
+        AggregateLost: an aggregate `loaded` vouches for cannot be read back.
+    """
     from coding_os.adapters.claude.transcripts import scan_claude
     from coding_os.adapters.codex.rollouts import scan_codex
 
-    from coding_os.sessions import freshness
+    from coding_os.sessions import freshness, importstate
 
     say = progress or (lambda message: None)
     host = host or this_host()
@@ -148,42 +185,42 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     # Taken before anything is read: a log that changes during this import makes it stale.
     mark = (freshness.fingerprint(tiers, claude_dir, codex_dir)
             if claude_dir is not None and codex_dir is not None else None)
-    state_path = os.path.join(tiers.state_dir, STATE_FILE)
-    document = {} if full else _load(state_path)
-    state = ImportState.from_dict(document)
+    document = loaded.extras
+    state = loaded.state
     before = dict(state.files)
     if not storage.shared and document.get("host") != host:
         # One host's database: rows under another name are this host's, indexed before it was
         # renamed (COS_HOST set or changed, a new hostname); they become this name's.
         storage.rehost_index(host)
     everything = full or not storage.index_rows(limit=1, hosts=[host], local_host=host)
+    natives_path = os.path.join(tiers.state_dir, NATIVE_FILES)
+    found_before = {} if everything else native_files(tiers)
+
+    # Only the sessions a change touched are assembled (their aggregates read back) and
+    # written, and those whose file is not among the files found yet; into an empty index,
+    # all of them.
+    def unknown(path: str) -> bool:
+        return path not in found_before
 
     say("scanning Claude Code transcripts")
-    claude, state = scan_claude(claude_dir, state)
-    report._add_scan(state.report)
+    claude, state = scan_claude(claude_dir, state, changed_only=not everything, also=unknown)
+    claude_scan = state.report
     say("scanning Codex rollouts")
-    codex, state = scan_codex(codex_dir, state)
-    report._add_scan(state.report)
+    codex, state = scan_codex(codex_dir, state, changed_only=not everything, also=unknown)
+    scans = [scan for scan in (claude_scan, state.report) if scan is not None]
+    for scan in scans:
+        report._add_scan(scan)
     changed = {path for path, record in state.files.items() if before.get(path) is not record}
     changed.update(path for path in before if path not in state.files)
-    codex_names_changed = any(state.files[p].kind == "index" if p in state.files
-                              else before[p].kind == "index" for p in changed)
 
     rows: list[IndexRow] = []
     project_of: dict[str, tuple[str | None, str | None]] = {}
     redacting = redact.configured(tiers.state_dir)
-    natives_path = os.path.join(tiers.state_dir, NATIVE_FILES)
-    found_before = {} if everything else native_files(tiers)
-    own: dict[str, list[str | None]] = {}  # native file -> [index id, agent, project]
+    # native file -> [index id, agent, project]; kept for the sessions not assembled again
+    own: dict[str, list[str | None]] = {
+        path: list(found_before[path]) for scan in scans
+        for path in scan.session_paths if path in found_before}
     for native in (*claude, *codex):
-        report.sessions += 1
-        report.subagents += len(native.subagents)
-        touched = (everything or any(p in changed for p in (native.path, *native.paths))
-                   or (native.agent == "codex" and codex_names_changed)
-                   or native.path not in found_before)
-        if not touched:
-            own[native.path] = list(found_before[native.path])
-            continue
         for name, count in native.unknown_types.items():
             report.unknown_types[name] = report.unknown_types.get(name, 0) + count
         linked = storage.session_by_native(native.agent, native.native_id)
@@ -261,6 +298,13 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
             continue
         if is_session_id(session) and storage.remove_index_row(session):
             report.sessions_removed += 1
+    for scan in scans:  # native sessions whose files are all gone from this host's logs
+        for native_id in scan.vanished:
+            row = storage.index_row(native_id)
+            if row is not None and row.kind == scan.agent and row.native_id == native_id \
+                    and (row.host == host or (row.host is None and not storage.shared)) \
+                    and storage.remove_index_row(row.id):
+                report.sessions_removed += 1
     root = project_root(tiers)
     # Registered once per host, root and database (git is asked then, not on every refresh),
     # and again by a full import or one into an index empty of this host's rows.
@@ -275,23 +319,17 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
 
     redacted = document.get("redacted") is True  # every aggregate kept is redacted already
     if registered != document.get("registered") or document.get("host") != host or \
-            not (document and not changed and cos_records == previous_cos) or (
-                redacting and not redacted):
-        document = state.to_dict()
-        document["host"] = host
+            not (document and not changed and cos_records == previous_cos
+                 and state.links == loaded.state.links) or (redacting and not redacted):
+        extras: dict[str, Any] = {"host": host, "cos_transcripts": cos_records}
         if registered is not None:
-            document["registered"] = registered
+            extras["registered"] = registered
         if redacting:  # the importers keep each file's first and last prompt and command
-            # Those read before were redacted then, unless redaction was turned on since.
-            for path in changed if redacted else list(document["files"]):
-                record = document["files"].get(path)
-                if record is not None:
-                    record["aggregate"] = redact.redact_value(record.get("aggregate"))
-            document["redacted"] = True
-        document["cos_transcripts"] = cos_records
-        durable.ensure_dir(tiers.state_dir)
-        durable.atomic_write(state_path, json.dumps(document, ensure_ascii=False,
-                                                    separators=(",", ":")).encode("utf-8"))
+            extras["redacted"] = True
+        # The aggregates read this time are redacted as they are kept; those read before were
+        # redacted then, unless redaction was turned on since (then all of them are, again).
+        importstate.save(tiers.state_dir, state, extras, loaded,
+                         _redacted if redacting else None, again=redacting and not redacted)
     if own != {path: list(entry) for path, entry in found_before.items()}:
         durable.ensure_dir(tiers.state_dir)
         durable.atomic_write(natives_path, json.dumps(own, ensure_ascii=False,
@@ -299,6 +337,18 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     if mark is not None:
         freshness.save(tiers, mark)
     return report
+
+
+def _redacted(record: FileRecord) -> tuple[Any, Any]:
+    """A kept record's aggregate and head with the secrets of their texts redacted, as its
+    importer says where its texts are."""
+    from coding_os.adapters.claude.transcripts import redacted_aggregate as claude
+    from coding_os.adapters.codex.rollouts import redacted_aggregate as codex
+
+    redacted = {"claude": claude, "codex": codex}.get(record.agent)
+    aggregate = (redacted(record.kind, record.aggregate) if redacted is not None
+                 else redact.redact_value(record.aggregate))
+    return aggregate, redact.redact_value(record.head)
 
 
 def native_files(tiers: Tiers) -> dict[str, tuple[str | None, str, str | None]]:

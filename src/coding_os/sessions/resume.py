@@ -15,7 +15,6 @@ directory. A cos-native session has no external agent to hand over to.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -342,19 +341,18 @@ def _pr_sessions(storage: Storage, tiers: Tiers, claude_dir: str | None,
     """Sessions whose Claude Code log links the pull request `number` (`pr-link` entries).
 
     The index keeps no PR column, so this asks the Claude importer, whose kept aggregates make an
-    unchanged log cost a stat. Codex logs and cos transcripts record no PR links.
+    unchanged log cost a stat and the read of its aggregate. Codex logs and cos transcripts
+    record no PR links.
     """
     from coding_os.adapters.claude.transcripts import scan_claude
-    from coding_os.sessions.index import STATE_FILE
-    from coding_os.adapters.native import ImportState
+    from coding_os.adapters.native import AggregateLost
+    from coding_os.sessions import importstate
 
-    try:
-        with open(os.path.join(tiers.state_dir, STATE_FILE), "rb") as f:
-            document = json.loads(f.read())
-    except (OSError, ValueError):
-        document = {}
-    state = ImportState.from_dict(document if isinstance(document, dict) else {})
-    natives, _ = scan_claude(claude_dir, state)
+    with importstate.load(tiers.state_dir) as kept:
+        try:
+            natives, _ = scan_claude(claude_dir, kept.state)
+        except AggregateLost:  # the kept state is not whole: the logs are read again
+            natives, _ = scan_claude(claude_dir)
     rows = []
     for native in natives:
         numbers = {_link_number(link) for link in native.pr_links}

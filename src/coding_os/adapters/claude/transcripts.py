@@ -24,11 +24,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from coding_os import jsonwire
+from coding_os import jsonwire, redact
 from coding_os.adapters.claude.tree import classify_text, classify_user_entry, read_tree
 from coding_os.adapters.native import (
     FileRecord,
@@ -51,6 +51,7 @@ __all__ = [
     "classify_user_entry",
     "default_claude_dir",
     "project_key",
+    "redacted_aggregate",
     "scan_claude",
     "subagent_files",
     "is_subagent_name",
@@ -273,6 +274,70 @@ class ClaudeTranscript(LineCounts):
             self.data["branches"] = branch_count
         return self.data
 
+    def head(self) -> dict[str, Any]:
+        """The head of the dumped aggregate: what links a file to the others (a session file's
+        first entry, roots, summaries, inline subagents and the entry a compact summary at its
+        start continues; a subagent file's session), without its entries."""
+        data = self.data
+        head: dict[str, Any] = {"lines": data["lines"], "malformed": data["malformed"]}
+        if not self.split:
+            head["owner"] = _majority(data["session_ids"])
+            return head
+        nodes = data["nodes"]
+        logical = nodes[0].get("l") if nodes else None
+        head.update(
+            first_uuid=data["history"][0][0] if data["history"] else None,
+            roots=data["roots"],
+            summaries=data["summaries"],
+            # Titled by itself: no summary of another file can title it (`_title`).
+            titled=bool(data["custom_title"] or data["ai_title"]),
+            chains=len(data["chains"]),
+            # Starts with a compact boundary whose logical parent is not in this file (a summary
+            # cos wrote, adapters/claude/compact.py): linked to the session holding it.
+            compact_start=bool(nodes) and "l" in nodes[0] and not (
+                isinstance(logical, str) and any(n["u"] == logical for n in nodes)),
+            logical=logical if isinstance(logical, str) else None,
+        )
+        return head
+
+
+# The aggregate's lists of the entries' own ids (uuids, timestamps, message ids): no text in them
+# but what a share (`_share`) types: its prompt or command, and its model.
+_ID_LISTS = ("nodes", "history", "chain_of")
+
+
+def redacted_aggregate(kind: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A transcript's aggregate with the secrets of its texts redacted (coding_os.redact): the
+    prompts, commands and models its entries add, and every string outside the lists of ids;
+    the same object when none holds one. Ids the tool writes (uuids, timestamps, message,
+    request and agent ids) are kept as they are: the lists of them are not walked whole."""
+    if kind == "meta" or "nodes" not in data:
+        return redact.redact_value(data)  # type: ignore[return-value]
+    nodes: list[dict[str, Any]] = data["nodes"]
+    cleaned: list[dict[str, Any]] | None = None
+    for index, node in enumerate(nodes):
+        share = node["s"]
+        typed, model = share.get("typed"), share.get("model")
+        text = redact.redact(typed[1]) if typed and isinstance(typed[1], str) else None
+        named = redact.redact(model) if isinstance(model, str) else model
+        if (text is None or text is typed[1]) and named is model:
+            continue
+        share = dict(share)
+        if text is not None:
+            share["typed"] = [typed[0], text]
+        if "model" in share:
+            share["model"] = named
+        if cleaned is None:
+            cleaned = list(nodes)
+        cleaned[index] = {**node, "s": share}
+    rest = {key: value for key, value in data.items() if key not in _ID_LISTS}
+    redacted = redact.redact_value(rest)
+    if cleaned is None and redacted is rest:
+        return data
+    assert isinstance(redacted, dict)
+    return {**redacted, **{key: data[key] for key in _ID_LISTS if key in data},
+            "nodes": cleaned if cleaned is not None else nodes}
+
 
 def _share(entry: Mapping[str, Any], kind: str, ts: str | None, uuid: str | None
            ) -> dict[str, Any]:
@@ -441,7 +506,8 @@ def turn_usage(chain: Iterable[Mapping[str, Any]]) -> list[tuple[str, TokenTotal
 
 
 def scan_claude(
-    claude_dir: str | os.PathLike[str] | None = None, state: ImportState | None = None
+    claude_dir: str | os.PathLike[str] | None = None, state: ImportState | None = None,
+    changed_only: bool = False, also: Callable[[str], bool] | None = None,
 ) -> tuple[list[NativeSession], ImportState]:
     """Import every Claude Code session under `claude_dir/projects`, reading only what changed.
 
@@ -449,25 +515,42 @@ def scan_claude(
     activity first; subagents attached to their parents) and the new state, whose `report`
     tells what was read, what could not be, and the subagents whose parent was not found.
     Records of other agents and other directories in `state` are kept as they are.
+
+    With `changed_only`, only the sessions that changed since `state` are assembled and
+    returned: those whose file or a subagent's was read anew or is gone, and those linked to
+    them as copies (a fork, an older resume), or as a summary to the session it continues, and
+    those whose file `also` accepts; the others' aggregates are not read back. The report counts
+    every session either way.
+
+    Raises:
+        AggregateLost: a kept aggregate that is needed cannot be read back.
     """
     base = os.path.abspath(os.fspath(claude_dir)) if claude_dir is not None else default_claude_dir()
     projects = os.path.join(base, "projects")
     previous = state if state is not None else ImportState()
     report = ScanReport(agent=AGENT, root=projects)
     inside = projects + os.sep
-    files = {
-        path: record
-        for path, record in previous.files.items()
-        if not (record.agent == AGENT and path.startswith(inside))
-    }
-    mine: dict[str, FileRecord] = {}
+    files: dict[str, FileRecord] = {}
+    before: dict[str, FileRecord] = {}
+    for path, kept in previous.files.items():
+        mine = kept.agent == AGENT and path.startswith(inside)
+        (before if mine else files)[path] = kept
+    current: dict[str, FileRecord] = {}
     for path, kind in _discover(projects, report):
-        record = _refresh(path, kind, previous.files.get(path), report)
+        record = _refresh(path, kind, before.get(path), report)
         if record is not None:
-            mine[path] = record
-    files.update(mine)
-    sessions = _assemble(mine, report)
-    return sessions, ImportState(files=files, report=report)
+            current[path] = record
+    files.update(current)
+    changed = {path for path, record in current.items() if before.get(path) is not record}
+    changed.update(path for path in before if path not in current)
+    links = dict(previous.links)
+    key = f"{AGENT} {projects}"
+    linked = links.get(key)
+    kept_holders = linked.get("holders") if isinstance(linked, dict) else None
+    sessions, holders = _assemble(current, report, before, changed if changed_only else None,
+                                  kept_holders if isinstance(kept_holders, dict) else {}, also)
+    links[key] = {"holders": holders}
+    return sessions, ImportState(files=files, links=links, report=report)
 
 
 def _discover(projects: str, report: ScanReport) -> Iterator[tuple[str, str]]:
@@ -513,8 +596,6 @@ def _refresh(
     if kind == "meta":
         return _refresh_meta(path, st, previous, report)
     split = kind == "session"
-    if previous is not None and "nodes" not in previous.aggregate:
-        previous = None  # read before transcripts were trees: parsed again, whole
     return refresh_file(
         path, st, previous, AGENT, kind, lambda data: ClaudeTranscript(data, split), report
     )
@@ -596,6 +677,7 @@ class _Draft:
 
     _history: dict[str, str | None] | None = field(default=None, repr=False, compare=False)
     _uuids: frozenset[str] | None = field(default=None, repr=False, compare=False)
+    _entries: frozenset[str] | None = field(default=None, repr=False, compare=False)
 
     @property
     def data(self) -> Mapping[str, Any]:
@@ -603,7 +685,7 @@ class _Draft:
 
     @property
     def first_uuid(self) -> str:
-        first: str = self.record.aggregate["history"][0][0]
+        first: str = self.record.head["first_uuid"]
         return first
 
     @property
@@ -620,44 +702,225 @@ class _Draft:
             self._uuids = frozenset(self.history)
         return self._uuids
 
+    @property
+    def entries(self) -> frozenset[str]:
+        """The uuids of every entry of the tree (attachments too: a logical parent may be one)."""
+        if self._entries is None:
+            self._entries = frozenset(n["u"] for n in self.record.aggregate["nodes"])
+        return self._entries
+
     def first_own_time(self, other: _Draft) -> str:
         """The earliest timestamp of the entries `other` does not hold ("" when none has one)."""
         history = self.history
         return min((history[u] or "" for u in self.uuids - other.uuids), default="")
 
 
-def _assemble(records: Mapping[str, FileRecord], report: ScanReport) -> list[NativeSession]:
+def _drafts(ordered: list[FileRecord]) -> tuple[list[_Draft], dict[str, _Draft | None]]:
+    """The sessions among `ordered` (sorted by path), and the session each subagent file
+    (`sibling`, `nested`) belongs to (None: not found), from the records' heads alone."""
+    drafts = [_Draft(record, os.path.basename(record.path)[: -len(".jsonl")],
+                     os.path.basename(os.path.dirname(record.path)))
+              for record in ordered
+              if record.kind == "session" and record.head["first_uuid"] is not None]
+    by_key = {(d.project, d.native_id): d for d in drafts}
+    by_id: dict[str, _Draft] = {}
+    for draft in drafts:
+        by_id.setdefault(draft.native_id, draft)
+    owners: dict[str, _Draft | None] = {}
+    for record in ordered:
+        if record.kind not in ("sibling", "nested"):
+            continue
+        parent, project = _parent_of(record)
+        owners[record.path] = by_key.get((project, parent or "")) or by_id.get(parent or "")
+    return drafts, owners
+
+
+def _parent_of(record: FileRecord) -> tuple[str | None, str]:
+    """The session a subagent file names as its parent, and the project folder it is in."""
+    if record.kind == "nested":
+        session_dir = os.path.dirname(os.path.dirname(record.path))
+        return os.path.basename(session_dir), os.path.basename(os.path.dirname(session_dir))
+    owner: str | None = record.head["owner"]
+    return owner, os.path.basename(os.path.dirname(record.path))
+
+
+def _meta_path(path: str) -> str:
+    """The `.meta.json` beside a subagent transcript."""
+    return path[: -len(".jsonl")] + _META_SUFFIX
+
+
+def _assemble(records: Mapping[str, FileRecord], report: ScanReport,
+              before: Mapping[str, FileRecord], changed: set[str] | None,
+              kept_holders: Mapping[str, Any], also: Callable[[str], bool] | None = None,
+              ) -> tuple[list[NativeSession], dict[str, list[str]]]:
+    """The sessions of `records` (all, or with `changed` those it touches and those whose file
+    `also` accepts: see `scan_claude`),
+    the report's counts filled in, and the transcripts holding each logical parent of a compact
+    summary (`_holders`); `before` are the previous state's records of the same files.
+
+    Raises:
+        AggregateLost: a kept aggregate that is needed cannot be read back.
+    """
     # Sorted by path, so the outcome never depends on the order files were discovered in.
     ordered = [records[path] for path in sorted(records)]
+    summaries = _summaries(ordered)
     for record in ordered:
         if record.torn_tail:
             report.torn_files.append(record.path)
-        if record.kind != "meta":
-            report.malformed_lines += sum(record.aggregate["malformed"].values())
-    summaries: dict[str, str] = {}
-    drafts: list[_Draft] = []
-    for record in ordered:
-        if record.kind != "session":
+        if record.kind == "meta":
             continue
-        summaries.update(record.aggregate["summaries"])
-        if not record.aggregate["history"]:
+        report.malformed_lines += sum(record.head["malformed"].values())
+        if record.kind == "session" and record.head["first_uuid"] is None:
             report.empty_files.append(record.path)
+    drafts, owners = _drafts(ordered)
+    # Nothing read anew and nothing gone: the same records, the same sessions.
+    old_drafts, old_owners = (drafts, owners) if changed is not None and not changed else \
+        _drafts([before[path] for path in sorted(before)])
+    report.vanished.extend(sorted({d.native_id for d in old_drafts}
+                                  - {d.native_id for d in drafts}))
+    report.sessions = len(drafts)
+    report.session_paths.extend(draft.record.path for draft in drafts)
+    report.orphans = sum(1 for owner in owners.values() if owner is None)
+    report.subagents = (sum(d.record.head["chains"] for d in drafts)
+                        + len(owners) - report.orphans)
+    holders = _holders(drafts, changed, kept_holders)
+    if changed is None:
+        wanted = list(drafts)
+    else:
+        wanted = _touched(drafts, owners, old_owners, changed, kept_holders, holders,
+                          bool(changed) and summaries != _summaries(
+                              [before[path] for path in sorted(before)]))
+        # Those a changed transcript was linked to as a copy before: the link may be gone.
+        linked_before = {d.record.path for d in _linked(
+            old_drafts, [d for d in old_drafts if d.record.path in changed])} if changed else set()
+        chosen = {id(draft) for draft in wanted}
+        wanted = [d for d in drafts if id(d) in chosen or d.record.path in linked_before
+                  or (also is not None and also(d.record.path))]
+        # A copy's row is read from its original's aggregate, and an original's copies change
+        # with it: every session linked to a chosen one is assembled again.
+        wanted = _linked(drafts, wanted)
+    _link_copies(_linked(drafts, wanted))
+    _link_summaries(drafts, wanted, holders)
+    chosen = {id(draft) for draft in wanted}
+    for draft in wanted:
+        _inline_subagents(draft)
+    metas = {record.path[: -len(_META_SUFFIX)]: record.head
+             for record in ordered if record.kind == "meta"}
+    for path, owner in owners.items():
+        if owner is not None and id(owner) not in chosen:
             continue
-        name = os.path.basename(record.path)[: -len(".jsonl")]
-        drafts.append(_Draft(record, name, os.path.basename(os.path.dirname(record.path))))
-    _link_copies(drafts)
-    _link_summaries(drafts)
-    _attach_subagents(drafts, ordered, report)
-    sessions = [_session(draft, summaries) for draft in drafts]
+        if owner is None and changed is not None and path not in changed \
+                and _meta_path(path) not in changed:
+            continue
+        record = records[path]
+        parent, _project = _parent_of(record)
+        name = os.path.basename(path)[: -len(".jsonl")]
+        subagent = _subagent(record, record.aggregate["main"], name[len("agent-"):], parent,
+                             record.kind, metas.get(path[: -len(".jsonl")]))
+        if owner is None:
+            report.orphan_subagents.append(subagent)
+        else:
+            owner.subagents.append(subagent)
+            owner.subagent_paths.append(path)
+    sessions = [_session(draft, summaries) for draft in wanted]
     sessions.sort(key=lambda s: (s.last_active or "", s.native_id), reverse=True)
-    return sessions
+    return sessions, holders
+
+
+def _summaries(ordered: list[FileRecord]) -> dict[str, str]:
+    """The `summary` entries of the session files among `ordered` (sorted by path), by leaf: a
+    later file's wins."""
+    summaries: dict[str, str] = {}
+    for record in ordered:
+        if record.kind == "session":
+            summaries.update(record.head["summaries"])
+    return summaries
+
+
+def _touched(drafts: list[_Draft], owners: Mapping[str, _Draft | None],
+             old_owners: Mapping[str, _Draft | None], changed: set[str],
+             kept_holders: Mapping[str, Any], holders: Mapping[str, list[str]],
+             retitled: bool) -> list[_Draft]:
+    """The sessions whose rows `changed` (files read anew or gone) may change, in order: those
+    whose own file or a subagent's (now or before) is in it, the compact summaries whose
+    source may be another session now, and, when the `summary` entries changed (`retitled`),
+    those a summary may title. `_linked` adds the sessions linked to them as copies."""
+    paths: set[str] = set()
+    for owner_of in (owners, old_owners):
+        for path, owner in owner_of.items():
+            if owner is not None and (path in changed or _meta_path(path) in changed):
+                paths.add(owner.record.path)
+    touched = [d for d in drafts if d.record.path in changed or d.record.path in paths
+               or (retitled and not d.record.head["titled"])]
+    if not changed:
+        return touched
+    for draft in drafts:
+        head = draft.record.head
+        if not head["compact_start"]:
+            continue
+        logical = head["logical"]
+        if logical is None:
+            touched.append(draft)  # linked by the entries it shares with every transcript
+            continue
+        old = [p for p in kept_holders.get(logical) or () if p != draft.record.path][:1]
+        new = [p for p in holders.get(logical, ()) if p != draft.record.path][:1]
+        if old != new:
+            touched.append(draft)
+    chosen = {id(draft) for draft in touched}
+    return [d for d in drafts if id(d) in chosen]
+
+
+def _linked(drafts: list[_Draft], wanted: list[_Draft]) -> list[_Draft]:
+    """`wanted` with every session linked to one of them as a copy, transitively (the first
+    entry of one among the roots of the other), in order: the sessions `_link_copies` reads."""
+    if len(wanted) == len(drafts):
+        return drafts
+    by_root: dict[str, list[_Draft]] = {}
+    by_first: dict[str, list[_Draft]] = {}
+    for draft in drafts:
+        for uuid in draft.record.head["roots"]:
+            by_root.setdefault(uuid, []).append(draft)
+        by_first.setdefault(draft.first_uuid, []).append(draft)
+    found = {id(d) for d in wanted}
+    pending = list(wanted)
+    while pending:
+        draft = pending.pop()
+        near = list(by_root.get(draft.first_uuid, []))
+        for uuid in draft.record.head["roots"]:
+            near.extend(by_first.get(uuid, []))
+        for other in near:
+            if id(other) not in found:
+                found.add(id(other))
+                pending.append(other)
+    return [d for d in drafts if id(d) in found]
+
+
+def _holders(drafts: list[_Draft], changed: set[str] | None,
+             kept: Mapping[str, Any]) -> dict[str, list[str]]:
+    """For each logical parent a compact summary at a transcript's start names, the
+    transcripts holding that entry, by path in order: `kept` (the previous scan's) brought up
+    to date with the transcripts in `changed`; every transcript is read for one not kept."""
+    wanted = sorted({d.record.head["logical"] for d in drafts
+                     if d.record.head["compact_start"] and d.record.head["logical"]})
+    paths = {d.record.path for d in drafts}
+    holders: dict[str, list[str]] = {}
+    for logical in wanted:
+        known = kept.get(logical) if changed is not None else None
+        if isinstance(known, list) and changed is not None:
+            held = {p for p in known if isinstance(p, str) and p in paths and p not in changed}
+            held.update(d.record.path for d in drafts
+                        if d.record.path in changed and logical in d.entries)
+        else:
+            held = {d.record.path for d in drafts if logical in d.entries}
+        holders[logical] = sorted(held)
+    return holders
 
 
 def _link_copies(drafts: list[_Draft]) -> None:
     """Link each transcript that copies another's history (a fork, an older resume) to it."""
     by_root: dict[str, list[_Draft]] = {}
     for draft in drafts:
-        for uuid in draft.data["roots"]:
+        for uuid in draft.record.head["roots"]:
             by_root.setdefault(uuid, []).append(draft)
     # A copy starts at a root of the transcript it copies (its first entry, or a compaction's).
     candidates: dict[str, list[tuple[int, _Draft]]] = {}
@@ -687,36 +950,31 @@ def _link_copies(drafts: list[_Draft]) -> None:
         original.continued_by.append(copy.native_id)
 
 
-def _link_summaries(drafts: list[_Draft]) -> None:
-    """Link each transcript that starts with a compact boundary continuing another transcript
+def _link_summaries(drafts: list[_Draft], wanted: list[_Draft],
+                    holders: Mapping[str, list[str]]) -> None:
+    """Link each of `wanted` that starts with a compact boundary continuing another transcript
     (a summary cos wrote: adapters/claude/compact.py) to the session it summarises:
-    `forked_from` names the session holding the boundary's `logicalParentUuid`, or, when the
-    boundary names none (the summary keeps the conversation's start), the one sharing most of
-    its entries. A copy already linked (`continues`) is left as it is."""
-    summaries: list[tuple[_Draft, str | None]] = []
-    for draft in drafts:
-        nodes = draft.data["nodes"]
-        if draft.continues is None and nodes and "l" in nodes[0]:
-            logical = nodes[0]["l"]
-            if not (isinstance(logical, str) and any(n["u"] == logical for n in nodes)):
-                summaries.append((draft, logical if isinstance(logical, str) else None))
-    if not summaries:
-        return
-    # Every entry of the tree (attachments too: a logical parent may be one), per transcript.
-    entries = {id(d): frozenset(n["u"] for n in d.data["nodes"]) for d in drafts}
-    for draft, logical in summaries:
+    `forked_from` names the first session holding the boundary's `logicalParentUuid`
+    (`holders`), or, when the boundary names none (the summary keeps the conversation's start),
+    the one sharing most of its entries. A copy already linked (`continues`) is left as it is."""
+    by_path = {d.record.path: d for d in drafts}
+    for draft in wanted:
+        head = draft.record.head
+        if draft.continues is not None or not head["compact_start"]:
+            continue
+        logical = head["logical"]
+        if logical is not None:
+            holder = next((p for p in holders.get(logical, ()) if p != draft.record.path), None)
+            if holder is not None:
+                draft.forked_from = by_path[holder].native_id
+            continue
         best: tuple[int, str] | None = None
-        for holder in drafts:
-            if holder is draft:
+        for other in drafts:
+            if other is draft:
                 continue
-            if logical is not None:
-                if logical in entries[id(holder)]:
-                    best = (1, holder.native_id)
-                    break
-                continue
-            shared = len(entries[id(draft)] & entries[id(holder)])
+            shared = len(draft.entries & other.entries)
             if shared and (best is None or shared > best[0]):
-                best = (shared, holder.native_id)
+                best = (shared, other.native_id)
         if best is not None:
             draft.forked_from = best[1]
 
@@ -769,45 +1027,15 @@ def _majority(counts: Mapping[str, int]) -> str | None:
     return min(counts, key=lambda key: (-counts[key], key))
 
 
-def _attach_subagents(drafts: list[_Draft], ordered: list[FileRecord], report: ScanReport) -> None:
-    by_key = {(d.project, d.native_id): d for d in drafts}
-    by_id: dict[str, _Draft] = {}
-    for draft in drafts:
-        by_id.setdefault(draft.native_id, draft)
-    for draft in drafts:
-        chains = draft.data["chains"]
-        for root in sorted(chains, key=lambda r: (chains[r]["first_ts"] or "", r)):
-            part = chains[root]
-            draft.subagents.append(
-                _subagent(draft.record, part, part["agent_id"] or root, draft.native_id,
-                          "inline", None)
-            )
-    metas = {
-        record.path[: -len(_META_SUFFIX)]: record.aggregate
-        for record in ordered
-        if record.kind == "meta"
-    }
-    for record in ordered:
-        if record.kind not in ("sibling", "nested"):
-            continue
-        name = os.path.basename(record.path)[: -len(".jsonl")]
-        agent_id = name[len("agent-"):]
-        if record.kind == "nested":
-            session_dir = os.path.dirname(os.path.dirname(record.path))
-            parent: str | None = os.path.basename(session_dir)
-            project = os.path.basename(os.path.dirname(session_dir))
-        else:
-            parent = _majority(record.aggregate["session_ids"])
-            project = os.path.basename(os.path.dirname(record.path))
-        meta = metas.get(record.path[: -len(".jsonl")])
-        subagent = _subagent(record, record.aggregate["main"], agent_id, parent, record.kind,
-                             meta)
-        owner = by_key.get((project, parent or "")) or by_id.get(parent or "")
-        if owner is None:
-            report.orphan_subagents.append(subagent)
-            continue
-        owner.subagents.append(subagent)
-        owner.subagent_paths.append(record.path)
+def _inline_subagents(draft: _Draft) -> None:
+    """The subagent chains written inside a session's own file (Claude Code 1.0.x)."""
+    chains = draft.data["chains"]
+    for root in sorted(chains, key=lambda r: (chains[r]["first_ts"] or "", r)):
+        part = chains[root]
+        draft.subagents.append(
+            _subagent(draft.record, part, part["agent_id"] or root, draft.native_id,
+                      "inline", None)
+        )
 
 
 def _title(draft: _Draft, summaries: Mapping[str, str]) -> tuple[str | None, str | None]:

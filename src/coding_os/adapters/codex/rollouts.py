@@ -29,11 +29,11 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coding_os import jsonwire
+from coding_os import jsonwire, redact
 from coding_os.adapters.native import (
     FileRecord,
     ImportState,
@@ -58,6 +58,7 @@ __all__ = [
     "default_codex_dir",
     "read_history",
     "prompt_text",
+    "redacted_aggregate",
     "scan_codex",
     "turn_usage",
 ]
@@ -131,10 +132,17 @@ def _add_prompt(prompts: dict[str, Any], text: str) -> None:
 # What a line adds to a thread's summary, kept per line with its ordinal so that a history cut
 # at an ordinal (a fork's, a revert's) can be summed: ["p", ordinal, kind, text] a prompt
 # (kind "e": a user_message event, "i": a completed UserMessage item, "r": a user response
-# item); ["a", ordinal] an assistant message; ["t", ordinal, totals] a cumulative token_count;
-# ["m", ordinal, model]; ["c", ordinal] a compaction; ["u", ordinal, turn id] a turn's start;
-# ["b", ordinal, turns] a rollback of the last `turns` turns (before 0.169).
-Event = list[Any]
+# item); ["a", ordinal] an assistant message; ["t", ordinal, totals] a cumulative token_count
+# (`_TOKEN_KEYS`, in that order); ["m", ordinal, model]; ["c", ordinal] a compaction;
+# ["u", ordinal] a turn's start; ["b", ordinal, turns] a rollback of the last `turns` turns
+# (before 0.169). Tuples as they are made (the collector passes over them), lists once read back.
+Event = Sequence[Any]
+_TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens",
+               "output_tokens", "reasoning_output_tokens")
+# What a rollout's head holds: enough to tell its thread, its place in a history and whether it
+# is a subagent's, without its events (and of its `session_meta`, only that).
+_HEAD = ("lines", "malformed", "first_ts", "last_ts", "next_ordinal")
+_HEAD_META = ("id", "timestamp", "forked_from", "history_base", "parent", "subagent")
 
 
 class CodexRollout(LineCounts):
@@ -157,47 +165,70 @@ class CodexRollout(LineCounts):
             }
         self.data = data
 
+    def head(self) -> dict[str, Any]:
+        """The rollout's head: its thread, place in a history, times and counts."""
+        data = self.data
+        head = {key: data[key] for key in _HEAD}
+        meta = data["meta"]
+        head["meta"] = None if meta is None else {key: meta[key] for key in _HEAD_META}
+        return head
+
     def feed(self, entry: dict[str, Any]) -> None:
         """Take one rollout line."""
+        # One call per line of every rollout: written for speed (a rebuild's time is mostly
+        # here and in the JSON parser). `x.__class__ is int` is `isinstance(x, int)` without
+        # bool: JSON gives no other subclass.
         data = self.data
-        kind = self.count_line(entry)
+        data["lines"] += 1
+        types = data["types"]
+        kind = entry.get("type")
+        if kind.__class__ is not str:
+            kind = "<missing>"
+        types[kind] = types.get(kind, 0) + 1
         ordinal = entry.get("ordinal")
-        if not isinstance(ordinal, int) or isinstance(ordinal, bool):
+        if ordinal.__class__ is not int:
             ordinal = data["next_ordinal"]
         data["next_ordinal"] = ordinal + 1
-        events: list[Event] = data["events"]
         payload = entry.get("payload")
-        payload = payload if isinstance(payload, dict) else {}
+        if payload.__class__ is not dict:
+            payload = {}
         subtype = payload.get("type")
-        if kind in ("event_msg", "response_item") and isinstance(subtype, str):
-            count(data["types"], f"{kind}/{subtype}")
-        if kind not in KNOWN_LINE_TYPES:
+        if subtype.__class__ is str and (kind == "event_msg" or kind == "response_item"):
+            key = kind + "/" + subtype
+            types[key] = types.get(key, 0) + 1
+        elif kind not in KNOWN_LINE_TYPES:
             count(data["unknown"], kind)
-        ts = normalise_timestamp(entry.get("timestamp"))
+        ts = entry.get("timestamp")
+        if not (ts.__class__ is str and len(ts) == 24 and ts[10] == "T" and ts[23] == "Z"
+                and ts[19] == "."):
+            ts = normalise_timestamp(ts)
         if ts is not None:
-            if data["first_ts"] is None or ts < data["first_ts"]:
+            first = data["first_ts"]
+            if first is None or ts < first:
                 data["first_ts"] = ts
-            if data["last_ts"] is None or ts > data["last_ts"]:
+            last = data["last_ts"]
+            if last is None or ts > last:
                 data["last_ts"] = ts
-        if kind == "session_meta":
-            self._meta(payload)
-        elif kind == "event_msg":
+        if kind == "event_msg":
             self._event(payload, subtype, ordinal)
-        elif kind == "response_item" and subtype == "message":
-            role = payload.get("role")
-            if role == "assistant":
-                events.append(["a", ordinal])
-            elif role == "user":
-                text = prompt_text(payload.get("content"))
-                if text is not None:
-                    events.append(["p", ordinal, "r", clip(text)])
+        elif kind == "response_item":
+            if subtype == "message":
+                role = payload.get("role")
+                if role == "assistant":
+                    data["events"].append(("a", ordinal))
+                elif role == "user":
+                    text = prompt_text(payload.get("content"))
+                    if text is not None:
+                        data["events"].append(("p", ordinal, "r", clip(text)))
         elif kind == "turn_context":
             model = payload.get("model")
             if isinstance(model, str) and model:
-                events.append(["m", ordinal, model])
+                data["events"].append(("m", ordinal, model))
+        elif kind == "session_meta":
+            self._meta(payload)
         elif kind == "compacted":
             data["compactions"] += 1
-            events.append(["c", ordinal])
+            data["events"].append(("c", ordinal))
 
     def _meta(self, payload: Mapping[str, Any]) -> None:
         data = self.data
@@ -245,32 +276,56 @@ class CodexRollout(LineCounts):
 
     def _event(self, payload: Mapping[str, Any], subtype: object, ordinal: int) -> None:
         events: list[Event] = self.data["events"]
-        if subtype == "user_message":
+        if subtype == "token_count":
+            info = payload.get("info")
+            total = info.get("total_token_usage") if info.__class__ is dict else None
+            if total.__class__ is dict:
+                # Cumulative: the last one of a history is its total.
+                events.append(("t", ordinal, tuple([n if (n := total.get(key)).__class__ is int
+                                                    else 0 for key in _TOKEN_KEYS])))
+        elif subtype == "user_message":
             message = payload.get("message")
-            events.append(["p", ordinal, "e",
-                           clip(message.strip()) if isinstance(message, str) else ""])
+            events.append(("p", ordinal, "e",
+                           clip(message.strip()) if isinstance(message, str) else ""))
         elif subtype == "item_completed":
             item = payload.get("item")
             if isinstance(item, dict) and item.get("type") == "UserMessage":
                 parts = item.get("content")
                 text = prompt_text(parts) if isinstance(parts, list) else None
-                events.append(["p", ordinal, "i", clip(text or "")])
+                events.append(("p", ordinal, "i", clip(text or "")))
         elif subtype == "task_started":
-            turn = payload.get("turn_id")
-            events.append(["u", ordinal, turn if isinstance(turn, str) else None])
+            events.append(("u", ordinal))
         elif subtype == "thread_rolled_back":
             turns = payload.get("num_turns")
             if isinstance(turns, int) and not isinstance(turns, bool) and turns > 0:
-                events.append(["b", ordinal, turns])
-        elif subtype == "token_count":
-            info = payload.get("info")
-            total = info.get("total_token_usage") if isinstance(info, dict) else None
-            if isinstance(total, dict):
-                # Cumulative: the last one of a history is its total.
-                events.append(["t", ordinal, {
-                    key: value for key, value in total.items()
-                    if isinstance(value, int) and not isinstance(value, bool)
-                }])
+                events.append(("b", ordinal, turns))
+
+
+def redacted_aggregate(kind: str, data: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A rollout's (or the index's) aggregate with the secrets of its texts redacted
+    (coding_os.redact): the prompts and models of its events, and every string outside them;
+    the same object when none holds one. The events hold no other text (their kinds, ordinals
+    and counts are cos's), so they are not walked whole."""
+    if kind != "rollout":
+        return redact.redact_value(data)  # type: ignore[return-value]
+    events: list[Event] = data["events"]
+    cleaned: list[Event] | None = None
+    for index, event in enumerate(events):
+        what = event[0]
+        at = 3 if what == "p" else 2 if what == "m" else 0
+        if not at or not isinstance(event[at], str):
+            continue
+        text = redact.redact(event[at])
+        if text is not event[at]:
+            if cleaned is None:
+                cleaned = list(events)
+            cleaned[index] = [*event[:at], text, *event[at + 1:]]
+    rest = {key: value for key, value in data.items() if key != "events"}
+    redacted = redact.redact_value(rest)
+    if cleaned is None and redacted is rest:
+        return data
+    assert isinstance(redacted, dict)
+    return {**redacted, "events": cleaned if cleaned is not None else events}
 
 
 def _history_base(payload: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -313,8 +368,8 @@ def _summary(events: list[Event], inherited: int = 0) -> dict[str, Any]:
     thread's spend."""
     prompts = {"e": _new_prompts(), "i": _new_prompts(), "r": _new_prompts()}
     assistant = compactions = 0
-    tokens: dict[str, int] | None = None
-    base_tokens: dict[str, int] | None = None
+    tokens: list[int] | None = None
+    base_tokens: list[int] | None = None
     model: str | None = None
     for index, event in enumerate(events):
         what = event[0]
@@ -331,9 +386,10 @@ def _summary(events: list[Event], inherited: int = 0) -> dict[str, Any]:
         elif what == "c":
             compactions += 1
     if tokens is not None and base_tokens is not None:
-        tokens = {key: max(0, value - base_tokens.get(key, 0)) for key, value in tokens.items()}
+        tokens = [max(0, value - base) for value, base in zip(tokens, base_tokens)]
     return {"prompt_events": prompts["e"], "prompt_items": prompts["i"],
-            "prompt_responses": prompts["r"], "assistant": assistant, "tokens": tokens,
+            "prompt_responses": prompts["r"], "assistant": assistant,
+            "tokens": dict(zip(_TOKEN_KEYS, tokens)) if tokens is not None else None,
             "model": model, "compactions": compactions}
 
 
@@ -349,6 +405,10 @@ class SessionIndex:
         """The aggregate as JSON."""
         return self.data
 
+    def head(self) -> dict[str, Any]:
+        """The index's head: its counts, without the names."""
+        return {"lines": self.data["lines"], "malformed": self.data["malformed"]}
+
     def malformed(self, reason: str) -> None:
         """Count one unusable line."""
         count(self.data["malformed"], reason)
@@ -362,7 +422,8 @@ class SessionIndex:
 
 
 def scan_codex(
-    codex_dir: str | os.PathLike[str] | None = None, state: ImportState | None = None
+    codex_dir: str | os.PathLike[str] | None = None, state: ImportState | None = None,
+    changed_only: bool = False, also: Callable[[str], bool] | None = None,
 ) -> tuple[list[NativeSession], ImportState]:
     """Import every Codex thread under `codex_dir/sessions`, reading only what changed.
 
@@ -370,6 +431,15 @@ def scan_codex(
     activity first; subagent threads attached to their parents) and the new state, whose `report`
     tells what was read and what could not be. Records of other agents and directories in
     `state` are kept as they are.
+
+    With `changed_only`, only the threads that changed since `state` are assembled and returned:
+    those with a rollout (their own, a subagent's, or one their history continues) read anew,
+    gone or moved to another thread, and those whose name changed, and those whose live rollout
+    `also` accepts; the others' aggregates are not read back. The report counts every thread
+    either way.
+
+    Raises:
+        AggregateLost: a kept aggregate that is needed cannot be read back.
     """
     base = os.path.abspath(os.fspath(codex_dir)) if codex_dir is not None else default_codex_dir()
     sessions_dir = os.path.join(base, "sessions")
@@ -381,19 +451,25 @@ def scan_codex(
     def is_mine(path: str, record: FileRecord) -> bool:
         return record.agent == AGENT and (path.startswith(inside) or path == index_path)
 
-    files = {path: rec for path, rec in previous.files.items() if not is_mine(path, rec)}
+    files: dict[str, FileRecord] = {}
+    before: dict[str, FileRecord] = {}
+    for path, kept in previous.files.items():
+        (before if is_mine(path, kept) else files)[path] = kept
     mine: dict[str, FileRecord] = {}
     for path in _discover(sessions_dir, report):
-        record = _refresh(path, "rollout", previous.files.get(path), report)
+        record = _refresh(path, "rollout", before.get(path), report)
         if record is not None:
             mine[path] = record
     if os.path.lexists(index_path):
-        record = _refresh(index_path, "index", previous.files.get(index_path), report)
-        if record is not None:
-            mine[index_path] = record
+        index = _refresh(index_path, "index", before.get(index_path), report)
+        if index is not None:
+            mine[index_path] = index
     files.update(mine)
-    sessions = _assemble(mine, index_path, report)
-    return sessions, ImportState(files=files, report=report)
+    changed = {path for path, record in mine.items() if before.get(path) is not record}
+    changed.update(path for path in before if path not in mine)
+    sessions = _assemble(mine, index_path, report, before, changed if changed_only else None,
+                         also)
+    return sessions, ImportState(files=files, links=previous.links, report=report)
 
 
 def _discover(sessions_dir: str, report: ScanReport) -> Iterator[str]:
@@ -426,8 +502,6 @@ def _refresh(
         return previous
     if kind == "index":
         return refresh_file(path, st, previous, AGENT, kind, SessionIndex, report)
-    if previous is not None and "events" not in previous.aggregate:
-        previous = None  # read before histories were resolved: parsed again, whole
     return refresh_file(path, st, previous, AGENT, kind, CodexRollout, report)
 
 
@@ -458,7 +532,7 @@ def _prompts(data: Mapping[str, Any]) -> tuple[int, str | None, str | None]:
 
 
 def _thread_id(record: FileRecord) -> str | None:
-    meta = record.aggregate["meta"]
+    meta = record.head["meta"]
     if meta is not None and meta["id"]:
         return str(meta["id"])
     match = _ROLLOUT_NAME.match(os.path.basename(record.path))
@@ -517,79 +591,179 @@ def _take(events: list[Event], lo: int, hi: int) -> list[Event]:
     return [event for event in events if lo <= event[1] < hi]
 
 
-def _assemble(records: Mapping[str, FileRecord], index_path: str,
-              report: ScanReport) -> list[NativeSession]:
-    ordered = [records[path] for path in sorted(records)]
-    names: Mapping[str, str] = {}
-    for record in ordered:
-        if record.torn_tail:
-            report.torn_files.append(record.path)
-        report.malformed_lines += sum(record.aggregate["malformed"].values())
-        if record.path == index_path:
-            names = record.aggregate["names"]
-    threads: dict[str, list[FileRecord]] = {}
+@dataclass
+class _Threads:
+    """Rollouts grouped by thread, from their heads alone (no events read)."""
+
+    # thread -> its own rollouts, and the one it is resumed from (threads that are sessions)
+    own: dict[str, list[FileRecord]]
+    live: dict[str, FileRecord]
+    # history id -> its rollout, and the rollouts' metas by history id
+    by_history: dict[str, FileRecord]
+    metas: dict[str, Any]
+    # subagent rollouts with their thread, and the session each belongs to (None: not found)
+    children: list[tuple[FileRecord, str]]
+    owner: dict[str, str | None]
+    empty: list[str]
+
+    def depends_on(self, thread: str) -> tuple[set[str], str | None]:
+        """The rollouts a session's assembly reads (its own, its subagents', those its live
+        history continues), and the history id of a base its history names that is missing."""
+        paths = {record.path for record in self.own[thread]}
+        paths.update(record.path for record, _ in self.children
+                     if self.owner[record.path] == thread)
+        current = _history_id(self.live[thread].path, thread) or thread
+        seen: set[str] = set()
+        while current in self.metas and current not in seen:
+            seen.add(current)
+            paths.add(self.by_history[current].path)
+            base = (self.metas[current] or {}).get("history_base")
+            if not base:
+                return paths, None
+            current = base["id"]
+        return paths, (current if current not in seen else None)
+
+
+def _group(ordered: list[FileRecord]) -> _Threads:
+    """The rollouts among `ordered` (sorted by path) grouped by thread, from their heads."""
+    own: dict[str, list[FileRecord]] = {}
     by_history: dict[str, FileRecord] = {}
     children: list[tuple[FileRecord, str]] = []
+    empty: list[str] = []
     for record in ordered:
         if record.kind != "rollout":
             continue
         thread = _thread_id(record)
-        if thread is None or record.aggregate["lines"] == 0:
-            report.empty_files.append(record.path)
+        if thread is None or record.head["lines"] == 0:
+            empty.append(record.path)
             continue
         history = _history_id(record.path, thread)
         if history is not None:
             by_history.setdefault(history, record)
-        meta = record.aggregate["meta"] or {}
+        meta = record.head["meta"] or {}
         if meta.get("subagent"):
             children.append((record, thread))
         else:
-            threads.setdefault(thread, []).append(record)
-    rollouts = {thread: _live_record(files) for thread, files in threads.items()}
-    spawned_by = {thread: record.aggregate["meta"]["parent"] for record, thread in children}
+            own.setdefault(thread, []).append(record)
+    live = {thread: _live_record(files) for thread, files in own.items()}
+    spawned_by = {thread: record.head["meta"]["parent"] for record, thread in children}
+    owner = {record.path: _root_thread(record.head["meta"]["parent"], spawned_by, live)
+             for record, _thread in children}
+    metas = {history: record.head["meta"] for history, record in by_history.items()}
+    return _Threads(own, live, by_history, metas, children, owner, empty)
+
+
+def _touched(now: _Threads, before: _Threads, changed: set[str], ids: set[str]) -> set[str]:
+    """The session threads whose assembly reads a rollout in `changed` (read anew or gone), now
+    or in the previous state, or whose history names a missing base whose history id is in
+    `ids` (the history ids of the changed rollouts)."""
+    touched: set[str] = set()
+    for group, missing_counts in ((now, True), (before, False)):
+        for thread in group.own:
+            if thread in touched or thread not in now.own:
+                continue
+            paths, missing = group.depends_on(thread)
+            if not paths.isdisjoint(changed) or (missing_counts and missing in ids):
+                touched.add(thread)
+    return touched
+
+
+def _assemble(records: Mapping[str, FileRecord], index_path: str, report: ScanReport,
+              before: Mapping[str, FileRecord], changed: set[str] | None,
+              also: Callable[[str], bool] | None = None) -> list[NativeSession]:
+    """The sessions of `records` (all, or with `changed` those `_touched` by it and those whose
+    live rollout `also` accepts), the report's counts filled in; `before` are the previous
+    state's records of the same files.
+
+    Raises:
+        AggregateLost: a kept aggregate that is needed cannot be read back.
+    """
+    ordered = [records[path] for path in sorted(records)]
+    for record in ordered:
+        if record.torn_tail:
+            report.torn_files.append(record.path)
+        report.malformed_lines += sum(record.head["malformed"].values())
+    now = _group(ordered)
+    report.empty_files.extend(now.empty)
+    # Nothing read anew and nothing gone: the same records, grouped the same.
+    previous = now if changed is not None and not changed else \
+        _group([before[path] for path in sorted(before)])
+    report.vanished.extend(sorted(set(previous.own) - set(now.own)))
+    report.sessions = len(now.own)
+    report.session_paths.extend(record.path for record in now.live.values())
+    report.orphans = sum(1 for owner in now.owner.values() if owner is None)
+    report.subagents = len(now.owner) - report.orphans
+    names: Mapping[str, str] = {}
+    if changed is None:
+        wanted = set(now.own)
+    else:
+        ids = set()
+        for path in changed:
+            for found in (records.get(path), before.get(path)):
+                if found is not None and found.kind == "rollout":
+                    ids.add(_history_id(path, _thread_id(found)))
+        wanted = _touched(now, previous, changed, {i for i in ids if i is not None}) \
+            if changed else set()
+        if index_path in changed:
+            old = before[index_path].aggregate["names"] if index_path in before else {}
+            new = records[index_path].aggregate["names"] if index_path in records else {}
+            wanted.update(thread for thread in now.own
+                          if old.get(thread) != new.get(thread))
+        if also is not None:
+            wanted.update(thread for thread, record in now.live.items() if also(record.path))
+    if wanted and index_path in records:
+        names = records[index_path].aggregate["names"]
     subagents: dict[str, list[NativeSubagent]] = {}
-    for record, thread in children:
-        data = record.aggregate
-        meta = data["meta"]
-        summary = _summary(_rolled_back(data["events"]))
-        count, first, _last = _prompts(summary)
-        subagent = NativeSubagent(
-            agent=AGENT,
-            agent_id=thread,
-            parent=meta["parent"],
-            layout="thread",
-            path=record.path,
-            agent_type=meta["role"] or meta["subagent"],
-            description=meta["nickname"],
-            first_prompt=first,
-            entries=data["lines"],
-            user_messages=count,
-            assistant_messages=summary["assistant"],
-            tokens=_tokens(summary["tokens"]),
-            created=meta["timestamp"] or data["first_ts"],
-            last_active=data["last_ts"],
-        )
-        owner = _root_thread(meta["parent"], spawned_by, rollouts)
+    for record, thread in now.children:
+        owner = now.owner[record.path]
+        if owner not in wanted and (owner is not None or (changed is not None
+                                                           and record.path not in changed)):
+            continue
+        subagent = _subagent(record, thread)
         if owner is not None:
             subagents.setdefault(owner, []).append(subagent)
         else:
             report.orphan_subagents.append(subagent)
-    metas = {history: record.aggregate["meta"] for history, record in by_history.items()}
     sessions = [
-        _session(thread, threads[thread], record, by_history, metas, names.get(thread),
-                 subagents.get(thread, []))
-        for thread, record in rollouts.items()
+        _session(thread, now.own[thread], now.live[thread], now.by_history, now.metas,
+                 names.get(thread), subagents.get(thread, []))
+        for thread in now.live if thread in wanted
     ]
     sessions.sort(key=lambda s: (s.last_active or "", s.native_id), reverse=True)
     return sessions
 
 
+def _subagent(record: FileRecord, thread: str) -> NativeSubagent:
+    """A subagent thread's rollout as a subagent of its parent session."""
+    data = record.aggregate
+    meta = data["meta"]
+    summary = _summary(_rolled_back(data["events"]))
+    count, first, _last = _prompts(summary)
+    return NativeSubagent(
+        agent=AGENT,
+        agent_id=thread,
+        parent=meta["parent"],
+        layout="thread",
+        path=record.path,
+        agent_type=meta["role"] or meta["subagent"],
+        description=meta["nickname"],
+        first_prompt=first,
+        entries=data["lines"],
+        user_messages=count,
+        assistant_messages=summary["assistant"],
+        tokens=_tokens(summary["tokens"]),
+        created=meta["timestamp"] or data["first_ts"],
+        last_active=data["last_ts"],
+    )
+
+
 def _live_record(files: list[FileRecord]) -> FileRecord:
     """The rollout Codex resumes a thread from: the one written last (a revert starts one)."""
     def key(record: FileRecord) -> tuple[str, int, str]:
-        meta = record.aggregate["meta"] or {}
-        return (meta.get("timestamp") or record.aggregate["first_ts"] or "",
-                record.aggregate["next_ordinal"], record.path)
+        head = record.head
+        meta = head["meta"] or {}
+        return (meta.get("timestamp") or head["first_ts"] or "", head["next_ordinal"],
+                record.path)
     return max(files, key=key)
 
 
@@ -629,7 +803,7 @@ def _dropped(thread: str, files: list[FileRecord], segments: list[Segment]) -> i
         history = _history_id(record.path, thread) or thread
         hi = live_until.get(history)
         if hi is None:
-            meta = record.aggregate["meta"] or {}
+            meta = record.head["meta"] or {}
             hi = (meta.get("history_base") or {}).get("end", -INFINITE)
         if any(e[0] == "p" and e[1] >= hi for e in record.aggregate["events"]):
             branches += 1
@@ -647,7 +821,7 @@ def _session(thread: str, files: list[FileRecord], record: FileRecord,
     subagents = sorted(subagents, key=lambda s: (s.created or "", s.agent_id))
     version = meta.get("cli_version")
     own = sorted(f.path for f in files)
-    first_meta = min(((f.aggregate["meta"] or {}).get("timestamp") or f.aggregate["first_ts"]
+    first_meta = min(((f.head["meta"] or {}).get("timestamp") or f.head["first_ts"]
                       or "" for f in files), default="")
     return NativeSession(
         agent=AGENT,
@@ -671,13 +845,13 @@ def _session(thread: str, files: list[FileRecord], record: FileRecord,
         assistant_messages=summary["assistant"],
         tokens=_tokens(summary["tokens"]),
         created=first_meta or None,
-        last_active=max((f.aggregate["last_ts"] or "" for f in files), default="") or None,
+        last_active=max((f.head["last_ts"] or "" for f in files), default="") or None,
         forked_from=meta.get("forked_from") or _fork_source(files, thread),
         compactions=summary["compactions"],
         subagents=tuple(subagents),
         entry_counts=_sum_counts(f.aggregate["types"] for f in files),
         unknown_types=_sum_counts(f.aggregate["unknown"] for f in files),
-        malformed_lines=sum(sum(f.aggregate["malformed"].values()) for f in files),
+        malformed_lines=sum(sum(f.head["malformed"].values()) for f in files),
         torn_tail=any(f.torn_tail for f in files),
         branches=_dropped(thread, files, segments),
         tree_warnings=tuple(warnings),
@@ -687,7 +861,7 @@ def _session(thread: str, files: list[FileRecord], record: FileRecord,
 def _fork_source(files: list[FileRecord], thread: str) -> str | None:
     """The thread a thread was forked from, as its first rollout says."""
     for record in files:
-        forked = (record.aggregate["meta"] or {}).get("forked_from")
+        forked = (record.head["meta"] or {}).get("forked_from")
         if forked and forked != thread:
             return str(forked)
     return None
