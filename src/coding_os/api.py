@@ -299,13 +299,12 @@ def _replica_log(row: Mapping[str, object], env: Mapping[str, str] | None,
                  cwd: str | None, subagents: bool = False,
                  stream: str | None = None) -> ReplicaLog | None:
     """The log of another host's session (`row`, as `show_session` gives it) read from the
-    shared storage when its file (the path its host recorded) is not on this host: read only,
+    shared storage, never from the path its host recorded: read only,
     nothing written here and the session left to its host (unlike `cos resume`, which
     materialises and takes it); its paths as its host wrote them, as the row's are; with
     `subagents`, a Claude Code session's subagent transcripts too. With `stream` ("events":
     a cos session's engine events log), that file instead, None when it is not replicated.
-    None when the session is this host's, its file is here, or the storage is this host's own
-    (SQLite).
+    None when the session is this host's, or the storage is this host's own (SQLite).
 
     Raises:
         NotFound: nothing of its log is replicated (the host has not synced it).
@@ -315,8 +314,10 @@ def _replica_log(row: Mapping[str, object], env: Mapping[str, str] | None,
     from coding_os.state.hosts import this_host
 
     host, source = row.get("host"), row.get("source_path")
+    # Another host's row is data (DESIGN.md §8): its log is read from what that host
+    # replicated, never from a file of this host its `source_path` happens to name.
     if host is None or host == this_host(os.environ if env is None else env) \
-            or not isinstance(source, str) or os.path.isfile(source):
+            or not isinstance(source, str):
         return None
     from coding_os.sessions.export import ReplicaLog
     from coding_os.sessions.materialize import read_replica

@@ -190,3 +190,27 @@ def test_on_host_b_a_session_not_replicated_is_not_found_and_postgresql_gone_is_
         assert row is not None and storage.remove_replica(row.id, "native") > 0
     for args in (("export", VIEWER), ("sessions", "show", VIEWER)):
         assert "run `cos sync` on a" in one_line_failure(b.cos(*args), 1)
+
+
+def test_a_row_of_another_host_naming_a_file_here_is_read_from_its_replica_never_from_the_file(
+        hosts: tuple[Host, Host]) -> None:
+    import dataclasses
+
+    from coding_os.storage.postgres import PostgresStorage
+
+    a, b = hosts
+    sessions_of_a(a, codex=False)
+    secret = b.home / "private.jsonl"  # a file of B's that a row of the shared index names
+    secret.write_text(json.dumps({"type": "user", "uuid": "u1", "parentUuid": None,
+                                  "message": {"role": "user", "content": "SECRET OF B"}}) + "\n",
+                      encoding="utf-8")
+    with PostgresStorage(b.env["COS_DATABASE_URL"]) as storage:
+        row = storage.index_row(VIEWER)
+        assert row is not None and row.host == "a"
+        storage.upsert_index_rows([dataclasses.replace(
+            row, id="planted-1", native_id="planted-1", source_path=str(secret))])
+    for args in (("export", "planted-1"), ("sessions", "show", "planted-1")):
+        done = b.cos(*args)
+        assert "SECRET OF B" not in done.stdout + done.stderr
+        assert "run `cos sync` on a" in one_line_failure(done, 1)
+
