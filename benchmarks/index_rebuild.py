@@ -86,12 +86,14 @@ def main() -> None:
         plain_rate = total / MB / plain_median
         ratio = rebuild_rate / plain_rate
         pair_ratios = sorted(p / r for r, p in zip(rebuild_times, plain_times))
-        state_file = cwd / ".coding-os" / ".import-state.json"
+        state_dir = cwd / ".coding-os"
+        record = (state_dir / ".import-state.json").stat().st_size
+        pack = sum(p.stat().st_size for p in state_dir.glob(".import-state.*.pack"))
         print(f"tree: {total / MB:.0f} MB in {len(paths)} files: Claude Code {claude.bytes / MB:.0f} MB "
               f"({claude.files} files, {claude.sessions} sessions), Codex {codex.bytes / MB:.0f} MB "
               f"({codex.files} rollouts)")
         print(f"index: {report['sessions']} sessions, {report['subagents']} subagents not listed; "
-              f"import state {state_file.stat().st_size / MB:.1f} MB")
+              f"import state {record / MB:.2f} MB stat record + {pack / MB:.1f} MB aggregates")
         print(f"runs: {ROUNDS} each, interleaved, after 1 warm-up each")
         print(f"api.rebuild_index         median {rebuild_median:6.2f} s   {rebuild_rate:6.1f} MB/s")
         print(f"json.loads of every line  median {plain_median:6.2f} s   {plain_rate:6.1f} MB/s")

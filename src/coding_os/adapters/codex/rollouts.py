@@ -601,17 +601,18 @@ class _Threads:
     # history id -> its rollout, and the rollouts' metas by history id
     by_history: dict[str, FileRecord]
     metas: dict[str, Any]
-    # subagent rollouts with their thread, and the session each belongs to (None: not found)
+    # subagent rollouts with their thread, the session each belongs to (None: not found), and
+    # each session's subagent rollouts
     children: list[tuple[FileRecord, str]]
     owner: dict[str, str | None]
+    kids: dict[str, list[str]]
     empty: list[str]
 
     def depends_on(self, thread: str) -> tuple[set[str], str | None]:
         """The rollouts a session's assembly reads (its own, its subagents', those its live
         history continues), and the history id of a base its history names that is missing."""
         paths = {record.path for record in self.own[thread]}
-        paths.update(record.path for record, _ in self.children
-                     if self.owner[record.path] == thread)
+        paths.update(self.kids.get(thread, ()))
         current = _history_id(self.live[thread].path, thread) or thread
         seen: set[str] = set()
         while current in self.metas and current not in seen:
@@ -649,8 +650,12 @@ def _group(ordered: list[FileRecord]) -> _Threads:
     spawned_by = {thread: record.head["meta"]["parent"] for record, thread in children}
     owner = {record.path: _root_thread(record.head["meta"]["parent"], spawned_by, live)
              for record, _thread in children}
+    kids: dict[str, list[str]] = {}
+    for path, session in owner.items():
+        if session is not None:
+            kids.setdefault(session, []).append(path)
     metas = {history: record.head["meta"] for history, record in by_history.items()}
-    return _Threads(own, live, by_history, metas, children, owner, empty)
+    return _Threads(own, live, by_history, metas, children, owner, kids, empty)
 
 
 def _touched(now: _Threads, before: _Threads, changed: set[str], ids: set[str]) -> set[str]:
