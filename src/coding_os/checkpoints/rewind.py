@@ -102,10 +102,10 @@ def read_current(root: str, path: str) -> bytes | None:
         return None
 
 
-def _target(tiers: Tiers, checkpoint: str) -> tuple[dict[str, object], dict[str, object]]:
-    folder = tiers.checkpoints_dir
-    record = points.load(folder, checkpoint)
-    return record, read_manifest(ObjectStore(folder), str(record["manifest"]))
+def _target(tiers: Tiers, checkpoint: str, store: ObjectStore
+            ) -> tuple[dict[str, object], dict[str, object]]:
+    record = points.load(tiers.checkpoints_dir, checkpoint)
+    return record, read_manifest(store, str(record["manifest"]))
 
 
 def _current(tiers: Tiers, root: str, target: dict[str, object], store: ObjectStore,
@@ -149,11 +149,11 @@ def preview(tiers: Tiers, root: str, checkpoint: str, settings: Settings | None 
         DamagedObject: the checkpoint's objects are missing or damaged.
     """
     settings = settings or Settings()
-    record, target = _target(tiers, checkpoint)
+    store = _DryStore(ObjectStore(tiers.checkpoints_dir))
+    record, target = _target(tiers, checkpoint, store)
     if record.get("root") != root:
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
                            f"run cos rewind there")
-    store = _DryStore(ObjectStore(tiers.checkpoints_dir))
     cap, current, _ = _current(tiers, root, target, store, settings, watcher)
     changes = _protect_uncaptured(root, cap, current,
                                   diff(root, target, current, cap.commit_entries))
@@ -205,6 +205,23 @@ class _DryStore(ObjectStore):
         return oid in getattr(self, "_made", {}) or super().has(oid)
 
 
+class _ReadOnce(ObjectStore):
+    """The store of a rewind, which reads an object once: the target's manifest is read first,
+    and the watcher's base, which the snapshot of the tree as it is starts from, is most often
+    that same manifest (the checkpoint was the latest taken)."""
+
+    def __init__(self, checkpoints_dir: str, *, compress: bool = True,
+                 pack: bool = False) -> None:
+        super().__init__(checkpoints_dir, compress=compress, pack=pack)
+        self.read: dict[str, bytes] = {}
+
+    def get(self, oid: str) -> bytes:
+        data = self.read.get(oid)
+        if data is None:
+            data = self.read[oid] = super().get(oid)
+        return data
+
+
 def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None = None,
                 agent: str | None = None, settings: Settings | None = None,
                 kind: str = "rewind", watcher: Ask | None = None) -> dict[str, object]:
@@ -222,13 +239,13 @@ def rewind_code(tiers: Tiers, root: str, checkpoint: str, *, session: str | None
     settings = settings or Settings()
     folder = tiers.checkpoints_dir
     recover_pending(tiers)
-    record, target = _target(tiers, checkpoint)
+    # The user waits on a rewind: its snapshot's new objects go to one pack, flushed with the
+    # staged bytes (see restore), and are not compressed (a tenth of the rewind's time).
+    store = _ReadOnce(folder, pack=True, compress=False)
+    record, target = _target(tiers, checkpoint, store)
     if record.get("root") != root:
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}; "
                            f"run cos rewind there")
-    # The user waits on a rewind: its snapshot's new objects go to one pack, flushed with the
-    # staged bytes (see restore), and are not compressed (a tenth of the rewind's time).
-    store = ObjectStore(folder, pack=True, compress=False)
     with restore_lock(folder, exclusive=True):
         try:
             before, changes = _rewind(tiers, root, checkpoint, record, target, store, settings,

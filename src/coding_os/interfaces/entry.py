@@ -194,7 +194,6 @@ def _say(lines: list[str], err: bool = False) -> None:
 def _rewind(checkpoint: str, as_json: bool) -> int:
     """`cos rewind CHECKPOINT --code [--json]`, as the click command runs it."""
     from coding_os import api
-    from coding_os.interfaces.checkpoint_text import code_lines
     from coding_os.interfaces.output import dump_json
 
     report = api.rewind(checkpoint, "code")
@@ -202,6 +201,8 @@ def _rewind(checkpoint: str, as_json: bool) -> int:
         if sys.stdout is not None:  # JSON escapes its control characters itself
             sys.stdout.write(dump_json(report) + "\n")
     else:
+        from coding_os.interfaces.checkpoint_text import code_lines
+
         _say(code_lines(report["code"], "restored"))
     return 0
 
