@@ -120,9 +120,9 @@ def _ppid_panel() -> str:
 
     ppid = os.getppid()
     started = ""
-    try:  # the start time makes the id survive pid reuse
-        with open(f"/proc/{ppid}/stat", encoding="ascii", errors="replace") as f:
-            started = f.read().rsplit(")", 1)[-1].split()[19]
+    try:  # the start time makes the id survive pid reuse (bytes: no codec module to load)
+        with open(f"/proc/{ppid}/stat", "rb") as f:
+            started = f.read().decode("ascii", "replace").rsplit(")", 1)[-1].split()[19]
     except (OSError, IndexError):
         pass
     return "ppid-" + sha256_hex(f"{ppid}:{started}".encode())[:8]
