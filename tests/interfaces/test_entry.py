@@ -30,7 +30,7 @@ import pytest
 
 from tests.helpers import (
     COS, PG_URL, RESTORE_KILLS, changed_after_checkpoint, cos, fire, git, log_lines,
-    rewind_in_child, run_shell, tree)
+    replicator_stopped, rewind_in_child, run_shell, tree, until)
 
 
 # Runs `cos hook EVENT` as the console script does, and reports, at the moment the hook calls
@@ -199,16 +199,18 @@ def test_postgres_hooks_commit_close_their_connection_and_leave_nothing_at_os_ex
             # `logging` (imported by psycopg) registers logging.shutdown; no handler needs it.
             assert info["atexit"] <= 1, (event, info)
     assert not any("db_error" in ln for ln in log_lines(project))
+    # The hooks handed their lines over to a background replicator, whose connection is its
+    # own: once it has stopped, no connection of cos's is left.
+    replicator_stopped(project / ".coding-os")
     with psycopg.connect(PG_URL, autocommit=True) as conn:
         conn.execute(f'SET search_path TO "{schema}"')
         (status,) = conn.execute("SELECT status FROM sessions WHERE native_id = 'n1'").fetchone()
         observations = conn.execute("SELECT count(*) FROM observations").fetchone()[0]
         summaries = conn.execute("SELECT count(*) FROM session_summaries").fetchone()[0]
-        lingering = conn.execute(
+        until(lambda: conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'coding-os'"
-        ).fetchone()[0]
+        ).fetchone()[0] == 0, "every connection of cos's to end")
     assert (status, observations, summaries) == ("ended", 5, 1)
-    assert lingering == 0
 
 
 # -- the cyclic collector is off: memory must not grow with the work ---------------------------

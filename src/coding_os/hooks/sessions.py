@@ -523,12 +523,16 @@ def replicate_soon(ctx: HookContext) -> None:
             raise OSError("no Python interpreter to start the replicator with")
         path = [p for p in sys.path if os.path.isabs(p)]
         devnull = os.devnull
-        os.posix_spawn(sys.executable, [sys.executable, "-I", "-S", "-c",
-                                        _REPLICATOR.format(path=path), ctx.root],
-                       dict(ctx.env), setsid=True, file_actions=[
-                           (os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
-                           (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
-                           (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0)])
+        # Started through a shell that puts it in the background and ends at once: the
+        # replicator is nobody's child (no zombie in a process that calls hooks in-process,
+        # nothing left for the hook to wait for) and the hook waits for the shell alone.
+        starter = os.posix_spawn("/bin/sh", [
+            "/bin/sh", "-c", '"$@" &', "sh", sys.executable, "-I", "-S", "-c",
+            _REPLICATOR.format(path=path), ctx.root], dict(ctx.env), setsid=True,
+            file_actions=[(os.POSIX_SPAWN_OPEN, 0, devnull, os.O_RDONLY, 0),
+                          (os.POSIX_SPAWN_OPEN, 1, devnull, os.O_WRONLY, 0),
+                          (os.POSIX_SPAWN_OPEN, 2, devnull, os.O_WRONLY, 0)])
+        os.waitpid(starter, 0)
         ctx.log["replicator"] = "started"
     except OSError as exc:
         ctx.log["replicator_error"] = exc.strerror or str(exc)
