@@ -609,7 +609,12 @@ start_fds = _fds()
 sys.argv = ["cos", *sys.argv[1:]]
 real_exit = os._exit
 def _exit(code):
-    import atexit, gc
+    import atexit, gc, time
+    # A flush thread that has released its caller is ending: given a moment, a thread that
+    # still works (the thing to catch) stays listed.
+    deadline = time.monotonic() + 2
+    while len(os.listdir("/proc/self/task")) > 1 and time.monotonic() < deadline:
+        time.sleep(0.001)
     children = []
     for task in os.listdir("/proc/self/task"):
         with open(f"/proc/self/task/{task}/children") as f:
