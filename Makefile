@@ -20,9 +20,12 @@ $(VENV)/.test-installed: $(VENV)/.installed pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $@
 
-# The real Claude Code and Codex CLIs, pinned in $(CLIENTS)/package.json and its lock file.
+# The real agent CLIs and ACP clients, pinned in $(CLIENTS)/package.json and its lock file.
+# `npm install --no-save` installs what the lock file says and changes nothing; `npm ci` would
+# refuse it, because a dependency of acpx lists optional packages for other platforms that the
+# registry does not serve, so the lock file cannot name them.
 $(CLIENTS)/node_modules/.installed: $(CLIENTS)/package.json $(CLIENTS)/package-lock.json
-	npm ci --prefix $(CLIENTS) --no-audit --no-fund --loglevel=error
+	npm install --prefix $(CLIENTS) --no-save --no-audit --no-fund --loglevel=error
 	@touch $@
 
 clients: $(CLIENTS)/node_modules/.installed
