@@ -4,7 +4,7 @@ Figure: the median wall time of the real `cos agents --json --all` (a subprocess
 it: it asks the supervisor to sweep the jobs, then lists them from the roster) with 1,000 jobs,
 divided by the same with 10 jobs. Each set has a HOME of its own (its own supervisor, started
 by the first `cos agents`), with two live jobs (`cos bg --exec "sleep ..."`, each a runner
-process of its own) and the rest finished: job folders made with `coding_os.daemon.jobs.new_job`
+process of its own) and the rest finished: job folders made with `coding_os.jobs.jobs.new_job`
 and brought to a final state (`done` with an exit code, `failed`, `stopped`; pid null, as a
 runner that ended leaves them) with `jobs.update`, over several projects and all four agents.
 
@@ -48,7 +48,7 @@ AGENTS = ("claude", "codex", "exec", "python")
 
 def finished_jobs(count: int, scratch: Path, env: dict[str, str]) -> None:
     """`count` finished jobs over PROJECTS projects, as runners that ended leave them."""
-    from coding_os.daemon import jobs
+    from coding_os.jobs import jobs
 
     for number in range(count):
         agent = AGENTS[number % len(AGENTS)]
@@ -150,7 +150,7 @@ def main() -> None:
         for _ in range(COLD_RUNS):
             for count in (SMALL, LARGE):
                 env, project, _ = sets[count]
-                from coding_os.daemon.roster import roster_path
+                from coding_os.jobs.roster import roster_path
 
                 os.unlink(roster_path(env))
                 cold[count].append(timed(env, project, count))
@@ -190,7 +190,7 @@ def main() -> None:
 
 
 def _roster(env: dict[str, str]) -> str:
-    from coding_os.daemon.roster import roster_path
+    from coding_os.jobs.roster import roster_path
 
     return roster_path(env)
 

@@ -2,7 +2,7 @@
 
 Figures (VmRSS from /proc/<pid>/status; no target yet): the supervisor (`cos daemon`) just
 started with no job; the same supervisor with 20 idle jobs, after a sweep over them; and the
-runners of those jobs (`python -m coding_os.daemon.runner ID`, one process per job): the median,
+runners of those jobs (`python -m coding_os.jobs.runner ID`, one process per job): the median,
 smallest and largest. Each job is a Python agent (examples/echo_agent.py, which runs inside its
 runner: no other process) started with `cos bg --isolation none`, that has answered its first
 prompt and waits for the next input (state `done`, status `idle`). Every job is stopped with

@@ -1,6 +1,6 @@
 """Throughput of replicating a cos-native transcript to PostgreSQL against a plain COPY.
 
-Figure: lines per second through `coding_os.sessions.replicate.replicate` (what `cos sync` runs):
+Figure: lines per second through `coding_os.hosts.replicate.replicate` (what `cos sync` runs):
 a cos-native transcript of 100,000 lines (BENCH_LINES; JSON entries of 100–700 bytes) pushed from
 line 1 into a fresh schema — the file read and split into lines, batches of BATCH_LINES lines each
 stored in one transaction with `add_replica_lines` (insert of the lines not stored yet, the source
@@ -27,7 +27,7 @@ import time
 import psycopg
 from psycopg import sql
 
-from coding_os.sessions import replicate
+from coding_os.hosts import replicate
 from coding_os.state.tiers import Tiers
 from coding_os.storage.postgres import PostgresStorage
 

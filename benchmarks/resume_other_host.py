@@ -37,7 +37,7 @@ import psycopg
 from psycopg import sql
 
 from coding_os import api
-from coding_os.state.hosts import project_keys
+from coding_os.hosts.identity import project_keys
 from coding_os.storage import open_storage
 from coding_os.storage.base import ReplicaSource
 

@@ -3,7 +3,7 @@
 Figure: the events per second a client reads from `GET /jobs/ID/events` of a running `cos web
 --json --port 0` (a new connection under the token's path; every SSE message split out, its `id` and
 its `data` JSON read, as the page does), divided by the events per second read from the job's
-runner socket directly (`agents.attach`, what `cos attach` and the web view both use: the
+runner socket directly (`control.attach`, what `cos attach` and the web view both use: the
 protocol's `resume`, then its events, in this process). Both read the same events from seq 0 to
 the last: an exec job (`cos bg --exec "seq 1 N; sleep 600"`) that printed N lines (one
 `agent_message` each) and still runs, so both go through its runner (its stored events, then the
@@ -70,10 +70,10 @@ def check(seqs: list[int], last: int, side: str) -> None:
 
 def read_protocol(job: str, env: dict[str, str], last: int) -> float:
     """Seconds to read the job's events 1..`last` from its runner socket."""
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
 
     start = time.perf_counter()
-    _, connection, _ = agents.attach(job, 0, env)
+    _, connection, _ = control.attach(job, 0, env)
     if connection is None:
         raise SystemExit(f"job {job}: its runner is not running")
     seqs = []

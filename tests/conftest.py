@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from coding_os.state.tiers import Tiers
 from tests.helpers import PG_URL, git, pg_unreachable, stop_runners_of, with_schema
 
 
@@ -144,3 +145,18 @@ def pg_schemas() -> Iterator[Callable[[bool], str]]:
 def pg_url(pg_schemas: Callable[[bool], str]) -> str:
     """A fresh, empty schema of the test database, as a URL selecting it."""
     return pg_schemas(True)
+
+
+@pytest.fixture
+def tiers(tmp_path: Path) -> Tiers:
+    """The tiers of a fresh state dir."""
+    return Tiers(str(tmp_path / ".coding-os"))
+
+
+@pytest.fixture
+def session(tiers: Tiers) -> str:
+    """A claude session with only its session_meta."""
+    from coding_os.sessions import transcript
+
+    return transcript.create(tiers, "claude", project="/abs/root", worktree="/abs/root",
+                             branch="main")

@@ -56,7 +56,7 @@ def stop_runners_of(home: Path) -> None:
     its agents and commands started (the sessions its job lists): none outlives its test."""
     import signal
 
-    from coding_os.daemon import jobs
+    from coding_os.jobs import jobs
     from coding_os.runtime.children import end
 
     env = {"HOME": str(home)}
@@ -110,7 +110,7 @@ def runners_of(job: str) -> list[int]:
                 words = f.read().split(b"\0")
         except OSError:
             continue
-        if b"coding_os.daemon.runner" in words and job.encode() in words:
+        if b"coding_os.jobs.runner" in words and job.encode() in words:
             found.append(pid)
     return found
 
@@ -1262,7 +1262,7 @@ def make_host(root: Path, name: str, origin: Path, where: str, url: str,
 
 
 def replicator_running(state_dir: Path | str) -> bool:
-    """Whether a background replicator (sessions/replicator.py) holds the project's lock."""
+    """Whether a background replicator (hosts/replicator.py) holds the project's lock."""
     import fcntl
 
     try:

@@ -16,9 +16,9 @@ LAYERS = (
     ("errors", "jsonwire", "clock", "durable", "config", "redact", "digest"),
     ("storage", "git"),
     ("state", "adapters"),
-    ("sessions", "checkpoints", "brain"),
+    ("sessions", "checkpoints", "brain", "hosts"),
     ("runtime",),
-    ("hooks", "daemon", "integrations"),
+    ("hooks", "jobs", "daemon", "integrations"),
     ("install", "launcher", "doctor", "trust", "api"),
     ("interfaces",),
 )

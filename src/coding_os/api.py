@@ -311,7 +311,7 @@ def _replica_log(row: Mapping[str, object], env: Mapping[str, str] | None,
         StorageError: the storage cannot be used or went away mid-read.
         InvalidInput: COS_HOST is not a valid host name.
     """
-    from coding_os.state.hosts import this_host
+    from coding_os.hosts.identity import this_host
 
     host, source = row.get("host"), row.get("source_path")
     # Another host's row is data (DESIGN.md §8): its log is read from what that host
@@ -320,8 +320,8 @@ def _replica_log(row: Mapping[str, object], env: Mapping[str, str] | None,
             or not isinstance(source, str):
         return None
     from coding_os.sessions.export import ReplicaLog
-    from coding_os.sessions.materialize import read_replica
-    from coding_os.sessions.replicate import SUBAGENT
+    from coding_os.hosts.materialize import read_replica
+    from coding_os.hosts.replicate import SUBAGENT
 
     kind = str(row.get("kind"))
     wanted = stream or ("transcript" if kind == "cos" else "native")  # the row's log
@@ -594,7 +594,7 @@ def _refresh(storage: Storage, caller: Caller, env: Mapping[str, str] | None,
 
 
 def _replicate(storage: Storage, caller: Caller, report: RefreshReport) -> None:
-    from coding_os.sessions import replicate
+    from coding_os.hosts import replicate
 
     pushed = replicate.replicate(storage, caller.tiers, caller.resolution.project_root,
                                  host=report.host)
@@ -632,14 +632,14 @@ def import_sessions(claude_dir: str | None = None, codex_dir: str | None = None,
 def sync_sessions(env: Mapping[str, str] | None = None, cwd: str | None = None
                   ) -> dict[str, Any]:
     """Import what changed, then push the new lines of the project's session files to the
-    shared storage (coding_os.sessions.replicate); on SQLite nothing is pushed and the report
+    shared storage (coding_os.hosts.replicate); on SQLite nothing is pushed and the report
     says why.
 
     Raises:
         Misroute, StorageError, StateIOError: as `import_sessions`.
         InvalidInput: COS_HOST is not a valid host name.
     """
-    from coding_os.sessions import replicate
+    from coding_os.hosts import replicate
 
     caller = Caller(env, cwd)
 
@@ -729,7 +729,7 @@ def list_sessions(scope: str = "worktree", agent: str | None = None, search: str
             `host` not a host name, or given with `all_hosts`.
         Misroute, StorageError, StateIOError: as `import_sessions`.
     """
-    from coding_os.state.hosts import this_host, valid_host
+    from coding_os.hosts.identity import this_host, valid_host
 
     if scope not in SESSION_SCOPES:
         raise InvalidInput(f"scope must be one of {', '.join(SESSION_SCOPES)}, not {scope!r}")
@@ -778,8 +778,8 @@ def _dirs_elsewhere(storage: Storage, caller: Caller, dirs: list[str] | None, he
     wanted or the scope is every project."""
     if dirs is None or wanted == [here]:
         return {}
-    from coding_os.sessions.materialize import map_path
-    from coding_os.state.hosts import host_roots
+    from coding_os.hosts.materialize import map_path
+    from coding_os.hosts.identity import host_roots
 
     root = caller.resolution.project_root
     mapped: dict[str, list[str]] = {here: dirs}
@@ -984,7 +984,7 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
     `pr`) and return its restore report; nothing is executed (see `hand_over`).
 
     A session another host wrote (DESIGN.md §8) is first materialised here from its replica,
-    its paths mapped to this host's checkout (coding_os.sessions.materialize; with
+    its paths mapped to this host's checkout (coding_os.hosts.materialize; with
     `materialize` false nothing is written and the report says what would be), and taken over
     by this host (`RestoreReport.moved_from`): its new lines are replicated from here.
 
@@ -998,7 +998,7 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
         Misroute, StorageError, StateIOError: as `import_sessions`.
     """
     from coding_os.sessions import resume
-    from coding_os.state.hosts import this_host
+    from coding_os.hosts.identity import this_host
 
     if session is not None:
         resume.validate_key(session)
@@ -1036,8 +1036,8 @@ def resume_session(session: str | None = None, *, latest: bool = False, pr: str 
 def _restore_elsewhere(storage: Storage, found: Found, scope: ResumeScope, caller: Caller,
                        host: str, claude_dir: str, codex_dir: str, write: bool) -> RestoreReport:
     """The restore report of another host's session, materialised here (see resume_session)."""
-    from coding_os.sessions.materialize import restore_report_elsewhere
-    from coding_os.state.hosts import project_keys
+    from coding_os.hosts.materialize import restore_report_elsewhere
+    from coding_os.hosts.identity import project_keys
 
     root = caller.resolution.project_root
     return restore_report_elsewhere(storage, found, scope, caller.tiers, local_host=host,
@@ -1782,7 +1782,7 @@ def serve_protocol(session: str | None = None, agent: str | None = None,
                        cwd=os.path.abspath(cwd) if cwd is not None else None, env=env)
 
 
-# Background agents (DESIGN.md §6): coding_os.daemon.agents makes and drives the jobs.
+# Background agents (DESIGN.md §6): coding_os.jobs.control makes and drives the jobs.
 
 __all__ += ["bg_start", "agents_list", "job_attach", "job_reply", "job_approve", "job_logs",
             "job_stop", "job_respawn", "job_remove", "jobs_gc"]
@@ -1797,13 +1797,13 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
     job of `agent`; its row, at once.
 
     Raises:
-        InvalidInput: as agents.start_job, or a bad agent. RecipeError: as
+        InvalidInput: as control.start_job, or a bad agent. RecipeError: as
             `prepare_recipe_run`. StateIOError, JobError: the job could not be made.
     """
     from dataclasses import replace
 
-    from coding_os.daemon import agents, jobs
-    from coding_os.daemon.recipes import parse_params
+    from coding_os.jobs import control, jobs
+    from coding_os.jobs.recipes import parse_params
 
     seed_ref = None
     if command is not None:
@@ -1831,7 +1831,7 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
         hooks = cos_hooks_settings("claude", checkout)
         return {"settings": hooks} if hooks else {}
 
-    job = agents.start_job(settings, prompt, name=name, isolation=isolation,
+    job = control.start_job(settings, prompt, name=name, isolation=isolation,
                                seed_ref=seed_ref, in_worktree=in_worktree, env=env)
     return jobs.row(job, alive=True)
 
@@ -1842,10 +1842,10 @@ def agents_list(every: bool = False, cwd: str | None = None,
     """`cos agents`: the rows of the jobs of the project of `cwd` (or of every project);
     `publish`: also publish this host's rows to a shared storage (for the other hosts'
     `cos agents --all-hosts`; a failure to is no failure of the listing)."""
-    from coding_os.daemon import agents, roster
+    from coding_os.jobs import control, roster
 
-    agents.ensure_daemon(env)
-    rows = agents.list_jobs(every_project=every, cwd=cwd, env=env)
+    control.ensure_daemon(env)
+    rows = control.list_jobs(every_project=every, cwd=cwd, env=env)
     if publish:
         try:
             roster.publish(env)
@@ -1863,12 +1863,12 @@ def agents_all_hosts(every: bool = False, cwd: str | None = None,
     Raises:
         StorageError: the shared storage fails.
     """
-    from coding_os.daemon import agents, roster
-    from coding_os.state.hosts import project_keys, this_host
+    from coding_os.jobs import control, roster
+    from coding_os.hosts.identity import project_keys, this_host
 
     host = this_host(env)
-    agents.ensure_daemon(env)
-    rows = agents.list_jobs(every_project=every, cwd=cwd, env=env)
+    control.ensure_daemon(env)
+    rows = control.list_jobs(every_project=every, cwd=cwd, env=env)
     roster.publish(env)
     keys = [] if every else project_keys(
         Caller(env, os.path.realpath(cwd or os.getcwd())).resolution.project_root)
@@ -1883,7 +1883,7 @@ def job_elsewhere(job: str, command: str, env: Mapping[str, str] | None = None) 
     Raises:
         CrossProject: the job runs on another host.
     """
-    from coding_os.daemon import roster
+    from coding_os.jobs import roster
 
     try:
         row = roster.published_job(job, env)
@@ -1903,9 +1903,9 @@ def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = F
     Raises:
         NotFound, Ambiguous: as jobs.resolve. InvalidInput: `since` beyond the end.
     """
-    from coding_os.daemon import agents, jobs
+    from coding_os.jobs import control, jobs
 
-    found, connection, stored = agents.attach(job, since, env)
+    found, connection, stored = control.attach(job, since, env)
     if connection is None:
         for event in stored:
             view.show(event)
@@ -1919,7 +1919,7 @@ def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = F
 
                 line = sys.stdin.readline()
                 return line.rstrip("\n") if line else None
-        how = agents.follow(connection, view.show, interactive=interactive, lines=lines)
+        how = control.follow(connection, view.show, interactive=interactive, lines=lines)
         if how == "detached":
             view.note(f"detached from job {found.id}; it goes on (cos attach {found.id})")
             return 0
@@ -1929,62 +1929,62 @@ def job_attach(job: str, view: RunView, *, since: int = 0, interactive: bool = F
 
 def job_reply(job: str, text: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos reply`: `text` as the job's next user input."""
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
 
-    return agents.reply(job, text, env)
+    return control.reply(job, text, env)
 
 
 def job_approve(job: str, allow: bool = True, request: str | None = None,
                 env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos approve`: answer the approval the job waits for."""
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
 
-    return agents.approve(job, allow, request, env)
+    return control.approve(job, allow, request, env)
 
 
 def job_logs(job: str, env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """`cos logs`: the job's row, its events and its runner's stderr."""
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
 
-    return agents.logs(job, env)
+    return control.logs(job, env)
 
 
 def job_stop(job: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos stop`: interrupt the job and end its runner; it stays stopped."""
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
 
-    return agents.stop(job, env)
+    return control.stop(job, env)
 
 
 def job_respawn(job: str | None, every: bool = False,
                 env: Mapping[str, str] | None = None) -> list[dict[str, object]]:
     """`cos respawn`: start the runner of a failed or stopped job again (or of every failed
     one), resuming its native session."""
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
 
-    return agents.respawn(job, every=every, env=env)
+    return control.respawn(job, every=every, env=env)
 
 
 def job_remove(job: str, force: bool = False,
                env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos rm`: remove a job that does not run and its worktree (refused when it holds work,
     unless `force`); its transcript and events stay."""
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
 
-    return agents.remove(job, force, env)
+    return control.remove(job, force, env)
 
 
 def jobs_gc(dry_run: bool = False, env: Mapping[str, str] | None = None,
             cwd: str | None = None) -> dict[str, Any]:
     """The jobs ended longer ago than cleanup_period_days, removed with their worktrees (a
     worktree that holds work is kept, and said)."""
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
     from coding_os.sessions.retention import cleanup_period_days
 
     environ = os.environ if env is None else env
     caller = Caller(environ, cwd, create=False)
     period = cleanup_period_days(load_config(caller.resolution.project_root), environ)
-    return agents.gc_jobs(period, dry_run, env)
+    return control.gc_jobs(period, dry_run, env)
 
 
 def run_agent_settings(agent: str, cwd: str | None = None, *, model: str | None = None,
@@ -2052,7 +2052,7 @@ def run_session(prompt: str | None, view: RunView, *, agent: str | None = None,
     return run_foreground(seeded.settings, seeded.text, view, approvals=approvals, env=env)
 
 
-# Recipes (DESIGN.md §6): coding_os.daemon.recipes loads and renders them; a run from a recipe
+# Recipes (DESIGN.md §6): coding_os.jobs.recipes loads and renders them; a run from a recipe
 # records its seed_ref in the options of its `session_configured` event.
 
 __all__ += ["RecipeRun", "RESUME_MODES", "prepare_recipe_run", "recipe_seed", "plan_rerun",
@@ -2084,7 +2084,7 @@ def prepare_recipe_run(recipe: str, params: Mapping[str, str], *, agent: str | N
         RecipeError: as `load_recipe` and `render`. InvalidInput: a bad agent.
         GitError, StateIOError: the checkpoint cannot be taken.
     """
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
     from coding_os.git.repo import checkout_root
 
     where = os.path.abspath(cwd or os.getcwd())
@@ -2104,7 +2104,7 @@ def recipe_seed(session: str, env: Mapping[str, str] | None = None,
                 cwd: str | None = None) -> dict[str, Any] | None:
     """The seed_ref of `session` (a cos session id of this project) when a recipe seeded it,
     else None (also for an id that is no cos session id)."""
-    from coding_os.daemon.recipes import session_seed
+    from coding_os.jobs.recipes import session_seed
     from coding_os.state.identity import is_session_id
 
     if not is_session_id(session):
@@ -2128,8 +2128,8 @@ def plan_rerun(session: str, *, force: bool = False, env: Mapping[str, str] | No
     """
     import secrets
 
-    from coding_os.daemon import recipes
-    from coding_os.daemon.worktrees import worktrees_dir
+    from coding_os.jobs import recipes
+    from coding_os.jobs.worktrees import worktrees_dir
     from coding_os.state.identity import validate_session_id
 
     validate_session_id(session)
@@ -2173,7 +2173,7 @@ def rerun_session(plan: Mapping[str, Any], view: RunView, *, approvals: str = "d
         Conflict: the worktree exists. NotFound, DamagedObject, RestoreError, GitError: the
             tree cannot be restored.
     """
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
     from coding_os.runtime.core import SessionSettings  # noqa: F811 - at run time
     from coding_os.runtime.foreground import run_foreground
 
@@ -2341,7 +2341,7 @@ def session_sidechains(session: str, branch: int | None = None,
 
 def session_job(session: str, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
     """The row of the background job whose session is `session`, or None."""
-    from coding_os.daemon import jobs, roster
+    from coding_os.jobs import jobs, roster
 
     for job in roster.current(env):
         if job.state.get("cos_session") == session:
@@ -2400,9 +2400,9 @@ def job_feed(job: str, since: int = 0, env: Mapping[str, str] | None = None) -> 
     Raises:
         NotFound, Ambiguous: as jobs.resolve. InvalidInput: `since` beyond the end.
     """
-    from coding_os.daemon import agents, jobs
+    from coding_os.jobs import control, jobs
 
-    found, connection, stored = agents.attach(job, since, env)
+    found, connection, stored = control.attach(job, since, env)
     return JobFeed(jobs.row(found), connection, stored)
 
 
@@ -2413,17 +2413,17 @@ def job_interrupt(job: str, env: Mapping[str, str] | None = None) -> dict[str, o
         NotFound, Ambiguous: as jobs.resolve. Conflict: its runner does not run.
         InvalidInput: the runner refused (no task runs).
     """
-    from coding_os.daemon import agents, jobs
+    from coding_os.jobs import control, jobs
     from coding_os.errors import Conflict
     from coding_os.runtime.events import last_seq
 
-    found = agents.find_job(job, env)
+    found = control.find_job(job, env)
     if found.state.get("pid") is None or not jobs.runner_alive(found):
         raise Conflict(f"job {found.id} ({found.name}) is {found.state.get('state')}: its "
                        f"runner is not running")
     path = found.state.get("events")
     seq = last_seq(path) if isinstance(path, str) and os.path.exists(path) else 0
-    connection = agents.Connection(found, agents.CONNECT_TIMEOUT_S)
+    connection = control.Connection(found, control.CONNECT_TIMEOUT_S)
     aborted = None
     try:
         if found.state.get("cos_session"):

@@ -30,7 +30,7 @@ Event = dict[str, Any]
 
 
 def runners_of(job: str) -> list[int]:
-    """The pids of the processes running `python -m coding_os.daemon.runner <job>`."""
+    """The pids of the processes running `python -m coding_os.jobs.runner <job>`."""
     found = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
@@ -43,7 +43,7 @@ def runners_of(job: str) -> list[int]:
                     continue
         except OSError:
             continue
-        if b"coding_os.daemon.runner" in words and job.encode() in words:
+        if b"coding_os.jobs.runner" in words and job.encode() in words:
             found.append(int(name))
     return found
 

@@ -224,7 +224,7 @@ def test_on_a_jobs_socket_a_lone_surrogate_gets_an_error_event_and_the_job_goes_
         project: Path) -> None:
     import socket
 
-    from coding_os.daemon import jobs
+    from coding_os.jobs import jobs
     from tests.helpers import cos, until
 
     started = cos("bg", "--exec", "sleep 30", "--isolation", "none", "--json", cwd=project)

@@ -423,7 +423,7 @@ def test_the_same_session_id_from_a_second_host_keeps_the_first_hosts_row_with_a
 
 def test_a_refresh_registers_the_projects_root_on_this_host(
         project: Path, homes: tuple[Path, Path]) -> None:
-    from coding_os.state.hosts import project_key
+    from coding_os.hosts.identity import project_key
 
     tiers = Tiers(str(project / ".coding-os"))
     storage = SQLiteStorage(tiers.database)
@@ -454,11 +454,11 @@ def test_on_a_database_of_one_host_a_renamed_host_keeps_listing_and_updating_its
 def test_the_projects_root_is_registered_once_per_database_not_on_every_refresh(
         project: Path, homes: tuple[Path, Path], tmp_path: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from coding_os.state import hosts
+    from coding_os.hosts import identity
 
     asked: list[str] = []
-    real = hosts.project_keys
-    monkeypatch.setattr(hosts, "project_keys", lambda root: asked.append(root) or real(root))
+    real = identity.project_keys
+    monkeypatch.setattr(identity, "project_keys", lambda root: asked.append(root) or real(root))
     tiers = Tiers(str(project / ".coding-os"))
     session = transcript.create(tiers, "claude", project=str(project), worktree=str(project))
     with SQLiteStorage(tiers.database) as storage:
@@ -470,7 +470,7 @@ def test_the_projects_root_is_registered_once_per_database_not_on_every_refresh(
     assert asked == [str(project)]
     with SQLiteStorage(str(tmp_path / "other" / "coding-os.db")) as other:
         index.refresh(other, tiers, str(homes[0]), str(homes[1]), host="alpha")
-        key = hosts.project_key(str(project))
+        key = identity.project_key(str(project))
         assert key is not None and other.project_hosts(key) == {"alpha": str(project)}
 
 

@@ -28,7 +28,7 @@ from coding_os.state.tiers import Tiers
 
 __all__ = ["verify", "usage", "collect", "enforce_cap", "drop_worktree", "orphaned"]
 
-# Where background jobs' worktrees live in a state dir (daemon/worktrees.py, WORKTREES_DIR).
+# Where background jobs' worktrees live in a state dir (jobs/worktrees.py, WORKTREES_DIR).
 JOB_WORKTREES = "worktrees"
 
 

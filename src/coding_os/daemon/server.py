@@ -1,7 +1,7 @@
 """`cos daemon`: the on-demand supervisor (DESIGN.md §6), one per user, in `~/.coding-os/daemon/`.
 
 It serves the file watcher that checkpoints ask (daemon/watcher.py, checkpoints/watch.py), and
-supervises the background jobs' runners (daemon/supervisor.py): every JOBS_SWEEP_S, and on
+supervises the background jobs' runners (jobs/supervisor.py): every JOBS_SWEEP_S, and on
 start, it marks failed the jobs whose runners died; it never exits on idle while a runner lives.
 `cos daemon start` starts it (`--detach`) and it runs until `cos daemon stop`; a hook that had to
 scan a large tree starts it too (daemon.client.start_in_background, `--until-idle`), and it then
@@ -18,15 +18,15 @@ exits once it watches nothing and has been asked nothing for IDLE_FORGET_S.
   whose runners live, and those found dead and marked failed).
 - `daemon.json`: pid, start time and version, for `cos daemon status`.
 - `daemon.log`: what it has to say (start, stop, a tree given up).
-- `spare.sock`: the spare runner's (daemon/spare.py), which the daemon keeps one of while
+- `spare.sock`: the spare runner's (jobs/spare.py), which the daemon keeps one of while
   background jobs are in use: a runner with the engine imported, waiting for `cos bg` to hand
   it the next job. It ends with the daemon unless it has taken a job.
-- The spare worktrees (daemon/worktrees.py): for each project a job was made in a worktree of
+- The spare worktrees (jobs/worktrees.py): for each project a job was made in a worktree of
   within SPARE_KEEP_S, one made ahead at the checkout's HEAD (by a process of its own at low
   priority, never within SPARE_TREE_AFTER_S of a job's making nor while a job's agent is
   starting), which the next job there takes over instead of writing its files; removed once
   the project has had no such job for SPARE_KEEP_S, and when the daemon stops (one a job is
-  taking is left to it). `cos gc` removes those a killed daemon left (agents.gc_jobs).
+  taking is left to it). `cos gc` removes those a killed daemon left (control.gc_jobs).
 
 Anything can talk to the socket, so every request is checked and a bad one answered with an
 error line; the daemon itself never stops on one.
@@ -62,7 +62,7 @@ START_TIMEOUT_S = 15.0
 STOP_TIMEOUT_S = 15.0
 IDLE_FORGET_S = 6 * 3600  # a tree nobody asked about for this long is no longer watched
 SWEEP_S = 60.0  # how often idle trees are looked for
-JOBS_SWEEP_S = 2.0  # how often the jobs' runners are looked at (daemon/supervisor.py)
+JOBS_SWEEP_S = 2.0  # how often the jobs' runners are looked at (jobs/supervisor.py)
 KEEP_S = 1.0  # how often the spare runner and the spare worktrees are seen to
 KEEP_LATE_S = 2.0  # how late the jobs may be looked at while clients keep the daemon busy
 MAX_REQUEST = 1 << 16
@@ -212,7 +212,7 @@ class _Server:
     def agent_starting(self) -> bool:
         """Whether a job's agent is starting (supervisor.agent_starting): the daemon's own
         work waits."""
-        from coding_os.daemon.supervisor import agent_starting
+        from coding_os.jobs.supervisor import agent_starting
 
         try:
             return agent_starting()
@@ -232,8 +232,8 @@ class _Server:
                 for project in self.preparing_for:
                     self.tree_due[project] = now + SPARE_RETRY_S
             self.preparing = None
-        from coding_os.daemon.supervisor import worktree_projects
-        from coding_os.daemon.worktrees import spare_ready
+        from coding_os.jobs.supervisor import worktree_projects
+        from coding_os.jobs.worktrees import spare_ready
 
         try:
             found, newest = worktree_projects(now - SPARE_KEEP_S)
@@ -257,7 +257,7 @@ class _Server:
 
     def prepare(self, action: str, projects: list[str]) -> None:
         path = [entry for entry in sys.path if os.path.isabs(entry)]
-        code = (f"import sys; sys.path[:] = {path!r}; from coding_os.daemon.worktrees import "
+        code = (f"import sys; sys.path[:] = {path!r}; from coding_os.jobs.worktrees import "
                 "main; sys.exit(main(sys.argv[1:]))")
         argv = [sys.executable, "-I", "-S", "-c", code, action, *projects]
         for nice in (["nice", "-n", "19"], []):
@@ -287,7 +287,7 @@ class _Server:
                 except subprocess.TimeoutExpired:
                     continue
             self.preparing = None
-        from coding_os.daemon.worktrees import drop_spare
+        from coding_os.jobs.worktrees import drop_spare
 
         for project in sorted(self.spare_trees | set(self.tree_projects)):
             try:
@@ -300,7 +300,7 @@ class _Server:
     def wants_spare(self) -> bool:
         """Whether background jobs are in use: one runs, or one was made (or removed) within
         SPARE_KEEP_S."""
-        from coding_os.daemon.jobs import jobs_dir
+        from coding_os.jobs.jobs import jobs_dir
 
         if self.live_jobs:
             return True
@@ -319,7 +319,7 @@ class _Server:
         if time.monotonic() < self.spare_due or \
                 not self.wants_spare() or self.agent_starting():
             return
-        from coding_os.daemon.spare import start_spare
+        from coding_os.jobs.spare import start_spare
 
         try:
             self.spare = start_spare(self.folder, sys.stdout.fileno())
@@ -333,7 +333,7 @@ class _Server:
     def on_spare(self, selector: selectors.BaseSelector) -> None:
         """What the spare runner said: ready, taken (a job: the next one is due soon), or its
         end (the next one is due later if it never got ready)."""
-        from coding_os.daemon.spare import READY, TAKEN
+        from coding_os.jobs.spare import READY, TAKEN
 
         assert self.spare is not None
         try:
@@ -374,7 +374,7 @@ class _Server:
             return {"ok": False, "error": "a request is a JSON object with an op"}
         op = message["op"]
         if op == "ping":
-            if message.get("job_made") is True:  # `cos bg` made a job (agents.ensure_daemon)
+            if message.get("job_made") is True:  # `cos bg` made a job (control.ensure_daemon)
                 self.job_made = time.time()
                 project = message.get("project")
                 if isinstance(project, str) and os.path.isabs(project) and "\0" not in project:
@@ -396,7 +396,7 @@ class _Server:
 
     def sweep_jobs(self) -> dict[str, list[str]]:
         """Adopt the jobs whose runners live; mark failed those whose runners died."""
-        from coding_os.daemon.supervisor import sweep
+        from coding_os.jobs.supervisor import sweep
 
         self.swept = time.monotonic()
         try:

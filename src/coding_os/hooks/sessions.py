@@ -492,12 +492,12 @@ def _clear_volatile(panel_dir: str) -> None:
 # The background replicator's program: the interpreter isolated (-I: neither the checkout nor
 # PYTHON* variables on its path) and given this process's own import path.
 _REPLICATOR = ("import sys; sys.path[:] = {path!r}; "
-               "from coding_os.sessions.replicator import main; raise SystemExit(main())")
+               "from coding_os.hosts.replicator import main; raise SystemExit(main())")
 
 
 def replicate_soon(ctx: HookContext) -> None:
     """On a shared PostgreSQL, hand what the agent wrote over to the project's background
-    replicator (sessions/replicator.py): a request appended to its request file and, when none
+    replicator (hosts/replicator.py): a request appended to its request file and, when none
     holds its lock, a detached replicator started. Never waits for it, imports nothing for it;
     a failure is logged (`replicator_error`), never raised. Does nothing on SQLite."""
     url = ctx.env.get("COS_DATABASE_URL") or ""

@@ -21,7 +21,7 @@ follows the entries in the order they were written. In one process, calls run on
 the order they were made (one worker thread per store), off the event loop.
 
 Several hosts (DESIGN.md §8), when the storage is a shared PostgreSQL (`COS_DATABASE_URL`): each
-append pushes the session's new transcript lines to it (coding_os.sessions.replicate), and the
+append pushes the session's new transcript lines to it (coding_os.hosts.replicate), and the
 first append of a session also writes its index row, with this host (COS_HOST). On another host
 a main key this host holds no session for is looked up there: `load` gives back the records of
 the session another host stored under that SDK session id in a checkout of the same repository
@@ -381,7 +381,7 @@ class CosSessionStore:
 
     def _shared_storage(self) -> Storage:
         if self._storage is None:
-            from coding_os.state.hosts import this_host
+            from coding_os.hosts.identity import this_host
             from coding_os.storage import open_storage
 
             self._host = this_host(self.env)
@@ -402,8 +402,9 @@ class CosSessionStore:
         """Push the session's new transcript lines to the shared storage; its first append also
         writes its index row and this checkout's root (so other hosts find it by its SDK
         session id, and `cos sessions --all-hosts` there lists it)."""
-        from coding_os.sessions import index, replicate
-        from coding_os.state.hosts import register_project
+        from coding_os.sessions import index
+        from coding_os.hosts import replicate
+        from coding_os.hosts.identity import register_project
 
         storage = self._shared_storage()
         if session not in self._indexed and storage.replica_source(session,
@@ -425,7 +426,7 @@ class CosSessionStore:
         session of agent claude-sdk another host stored in a checkout of this repository (of
         `session_id` only, when given), the most recently active first; main keys only
         (sidechains have no index row)."""
-        from coding_os.state.hosts import project_keys
+        from coding_os.hosts.identity import project_keys
 
         storage = self._shared_storage()
         keys = set(project_keys(self.project_root))

@@ -456,7 +456,7 @@ def sessions(ctx: click.Context, scope: str, agent: str | None, search: str | No
     if as_json:
         _emit_json(rows)
         return
-    from coding_os.state.hosts import this_host
+    from coding_os.hosts.identity import this_host
 
     here = this_host()
     for row in rows:
@@ -1162,7 +1162,7 @@ def run_command(agent: str | None, model: str | None, recipe: str | None,
     the task (again at the prompt: quit) and further prompts are read until an empty line or
     Ctrl-D. Exit 0 when the last task completed, 1 when it failed or was aborted, 130 after
     Ctrl-C; 2 for a recipe or value refused (nothing run)."""
-    from coding_os.daemon.recipes import parse_params
+    from coding_os.jobs.recipes import parse_params
 
     parsed = parse_params(params)
     if parsed and recipe is None:
@@ -1287,7 +1287,7 @@ def web_command(port: int, open_browser: bool, as_json: bool) -> None:
 
 
 def _add_agents_commands() -> None:
-    from coding_os.interfaces.agents import COMMANDS
+    from coding_os.interfaces.jobs import COMMANDS
 
     for command in COMMANDS:
         cli.add_command(command)

@@ -102,9 +102,9 @@ def _bg(options: dict[str, str], as_json: bool, prompt: str) -> int | None:
     except CosError:
         pass  # as the click CLI: the command itself reports what stands in its way
     try:
-        from coding_os.daemon import agents, jobs
+        from coding_os.jobs import control, jobs
 
-        settings = agents.JobSettings(
+        settings = control.JobSettings(
             agent=options.get("--agent", "claude"), cwd=os.path.abspath(os.getcwd()),
             model=options.get("--model"), permission_mode=options.get("--permission-mode"))
 
@@ -120,7 +120,7 @@ def _bg(options: dict[str, str], as_json: bool, prompt: str) -> int | None:
             hooks = cos_hooks_settings("claude", checkout)
             return {"settings": hooks} if hooks else {}
 
-        job = agents.start_job(settings, prompt, name=options.get("--name"),
+        job = control.start_job(settings, prompt, name=options.get("--name"),
                                isolation=options.get("--isolation", "worktree"),
                                in_worktree=in_worktree)
         row = jobs.row(job, alive=True)

@@ -6,7 +6,7 @@ its parent-death signal set to SIGKILL (Linux `prctl(PR_SET_PDEATHSIG)`, set in 
 it runs anything; a child whose parent is already gone exits at once): when the process that
 started it dies, killed or not, the kernel kills it. That reaches the child only, not what it
 started (`sh -c "a; b"` runs `a` as a child of its own), so a process that runs a background job
-(daemon/runner.py) also keeps a list of those sessions (`record_sessions`): each child appends
+(jobs/runner.py) also keeps a list of those sessions (`record_sessions`): each child appends
 its session to it before it runs anything, and `end` kills every process still in one, once the
 runner is gone (the runner itself at its end, or whoever finds it dead). A process that makes a
 session of its own (`setsid`, a daemon) has left the job and is not ended with it.

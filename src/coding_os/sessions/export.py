@@ -440,9 +440,9 @@ def read_page(path: str, kind: str, offset: int, limit: int, redacting: bool = T
 class ReplicaLog:
     """The log of another host's session as the shared storage holds it: the name its file has
     on that host, its kind (KINDS) and its lines (without their newlines) as that host wrote
-    them (sessions/materialize.py `read_replica`: nothing mapped); for a Claude Code session,
+    them (hosts/materialize.py `read_replica`: nothing mapped); for a Claude Code session,
     when asked for, its subagents' transcripts by their names relative to its folder
-    (`<id>/subagents/agent-<x>.jsonl` or `agent-<x>.jsonl`, as sessions/replicate.py files
+    (`<id>/subagents/agent-<x>.jsonl` or `agent-<x>.jsonl`, as hosts/replicate.py files
     them)."""
 
     name: str

@@ -24,7 +24,7 @@ host is registered (state.hosts.register_project) by the first refresh into a da
 by a full one (`rebuild`) or one into an index empty of this host's rows; the import state keeps
 which host, root and database it was registered for, so other refreshes do not run git.
 
-What this host replicates (sessions/replicate.py) is found here, from its own disk: the refresh
+What this host replicates (hosts/replicate.py) is found here, from its own disk: the refresh
 keeps in `<state_dir>/.native-files.json` (`native_files`) every Claude Code transcript and Codex
 rollout its importers found under the agents' log dirs, each with the index id of its session
 (None when another host owns that id), its agent and its project. A row of the index, which
@@ -46,7 +46,7 @@ from typing import Any
 from coding_os.adapters.native import FileRecord, NativeSession, ScanReport, clip
 from coding_os import durable, redact
 from coding_os.errors import CosError
-from coding_os.state.hosts import register_project, this_host
+from coding_os.hosts.identity import register_project, this_host
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.sessions.importstate import STATE_FILE, KeptState

@@ -99,7 +99,7 @@ class RestoreReport:
 
     `handover` is None for a session without an external agent; `handover_note` says why. A
     session another host wrote names that `host`, and `materialized` lists the files written
-    here from its replica (coding_os.sessions.materialize): each `{"path", "stream", "lines",
+    here from its replica (coding_os.hosts.materialize): each `{"path", "stream", "lines",
     "action"}`; `moved_from` names that host when the session moved here with its resume (this
     host owns it and replicates its new lines from then on).
     """

@@ -92,7 +92,7 @@ class Tiers:
 
     @property
     def replication_requests(self) -> str:
-        """Where the hooks ask for the background replicator (sessions/replicator.py)."""
+        """Where the hooks ask for the background replicator (hosts/replicator.py)."""
         return os.path.join(self.state_dir, ".replicate-requests")
 
     @property

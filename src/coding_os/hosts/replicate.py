@@ -35,9 +35,9 @@ ones, is not noticed: Claude Code and Codex append to their files, and so does c
 A session id whose lines another host already pushed is refused by the storage: the report lists
 it in `refused`, and nothing of the other host's lines changes. It is listed once per change of
 the file: a local copy left as it was (one materialised here from the other host's lines, see
-sessions/materialize.py) is counted as unchanged from then on, neither read nor reported again.
+hosts/materialize.py) is counted as unchanged from then on, neither read nor reported again.
 
-A session resumed here from another host's lines (sessions/materialize.py) is moved to this
+A session resumed here from another host's lines (hosts/materialize.py) is moved to this
 host (`Storage.move_session`) and its files adopted (`adopt`): the mark says the file's first N
 lines are the N stored ones, their paths mapped to this checkout (the mark keeps a digest of the
 stored last line and of the file's), so replication goes on at line N+1 instead of taking the
@@ -45,7 +45,7 @@ mapped copy for a rewrite. Lines of one replica may then hold the roots of sever
 
 Where it runs: `cos sync` (api.sync_sessions), after each index refresh when the storage is
 shared (PostgreSQL): every `cos sessions`, `cos resume`, `cos import` that finds a change; and in
-the background replicator the agents' hooks start (sessions/replicator.py), so a host's lines
+the background replicator the agents' hooks start (hosts/replicator.py), so a host's lines
 reach the database with no further command. Runs at once (a command beside the replicator) are
 safe: lines are stored by seq once, whoever pushes them. On SQLite (one host's own database)
 `cos sync` replicates nothing and says so: there is no other host to read the lines.
@@ -62,7 +62,7 @@ from typing import Any, BinaryIO
 
 from coding_os import durable
 from coding_os.errors import StateIOError
-from coding_os.state.hosts import project_key, this_host
+from coding_os.hosts.identity import project_key, this_host
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.storage.base import ReplicaSource, Storage, StorageError

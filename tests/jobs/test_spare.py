@@ -1,4 +1,4 @@
-"""The spare runner (daemon/spare.py): the supervisor keeps a runner with the engine imported
+"""The spare runner (jobs/spare.py): the supervisor keeps a runner with the engine imported
 waiting, `cos bg` hands it the next job; exactly one process runs each job whichever way it was
 started, and a spare holding no job ends with the daemon."""
 
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from coding_os.daemon import jobs
+from coding_os.jobs import jobs
 from tests.helpers import ECHO_AGENT, cos, until
 from tests.helpers import bg_job as bg
 
@@ -37,7 +37,7 @@ def spares() -> list[int]:
                 zombie = f.read().rsplit(")", 1)[1].split()[0] == "Z"
         except OSError:
             continue
-        if not zombie and b"coding_os.daemon.spare" in line and home in environ:
+        if not zombie and b"coding_os.jobs.spare" in line and home in environ:
             found.append(int(pid))
     return found
 
@@ -66,7 +66,7 @@ def runners_of(job: str) -> list[int]:
                 words = f.read().split(b"\0")
         except OSError:
             continue
-        if b"coding_os.daemon.runner" in words and job.encode() in words:
+        if b"coding_os.jobs.runner" in words and job.encode() in words:
             found.add(int(pid))
     return sorted(found)
 
@@ -102,7 +102,7 @@ def test_a_spare_runner_takes_the_next_job_and_runs_it_as_its_only_runner(
     until(lambda: echoed(project, job, "second"), "the spare's job to answer")
     with open(f"/proc/{spare}/cmdline", "rb") as f:  # `ps` shows it as every runner
         assert [w for w in f.read().split(b"\0") if w][1:] == [
-            b"-m", b"coding_os.daemon.runner", job.encode()]
+            b"-m", b"coding_os.jobs.runner", job.encode()]
     assert cos("reply", job, "third", cwd=project).returncode == 0
     until(lambda: echoed(project, job, "third"), "the spare's job to answer a reply")
     # The supervisor starts the next spare; the one that took the job is a runner now.
@@ -235,7 +235,7 @@ def test_the_supervisor_keeps_a_spare_worktree_that_the_next_job_takes(project: 
 
 
 def test_a_job_whose_agent_is_starting_holds_back_the_supervisors_own_work() -> None:
-    from coding_os.daemon.supervisor import agent_starting
+    from coding_os.jobs.supervisor import agent_starting
 
     assert not agent_starting()
     job = jobs.new_job({"name": "j", "agent": "claude", "cwd": "/", "project": "/"}, "hi")

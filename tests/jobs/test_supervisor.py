@@ -1,5 +1,5 @@
 """How the supervisor and every reader of the jobs (`cos agents`, the web roster, `cos respawn`)
-tell that a job's runner died (daemon/supervisor.py): decided holding the runner's lock, on the
+tell that a job's runner died (jobs/supervisor.py): decided holding the runner's lock, on the
 state read under it, so a runner that ends while it is looked at is never taken for a killed
 one, and a runner killed while it takes a job is known at once."""
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from coding_os.daemon import agents, jobs, roster, runner, supervisor
+from coding_os.jobs import control, jobs, roster, runner, supervisor
 
 
 def made_job(project: Path) -> jobs.Job:
@@ -44,7 +44,7 @@ def ending_runner(project: Path) -> Iterator[tuple[jobs.Job, Callable[[], None]]
 
 
 READERS: dict[str, Callable[[Path], object]] = {
-    "cos agents and the web roster": lambda project: agents.list_jobs(cwd=str(project)),
+    "cos agents and the web roster": lambda project: control.list_jobs(cwd=str(project)),
     "the supervisor's sweep": lambda project: supervisor.sweep(),
 }
 
@@ -67,7 +67,7 @@ def test_a_job_whose_runner_ends_while_a_reader_looks_at_it_is_shown_done_never_
     assert (state["state"], state["exit_code"], state["pid"]) == ("done", 0, None), state
     assert "error" not in state
     monkeypatch.setattr(roster, "current", read)
-    assert [(row["state"], row["exit_code"]) for row in agents.list_jobs(cwd=str(project))] == [
+    assert [(row["state"], row["exit_code"]) for row in control.list_jobs(cwd=str(project))] == [
         ("done", 0)]
 
 
@@ -76,7 +76,7 @@ def test_a_starting_job_whose_runner_died_holding_it_is_marked_failed_at_once(
     job = made_job(project)
     # A runner (the spare, handed the job) takes the job's lock and is killed before it says
     # its pid: the job is `starting` and nobody holds its lock.
-    taker = ("import os, signal, sys; from coding_os.daemon import jobs, runner; "
+    taker = ("import os, signal, sys; from coding_os.jobs import jobs, runner; "
              "runner.take_lock(jobs.load(sys.argv[1])); os.kill(os.getpid(), signal.SIGKILL)")
     killed = subprocess.run([sys.executable, "-c", taker, job.id], timeout=60, check=False)
     assert killed.returncode == -9

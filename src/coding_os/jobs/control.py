@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 
 from coding_os import jsonwire
-from coding_os.daemon import jobs
-from coding_os.daemon.jobs import Job, JobError
+from coding_os.jobs import jobs
+from coding_os.jobs.jobs import Job, JobError
 from coding_os.errors import Conflict, CosError, InvalidInput, NotFound
 
 TYPE_CHECKING = False
@@ -57,7 +57,7 @@ def ensure_daemon(env: Mapping[str, str] | None = None, made: Job | None = None)
     """Start the supervisor unless it runs, without waiting for it; a daemon that cannot start
     is said on stderr, never fatal: the jobs run without it. `made`: the job just made, which
     the supervisor is told of (it then keeps a spare worktree for the job's project, when the
-    job has a worktree: daemon/worktrees.py)."""
+    job has a worktree: jobs/worktrees.py)."""
     import sys
 
     from coding_os.daemon.client import DaemonError, daemon_dir, request
@@ -175,7 +175,7 @@ def start_job(settings: SessionSettings | JobSettings, prompt: str | None, *,
     job = jobs.new_job(fields, prompt, env)
     try:
         if isolation == "worktree" and linked is None:
-            from coding_os.daemon.worktrees import create_worktree, needs_worktree
+            from coding_os.jobs.worktrees import create_worktree, needs_worktree
 
             if needs_worktree(project):
                 # Its files are the spare worktree's, ready at the same commit, or written by
@@ -200,14 +200,14 @@ def start_job(settings: SessionSettings | JobSettings, prompt: str | None, *,
 def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
     """Start the job's runner in a process of its own (a new session, stdin closed, output to
     the job's stderr.log); the job's state says `starting` until the runner takes over. The
-    supervisor's spare runner takes the job when one waits (daemon/spare.py); otherwise a shell
+    supervisor's spare runner takes the job when one waits (jobs/spare.py); otherwise a shell
     starts the runner in the background and exits, so the runner is nobody's child: no caller (a
     command, `cos web`) has to wait for it, and none is left holding a zombie.
 
     Raises:
         StateIOError: the state could not be written. JobError: the runner could not be run.
     """
-    from coding_os.daemon.spare import hand_off
+    from coding_os.jobs.spare import hand_off
 
     env = dict(os.environ if env is None else env)
     env["COS_JOB_DIR"] = job.path(jobs.TMP)
@@ -225,7 +225,7 @@ def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
                   0o600)
     try:
         started = subprocess.run(
-            ["/bin/sh", "-c", '"$0" -m coding_os.daemon.runner "$1" &', sys.executable, job.id],
+            ["/bin/sh", "-c", '"$0" -m coding_os.jobs.runner "$1" &', sys.executable, job.id],
             cwd=job.folder, env=env, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
             start_new_session=True, check=False, timeout=30)
         if started.returncode != 0:
@@ -244,7 +244,7 @@ def _discard(job: Job) -> None:
 
     worktree, branch = job.state.get("worktree"), job.state.get("branch")
     if isinstance(worktree, str) and isinstance(branch, str):
-        from coding_os.daemon.worktrees import remove_worktree
+        from coding_os.jobs.worktrees import remove_worktree
 
         try:
             remove_worktree(str(job.state["project"]), worktree, branch, force=True)
@@ -257,9 +257,9 @@ def list_jobs(*, every_project: bool = False, cwd: str | None = None,
               env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """The rows of `cos agents`: the jobs of the project of `cwd`, or of every project. A job
     whose runner died is marked failed on the way, as the supervisor does (supervisor.settle)."""
-    from coding_os.daemon import roster
+    from coding_os.jobs import roster
 
-    from coding_os.daemon.supervisor import settle
+    from coding_os.jobs.supervisor import settle
 
     found = [settle(job)[0] for job in roster.current(env)]
     if not every_project:
@@ -272,7 +272,7 @@ def list_jobs(*, every_project: bool = False, cwd: str | None = None,
 
 def find_job(key: str, env: Mapping[str, str] | None = None) -> Job:
     """The job `key` names (id, unique prefix or name); as jobs.resolve."""
-    from coding_os.daemon import roster
+    from coding_os.jobs import roster
 
     return jobs.resolve(key, env, roster.current(env))
 
@@ -462,7 +462,7 @@ def stop(key: str, env: Mapping[str, str] | None = None, timeout: float = 30.0
                     os.kill(pid, signal.SIGTERM)
                 except OSError:
                     pass
-    from coding_os.daemon.supervisor import end_processes
+    from coding_os.jobs.supervisor import end_processes
 
     def ended(now: Job) -> Job:  # its runner gone: nothing it started is left
         end_processes(now)
@@ -489,9 +489,9 @@ def respawn(key: str | None, *, every: bool = False, env: Mapping[str, str] | No
     Raises:
         Conflict: the job's runner is alive (one process per job, never two).
     """
-    from coding_os.daemon import roster
+    from coding_os.jobs import roster
 
-    from coding_os.daemon.supervisor import reap
+    from coding_os.jobs.supervisor import reap
 
     chosen = ([job for job in roster.current(env) if job.state.get("state") == "failed"]
               if every else [find_job(key or "", env)])
@@ -525,9 +525,9 @@ def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
     """
     import shutil
 
-    from coding_os.daemon import roster
+    from coding_os.jobs import roster
 
-    from coding_os.daemon.supervisor import reap
+    from coding_os.jobs.supervisor import reap
 
     job = find_job(key, env)
     reaped = reap(job)  # nothing its runner started is left running in what is removed
@@ -537,7 +537,7 @@ def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
     removed: dict[str, Any] = {"id": job.id, "name": job.name, "worktree": None}
     worktree, branch = job.state.get("worktree"), job.state.get("branch")
     if isinstance(worktree, str) and isinstance(branch, str):
-        from coding_os.daemon.worktrees import remove_worktree
+        from coding_os.jobs.worktrees import remove_worktree
 
         removed["worktree"] = remove_worktree(str(job.state["project"]), worktree, branch,
                                               force=force)
@@ -620,9 +620,9 @@ def gc_jobs(days: float, dry_run: bool = False, env: Mapping[str, str] | None = 
     supervisor keeps (its supervisor was stopped or killed) of the projects that had no job in
     a worktree for the supervisor's keep period, said in `spares` (`kept_spares`: one a job
     or a supervisor holds the lock of, named with why)."""
-    from coding_os.daemon import roster
+    from coding_os.jobs import roster
 
-    from coding_os.daemon.worktrees import WorkAtRisk
+    from coding_os.jobs.worktrees import WorkAtRisk
 
     now = time.time()
     removed, kept = [], []
@@ -654,8 +654,8 @@ def _gc_spares(now: float, dry_run: bool, env: Mapping[str, str] | None
     """The spare worktrees gc_jobs removes (or would), and those it keeps because their lock
     is held."""
     from coding_os.daemon import server
-    from coding_os.daemon.supervisor import worktree_projects
-    from coding_os.daemon.worktrees import (SPARE, WORKTREES_DIR, drop_spare, spare_locked,
+    from coding_os.jobs.supervisor import worktree_projects
+    from coding_os.jobs.worktrees import (SPARE, WORKTREES_DIR, drop_spare, spare_locked,
                                             spare_owner, spare_projects, worktrees_dir)
     from coding_os.state.root import STATE_DIR_NAME, hub_dir
 

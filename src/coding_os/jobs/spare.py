@@ -27,8 +27,8 @@ import os
 import sys
 from collections.abc import Mapping
 
-from coding_os.daemon import jobs
-from coding_os.daemon.jobs import Job
+from coding_os.jobs import jobs
+from coding_os.jobs.jobs import Job
 
 __all__ = ["SOCKET", "READY", "TAKEN", "HAND_OFF_TIMEOUT_S", "socket_path", "hand_off",
            "start_spare", "main"]
@@ -109,7 +109,7 @@ def start_spare(folder: str, log: int) -> int:
     mine, theirs = socket.socketpair()
     try:
         path = [entry for entry in sys.path if os.path.isabs(entry)]
-        code = (f"import sys; sys.path[:] = {path!r}; from coding_os.daemon.spare import main; "
+        code = (f"import sys; sys.path[:] = {path!r}; from coding_os.jobs.spare import main; "
                 f"sys.exit(main([{str(theirs.fileno())!r}]))")
         started = subprocess.run(
             ["/bin/sh", "-c", '"$0" -I -S -c "$1" &', sys.executable, code],
@@ -128,14 +128,14 @@ def start_spare(folder: str, log: int) -> int:
 
 
 def _warm() -> None:
-    """Import what a runner needs to start its job (what `python -m coding_os.daemon.runner`
+    """Import what a runner needs to start its job (what `python -m coding_os.jobs.runner`
     spends its first tenths of a second on)."""
     import asyncio  # noqa: F401
     import ctypes  # noqa: F401  (runtime/children.py: each child's parent-death signal)
     import shutil  # noqa: F401
 
-    import coding_os.daemon.runner  # noqa: F401
-    import coding_os.daemon.worktrees  # noqa: F401
+    import coding_os.jobs.runner  # noqa: F401
+    import coding_os.jobs.worktrees  # noqa: F401
     import coding_os.runtime.backends.claude  # noqa: F401
     import coding_os.runtime.backends.codex  # noqa: F401
     import coding_os.runtime.backends.exec  # noqa: F401
@@ -176,7 +176,7 @@ def _answer(conn: object, answer: Mapping[str, object]) -> None:
 def _take(request: Mapping[str, object]) -> tuple[Job, int, dict[str, str]] | str:
     """The job a hand-off names, its lock taken, and the environment to run it in; or why
     not."""
-    from coding_os.daemon.runner import take_lock
+    from coding_os.jobs.runner import take_lock
     from coding_os.errors import CosError
 
     mine = _installation()
@@ -217,10 +217,10 @@ def _retitle(words: list[str]) -> None:
 
 
 def _become(job: Job, env: Mapping[str, str], umask: object) -> None:
-    """This process as the runner `agents.spawn` would have started: the job's environment,
-    umask, folder, stderr.log and command line (`python -m coding_os.daemon.runner ID`, as `ps`
+    """This process as the runner `control.spawn` would have started: the job's environment,
+    umask, folder, stderr.log and command line (`python -m coding_os.jobs.runner ID`, as `ps`
     shows every runner)."""
-    _retitle([sys.executable, "-m", "coding_os.daemon.runner", job.id])
+    _retitle([sys.executable, "-m", "coding_os.jobs.runner", job.id])
     os.environ.clear()
     os.environ.update(env)
     if isinstance(umask, int) and 0 <= umask <= 0o777:
@@ -239,7 +239,7 @@ def serve(watch: int) -> int:
     """Wait for a job (or the daemon's end, on `watch`), then run it; the exit status."""
     import select
 
-    from coding_os.daemon.runner import run_locked
+    from coding_os.jobs.runner import run_locked
     from coding_os.daemon.sockets import peer_uid
 
     path = socket_path()
@@ -284,7 +284,7 @@ def serve(watch: int) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1 or not args[0].isdigit():
-        sys.stderr.write("usage: python -m coding_os.daemon.spare FD\n")
+        sys.stderr.write("usage: python -m coding_os.jobs.spare FD\n")
         return 2
     watch = int(args[0])
     try:

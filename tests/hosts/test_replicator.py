@@ -1,4 +1,4 @@
-"""sessions/replicator.py: the background replicator the hooks start on a shared PostgreSQL, so a
+"""hosts/replicator.py: the background replicator the hooks start on a shared PostgreSQL, so a
 session's lines reach the database with no further cos command on its host; one at a time per
 project, and killed at any moment it loses and repeats nothing."""
 
@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from coding_os.sessions import replicator
+from coding_os.hosts import replicator
 from coding_os.state.caller import Caller
 from coding_os.storage.base import Storage
 from tests.helpers import (claude_session, fire, replicator_running, replicator_stopped,
@@ -22,7 +22,7 @@ from tests.helpers import (claude_session, fire, replicator_running, replicator_
 NATIVE = "aaaaaaaa-0000-4000-8000-00000000000a"
 SID = "ses-claude-20261129-100000-aaaa"
 # The detached replicator as the hooks start it, on the project given as its argument.
-_REPLICATOR = "from coding_os.sessions.replicator import main; raise SystemExit(main())"
+_REPLICATOR = "from coding_os.hosts.replicator import main; raise SystemExit(main())"
 
 
 def claude_file(home: Path, cwd: Path, native: str = NATIVE) -> Path:

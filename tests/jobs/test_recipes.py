@@ -1,4 +1,4 @@
-"""Recipes (daemon/recipes.py, DESIGN.md §6): `cos run --recipe` renders and validates as a user
+"""Recipes (jobs/recipes.py, DESIGN.md §6): `cos run --recipe` renders and validates as a user
 sees it (the python echo agent answers `echo: <prompt>`, so the prompt it got is on stdout),
 records the seed in the session, and `cos resume --replay | --rerun` resumes a recipe session;
 the rendering sandbox and the example recipes are checked in process."""
@@ -406,7 +406,7 @@ PARAM_W = "  - {key: w, requirement: optional}\n"
 
 
 def load(tmp_path: Path, prompt: str, params: str = "") -> object:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     text = f"title: T\nprompt: {json.dumps(prompt)}\n" + (
         f"parameters:\n{params}" if params else "")
@@ -420,7 +420,7 @@ def load(tmp_path: Path, prompt: str, params: str = "") -> object:
     "{% for i in range(100000) %}{{ 'x' * 50 }}{% endfor %}",
 ])
 def test_rendering_is_sandboxed_and_bounded(tmp_path: Path, template: str) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     loaded = load(tmp_path, template)
     with pytest.raises(recipes.RecipeError) as raised:
@@ -441,7 +441,7 @@ def test_rendering_is_sandboxed_and_bounded(tmp_path: Path, template: str) -> No
 ], ids=["format", "percent", "center", "indent", "replace", "list-doubling", "text-doubling"])
 def test_a_template_that_needs_more_memory_than_its_bound_is_refused(tmp_path: Path,
                                                                       template: str) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     with pytest.raises(recipes.RecipeError) as raised:
         recipes.render(load(tmp_path, template), {})  # type: ignore[arg-type]
@@ -450,7 +450,7 @@ def test_a_template_that_needs_more_memory_than_its_bound_is_refused(tmp_path: P
 
 def test_a_template_that_loops_past_the_time_bound_is_stopped(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     monkeypatch.setattr(recipes, "RENDER_SECONDS", 1.0)
     with pytest.raises(recipes.RecipeError, match="longer than 1 seconds"):
@@ -463,7 +463,7 @@ def test_rendering_from_a_thread_is_bounded_too(tmp_path: Path,
     fresh interpreter, not a fork, and holds the same bounds."""
     import threading
 
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     monkeypatch.setattr(recipes, "RENDER_SECONDS", 2.0)
     said: dict[str, str] = {}
@@ -486,21 +486,21 @@ def test_rendering_from_a_thread_is_bounded_too(tmp_path: Path,
 
 
 def test_a_template_nested_too_deeply_for_jinjas_parser_is_refused(tmp_path: Path) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     with pytest.raises(recipes.RecipeError, match="nests too deeply"):
         load(tmp_path, "{{ " + "(" * 100 + "1" + ")" * 100 + " }}")
 
 
 def test_a_template_that_renders_a_lone_surrogate_is_refused(tmp_path: Path) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     with pytest.raises(recipes.RecipeError, match=r"lone surrogate \(\\ud800\)"):
         recipes.render(load(tmp_path, '{{ "\\ud800" }}'), {})  # type: ignore[arg-type]
 
 
 def test_a_template_cannot_reach_a_file(tmp_path: Path) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     (tmp_path / "other.txt").write_text("other", encoding="utf-8")
     for template in ("{% include 'other.txt' %}", "{% import 'other.txt' as o %}x"):
@@ -510,7 +510,7 @@ def test_a_template_cannot_reach_a_file(tmp_path: Path) -> None:
 
 
 def test_goose_keys_cos_does_not_use_are_ignored(tmp_path: Path) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     text = ("version: 1.0.0\ntitle: T\ndescription: d\nprompt: hi\nauthor: {contact: me}\n"
             "extensions: [{type: builtin, name: developer}]\nactivities: [one]\n"
@@ -521,7 +521,7 @@ def test_goose_keys_cos_does_not_use_are_ignored(tmp_path: Path) -> None:
 
 
 def test_instructions_and_prompt_are_joined_by_a_blank_line(tmp_path: Path) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     text = ("title: T\ninstructions: |\n  Be brief.\nprompt: |\n  Say {{ w }}.\n"
             "parameters: [{key: w, requirement: optional}]\n")
@@ -531,7 +531,7 @@ def test_instructions_and_prompt_are_joined_by_a_blank_line(tmp_path: Path) -> N
 
 
 def test_the_example_recipes_load_and_render() -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     fix = recipes.load_recipe(str(ROOT / "examples" / "recipes" / "fix-failing-test.yaml"))
     text = recipes.render(fix, {"test": "tests/t.py::test_x", "source": "examples/echo_agent.py",
@@ -546,7 +546,7 @@ def test_the_example_recipes_load_and_render() -> None:
 
 
 def test_seed_ref_hashes_the_file_and_keeps_the_params(tmp_path: Path) -> None:
-    from coding_os.daemon import recipes
+    from coding_os.jobs import recipes
 
     path = recipe(tmp_path, "title: T\nprompt: hi\n")
     seed = recipes.seed_ref(str(path), {"a": "1"}, "cp-x")

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from coding_os.daemon import jobs
+from coding_os.jobs import jobs
 from tests.helpers import (COS, ECHO_AGENT, Terminal, cos, git, raw_bytes, runners_of,
                            stop_runners_of, until)
 from tests.helpers import bg_job as bg, until
@@ -212,7 +212,7 @@ def test_a_second_runner_of_a_job_exits_and_leaves_the_first_serving(project: Pa
     row = state_of(project, job, "done")
     import sys
 
-    second = subprocess.run([sys.executable, "-m", "coding_os.daemon.runner", job],
+    second = subprocess.run([sys.executable, "-m", "coding_os.jobs.runner", job],
                             capture_output=True, text=True, timeout=WAIT)
     assert second.returncode == 3 and "has a runner already" in second.stderr
     assert runners_of(job) == [row["pid"]]
@@ -443,12 +443,12 @@ def test_bg_from_a_recipe_runs_its_rendered_prompt_and_records_the_seed(project:
 
 def test_attach_right_after_bg_waits_for_the_runner_and_follows_the_job(project: Path) -> None:
     from coding_os import api
-    from coding_os.daemon import agents
+    from coding_os.jobs import control
 
     go = project.parent / "go"  # the job ends only once the test has attached
     job = api.bg_start(None, command=f"echo started; until [ -e '{go}' ]; do sleep 0.05; done; "
                                      "echo ended", cwd=str(project))["id"]
-    found, connection, stored = agents.attach(job, 0)  # at once: the job may still be starting
+    found, connection, stored = control.attach(job, 0)  # at once: the job may still be starting
     assert connection is not None
     go.touch()
     seen = list(connection.events())

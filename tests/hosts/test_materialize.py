@@ -1,4 +1,4 @@
-"""Materialising another host's session here (coding_os.sessions.materialize): paths mapped from
+"""Materialising another host's session here (coding_os.hosts.materialize): paths mapped from
 its host's root to this one's with every other byte kept, files written whole or not at all, a
 local file that differs refused; read back from a real SQLite storage holding the replica."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from coding_os.errors import Conflict, CrossProject, InvalidId, InvalidInput, NotFound
-from coding_os.sessions.materialize import (
+from coding_os.hosts.materialize import (
     file_action,
     host_roots,
     map_lines,
@@ -287,7 +287,7 @@ def test_a_repository_this_host_has_not_checked_out_is_another_project(
                          ids=["dot-dot", "elsewhere", "symlink-out"])
 def test_a_cwd_that_leads_out_of_this_checkout_is_refused_and_nothing_written(
         storage: SQLiteStorage, tmp_path: Path, cwd: str) -> None:
-    from coding_os.sessions.materialize import restore_report_elsewhere
+    from coding_os.hosts.materialize import restore_report_elsewhere
     from coding_os.sessions.resume import Found, ResumeScope
 
     here = tmp_path / "b"
@@ -309,7 +309,7 @@ def test_a_cwd_that_leads_out_of_this_checkout_is_refused_and_nothing_written(
 
 
 def test_a_path_inside_this_checkout_is_kept_normalised(tmp_path: Path) -> None:
-    from coding_os.sessions.materialize import inside_checkout
+    from coding_os.hosts.materialize import inside_checkout
 
     here = tmp_path / "b"
     (here / "pkg").mkdir(parents=True)

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from coding_os import durable
-from coding_os.daemon import jobs
+from coding_os.jobs import jobs
 from coding_os.errors import CosError
 
 TYPE_CHECKING = False
@@ -174,7 +174,7 @@ def publish(env: Mapping[str, str] | None = None,
     """
     if not _shared(env):
         return False
-    from coding_os.state.hosts import this_host
+    from coding_os.hosts.identity import this_host
 
     host = this_host(env)
     storage = shared_storage(env)
@@ -206,7 +206,7 @@ def _shared(env: Mapping[str, str] | None) -> bool:
 
 
 def _published_rows(host: str, found: list[jobs.Job]) -> list[dict[str, Any]]:
-    from coding_os.state.hosts import project_keys
+    from coding_os.hosts.identity import project_keys
 
     keys: dict[str, list[str]] = {}
     now = int(time.time() * 1000)
@@ -236,7 +236,7 @@ def published(env: Mapping[str, str] | None = None, project_keys: Sequence[str] 
     """
     if not _shared(env):
         return []
-    from coding_os.state.hosts import this_host
+    from coding_os.hosts.identity import this_host
 
     host = this_host(env)
     storage = shared_storage(env)

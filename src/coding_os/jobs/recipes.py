@@ -723,7 +723,7 @@ def _in_interpreter(job: Mapping[str, Any], deadline: float) -> tuple[bytes, int
 
     path = [entry for entry in sys.path if os.path.isabs(entry)]  # never the current directory
     code = (f"import sys; sys.path[:] = {path!r}; "
-            "from coding_os.daemon.recipes import render_child; render_child()")
+            "from coding_os.jobs.recipes import render_child; render_child()")
     try:
         done = subprocess.run([sys.executable, "-I", "-S", "-c", code],
                               input=json.dumps(job).encode("ascii"), capture_output=True,
@@ -783,7 +783,7 @@ def restore_seed_tree(tiers: Tiers, checkpoint: str, project: str,
         layer_list, manifest_paths, read_manifest, resolve)
     from coding_os.checkpoints.restore import fetch, plan_ops
     from coding_os.checkpoints.store import ObjectStore
-    from coding_os.daemon.worktrees import create_worktree
+    from coding_os.jobs.worktrees import create_worktree
     from coding_os.git.command import git
     from coding_os.git.repo import commit_files
 

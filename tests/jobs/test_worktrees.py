@@ -1,4 +1,4 @@
-"""A background job's own worktree (daemon/worktrees.py, DESIGN.md §6): made without touching the
+"""A background job's own worktree (jobs/worktrees.py, DESIGN.md §6): made without touching the
 main checkout, routed to the main repository's state dir, and removed only when no work is lost."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from coding_os.daemon.worktrees import (WorkAtRisk, check_out, create_worktree, drop_spare,
+from coding_os.jobs.worktrees import (WorkAtRisk, check_out, create_worktree, drop_spare,
                                         inspect_worktree, is_git_repository, needs_worktree,
                                         prepare_spare, remove_worktree, spare_ready)
 from coding_os.errors import Conflict, InvalidId, InvalidInput
@@ -411,7 +411,7 @@ def test_gc_removes_a_spare_no_supervisor_keeps_once_its_project_had_no_job_for_
     import subprocess
     import time
 
-    from coding_os.daemon import jobs
+    from coding_os.jobs import jobs
 
     made = create_worktree(str(project), JOB)
     dead = subprocess.Popen(["true"])  # its pid: a supervisor that no longer runs

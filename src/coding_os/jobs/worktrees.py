@@ -16,7 +16,7 @@ made there) instead of writing its files; a spare at another commit (HEAD moved 
 or half made is never taken, and is replaced. `.spare.lock` (flock) keeps a take, a
 preparation and a removal apart. `spare.owner` names the pid of the supervisor that made the
 spare: one that no running supervisor keeps (it was stopped or killed) is removed by `cos gc`
-once its project has had no job for a while (agents.gc_jobs), and the supervisor removes its
+once its project has had no job for a while (control.gc_jobs), and the supervisor removes its
 own when it stops.
 
 Removing a worktree would lose its uncommitted changes and the commits of its branch that no

@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
 from coding_os.errors import Conflict, CrossProject, InvalidId, InvalidInput, NotFound
-from coding_os.sessions.replicate import SUBAGENT
+from coding_os.hosts.replicate import SUBAGENT
 from coding_os.storage.base import IndexRow, ReplicaSource, Storage, StorageError
 
 TYPE_CHECKING = False
@@ -442,9 +442,9 @@ def host_roots(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource]
 
 
 def _adopt(storage: Storage, tiers: Tiers, done: Materialized, local_host: str) -> None:
-    """Mark the files written here as replicated up to the lines they hold (sessions/replicate:
+    """Mark the files written here as replicated up to the lines they hold (hosts/replicate:
     the next push is their line N+1, from this host)."""
-    from coding_os.sessions import replicate
+    from coding_os.hosts import replicate
 
     for f in done.files:
         if f.lines > 0 and f.action in ("written", "extended", "unchanged", "kept"):

@@ -1,4 +1,4 @@
-"""state/hosts.py: the name of this host and the identity of a project across hosts."""
+"""hosts/identity.py: the name of this host and the identity of a project across hosts."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from coding_os.errors import InvalidInput
-from coding_os.state.hosts import (
+from coding_os.hosts.identity import (
     host_roots,
     normalise_origin,
     project_key,

@@ -1,4 +1,4 @@
-"""sessions/replicate.py: a project's session files pushed line by line to the shared storage."""
+"""hosts/replicate.py: a project's session files pushed line by line to the shared storage."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from coding_os.sessions import index, replicate, transcript
-from coding_os.state.hosts import project_key, project_keys
+from coding_os.sessions import index, transcript
+from coding_os.hosts import replicate
+from coding_os.hosts.identity import project_key, project_keys
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import IndexRow, ReplicaSource, Storage
 from coding_os.storage.sqlite import SQLiteStorage
@@ -266,7 +267,7 @@ def test_a_fifo_or_a_device_where_a_file_is_expected_is_reported_never_read(
 
 _CHILD = """
 import sys
-from coding_os.sessions import replicate
+from coding_os.hosts import replicate
 from coding_os.state.tiers import Tiers
 from coding_os.storage.postgres import PostgresStorage
 
@@ -494,7 +495,7 @@ def test_a_file_unchanged_since_it_was_pushed_to_one_database_is_pushed_to_anoth
 
 def test_a_session_moved_here_goes_on_from_the_stored_lines_of_its_mapped_copy(
         storage: Storage, tmp_path: Path) -> None:
-    from coding_os.sessions.materialize import materialize
+    from coding_os.hosts.materialize import materialize
     from coding_os.storage.base import IndexRow
 
     a_root, b_root = str(tmp_path / "a"), str(tmp_path / "b")

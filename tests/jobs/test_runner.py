@@ -1,4 +1,4 @@
-"""A job's runner (daemon/runner.py) as a user meets it, each step a `cos` subprocess: nothing a
+"""A job's runner (jobs/runner.py) as a user meets it, each step a `cos` subprocess: nothing a
 job started outlives its runner, however the runner ends (killed at any moment, then `cos
 agents`, the supervisor, `cos respawn` or `cos rm --force`), and a client that stops reading
 costs the runner no more than CLIENT_BUFFER_MAX."""
@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from coding_os.daemon import agents, jobs
-from coding_os.daemon.runner import CLIENT_BUFFER_MAX
+from coding_os.jobs import control, jobs
+from coding_os.jobs.runner import CLIENT_BUFFER_MAX
 from tests.helpers import cos, processes_with, runners_of, until
 from tests.helpers import bg_job as bg
 
@@ -141,7 +141,7 @@ def test_an_attached_client_dropped_for_falling_behind_resumes_with_no_gap(
     command = (f"head -c {size} /dev/zero | tr '\\0' x | fold -w 60000; echo; "
                "echo end-of-output; sleep 600")
     job = bg(project, "--exec", command, "--isolation", "none")["id"]
-    _, connection, _ = agents.attach(job, 0)
+    _, connection, _ = control.attach(job, 0)
     assert connection is not None
     events = Path(jobs.load(job).state["events"])
     # The client reads nothing until the command has printed it all: the runner drops it.
@@ -160,7 +160,7 @@ def test_an_attached_client_dropped_for_falling_behind_resumes_with_no_gap(
 
     def attached() -> None:
         with contextlib.suppress(Ended):
-            agents.follow(connection, show)
+            control.follow(connection, show)
 
     threading.Thread(target=attached, daemon=True).start()  # ends with the runner, if stuck
     assert ended.wait(WAIT), f"the attached client stopped at seq {seqs[-1:]}"

@@ -18,7 +18,7 @@ more after the release, and the lock taken again.
 
 Killed at any moment (the host goes away mid-push), nothing is lost or stored twice: each batch
 is one transaction of lines keyed by (session, stream, seq), and the next push, from a hook or
-any command, goes on from what the storage holds (sessions/replicate.py); the lock dies with
+any command, goes on from what the storage holds (hosts/replicate.py); the lock dies with
 the process. A push that fails (PostgreSQL unreachable, an invalid COS_HOST) is written to the
 hooks log (`event=replicate error=…`) and ends the run: the next request pushes what is left.
 """
@@ -37,7 +37,7 @@ from coding_os.storage.base import Storage
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from coding_os.sessions.replicate import SyncReport
+    from coding_os.hosts.replicate import SyncReport
 
 __all__ = ["LINGER_S", "POLL_S", "REQUESTS_MAX", "requests", "push", "follow", "main"]
 
@@ -89,7 +89,8 @@ def push(storage: Storage, tiers: Tiers, root: str, env: Mapping[str, str]) -> S
         StateIOError: the import state cannot be saved.
         InvalidInput: COS_HOST is not a valid host name.
     """
-    from coding_os.sessions import index, replicate
+    from coding_os.sessions import index
+    from coding_os.hosts import replicate
     from coding_os.sessions.database import native_dirs
 
     claude_dir, codex_dir = native_dirs(env)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from coding_os.daemon import jobs, roster
+from coding_os.jobs import jobs, roster
 from coding_os.errors import CosError, StateIOError
 
 __all__ = ["SWEEP_S", "STARTING_S", "sweep", "settle", "reap", "mark_failed",

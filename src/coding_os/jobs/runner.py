@@ -1,5 +1,5 @@
-"""A job's runner (DESIGN.md §6): `python -m coding_os.daemon.runner JOB_ID`, one process per
-job, detached from whoever started it (agents.spawn), so that neither the command that made the job
+"""A job's runner (DESIGN.md §6): `python -m coding_os.jobs.runner JOB_ID`, one process per
+job, detached from whoever started it (control.spawn), so that neither the command that made the job
 nor the supervisor has to live for the job to go on.
 
 The runner takes the job's lock (a second runner of the same job finds it held and exits 3),
@@ -35,8 +35,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from coding_os.daemon import jobs, sockets
-from coding_os.daemon.jobs import Job
+from coding_os.jobs import jobs
+from coding_os.daemon import sockets
+from coding_os.jobs.jobs import Job
 from coding_os.errors import CosError
 
 __all__ = ["main", "take_lock", "run_locked", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING",
@@ -207,7 +208,7 @@ class Runner:
         loop.add_signal_handler(signal.SIGINT, self.stop, "stopped")
         try:
             if self.job.state.get("checked_out") is False:  # its worktree's files, first
-                from coding_os.daemon.worktrees import check_out
+                from coding_os.jobs.worktrees import check_out
 
                 await asyncio.to_thread(check_out, str(self.job.state["worktree"]))
                 self.write(checked_out=True)
@@ -256,7 +257,7 @@ class Runner:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        sys.stderr.write("usage: python -m coding_os.daemon.runner JOB_ID\n")
+        sys.stderr.write("usage: python -m coding_os.jobs.runner JOB_ID\n")
         return 2
     try:
         os.setsid()  # a session and process group of its own, led by the runner
