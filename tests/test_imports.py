@@ -13,7 +13,7 @@ SOURCE = Path(__file__).resolve().parent.parent / "src" / "coding_os"
 
 # DESIGN.md §2, bottom up: a module may import its own layer and those below it.
 LAYERS = (
-    ("errors", "jsonwire", "clock", "durable", "config", "redact", "digest"),
+    ("errors", "jsonwire", "clock", "durable", "config", "redact", "digest", "log"),
     ("storage", "git"),
     ("state", "adapters"),
     ("sessions", "checkpoints", "brain", "hosts"),

@@ -9,6 +9,9 @@ Each line is one event in the envelope of the protocol, with the format version 
 of EVENT_FIELDS) and that type's fields. `seq` starts at 1 and is dense and strictly increasing
 per session, so a client that has seen nothing resumes with `last_seq` 0.
 
+The file is a numbered log (`coding_os.log`, which transcripts share): this module says what
+its lines hold and which are valid.
+
 Writer. `EventLog` keeps the file open; each `append` takes an exclusive `flock` on it, notices
 lines another process wrote since (the file grew), numbers the event after the last line, writes
 it with one write and, as the durability mode asks, fsyncs — then returns. Writers in any number of
@@ -30,10 +33,10 @@ import os
 import stat
 import threading
 
-from coding_os import durable, jsonwire
+from coding_os import durable, jsonwire, log
 from coding_os.clock import utc_now
 from coding_os.errors import Conflict, InvalidInput, NotFound, StateIOError
-from coding_os.sessions.transcript import (
+from coding_os.log import (
     BLANK_LINE,
     DEFAULT_DURABILITY,
     DURABILITY_MODES,
@@ -43,8 +46,9 @@ from coding_os.sessions.transcript import (
     TORN_TAIL,
     Problem,
     check_durability,
-    session_agent,
+    prefix_seq,
 )
+from coding_os.sessions.transcript import session_agent
 from coding_os.state.identity import is_session_id, validate_session_id
 
 TYPE_CHECKING = False
@@ -117,13 +121,10 @@ TASK_ENDS = ("task_complete", "turn_aborted")
 # and order) and this one.
 INVALID_EVENT = "invalid_event"
 
-_PREFIX = b'{"v":1,"seq":'
 _HEAD = 40  # enough bytes of a line for its prefix and seq
-_WINDOW = 1 << 14  # the bisection stops when the range is this small and reads on from there
-_CHUNK = 1 << 16
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a log must not hang us
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a lock file must not hang us
 
 
 def events_path(tiers: Tiers, session: str) -> str:
@@ -209,10 +210,6 @@ def take_lease(tiers: Tiers, session: str) -> Lease:
 
 # ---------------------------------------------------------------------------------------------
 # Validation and encoding
-
-
-def _is_seq(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _kind_problem(kind: str, value: object) -> str | None:
@@ -303,67 +300,6 @@ def _line(seq: int, ts: str, session: str, reply_to: str | None, msg: str) -> by
 
 
 # ---------------------------------------------------------------------------------------------
-# Reading seqs from the file without parsing it
-
-
-def _prefix_seq(head: bytes) -> int | None:
-    """The seq in a line's prefix `{"v":1,"seq":N,`, or None when the line has no such prefix."""
-    if not head.startswith(_PREFIX):
-        return None
-    end = len(_PREFIX)
-    while end < len(head) and 0x30 <= head[end] <= 0x39:
-        end += 1
-    if len(_PREFIX) < end < len(head) and head[end] == 0x2C:  # ","
-        return int(head[len(_PREFIX):end])
-    return None
-
-
-def _line_seq(fd: int, start: int, end: int) -> int | None:
-    """The seq of the whole line at [start, end): from its prefix, else from the parsed line;
-    None when it holds no event (blank or corrupt)."""
-    seq = _prefix_seq(os.pread(fd, min(end - start, _HEAD), start))
-    if seq is not None:
-        return seq
-    try:
-        event = jsonwire.loads(os.pread(fd, end - start, start))
-    except ValueError:  # UnicodeDecodeError is one
-        return None
-    if _event_problem(event) is not None:
-        return None
-    assert isinstance(event, dict)
-    return int(event["seq"])
-
-
-def _torn_start(fd: int, size: int) -> int:
-    """Where the torn last line of the first `size` bytes begins; `size` when there is none."""
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        return durable.last_line_start(fd, size)
-    return size
-
-
-def _continue_from(fd: int, size: int) -> tuple[int, int]:
-    """(next seq, length of the whole lines) of the first `size` bytes, read from the tail.
-
-    The next seq follows the last line that has one; whole lines after it that have none
-    (corrupt ones, which a reader reports) are counted too, so a damaged event's seq is never
-    given to another.
-    """
-    whole = _torn_start(fd, size)
-    end = whole
-    skipped = 0
-    while end > 0:
-        # The line is [start, end - 1), its newline at end - 1.
-        start = durable.last_line_start(fd, end - 1)
-        seq = _line_seq(fd, start, end - 1)
-        if seq is not None:
-            return seq + 1 + skipped, whole
-        if os.pread(fd, min(end - 1 - start, _HEAD), start).strip():
-            skipped += 1
-        end = start
-    return FIRST_SEQ + skipped, whole
-
-
-# ---------------------------------------------------------------------------------------------
 # Writing
 
 
@@ -398,16 +334,8 @@ class EventLog:
         self._unsynced = False
         self._mutex = threading.Lock()
         durable.ensure_dir(os.path.dirname(path))
+        self._fd = log.open_append(path, create=True, what="events log")
         try:
-            self._fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | _O_NOFOLLOW
-                               | _O_CLOEXEC | _O_NONBLOCK, durable.FILE_MODE)
-        except OSError as exc:
-            raise durable.io_error(path, exc) from None
-        try:
-            info = os.fstat(self._fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise StateIOError(f"cannot write state at {path}: not a regular file")
-            durable.private(self._fd, info.st_mode)
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 self._settle()
@@ -441,16 +369,12 @@ class EventLog:
         size = os.fstat(self._fd).st_size
         if size == self._size:
             return
-        self._next, whole = _continue_from(self._fd, size)
+        found, whole = log.continue_from(self._fd, size, _event_problem, FIRST_SEQ)
+        assert found is not None
+        self._next = found
         if whole < size:
-            torn = os.pread(self._fd, size - whole, whole)
-            try:
-                # Kept whole in the log until it is safe aside.
-                durable.set_aside_torn(self.path, torn)
-            except OSError as exc:
-                raise durable.io_error(self.path + ".torn", exc) from None
-            os.ftruncate(self._fd, whole)
-            self.torn_bytes += len(torn)
+            # Kept whole in the log until it is safe aside.
+            self.torn_bytes += log.cut_torn(self.path, self._fd, whole, size)
         self._size = whole
 
     def append(self, event_type: str, fields: Mapping[str, object] | None = None, *,
@@ -483,17 +407,8 @@ class EventLog:
                     raise durable.io_error(self.path, exc) from None
                 seq, ts = self._next, utc_now()
                 record = _line(seq, ts, self.session, reply_to, text)
-                try:
-                    durable.write_all(self._fd, record)
-                    if sync:
-                        os.fsync(self._fd)
-                except OSError as exc:
-                    # Never leave half an event (or one not known durable) behind.
-                    try:
-                        os.ftruncate(self._fd, self._size)
-                    except OSError:
-                        pass
-                    raise durable.io_error(self.path, exc) from None
+                # Never leaves half an event (or one not known durable) behind.
+                log.write_line(self.path, self._fd, record, self._size, sync)
                 self._size += len(record)
                 self._next = seq + 1
                 self._unsynced = not sync
@@ -595,48 +510,6 @@ class Replayed:
         self.report = report
 
 
-def _seq_at_or_after(fd: int, offset: int, limit: int) -> tuple[int, int] | None:
-    """(start, seq) of the first line starting in [offset, limit) whose prefix holds a seq."""
-    if offset > 0 and os.pread(fd, 1, offset - 1) != b"\n":
-        offset = _next_line(fd, offset, limit)
-    while offset < limit:
-        seq = _prefix_seq(os.pread(fd, min(limit - offset, _HEAD), offset))
-        if seq is not None:
-            return offset, seq
-        offset = _next_line(fd, offset, limit)
-    return None
-
-
-def _next_line(fd: int, offset: int, limit: int) -> int:
-    """The start of the line after the one holding `offset` (`limit` when it is not before).
-    Reads small blocks first: most lines are short, and a probe should cost about one."""
-    block_size = 512
-    while offset < limit:
-        block = os.pread(fd, min(limit - offset, block_size), offset)
-        if not block:
-            break
-        newline = block.find(b"\n")
-        if newline >= 0:
-            return offset + newline + 1
-        offset += len(block)
-        block_size = min(block_size * 2, _CHUNK)
-    return limit
-
-
-def _first_after(fd: int, size: int, after_seq: int) -> int:
-    """A line start at or before the first line with seq > `after_seq`, close to it: a
-    bisection over byte offsets, which dense, increasing seqs allow."""
-    low, high = 0, size  # every line before `low` holds a seq <= after_seq
-    while high - low > _WINDOW:
-        middle = (low + high) // 2
-        found = _seq_at_or_after(fd, middle, high)
-        if found is None or found[1] > after_seq:
-            high = middle
-        else:
-            low = found[0]
-    return low
-
-
 def replay(path: str, after_seq: int = 0,
            report: ReplayReport | None = None) -> Iterator[Event]:
     """The events of the log at `path` with seq > `after_seq`, in order, filling `report` as it
@@ -648,24 +521,21 @@ def replay(path: str, after_seq: int = 0,
         NotFound: no log at `path`.
         StateIOError: it cannot be read.
     """
-    if not _is_seq(after_seq):
+    if not log.is_seq(after_seq):
         raise InvalidInput(f"last_seq must be an integer >= 0, not {str(after_seq)[:40]!r}")
     report = ReplayReport(path, after_seq) if report is None else report
     fd, size = durable.open_snapshot(path, "events log")
     handle = os.fdopen(fd, "rb")
     try:
         fd = handle.fileno()
-        whole = _torn_start(fd, size)
-        start = _first_after(fd, whole, after_seq) if after_seq >= FIRST_SEQ else 0
+        whole = log.torn_start(fd, size)
+        start = log.first_after(fd, whole, after_seq) if after_seq >= FIRST_SEQ else 0
     except BaseException:
         handle.close()
         raise
     report.size, report.start = size, start
     if whole < size:
-        report.problems.append(Problem(
-            TORN_TAIL, whole, None, size - whole,
-            f"the last line is unterminated ({size - whole} bytes; a crash during an append) "
-            "— the next writer moves it to .torn"))
+        report.problems.append(log.torn_tail(whole, None, size - whole))
     return _events(handle, start, whole, report)
 
 
@@ -683,7 +553,7 @@ def _events(handle: BinaryIO, offset: int, end: int, report: ReplayReport) -> It
                 start, offset = offset, offset + len(raw)
                 line = raw[:-1]
                 if report.last_seq is None:
-                    seq = _prefix_seq(line[:_HEAD])
+                    seq = prefix_seq(line[:_HEAD])
                     if seq is not None and seq <= after:
                         continue  # before the replay's start: not parsed
                 event = _parse(line, start, report)
@@ -720,14 +590,8 @@ def _in_order(event: Event, offset: int, length: int, report: ReplayReport) -> b
     """Check `event`'s seq against the previous one given; False when it must be skipped."""
     seq = event["seq"]
     previous = report.after_seq if report.last_seq is None else report.last_seq
-    if seq <= previous:
-        report.problems.append(Problem(SEQ_ORDER, offset, None, length,
-                                       f"seq {seq} after seq {previous}; event skipped"))
+    if not log.check_seq(seq, previous, offset, None, length, report.problems, "event"):
         return False
-    if seq > previous + 1:
-        missing = (f"seq {previous + 1}" if seq == previous + 2
-                   else f"seqs {previous + 1}..{seq - 1}")
-        report.problems.append(Problem(SEQ_GAP, offset, None, length, f"{missing} missing"))
     report.last_seq = seq
     report.events += 1
     return True
@@ -753,4 +617,6 @@ def last_seq(path: str) -> int:
     fd, size = durable.open_snapshot(path, "events log")
     handle = os.fdopen(fd, "rb")
     with handle:
-        return _continue_from(handle.fileno(), size)[0] - 1
+        found = log.continue_from(handle.fileno(), size, _event_problem, FIRST_SEQ)[0]
+        assert found is not None
+        return found - 1

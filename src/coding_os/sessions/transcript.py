@@ -3,6 +3,9 @@
 Every line is one entry: `{"v":1,"seq":N,"ts":"…Z","type":T, …the fields of T}`. Line 0 is the
 `session_meta`; `seq` is dense and strictly increasing per file.
 
+The file is a numbered log (`coding_os.log`, which events logs share): this module says what
+its lines hold and which are valid.
+
 Writer. An append holds an exclusive `flock` on the transcript itself while it reads the last
 seq from the tail (never the whole file), sets aside a torn last line, writes the new line and,
 when the durability mode asks, fsyncs — so appenders in any number of processes get unique,
@@ -25,16 +28,22 @@ on this path, and any Python string, lone surrogates included, reads back identi
 
 from __future__ import annotations
 
-import errno
 import fcntl
 import itertools
 import os
-import stat
 
-from coding_os import jsonwire
-from coding_os.errors import InvalidInput, NotFound, StateIOError
-from coding_os import durable
+from coding_os import durable, jsonwire, log
 from coding_os.clock import utc_now
+from coding_os.errors import InvalidInput, NotFound, StateIOError
+from coding_os.log import (
+    BLANK_LINE,
+    DEFAULT_DURABILITY,
+    DURABILITY_MODES,
+    NOT_JSON,
+    Problem,
+    check_durability,
+)
+from coding_os.log import is_seq as _is_count
 from coding_os.state.identity import (
     agent_of_session,
     is_path_like,
@@ -128,29 +137,18 @@ _OPENING_TYPES = ("session_meta", "fork")
 # Fields holding the seq of another entry of the same file: a fork renumbers them.
 _RANGE_TYPES = ("compact", "summary")
 
-DURABILITY_MODES = ("event", "turn", "none")
-DEFAULT_DURABILITY = "turn"
 # Entries that end a turn: fsynced in the "turn" mode (and `close`, always, unless "none").
 _TURN_ENDS = ("assistant",)
 CLOSE_EVENT = "close"
 TITLE_MAX = 200
 
-# Problem kinds a ReadReport lists.
-TORN_TAIL = "torn_tail"
+# Problem kinds a ReadReport lists: the log's (log.TORN_TAIL, BLANK_LINE, NOT_JSON, SEQ_GAP,
+# SEQ_ORDER) and these.
 INVALID_UTF8 = "invalid_utf8"
-NOT_JSON = "not_json"
 INVALID_ENTRY = "invalid_entry"
 UNSUPPORTED_VERSION = "unsupported_version"
-BLANK_LINE = "blank_line"
 MISSING_META = "missing_meta"
-SEQ_GAP = "seq_gap"
-SEQ_ORDER = "seq_order"
 
-_CHUNK = 1 << 16
-_PREFIX = b'{"v":1,"seq":'
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a transcript must not hang us
 _DIGITS = frozenset("0123456789")
 
 
@@ -202,10 +200,6 @@ def validate_title(title: object) -> str:
     if is_session_id(title):
         raise InvalidInput(f"title {shown} would be read as a session id")
     return title
-
-
-def _is_count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def _is_ts(value: object) -> bool:
@@ -303,15 +297,6 @@ def entry_problem(entry: object) -> str | None:
             or _range_problem(entry_type, entry, entry["seq"]))
 
 
-def check_durability(durability: str) -> None:
-    """Raises:
-        InvalidInput: `durability` is none of DURABILITY_MODES.
-    """
-    if durability not in DURABILITY_MODES:
-        raise InvalidInput(f"unknown durability {str(durability)[:40]!r}: "
-                           f"expected one of {', '.join(DURABILITY_MODES)}")
-
-
 # ---------------------------------------------------------------------------------------------
 # Results
 
@@ -331,27 +316,6 @@ class Appended:
     def as_dict(self) -> dict[str, object]:
         return {"path": self.path, "seq": self.seq, "entry": self.entry,
                 "torn_bytes": self.torn_bytes}
-
-
-class Problem:
-    """One thing a reader skipped or noticed: its kind, where (byte offset, line), and detail."""
-
-    __slots__ = ("kind", "offset", "line", "length", "detail")
-
-    def __init__(self, kind: str, offset: int, line: int | None, length: int,
-                 detail: str) -> None:
-        self.kind = kind
-        self.offset = offset
-        self.line = line  # 1-based; None when the file was read from its end (`tail`)
-        self.length = length  # bytes of the line, its newline not counted
-        self.detail = detail
-
-    def as_dict(self) -> dict[str, object]:
-        return {"kind": self.kind, "offset": self.offset, "line": self.line,
-                "length": self.length, "detail": self.detail}
-
-    def __repr__(self) -> str:
-        return f"Problem({self.kind}, offset={self.offset}, line={self.line}: {self.detail})"
 
 
 class ReadReport:
@@ -511,7 +475,7 @@ def create(tiers: Tiers, agent: str, *, session: str | None = None,
 
     if session is not None:
         try:
-            _publish(transcript_path(tiers, session), lines(session), sync)
+            log.publish(transcript_path(tiers, session), lines(session), sync)
         except FileExistsError:
             raise InvalidInput(f"session {session} already has a transcript") from None
         return session
@@ -526,71 +490,11 @@ def _publish_new(tiers: Tiers, agent: str, lines: Callable[[str], Iterable[bytes
         if os.path.lexists(tiers.presence_path(agent, session)):
             continue  # reserved by a panel (hooks.sessions mints through presence files)
         try:
-            _publish(transcript_path(tiers, session), lines(session), sync)
+            log.publish(transcript_path(tiers, session), lines(session), sync)
         except FileExistsError:
             continue
         return session
     raise StateIOError(f"cannot mint a free session id for {agent} in {tiers.state_dir}")
-
-
-def _publish(path: str, lines: Iterable[bytes], sync: bool) -> None:
-    """Write a new file at `path` whole or not at all: a temp file beside it, linked into place.
-
-    Raises:
-        FileExistsError: `path` exists (nothing is changed).
-        StateIOError: the file cannot be written.
-    """
-    directory, name = os.path.split(path)
-    durable.ensure_dir(directory)
-    tmp = os.path.join(directory, f".{name}.tmp-{os.getpid()}-{os.urandom(3).hex()}")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC,
-                     durable.FILE_MODE)
-    except OSError as exc:
-        raise durable.io_error(path, exc) from None
-    try:
-        try:
-            for line in lines:
-                durable.write_all(fd, line)
-            if sync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        try:
-            os.link(tmp, path)  # fails if `path` exists: creation is exclusive
-        except OSError as exc:
-            if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP):
-                raise
-            # A file system without hard links: check, then rename (exclusive in practice,
-            # since ids are random and reserved).
-            if os.path.lexists(path):
-                raise FileExistsError(errno.EEXIST, "exists", path) from None
-            os.rename(tmp, path)
-        if sync:
-            _fsync_dir(directory)
-    except FileExistsError:
-        raise
-    except OSError as exc:
-        raise durable.io_error(path, exc) from None
-    finally:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass  # already renamed into place, or gone
-
-
-def _fsync_dir(directory: str) -> None:
-    """Make a new directory entry durable. The file is already in place and synced: a file
-    system that cannot sync a directory (EINVAL) costs that guarantee, not the transcript."""
-    try:
-        fd = os.open(directory, os.O_RDONLY | _O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    except OSError as exc:
-        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP):
-            raise
 
 
 def append(tiers: Tiers, session: str, entry_type: str,
@@ -655,24 +559,14 @@ def close(tiers: Tiers, session: str, *, durability: str = DEFAULT_DURABILITY) -
 
 def _append(path: str, entry_type: str, fields: dict[str, object], tail: str,
             sync: bool) -> Appended:
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK)
-    except FileNotFoundError:
-        raise NotFound(f"no transcript at {path}") from None
-    except OSError as exc:
-        raise durable.io_error(path, exc) from None
+    fd = log.open_append(path, create=False, what="transcript")
     try:
         # Seq allocation and the write happen under one exclusive lock: concurrent appenders
-        # queue here, each sees the line the previous one wrote. (durable.locked_append takes
-        # its own lock per call, so the seq could not be read under it: the same steps —
-        # torn tail aside, whole write, roll back on failure — are done here under this one.)
+        # queue here, each sees the line the previous one wrote.
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise StateIOError(f"cannot write state at {path}: not a regular file")
-            durable.private(fd, info.st_mode)
-            seq, whole_size, torn = _continue_from(fd, info.st_size)
+            size = os.fstat(fd).st_size
+            seq, whole_size = log.continue_from(fd, size, entry_problem, None)
         except OSError as exc:
             raise durable.io_error(path, exc) from None
         if seq is None:
@@ -683,83 +577,11 @@ def _append(path: str, entry_type: str, fields: dict[str, object], tail: str,
             raise InvalidInput(problem)
         ts = utc_now()
         record = _line(seq, ts, entry_type, tail)
-        if torn is not None:
-            try:
-                # Kept whole in the transcript until it is safe aside.
-                durable.set_aside_torn(path, torn)
-            except OSError as exc:
-                raise durable.io_error(path + ".torn", exc) from None
-        try:
-            if torn is not None:
-                os.ftruncate(fd, whole_size)
-            durable.write_all(fd, record)
-            if sync:
-                os.fsync(fd)
-        except OSError as exc:
-            # Never leave half an entry (or an entry not known durable) behind.
-            try:
-                os.ftruncate(fd, whole_size)
-            except OSError:
-                pass
-            raise durable.io_error(path, exc) from None
+        torn = log.cut_torn(path, fd, whole_size, size) if whole_size < size else 0
+        log.write_line(path, fd, record, whole_size, sync)
     finally:
         os.close(fd)  # closing releases the lock
-    return Appended(path, seq, _entry(seq, ts, entry_type, fields),
-                    0 if torn is None else len(torn))
-
-
-def _continue_from(fd: int, size: int) -> tuple[int | None, int, bytes | None]:
-    """(next seq, length of the whole lines, torn last line or None), read from the tail.
-
-    The next seq follows the last line that has one. Lines after it that have none (corrupt
-    ones; the reader reports them) are counted too, so a damaged entry's seq is never reused.
-    Only line starts are searched for and only prefixes read: a 20 MB last line costs a scan
-    for its newline, not a copy or a parse.
-    """
-    torn = None
-    end = size
-    if size and os.pread(fd, 1, size - 1) != b"\n":
-        start = durable.last_line_start(fd, size)
-        torn = os.pread(fd, size - start, start)
-        end = start
-    whole_size = end
-    skipped = 0
-    while end > 0:
-        # The line is [start, end - 1), its newline at end - 1.
-        start = durable.last_line_start(fd, end - 1)
-        seq = _line_seq(fd, start, end - 1)
-        if isinstance(seq, int):
-            return seq + 1 + skipped, whole_size, torn
-        if seq == "corrupt":
-            skipped += 1
-        end = start
-    return None, whole_size, torn
-
-
-def _line_seq(fd: int, start: int, end: int) -> int | str:
-    """The seq of the whole line at [start, end), "blank" or "corrupt".
-
-    Lines this writer wrote start `{"v":1,"seq":N,`: their seq is read from the prefix.
-    """
-    head = os.pread(fd, min(end - start, 40), start)
-    if head.startswith(_PREFIX):
-        digits_end = len(_PREFIX)
-        while digits_end < len(head) and 0x30 <= head[digits_end] <= 0x39:
-            digits_end += 1
-        if len(_PREFIX) < digits_end < len(head) and head[digits_end:digits_end + 1] == b",":
-            return int(head[len(_PREFIX):digits_end])
-    line = os.pread(fd, end - start, start)
-    if not line.strip():
-        return "blank"
-    try:
-        entry = jsonwire.loads(line.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError is one
-        return "corrupt"
-    if entry_problem(entry) is not None:
-        return "corrupt"
-    assert isinstance(entry, dict)
-    seq: int = entry["seq"]
-    return seq
+    return Appended(path, seq, _entry(seq, ts, entry_type, fields), torn)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -865,34 +687,6 @@ def _refuse_sidechain_of_fork(tiers: Tiers, source: str, meta: Entry) -> None:
 # Reading
 
 
-def _reverse_lines(fd: int, size: int) -> Iterator[tuple[int, bytes, bool]]:
-    """The lines in the first `size` bytes of `fd`, last first: (offset, bytes, whole).
-
-    Reads backwards in blocks. Only the first line yielded can be unterminated (whole False:
-    a torn tail); the newline is never part of the bytes.
-    """
-    if size <= 0:
-        return
-    whole = os.pread(fd, 1, size - 1) == b"\n"
-    pos = size - 1 if whole else size
-    pieces: list[bytes] = []  # the current line's blocks, last block first
-    while pos > 0:
-        start = max(0, pos - _CHUNK)
-        block = os.pread(fd, pos - start, start)
-        if len(block) != pos - start:
-            raise StateIOError("a transcript shrank while it was read; read it again")
-        cut = len(block)
-        newline = block.rfind(b"\n", 0, cut)
-        while newline >= 0:
-            pieces.append(block[newline + 1:cut])
-            yield start + newline + 1, b"".join(reversed(pieces)), whole
-            pieces, whole, cut = [], True, newline
-            newline = block.rfind(b"\n", 0, cut)
-        pieces.append(block[:cut])
-        pos = start
-    yield 0, b"".join(reversed(pieces)), whole
-
-
 def _parse_line(line: bytes, offset: int, number: int | None,
                 report: ReadReport) -> Entry | None:
     """The entry on one whole line, or None with the reason added to `report`."""
@@ -937,14 +731,8 @@ def _in_order(entry: Entry, offset: int, number: int | None, length: int,
                 MISSING_META, offset, number, length,
                 f"the first entry is {entry['type']} seq {seq}, not session_meta seq 0"))
         report.first_seq = seq
-    elif seq <= previous:
-        report.problems.append(Problem(SEQ_ORDER, offset, number, length,
-                                       f"seq {seq} after seq {previous}; entry skipped"))
+    elif not log.check_seq(seq, previous, offset, number, length, report.problems, "entry"):
         return False
-    elif seq > previous + 1:
-        missing = (f"seq {previous + 1}" if seq == previous + 2
-                   else f"seqs {previous + 1}..{seq - 1}")
-        report.problems.append(Problem(SEQ_GAP, offset, number, length, f"{missing} missing"))
     report.last_seq = seq
     report.entries += 1
     return True
@@ -981,10 +769,7 @@ def _entries(f: BinaryIO, size: int, report: ReadReport, offset: int = 0
         report.lines += 1
         start, offset = offset, offset + len(raw)
         if not raw.endswith(b"\n"):
-            report.problems.append(Problem(
-                TORN_TAIL, start, report.lines, len(raw),
-                f"the last line is unterminated ({len(raw)} bytes; a crash during an "
-                "append) — the next writer moves it to .torn"))
+            report.problems.append(log.torn_tail(start, report.lines, len(raw)))
             break
         line = raw[:-1]
         entry = _parse_line(line, start, report.lines, report)
@@ -1163,16 +948,13 @@ def tail(path: str, n: int) -> Transcript:
     report.size = size
     try:
         report.complete = True
-        for offset, line, whole in _reverse_lines(fd, size):
+        for offset, line, whole in log.reverse_lines(fd, size, "transcript"):
             if len(found) >= n:
                 report.complete = False
                 break
             report.lines += 1
             if not whole:
-                skipped.problems.append(Problem(
-                    TORN_TAIL, offset, None, len(line),
-                    f"the last line is unterminated ({len(line)} bytes; a crash during an "
-                    "append) — the next writer moves it to .torn"))
+                skipped.problems.append(log.torn_tail(offset, None, len(line)))
                 continue
             entry = _parse_line(line, offset, None, skipped)
             if entry is not None:
