@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from coding_os.errors import NotFound
-from coding_os.sessions.usage import engine_turns, native_turns
+from coding_os.sessions.usage import engine_turns, native_turns, totals
 from tests.helpers import (
     CLAUDE_FIXTURES,
     CODEX_FIXTURES,
@@ -56,8 +56,10 @@ def test_the_unredacted_codex_rollout_has_two_turns_of_known_size() -> None:
     require_codex_fixtures()
     [rollout] = CODEX_FIXTURES.glob("*019e1625-789d-76c0-80ab-3724b5ddb799.jsonl")
     first, second = native_turns(str(rollout), "codex")
+    # gpt-5.5 at $5 per million fresh input tokens, $0.50 cached, $30 output.
     assert first == {"turn": 1, "prompt": "show tools", "input": 57906, "output": 374,
-                     "cached": 37120}
+                     "cached": 37120, "cache_write": 0, "models": ["gpt-5.5"],
+                     "cost": pytest.approx(((57906 - 37120) * 5 + 37120 * 0.5 + 374 * 30) / 1e6)}
     assert second["prompt"].startswith("let's update the defailt context")
     assert (second["input"], second["output"]) == (6055836 - 57906, 9118 - 374)
 
@@ -113,10 +115,14 @@ def test_a_claude_turn_runs_from_a_prompt_or_command_to_the_next_on_the_live_cha
     ]
     path = tmp_path / "t.jsonl"
     write_jsonl(path, entries)
+    # "claude-test" is no model of the price table: its turns have no cost, never a guess.
     assert native_turns(str(path), "claude") == [
-        {"turn": 1, "prompt": "first prompt", "input": 2 * 1110, "output": 12, "cached": 2000},
-        {"turn": 2, "prompt": "/review now", "input": 1110, "output": 11, "cached": 1000},
-        {"turn": 3, "prompt": "third", "input": 0, "output": 0, "cached": 0},
+        {"turn": 1, "prompt": "first prompt", "input": 2 * 1110, "output": 12, "cached": 2000,
+         "cache_write": 200, "models": ["claude-test"], "cost": None},
+        {"turn": 2, "prompt": "/review now", "input": 1110, "output": 11, "cached": 1000,
+         "cache_write": 100, "models": ["claude-test"], "cost": None},
+        {"turn": 3, "prompt": "third", "input": 0, "output": 0, "cached": 0, "cache_write": 0,
+         "models": [], "cost": 0.0},
     ]
 
 
@@ -128,12 +134,76 @@ def test_engine_turns_come_from_the_usage_of_finished_tasks() -> None:
         {"seq": 3, "msg": {"type": "task_complete", "task": "t2"}},  # reported none
         {"seq": 4, "msg": {"type": "task_complete", "task": "t3", "usage": {"output": 9}}},
     ]
+    # No session_configured names a model: the cost is not known.
     assert engine_turns(events) == [
         {"turn": 1, "task": "t1", "seq": 2, "prompt": None, "input": 120, "output": 30,
-         "cached": 100},
+         "cached": 100, "cache_write": 0, "models": [], "cost": None},
         {"turn": 2, "task": "t3", "seq": 4, "prompt": None, "input": 0, "output": 9,
-         "cached": 0},
+         "cached": 0, "cache_write": 0, "models": [], "cost": None},
     ]
+
+
+def test_engine_turns_count_each_backends_cache_as_its_agent_does_and_price_its_model() -> None:
+    def configured(agent: str, model: str | None) -> dict[str, Any]:
+        return {"seq": 1, "msg": {"type": "session_configured", "agent": agent, "model": model,
+                                  "native_id": "n", "cwd": "/w"}}
+
+    def complete(usage: dict[str, int]) -> dict[str, Any]:
+        return {"seq": 2, "msg": {"type": "task_complete", "task": "t1", "usage": usage}}
+
+    # The codex backend's input holds its cached input (as OpenAI reports it).
+    [codex] = engine_turns([configured("codex", "gpt-5.3-codex"),
+                            complete({"input": 1000, "cached_input": 600, "output": 50})])
+    assert (codex["input"], codex["cached"], codex["models"]) == (1000, 600, ["gpt-5.3-codex"])
+    assert codex["cost"] == pytest.approx((400 * 1.75 + 600 * 0.175 + 50 * 14) / 1e6)
+    # The claude backend's input leaves out what was read from the cache (as Claude reports it).
+    [claude] = engine_turns([configured("claude", "claude-opus-5"),
+                             complete({"input": 10, "cached_input": 3000, "output": 40})])
+    assert (claude["input"], claude["cached"]) == (3010, 3000)
+    assert claude["cost"] == pytest.approx((10 * 5 + 3000 * 0.5 + 40 * 25) / 1e6)
+    # Claude cache writes whose lifetime the usage does not say, or no model named: no cost.
+    [written] = engine_turns([configured("claude", "claude-opus-5"),
+                              complete({"input": 10, "cache_creation_input": 500, "output": 4})])
+    assert (written["input"], written["cache_write"], written["cost"]) == (510, 500, None)
+    [unnamed] = engine_turns([configured("codex", None), complete({"input": 9, "output": 1})])
+    assert unnamed["cost"] is None and unnamed["models"] == []
+
+
+def priced(entry: dict[str, Any], model: str, **usage: Any) -> dict[str, Any]:
+    entry["message"]["model"] = model
+    entry["message"]["usage"] = usage
+    return entry
+
+
+def test_a_claude_turn_prices_each_message_at_its_models_rates_and_its_cache_writes_lifetime(
+        tmp_path: Path) -> None:
+    s = "ses-usage"
+    path = tmp_path / "t.jsonl"
+    write_jsonl(path, [
+        user("u1", None, "first", 1, s),
+        priced(assistant("a1", "u1", "msg_1", "req_1", 2, s), "claude-sonnet-4-20250514",
+               input_tokens=100, cache_read_input_tokens=2000, cache_creation_input_tokens=300,
+               output_tokens=50),  # no split: Claude Code wrote 5-minute caches only
+        # A second model in the same turn (a /model switch), writing an hour-long cache.
+        priced(assistant("a2", "a1", "msg_2", "req_2", 3, s), "claude-opus-5",
+               input_tokens=10, cache_read_input_tokens=0, cache_creation_input_tokens=1000,
+               cache_creation={"ephemeral_5m_input_tokens": 400,
+                               "ephemeral_1h_input_tokens": 600}, output_tokens=20),
+        user("u2", "a2", "second", 4, s),
+        priced(assistant("a3", "u2", "msg_3", "req_3", 5, s), "claude-opus-5",
+               input_tokens=10, output_tokens=20, speed="fast"),  # fast mode: not in the table
+    ])
+    first, second = native_turns(str(path), "claude")
+    sonnet = (100 * 3 + 2000 * 0.30 + 300 * 3.75 + 50 * 15) / 1e6
+    opus = (10 * 5 + 400 * 6.25 + 600 * 10 + 20 * 25) / 1e6
+    assert first["models"] == ["claude-sonnet-4-20250514", "claude-opus-5"]
+    assert first["cost"] == pytest.approx(sonnet + opus)
+    assert first["cache_write"] == 1300 and first["input"] == 100 + 2000 + 300 + 10 + 1000
+    assert second["models"] == ["claude-opus-5"] and second["cost"] is None
+    assert totals([first, second]) == {
+        "input": first["input"] + 10, "output": 90, "cached": 2000, "cache_write": 1300,
+        "models": ["claude-sonnet-4-20250514", "claude-opus-5"], "cost": None}
+    assert totals([first])["cost"] == pytest.approx(sonnet + opus)
 
 
 def test_a_missing_log_is_not_found_and_another_kind_has_no_native_turns(tmp_path: Path) -> None:

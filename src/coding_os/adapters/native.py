@@ -35,6 +35,7 @@ __all__ = [
     "AGENTS",
     "STATE_VERSION",
     "TokenTotals",
+    "TurnUsage",
     "NativeSubagent",
     "NativeSession",
     "FileRecord",
@@ -92,6 +93,19 @@ class TokenTotals:
     def to_dict(self) -> dict[str, int]:
         """The totals as JSON, `total` included."""
         return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True)
+class TurnUsage:
+    """Token use of one turn of a conversation (a prompt and what answered it): its `prompt`,
+    its `tokens`, the `models` that answered (in order of first use) and its `cost` in US
+    dollars from adapters/prices.py — None when a model that used tokens has no price there,
+    or a message was billed at a rate the table does not know (Claude's fast mode)."""
+
+    prompt: str
+    tokens: TokenTotals
+    models: tuple[str, ...] = ()
+    cost: float | None = 0.0
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,11 @@ the usage each finished task of a session the engine runs reported (its events l
 the agent's own log — a Claude Code transcript's live chain (`message.usage` of the assistant
 messages, one turn from a prompt to the next) or a Codex thread's live history (its
 `token_count` events). The adapters read the usage; this module picks the source.
+
+Each turn says what it cost, in US dollars, from the one table of model prices
+(adapters/prices.py); `cost` is None when that is not known — a model the table does not have,
+a session cos runs whose model was not named, a rate the table does not hold — never a
+guess. `totals` adds a session's turns up.
 """
 
 from __future__ import annotations
@@ -12,32 +17,77 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coding_os import jsonwire
-from coding_os.adapters.native import TokenTotals, clip
+from coding_os.adapters.native import TokenTotals, TurnUsage, clip
 from coding_os.errors import NotFound
 
-__all__ = ["engine_turns", "native_turns"]
+__all__ = ["engine_turns", "native_turns", "totals"]
 
 
 def engine_turns(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Tokens per turn from the `usage` of an engine session's `task_complete` events: `turn`
-    (1, 2, ...), `task`, `seq`, `prompt` (None: the events say it elsewhere), `input`,
-    `output`, `cached`."""
+    (1, 2, ...), `task`, `seq`, `prompt` (None: the events say it elsewhere), `input` (cache
+    reads and writes included), `output`, `cached`, `cache_write`, `models` and `cost`.
+
+    The backends name their counts alike but count them as their agent does: the claude
+    backend's `input` leaves out the tokens read from the cache (`cached_input`) and written
+    to it (`cache_creation_input`), the codex backend's holds its `cached_input`. The model is
+    the one the session was configured with (`session_configured`); without one, or with
+    Claude cache writes whose lifetime the usage does not say, the cost is not known."""
     turns: list[dict[str, Any]] = []
+    agent: object = None
+    model: object = None
     for event in events:
         msg = event.get("msg")
-        usage = msg.get("usage") if isinstance(msg, dict) else None
-        if not isinstance(msg, dict) or msg.get("type") != "task_complete" \
-                or not isinstance(usage, dict):
+        if not isinstance(msg, dict):
             continue
-        tokens_in, tokens_out = usage.get("input"), usage.get("output")
-        if not _count(tokens_in) and not _count(tokens_out):
+        if msg.get("type") == "session_configured":
+            agent, model = msg.get("agent"), msg.get("model")
             continue
-        cached = usage.get("cached")
+        usage = msg.get("usage")
+        if msg.get("type") != "task_complete" or not isinstance(usage, dict):
+            continue
+        tokens_in, tokens_out = _number(usage.get("input")), _number(usage.get("output"))
+        if not tokens_in and not tokens_out:
+            continue
+        cached = _number(usage.get("cached_input", usage.get("cached")))
+        written = _number(usage.get("cache_creation_input"))
+        named = model if isinstance(model, str) and model else None
+        if agent == "claude":
+            fresh, tokens_in = tokens_in, tokens_in + cached + written
+            spent = None if written else _price(named, fresh, tokens_out, cached, 0)
+        else:
+            fresh = max(0, tokens_in - cached - written)
+            spent = _price(named, fresh, tokens_out, cached, written)
         turns.append({"turn": len(turns) + 1, "task": msg.get("task"), "seq": event.get("seq"),
-                      "prompt": None, "input": tokens_in if _count(tokens_in) else 0,
-                      "output": tokens_out if _count(tokens_out) else 0,
-                      "cached": cached if _count(cached) else 0})
+                      "prompt": None, "input": tokens_in, "output": tokens_out, "cached": cached,
+                      "cache_write": written, "models": [named] if named else [],
+                      "cost": spent})
     return turns
+
+
+def totals(turns: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """A session's token use, its turns (as `engine_turns` or `native_turns` give them) added
+    up: `input`, `output`, `cached`, `cache_write`, `models` (in order of first use), and
+    `cost` (None when a turn's is not known)."""
+    summed: dict[str, Any] = {"input": 0, "output": 0, "cached": 0, "cache_write": 0,
+                              "models": [], "cost": 0.0}
+    for turn in turns:
+        for key in ("input", "output", "cached", "cache_write"):
+            summed[key] += _number(turn.get(key))
+        for model in turn.get("models") or ():
+            if model not in summed["models"]:
+                summed["models"].append(model)
+        spent = turn.get("cost")
+        summed["cost"] = None if summed["cost"] is None or spent is None \
+            else summed["cost"] + spent
+    return summed
+
+
+def _price(model: str | None, fresh: int, output: int, cached: int, written: int
+           ) -> float | None:
+    from coding_os.adapters.prices import cost
+
+    return cost(model, fresh, output, cached, written)
 
 
 # A Claude transcript's turns, remembered in this process while the file stays as it was (the
@@ -49,7 +99,8 @@ _claude_remembered: dict[str, tuple[tuple[int, int, int, int], list[dict[str, An
 def native_turns(path: str, kind: str) -> list[dict[str, Any]]:
     """Tokens per turn of a Claude Code (`kind` "claude") or Codex ("codex") session whose log
     is at `path`: `turn`, `prompt` (clipped; "" for what came before the first), `input`
-    (cache reads and writes included), `output` (reasoning included), `cached`; a session of
+    (cache reads and writes included), `output` (reasoning included), `cached`, `cache_write`,
+    `models` (those that answered) and `cost` (US dollars, None when not known); a session of
     another kind has none.
 
     Raises:
@@ -65,13 +116,17 @@ def native_turns(path: str, kind: str) -> list[dict[str, Any]]:
         signature = None  # read below: NotFound, or the reader's error
     known = _claude_remembered.get(path)
     if known is not None and signature is not None and known[0] == signature:
-        return [dict(row) for row in known[1]]
+        return [_copy(row) for row in known[1]]
     rows = _read_turns(path, kind)
     if signature is not None:
         if len(_claude_remembered) >= _KEPT and path not in _claude_remembered:
             _claude_remembered.pop(next(iter(list(_claude_remembered))), None)
-        _claude_remembered[path] = (signature, [dict(row) for row in rows])
+        _claude_remembered[path] = (signature, [_copy(row) for row in rows])
     return rows
+
+
+def _copy(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {**row, "models": list(row["models"])}
 
 
 def _read_turns(path: str, kind: str) -> list[dict[str, Any]]:
@@ -99,14 +154,17 @@ def _read_turns(path: str, kind: str) -> list[dict[str, Any]]:
     except OSError as exc:
         raise NotFound(f"cannot read the session log at {path}: "
                        f"{exc.strerror or type(exc).__name__}") from None
-    return [_row(number, prompt, tokens) for number, (prompt, tokens) in enumerate(found, 1)]
+    return [_row(number, turn) for number, turn in enumerate(found, 1)]
 
 
-def _row(number: int, prompt: str, tokens: TokenTotals) -> dict[str, Any]:
-    return {"turn": number, "prompt": clip(" ".join(prompt.split())), "input": tokens.input,
-            "output": tokens.output, "cached": tokens.cached}
+def _row(number: int, turn: TurnUsage) -> dict[str, Any]:
+    tokens: TokenTotals = turn.tokens
+    return {"turn": number, "prompt": clip(" ".join(turn.prompt.split())), "input": tokens.input,
+            "output": tokens.output, "cached": tokens.cached, "cache_write": tokens.cache_write,
+            "models": list(turn.models), "cost": turn.cost}
 
 
-def _count(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+def _number(value: object) -> int:
+    """A count as the logs give it: a whole number 0 or more, else 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 

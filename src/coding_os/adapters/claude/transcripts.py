@@ -38,6 +38,7 @@ from coding_os.adapters.native import (
     NativeSubagent,
     ScanReport,
     TokenTotals,
+    TurnUsage,
     clip,
     count,
     list_dir,
@@ -478,28 +479,71 @@ def _usage(share: dict[str, Any], entry: Mapping[str, Any], uuid: str | None) ->
         share["model"] = model
 
 
-def turn_usage(chain: Iterable[Mapping[str, Any]]) -> list[tuple[str, TokenTotals]]:
+def turn_usage(chain: Iterable[Mapping[str, Any]]) -> list[TurnUsage]:
     """Token use per turn of a conversation (a transcript's live chain, in order): each turn's
     prompt (a slash command as `/name args`) and the usage of the assistant messages that
-    answered it, until the next prompt. One message written as several lines is counted once;
-    what comes before the first prompt is a turn of its own, prompt "" (none when it used no
-    tokens)."""
-    turns: list[tuple[str, dict[str, list[int]]]] = [("", {})]
+    answered it, until the next prompt, with their models and cost (each message priced at its
+    model's rates, its cache writes at the 5-minute or the hour's rate as its usage splits
+    them). One message written as several lines is counted once; what comes before the first
+    prompt is a turn of its own, prompt "" (none when it used no tokens)."""
+    # Per turn: its prompt, each message's usage and each message's (model, cost).
+    turns: list[tuple[str, dict[str, list[int]], dict[str, tuple[str | None, float | None]]]]
+    turns = [("", {}, {})]
     for entry in chain:
         kind = entry.get("type")
         if kind == "user":
             what, text = classify_user_entry(entry)
             if what in ("prompt", "command"):
-                turns.append((text, {}))
+                turns.append((text, {}, {}))
         elif kind == "assistant":
             share: dict[str, Any] = {}
             _usage(share, entry, entry.get("uuid") if isinstance(entry.get("uuid"), str) else None)
             if "usage" in share:
                 key, values = share["usage"]
                 turns[-1][1][key] = values
+                model = share.get("model")
+                turns[-1][2][key] = (model, _message_cost(entry, model, values))
     if not turns[0][1]:
         turns.pop(0)
-    return [(prompt, _tokens(usage)) for prompt, usage in turns]
+    return [TurnUsage(prompt, _tokens(usage), *_priced(usage, priced))
+            for prompt, usage, priced in turns]
+
+
+def _message_cost(entry: Mapping[str, Any], model: str | None, values: list[int]
+                  ) -> float | None:
+    """What one assistant message cost (`values` as `_usage` reads them), None when its model
+    or its rate is not in the table (adapters/prices.py)."""
+    from coding_os.adapters.prices import cost
+
+    if not any(values[:4]):
+        return 0.0
+    message = entry.get("message")
+    usage = message.get("usage") if isinstance(message, dict) else None
+    usage = usage if isinstance(usage, dict) else {}
+    speed = usage.get("speed")
+    if isinstance(speed, str) and speed != "standard":
+        return None  # fast mode: billed at rates the table does not hold
+    creation = usage.get("cache_creation")
+    long = creation.get("ephemeral_1h_input_tokens") if isinstance(creation, dict) else 0
+    long = min(long, values[1]) if isinstance(long, int) and not isinstance(long, bool) \
+        and long > 0 else 0
+    return cost(model, values[0], values[3], values[2], values[1] - long, long)
+
+
+def _priced(usage: Mapping[str, list[int]],
+            priced: Mapping[str, tuple[str | None, float | None]]
+            ) -> tuple[tuple[str, ...], float | None]:
+    """The models of a turn's messages that used tokens, in order, and the turn's cost (None
+    when one of them has none)."""
+    models: dict[str, None] = {}
+    total: float | None = 0.0
+    for key, (model, spent) in priced.items():
+        if not any(usage[key][:4]):
+            continue
+        if model:
+            models.setdefault(model, None)
+        total = None if total is None or spent is None else total + spent
+    return tuple(models), total
 
 
 # -- the directory ------------------------------------------------------------------------------

@@ -42,6 +42,7 @@ from coding_os.adapters.native import (
     NativeSubagent,
     ScanReport,
     TokenTotals,
+    TurnUsage,
     clip,
     count,
     list_dir,
@@ -960,25 +961,33 @@ def _typed_prompt(entry: Mapping[str, Any]) -> str | None:
     return None
 
 
-def turn_usage(lines: Iterable[Mapping[str, Any]]) -> list[tuple[str, TokenTotals]]:
+def turn_usage(lines: Iterable[Mapping[str, Any]]) -> list[TurnUsage]:
     """Token use per turn of a thread's history (`CodexHistory.live`, in order): each turn's
     prompt and the usage of the model calls that answered it, until the next prompt, from the
-    `token_count` events' `last_token_usage`. A turn starts at a `user_message` event (at a
-    typed user message in a history without such events, as the listing counts prompts). Codex
-    repeats a count (a rate-limit update, a new turn's first event): one whose
+    `token_count` events' `last_token_usage`, with their models (the `turn_context` before
+    each count names it) and cost (adapters/prices.py). A turn starts at a `user_message` event
+    (at a typed user message in a history without such events, as the listing counts prompts).
+    Codex repeats a count (a rate-limit update, a new turn's first event): one whose
     `total_token_usage` did not change is not counted again. What comes before the first prompt
     is a turn of its own, prompt "" (none when it used no tokens)."""
+    from coding_os.adapters.prices import cost
+
     lines = list(lines)
     starts = [_user_message(entry) for entry in lines]
     if not any(start is not None for start in starts):
         starts = [_typed_prompt(entry) for entry in lines]
-    turns: list[tuple[str, TokenTotals]] = [("", TokenTotals())]
+    turns: list[TurnUsage] = [TurnUsage("", TokenTotals())]
     seen_total: object = None
+    model: str | None = None
     for entry, prompt in zip(lines, starts):
         if prompt is not None:
-            turns.append((prompt, TokenTotals()))
+            turns.append(TurnUsage(prompt, TokenTotals()))
             continue
         payload = entry.get("payload")
+        if entry.get("type") == "turn_context" and isinstance(payload, dict) \
+                and isinstance(payload.get("model"), str) and payload["model"]:
+            model = payload["model"]
+            continue
         if entry.get("type") != "event_msg" or not isinstance(payload, dict) \
                 or payload.get("type") != "token_count":
             continue
@@ -989,11 +998,19 @@ def turn_usage(lines: Iterable[Mapping[str, Any]]) -> list[tuple[str, TokenTotal
         if total is not None and total == seen_total:
             continue
         seen_total = total
-        last = {key: value for key, value in info["last_token_usage"].items()
-                if isinstance(value, int) and not isinstance(value, bool) and value > 0}
-        prompt, tokens = turns[-1]
-        turns[-1] = (prompt, tokens + _tokens(last))
-    if turns[0][1].total == 0:
+        last = _tokens({key: value for key, value in info["last_token_usage"].items()
+                        if isinstance(value, int) and not isinstance(value, bool) and value > 0})
+        if last.total == 0:
+            continue
+        turn = turns[-1]
+        # Codex counts its cached and cache-written tokens inside its input tokens.
+        fresh = max(0, last.input - last.cached - last.cache_write)
+        spent = cost(model, fresh, last.output, last.cached, last.cache_write)
+        models = turn.models if model is None or model in turn.models \
+            else (*turn.models, model)
+        turns[-1] = TurnUsage(turn.prompt, turn.tokens + last, models,
+                              None if turn.cost is None or spent is None else turn.cost + spent)
+    if turns[0].tokens.total == 0:
         turns.pop(0)
     return turns
 
