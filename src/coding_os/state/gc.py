@@ -2,13 +2,13 @@
 
 A panel is reaped only when its heartbeat is older than COS_PANEL_GC_TTL (default 24 h) and no
 hook holds its lock: the check is repeated under the panel's exclusive lock, the same lock every
-hook takes, so a panel that fires a hook while gc runs is never removed. Before removal, a session
-that never got a summary gets one (reason `reaped`), so nothing the hooks observed is lost.
+hook takes (state/presence.py PanelLock), so a panel that fires a hook while gc runs is never
+removed. Before removal, a session that never got a summary gets one (reason `reaped`), so
+nothing the hooks observed is lost.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import shutil
 import time
@@ -89,15 +89,13 @@ def reap_panels(tiers: Tiers, env: Mapping[str, str], *, dry_run: bool = False,
             report.reaped.append(entry)
             continue
         try:
-            fd = os.open(panel_dir, os.O_RDONLY | os.O_DIRECTORY)
+            lock = presence.PanelLock.try_take(panel_dir)
         except OSError:
             continue  # gone already
+        if lock is None:
+            report.busy += 1  # a hook is writing into it right now: it is live
+            continue
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                report.busy += 1  # a hook is writing into it right now: it is live
-                continue
             stale, age = _stale(panel_dir, ttl, now)  # re-check under the lock
             if not stale:
                 report.kept += 1
@@ -115,7 +113,7 @@ def reap_panels(tiers: Tiers, env: Mapping[str, str], *, dry_run: bool = False,
         except CosError as exc:  # one panel's trouble never stops the rest of the run
             report.errors.append(f"{agent}/{panel}: {exc}")
         finally:
-            os.close(fd)
+            lock.release()
     return report
 
 

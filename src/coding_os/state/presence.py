@@ -118,15 +118,40 @@ def panel_ttl(env: Mapping[str, str]) -> float:
 class PanelLock:
     """An exclusive flock on the panel directory for the panel's read-modify-write steps.
 
-    `cos gc --panels` takes the same lock before reaping, so a panel is never removed while a
-    hook is writing into it; if it was reaped just before, the hook recreates it.
+    Every hook takes it (`with PanelLock(panel_dir):`, waiting for it, and making the directory
+    when it is missing); `cos gc --panels` takes the same lock before reaping, without waiting
+    (`try_take`), so a panel is never removed while a hook is writing into it; if it was reaped
+    just before, the hook recreates it.
     """
 
     def __init__(self, panel_dir: str) -> None:
         self.panel_dir = panel_dir
         self.fd = -1
 
+    @classmethod
+    def try_take(cls, panel_dir: str) -> PanelLock | None:
+        """The lock of the panel at `panel_dir` if no one holds it, without waiting; None when
+        a hook holds it (the panel is live). Release it with `release` (or `with`).
+
+        Raises:
+            OSError: the directory cannot be opened (gone already).
+        """
+        fd = os.open(panel_dir, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except BaseException:
+            os.close(fd)
+            raise
+        lock = cls(panel_dir)
+        lock.fd = fd
+        return lock
+
     def __enter__(self) -> PanelLock:
+        if self.fd >= 0:
+            return self  # taken already (try_take)
         for _ in range(5):
             try:
                 fd = os.open(self.panel_dir, os.O_RDONLY | os.O_DIRECTORY)
@@ -147,5 +172,11 @@ class PanelLock:
             durable.ensure_dir(self.panel_dir)
         raise durable.io_error(self.panel_dir, OSError(0, "panel directory keeps disappearing"))
 
+    def release(self) -> None:
+        """Give the lock up (idempotent)."""
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
     def __exit__(self, *exc: object) -> None:
-        os.close(self.fd)
+        self.release()
