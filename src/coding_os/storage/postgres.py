@@ -127,7 +127,7 @@ class PostgresStorage(Storage):
         with self._using() as conn:
             return conn.execute(query, params, prepare=prepare).fetchall()
 
-    # schema
+    # Lifecycle (storage/lifecycle.py): the schema and its migrations
 
     def _migrations_table(self) -> sql.Identifier:
         if self.schema is None:
@@ -173,7 +173,11 @@ class PostgresStorage(Storage):
             conn.execute(sql.SQL("INSERT INTO {} VALUES (%s, %s, %s)").format(table),
                          (version, name, utc_now()))
 
-    # sessions
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    # SessionStore (storage/sessions.py)
 
     def upsert_session(self, record: SessionRecord) -> None:
         values = [_text(getattr(record, c)) for c in _SESSION_COLUMNS]
@@ -219,7 +223,7 @@ class PostgresStorage(Storage):
         rows = self._query(query + " ORDER BY last_active DESC, id DESC", params)
         return [SessionRecord(*row) for row in rows]
 
-    # observations
+    # ObservationStore (storage/observations.py)
 
     def add_observations(self, rows: Sequence[Observation]) -> int:
         if not rows:
@@ -262,7 +266,7 @@ class PostgresStorage(Storage):
             for oid, sid, agent, panel, ts, event, tool, text, data in self._query(query, params)
         ]
 
-    # summaries
+    # SummaryStore (storage/summaries.py)
 
     def summary(self, session_id: str) -> SessionSummary | None:
         rows = self._query(
@@ -292,7 +296,7 @@ class PostgresStorage(Storage):
             )
             return cursor.rowcount == 1
 
-    # the session index
+    # IndexStore (storage/index.py)
 
     def upsert_index_rows(self, rows: Sequence[IndexRow]) -> int:
         if not rows:
@@ -389,7 +393,7 @@ class PostgresStorage(Storage):
                              (key, _text(name)))
             return True
 
-    # the brain
+    # BrainStore (storage/brain.py)
 
     def create_task(self, title: str, body: str, status: str, owner: str | None,
                     session: str | None, attributed_by: str | None, ts: str) -> Task:
@@ -534,7 +538,7 @@ class PostgresStorage(Storage):
             conn.execute("DELETE FROM search_sources WHERE source = %s", (key,))
         return max(removed, 0)
 
-    # several hosts
+    # ReplicaStore (storage/replicas.py)
 
     def add_replica_lines(self, source: ReplicaSource, lines: Sequence[tuple[int, bytes]]) -> int:
         valid_replica_lines(lines)
@@ -606,6 +610,8 @@ class PostgresStorage(Storage):
             conn.execute("DELETE FROM replica_sources WHERE session = %s AND stream = %s", key)
         return max(removed, 0)
 
+    # HostStore (storage/hosts.py)
+
     def move_session(self, session: str, from_host: str, to_host: str) -> bool:
         key = _text(session)
         with self._transaction() as conn:
@@ -636,6 +642,8 @@ class PostgresStorage(Storage):
                            "ORDER BY host", (_text(project_key),))
         return {host: root for host, root in rows}
 
+    # JobStore (storage/jobs.py)
+
     def publish_jobs(self, host: str, rows: Sequence[Mapping[str, object]]) -> None:
         jobs = published_jobs(rows)
         with self._transaction() as conn:
@@ -653,10 +661,6 @@ class PostgresStorage(Storage):
             params = (_text(host),)
         return [(h, json.loads(job)) for h, job in self._query(query + " ORDER BY host, id",
                                                                  params)]
-
-    def close(self) -> None:
-        with self._lock:
-            self._conn.close()
 
 
 _TASK_COLUMNS = "n, title, body, status, owner, created, updated, created_by, attributed_by"

@@ -114,6 +114,8 @@ class SQLiteStorage(Storage):
         except sqlite3.Error as exc:
             raise StorageError(f"database {self.path}: {exc}") from None
 
+    # Lifecycle (storage/lifecycle.py): the schema and its migrations
+
     def schema_version(self) -> int:
         version = self._query("PRAGMA user_version")[0][0]
         assert isinstance(version, int)
@@ -168,7 +170,10 @@ class SQLiteStorage(Storage):
             conn.execute("ROLLBACK")
             raise
 
-    # sessions
+    def close(self) -> None:
+        self._conn.close()
+
+    # SessionStore (storage/sessions.py)
 
     def upsert_session(self, record: SessionRecord) -> None:
         values = [storable_text(v) if isinstance(v, str) else v
@@ -215,7 +220,7 @@ class SQLiteStorage(Storage):
         rows = self._query(sql + " ORDER BY last_active DESC, id DESC", params)
         return [SessionRecord(*row) for row in rows]  # type: ignore[arg-type]
 
-    # observations
+    # ObservationStore (storage/observations.py)
 
     def add_observations(self, rows: Sequence[Observation]) -> int:
         with self._transaction() as conn:
@@ -259,7 +264,7 @@ class SQLiteStorage(Storage):
             for oid, sid, agent, panel, ts, event, tool, text, data in self._query(sql, params)
         ]
 
-    # summaries
+    # SummaryStore (storage/summaries.py)
 
     def summary(self, session_id: str) -> SessionSummary | None:
         rows = self._query(
@@ -287,7 +292,7 @@ class SQLiteStorage(Storage):
             )
             return cursor.rowcount == 1
 
-    # the session index
+    # IndexStore (storage/index.py)
 
     def upsert_index_rows(self, rows: Sequence[IndexRow]) -> int:
         if not rows:
@@ -392,7 +397,7 @@ class SQLiteStorage(Storage):
                              (key, storable_text(name)))
             return True
 
-    # the brain
+    # BrainStore (storage/brain.py)
 
     def create_task(self, title: str, body: str, status: str, owner: str | None,
                     session: str | None, attributed_by: str | None, ts: str) -> Task:
@@ -552,7 +557,7 @@ class SQLiteStorage(Storage):
             conn.execute("DELETE FROM search_sources WHERE source = ?", (key,))
         return removed
 
-    # several hosts
+    # ReplicaStore (storage/replicas.py)
 
     def add_replica_lines(self, source: ReplicaSource, lines: Sequence[tuple[int, bytes]]) -> int:
         valid_replica_lines(lines)
@@ -621,6 +626,8 @@ class SQLiteStorage(Storage):
             conn.execute("DELETE FROM replica_sources WHERE session = ? AND stream = ?", key)
         return max(removed, 0)
 
+    # HostStore (storage/hosts.py)
+
     def move_session(self, session: str, from_host: str, to_host: str) -> bool:
         key = storable_text(session)
         with self._transaction() as conn:
@@ -647,6 +654,8 @@ class SQLiteStorage(Storage):
                            "ORDER BY host", (storable_text(project_key),))
         return {str(host): str(root) for host, root in rows}
 
+    # JobStore (storage/jobs.py)
+
     def publish_jobs(self, host: str, rows: Sequence[Mapping[str, object]]) -> None:
         jobs = published_jobs(rows)
         with self._transaction() as conn:
@@ -663,9 +672,6 @@ class SQLiteStorage(Storage):
             params = (host,)
         return [(str(h), json.loads(str(job)))
                 for h, job in self._query(sql + " ORDER BY host, id", params)]
-
-    def close(self) -> None:
-        self._conn.close()
 
 
 _TASK_COLUMNS = "n, title, body, status, owner, created, updated, created_by, attributed_by"
