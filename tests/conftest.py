@@ -1,6 +1,7 @@
 """Shared fixtures: every test gets its own HOME and a scrubbed environment; a git repository,
-and the same with its state dir kept out of git; the daemon; PostgreSQL schemas. The helpers to
-run `cos` as an agent's hook or a user's shell does are in tests/helpers.py."""
+and the same with its state dir kept out of git; the daemon; PostgreSQL schemas; the storage (one
+backend, or each in turn). The helpers to run `cos` as an agent's hook or a user's shell does are
+in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from coding_os.state.tiers import Tiers
+from coding_os.storage.base import Storage
 from tests.helpers import PG_URL, git, pg_unreachable, stop_runners_of, with_schema
 
 
@@ -160,3 +162,42 @@ def session(tiers: Tiers) -> str:
 
     return transcript.create(tiers, "claude", project="/abs/root", worktree="/abs/root",
                              branch="main")
+
+
+@pytest.fixture
+def storage_backend(request: pytest.FixtureRequest) -> str:
+    """The backend of this test's `storage` and `open_database`: "sqlite", or each of
+    STORAGE_BACKENDS in turn for a test marked `@each_backend` (tests/helpers.py)."""
+    return str(getattr(request, "param", "sqlite"))
+
+
+@pytest.fixture
+def open_database(storage_backend: str, tiers: Tiers,
+                  request: pytest.FixtureRequest) -> Iterator[Callable[[], Storage]]:
+    """What opens (and migrates) a new connection to this test's one database: SQLite at the
+    tiers' path, or a fresh PostgreSQL schema. Every connection it opened is closed afterwards."""
+    from coding_os.storage.sqlite import SQLiteStorage
+
+    url = request.getfixturevalue("pg_url") if storage_backend == "postgres" else None
+    opened: list[Storage] = []
+
+    def connect() -> Storage:
+        if url is None:
+            database: Storage = SQLiteStorage(tiers.database)
+        else:
+            from coding_os.storage.postgres import PostgresStorage
+
+            database = PostgresStorage(url)
+        opened.append(database)
+        return database
+
+    yield connect
+    for database in opened:
+        database.close()
+
+
+@pytest.fixture
+def storage(open_database: Callable[[], Storage]) -> Storage:
+    """This test's database, opened and migrated (closed afterwards): SQLite, or under
+    `@each_backend` each backend in turn."""
+    return open_database()

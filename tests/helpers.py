@@ -2,7 +2,8 @@
 files): running `cos` as an agent's hook or a user's shell does, trees as the user sees them,
 checkpoints taken in process and compared with a whole scan, the edits of the property tests, the
 kill points of a restore, hooks run in process, the Claude Code and Codex fixtures, the real
-clients' projects, and the `cos sessions` fixtures of tests/e2e."""
+clients' projects, the `cos sessions` fixtures of tests/e2e, and the rows and backends of the
+storage tests."""
 
 from __future__ import annotations
 
@@ -39,6 +40,7 @@ from coding_os.state.caller import read_panel_session
 from coding_os.state.identity import mint_session_id
 from coding_os.state.statefile import write_state
 from coding_os.state.tiers import Tiers
+from coding_os.storage.base import IndexRow, Observation, ReplicaSource, SessionRecord
 
 
 if TYPE_CHECKING:
@@ -926,6 +928,52 @@ def pg_unreachable(reason: str) -> NoReturn:
     if os.environ.get("CI") == "true":
         pytest.fail(message)
     pytest.skip(message)
+
+
+# -- storage -----------------------------------------------------------------------------------
+
+
+# The backends of the storage a test marked `@each_backend` runs against: its `storage` and
+# `open_database` fixtures (tests/conftest.py) are each in turn. One spec, every backend.
+STORAGE_BACKENDS = ("postgres", "sqlite")
+each_backend = pytest.mark.parametrize("storage_backend", STORAGE_BACKENDS, indirect=True)
+
+# Text UTF-8 can hold (lone surrogates are stored as U+FFFD: a test of their own covers them).
+STORABLE_TEXTS = st.text(st.characters(blacklist_characters="\x00",
+                                       blacklist_categories=("Cs",)))
+
+
+def session_record(sid: str, **fields: object) -> SessionRecord:
+    """A row of the sessions table: a claude session of panel p1, `fields` changed."""
+    base: dict[str, object] = dict(id=sid, agent="claude", panel="p1", native_id="n-" + sid,
+                                   started="2026-11-29T10:00:00.000Z",
+                                   last_active="2026-11-29T10:00:00.000Z")
+    base.update(fields)
+    return SessionRecord(**base)  # type: ignore[arg-type]
+
+
+def observation(oid: str, sid: str, event: str = "PostToolUse", **fields: object) -> Observation:
+    """An observation of session `sid` by a claude hook, `fields` changed."""
+    return Observation(oid=oid, session=sid, agent="claude", panel="p1",
+                       ts="2026-11-29T10:00:01.000Z", event=event, **fields)  # type: ignore[arg-type]
+
+
+def index_row(sid: str, **fields: object) -> IndexRow:
+    """A row of the session index: a claude session in /work/repo, `fields` changed."""
+    base: dict[str, object] = dict(id=sid, agent="claude", kind="claude", native_id=None,
+                                   cwd="/work/repo", last_active="2026-11-29T10:00:00.000Z")
+    base.update(fields)
+    return IndexRow(**base)  # type: ignore[arg-type]
+
+
+def replica_source(session: str = "s1", stream: str = "transcript", host: str = "alpha",
+                   **fields: object) -> ReplicaSource:
+    """A replicated file of `session` on `host`, `fields` changed."""
+    base: dict[str, object] = dict(session=session, stream=stream, host=host, agent="worker",
+                                   path=f"/home/u/{session}.jsonl", project_key="git:abc",
+                                   root="/home/u/repo")
+    base.update(fields)
+    return ReplicaSource(**base)  # type: ignore[arg-type]
 
 
 def as_an_older_init_wrote_it(repo: Path, agent: str, cos_path: str) -> None:

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +24,6 @@ from coding_os.storage.sqlite import SQLiteStorage
 
 
 SESSION = "ses-claude-20261129-100000-aaaa"
-
-
-@pytest.fixture
-def storage(tiers: Tiers) -> Iterator[SQLiteStorage]:
-    db = SQLiteStorage(tiers.database)
-    yield db
-    db.close()
 
 
 @pytest.mark.parametrize("query,terms", [

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,13 +22,6 @@ from coding_os.state.statefile import parse_state
 from coding_os.state.tiers import Tiers
 from coding_os.storage.sqlite import SQLiteStorage
 from tests.helpers import COS, start_panel
-
-
-@pytest.fixture
-def storage(tiers: Tiers) -> Iterator[SQLiteStorage]:
-    db = SQLiteStorage(tiers.database)
-    yield db
-    db.close()
 
 
 def current_task(tiers: Tiers, panel: str) -> tuple[str, str] | None:

@@ -30,11 +30,6 @@ B = "/srv/bob/work/proj"
 NATIVE = "0a1b2c3d-0000-4000-8000-000000000001"
 
 
-@pytest.fixture
-def storage(tmp_path: Path) -> SQLiteStorage:
-    return SQLiteStorage(str(tmp_path / "coding-os.db"))
-
-
 def claude_line(cwd: str, text: str = "hi", **extra: object) -> bytes:
     entry = {"type": "user", "cwd": cwd, "sessionId": NATIVE,
              "message": {"role": "user", "content": text}, **extra}

@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,21 +20,9 @@ from coding_os.hosts.identity import project_key, project_keys
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import IndexRow, ReplicaSource, Storage
 from coding_os.storage.sqlite import SQLiteStorage
-from tests.helpers import ECHO_AGENT, claude_session, cos, git
+from tests.helpers import ECHO_AGENT, claude_session, cos, each_backend, git
 
 SID = "ses-claude-20261129-100000-aaaa"
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
-    if request.param == "sqlite":
-        backend: Storage = SQLiteStorage(str(tmp_path / "db" / "coding-os.db"))
-    else:
-        from coding_os.storage.postgres import PostgresStorage
-
-        backend = PostgresStorage(request.getfixturevalue("pg_url"))
-    yield backend
-    backend.close()
 
 
 def stored(storage: Storage, session: str, stream: str) -> bytes:
@@ -55,6 +42,7 @@ def transcript_file(tiers: Tiers, session: str = SID) -> Path:
     return path
 
 
+@each_backend
 def test_every_complete_line_is_pushed_once_exactly_as_the_file_holds_it(
         storage: Storage, tiers: Tiers) -> None:
     path = transcript_file(tiers)
@@ -74,6 +62,7 @@ def test_every_complete_line_is_pushed_once_exactly_as_the_file_holds_it(
     assert [seq for seq, _ in storage.replica_lines(SID, "transcript")] == list(range(1, 7))
 
 
+@each_backend
 def test_lines_go_in_batches_and_a_lost_mark_file_resumes_without_repeats(
         storage: Storage, tiers: Tiers, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(replicate, "BATCH_LINES", 7)
@@ -89,6 +78,7 @@ def test_lines_go_in_batches_and_a_lost_mark_file_resumes_without_repeats(
     assert stored(storage, SID, "transcript") == path.read_bytes()
 
 
+@each_backend
 def test_a_native_file_that_shrank_or_was_rewritten_starts_over(
         storage: Storage, tiers: Tiers, tmp_path: Path) -> None:
     native = tmp_path / "claude" / "projects" / "-p" / "u-1.jsonl"
@@ -120,6 +110,7 @@ def test_a_native_file_that_shrank_or_was_rewritten_starts_over(
     assert stored(storage, "u-1", "native") == native.read_bytes()
 
 
+@each_backend
 def test_the_same_session_id_from_a_second_host_is_refused_and_the_first_kept(
         storage: Storage, tmp_path: Path) -> None:
     alpha, beta = Tiers(str(tmp_path / "a" / ".coding-os")), Tiers(str(tmp_path / "b" / ".coding-os"))
@@ -138,6 +129,7 @@ def test_the_same_session_id_from_a_second_host_is_refused_and_the_first_kept(
     assert stored(storage, SID, "transcript") == b"alpha 1\nalpha 2\nalpha 3\n"
 
 
+@each_backend
 def test_another_hosts_session_is_reported_once_while_the_local_file_stays_as_it_was(
         storage: Storage, tmp_path: Path) -> None:
     alpha, beta = Tiers(str(tmp_path / "a" / ".coding-os")), Tiers(str(tmp_path / "b" / ".coding-os"))
@@ -210,6 +202,7 @@ def _planted(session: str, root: Path, source_path: str) -> IndexRow:
                     last_active="2099-01-01T00:00:00.000Z", source_path=source_path)
 
 
+@each_backend
 def test_a_row_of_the_shared_index_never_names_a_file_this_host_pushes(
         storage: Storage, tmp_path: Path, isolated_env: Path) -> None:
     root = tmp_path / "proj"
@@ -234,6 +227,7 @@ def test_a_row_of_the_shared_index_never_names_a_file_this_host_pushes(
         assert storage.replica_sources(session) == []
 
 
+@each_backend
 def test_a_fifo_or_a_device_where_a_file_is_expected_is_reported_never_read(
         storage: Storage, tmp_path: Path) -> None:
     import threading
@@ -457,6 +451,7 @@ def test_every_import_on_postgresql_pushes_what_it_found(pg_url: str, project: P
     assert (again["lines"], again["unchanged"]) == (0, 2)
 
 
+@each_backend
 def test_two_runs_of_one_host_at_once_store_every_line_once(
         storage: Storage, tiers: Tiers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         request: pytest.FixtureRequest) -> None:
@@ -493,6 +488,7 @@ def test_a_file_unchanged_since_it_was_pushed_to_one_database_is_pushed_to_anoth
         assert replicate.replicate(second, tiers, host="alpha").unchanged == 1
 
 
+@each_backend
 def test_a_session_moved_here_goes_on_from_the_stored_lines_of_its_mapped_copy(
         storage: Storage, tmp_path: Path) -> None:
     from coding_os.hosts.materialize import materialize
@@ -536,6 +532,7 @@ def test_a_session_moved_here_goes_on_from_the_stored_lines_of_its_mapped_copy(
     assert stored(storage, SID, "transcript") == on_a + b_line
 
 
+@each_backend
 def test_an_adopted_copy_that_no_longer_holds_the_stored_lines_starts_over(
         storage: Storage, tmp_path: Path) -> None:
     beta = Tiers(str(tmp_path / "b" / ".coding-os"))

@@ -42,11 +42,6 @@ def homes(tmp_path: Path) -> tuple[Path, Path]:
     return claude, codex
 
 
-@pytest.fixture
-def storage(tmp_path: Path) -> SQLiteStorage:
-    return SQLiteStorage(str(tmp_path / ".coding-os" / "coding-os.db"))
-
-
 def refresh(storage: SQLiteStorage, tiers: Tiers, homes: tuple[Path, Path],
             full: bool = False) -> index.RefreshReport:
     return index.refresh(storage, tiers, str(homes[0]), str(homes[1]), full=full)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -17,17 +16,9 @@ from coding_os.sessions import index, resume, transcript
 from coding_os.sessions.index import RefreshReport
 from coding_os.sessions.resume import Found, Handover, ResumeScope
 from coding_os.state.tiers import Tiers
-from coding_os.storage import open_storage
 from coding_os.storage.base import IndexRow, Storage
 
 ROOT = "/abs/root"
-
-
-@pytest.fixture
-def storage(tmp_path: Path) -> Iterator[Storage]:
-    opened = open_storage(str(tmp_path / "index.db"), env={})
-    yield opened
-    opened.close()
 
 
 def scope(current: set[str] | None = None) -> ResumeScope:
