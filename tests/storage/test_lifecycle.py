@@ -28,6 +28,13 @@ def test_a_storage_used_as_a_context_manager_is_closed_on_the_way_out(storage: S
         storage.session("s1")
 
 
+def test_a_closed_storage_refuses_every_call_with_a_storage_error(storage: Storage) -> None:
+    storage.close()
+    with pytest.raises(StorageError):
+        storage.sessions()
+    storage.close()  # closing again is harmless
+
+
 def test_a_storage_says_which_database_it_is_and_whether_several_hosts_share_it(
         storage: Storage, storage_backend: str, tiers: Tiers) -> None:
     if storage_backend == "sqlite":
