@@ -1,7 +1,7 @@
 """Shared fixtures: every test gets its own HOME and a scrubbed environment; a git repository,
-and the same with its state dir kept out of git; the daemon; PostgreSQL schemas; the storage (one
-backend, or each in turn). The helpers to run `cos` as an agent's hook or a user's shell does are
-in tests/helpers.py."""
+and the same with its state dir kept out of git; a checkout whose HOME holds the native logs of
+the shared fixtures; the daemon; PostgreSQL schemas; the storage (one backend, or each in turn).
+The helpers to run `cos` as an agent's hook or a user's shell does are in tests/helpers.py."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import pytest
 
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import Storage
-from tests.helpers import PG_URL, git, pg_unreachable, stop_runners_of, with_schema
+from tests.helpers import (PG_URL, copy_claude_fixtures, copy_codex_fixtures, git,
+                           pg_unreachable, stop_runners_of, with_schema)
 
 
 # Variables from the developer's shell that would change who `cos` thinks it is.
@@ -101,6 +102,17 @@ def project(repo: Path) -> Path:
     with open(repo / ".git" / "info" / "exclude", "a", encoding="utf-8") as f:
         f.write("/.coding-os/\n")
     return repo
+
+
+@pytest.fixture
+def checkout(isolated_env: Path, repo: Path) -> tuple[Path, dict[str, str]]:
+    """An initialised checkout, and the environment pointing at fixture-filled native dirs: this
+    test's HOME holds copies of the shared fixtures where Claude Code and Codex keep their logs."""
+    (repo / ".coding-os").mkdir(mode=0o700)  # as cos makes it
+    copy_claude_fixtures(isolated_env / ".claude")
+    codex_home = isolated_env / "codex-home"
+    copy_codex_fixtures(codex_home)
+    return repo, {"CODEX_HOME": str(codex_home)}
 
 
 @pytest.fixture
