@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from coding_os.adapters.prices import PRICES, cost, price_of
+from coding_os.adapters.prices import PRICES, cost, price_of, shown_cost
 
 
 def test_a_snapshot_id_is_priced_as_its_model_and_an_unknown_model_has_no_price() -> None:
@@ -38,3 +38,9 @@ def test_every_price_of_the_table_is_a_rate_per_million_tokens_cache_reads_cheap
     for name, price in PRICES.items():
         assert 0 < price.cache_read < price.input < price.output <= 75, name
         assert price.cache_write is None or price.cache_write >= price.input, name
+
+
+def test_a_cost_reads_in_dollars_and_cents_and_a_small_one_to_the_hundredth_of_a_cent() -> None:
+    assert (shown_cost(8.3712), shown_cost(1234.5), shown_cost(0.13), shown_cost(0.0312),
+            shown_cost(0.0), shown_cost(None)) == ("$8.37", "$1,234.50", "$0.13", "$0.0312",
+                                                   "$0.00", "")

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from coding_os.adapters.tool_calls import LINE_MAX, first_line, summarize
+from coding_os.adapters.tool_calls import LINE_MAX, first_line, shown_input, summarize
 
 PATCH = "*** Begin Patch\n*** Update File: src/app.py\n@@\n-a\n+b\n*** Add File: notes.md\n" \
         "+hi\n*** End Patch\n"
@@ -60,3 +60,10 @@ def test_a_long_line_is_cut_between_words_never_inside_one() -> None:
     assert len(line) <= LINE_MAX and line.endswith("…") and "sk-" not in line
     assert summarize("Read", {"file_path": "/" + "d" * 300}).startswith("/ddd")
     assert first_line("\n\n  first   line \nsecond") == "first line"
+
+
+def test_an_input_shown_whole_is_its_json_indented_or_its_text_as_it_is() -> None:
+    assert shown_input('{"command": "ls", "n": [1]}') == \
+        '{\n  "command": "ls",\n  "n": [\n    1\n  ]\n}'
+    assert shown_input('{"cut": "short…') == '{"cut": "short…'  # the export's limit cut it
+    assert shown_input("*** Begin Patch") == "*** Begin Patch"

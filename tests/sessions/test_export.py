@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from coding_os.errors import InvalidInput, NotFound
 from coding_os.sessions import transcript
-from coding_os.sessions.export import branches, read_page, read_turns, render
+from coding_os.sessions.export import branches, read_page, read_turns, render, stylesheet
 from coding_os.state.tiers import Tiers
+from tests.helpers import TOOLS, copy_codex_fixtures, cos
 
 FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
 CLAUDE = FIXTURES / "claude" / "claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
@@ -497,3 +498,87 @@ def test_pages_asked_while_a_cos_transcript_grows_and_rewinds_are_slices_of_its_
             page = read_page(path, "cos", at, limit)
             assert page.turns == whole[at:at + limit]
             assert page.more == (at + limit < len(whole))
+
+
+# -- the HTML page -----------------------------------------------------------------------------
+
+
+def test_the_html_page_opens_with_the_sessions_facts_and_folds_each_tool_call_under_its_line(
+        tmp_path: Path) -> None:
+    tiers = Tiers(str(tmp_path / ".coding-os"))
+    sid = transcript.create(tiers, "python", title="Fix the build", project="/src/shop",
+                            branch="fix/<build>")
+    transcript.append(tiers, sid, "user", {"text": "make it pass", "turn": 1})
+    transcript.append(tiers, sid, "tool_call", {"turn": 1, "tool": "Bash", "call_id": "c1",
+                                                "input": {"command": "make test\n"}})
+    transcript.append(tiers, sid, "tool_result", {"turn": 1, "call_id": "c1", "ok": True,
+                                                  "output": "\n42 passed\nin 3 s"})
+    transcript.append(tiers, sid, "tool_call", {"turn": 1, "tool": "Edit", "call_id": "c2",
+                                                "input": {"file_path": "src/app.py"}})
+    meta, turns = read_turns(transcript.transcript_path(tiers, sid), "cos")
+    tokens = {"input": 12_345, "output": 678, "cached": 10_000, "cache_write": 90,
+              "models": ["claude-opus-5"], "cost": 0.0312}
+    page = render(meta, turns, "html", {"agent": "claude", "created": "2026-11-29T16:20:00Z",
+                                        "tokens": tokens})
+    # Its facts: agent, project, branch (escaped), dates, token use, model and cost.
+    for fact in ("<dt>agent</dt><dd>claude</dd>", "<dt>project</dt><dd>/src/shop</dd>",
+                 "<dt>branch</dt><dd>fix/&lt;build&gt;</dd>",
+                 "2026-11-29 16:20:00 UTC</time>", "<dt>last active</dt>",
+                 "12,345 in (10,000 read from the cache, 90 written to it) · 678 out",
+                 "<dt>model</dt><dd>claude-opus-5</dd>", '<span class="cost">$0.0312</span>'):
+        assert fact in page, fact
+    # Each tool call folded under what it did; a result under its first line.
+    assert '<details class="turn tool_call" id="turn-1"><summary><span class="tool">Bash</span>' \
+        '<code class="call">$ make test</code>' in page
+    assert '<span class="tool">result</span><code class="call">42 passed</code>' in page
+    assert '<span class="tool">Edit</span><code class="call">src/app.py</code>' in page
+    # It stands alone with cos web's look: the shared stylesheet inline, nothing fetched.
+    assert f"<style>\n{stylesheet()}</style>" in page
+    assert "<link" not in page and "<script" not in page and "src=" not in page
+    # A model without a price: the page says the cost is not known, never a guess.
+    unknown = render(meta, turns, "html", {"tokens": {**tokens, "cost": None}})
+    assert "$" not in unknown.split("<main>")[1].split("</header>")[0]
+    assert "not known" in unknown
+
+
+def test_the_json_and_markdown_exports_leave_the_summary_lines_out(tmp_path: Path) -> None:
+    tiers = Tiers(str(tmp_path / ".coding-os"))
+    sid = transcript.create(tiers, "python")
+    transcript.append(tiers, sid, "tool_call", {"turn": 1, "tool": "Bash", "call_id": "c1",
+                                                "input": {"command": "ls"}})
+    meta, turns = read_turns(transcript.transcript_path(tiers, sid), "cos")
+    assert turns[0].summary == "$ ls"
+    assert json.loads(render(meta, turns, "json"))["turns"] == [
+        {"role": "tool_call", "text": '{"command": "ls"}', "ts": turns[0].ts, "tool": "Bash"}]
+    assert "$ ls" not in render(meta, turns, "md")
+
+
+def test_a_secret_in_a_tool_calls_summary_line_is_redacted_as_its_text_is(
+        tmp_path: Path) -> None:
+    tiers = Tiers(str(tmp_path / ".coding-os"))
+    sid = transcript.create(tiers, "python")
+    key = "AKIA" + "ABCDEFGHIJKLMNOP"
+    transcript.append(tiers, sid, "tool_call", {"turn": 1, "tool": "Bash", "call_id": "c1",
+                                                "input": {"command": f"export AWS_KEY={key}"}})
+    path = transcript.transcript_path(tiers, sid)
+    [call] = read_turns(path, "cos")[1]
+    assert call.summary is not None and key not in call.summary and key not in call.text
+    assert key in (read_turns(path, "cos", redacting=False)[1][0].summary or "")
+
+
+def test_cos_export_html_of_a_codex_session_says_its_facts_token_use_and_cost(
+        project: Path) -> None:
+    copy_codex_fixtures(Path.home() / ".codex")
+    done = cos("export", TOOLS, "--format", "html", cwd=project)
+    assert done.returncode == 0, done.stderr
+    page = done.stdout
+    header = page.split('<header class="session">')[1].split("</header>")[0]
+    for fact in ("<dt>agent</dt><dd>codex</dd>", "<dt>branch</dt><dd>feat/codex-agent-plugin</dd>",
+                 "/repos/codemie-ai/codemie-code</dd>", "<dt>model</dt><dd>gpt-5.5</dd>",
+                 "<dt>started</dt>", "<dt>last active</dt>",
+                 "6,055,836 in (4,929,536 read from the cache, 0 written to it) · 9,118 out"):
+        assert fact in header, fact
+    # gpt-5.5: $5 a million fresh input tokens, $0.50 cached, $30 output.
+    dollars = ((6_055_836 - 4_929_536) * 5 + 4_929_536 * 0.5 + 9_118 * 30) / 1e6
+    assert f'<span class="cost">${dollars:,.2f}</span>' in header
+    assert "<code class=\"call\">$ sed -n &#x27;1,180p&#x27; /Users/Sample_User/.codex/" in page

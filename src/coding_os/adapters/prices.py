@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["Price", "PRICES", "CHECKED", "price_of", "cost"]
+__all__ = ["Price", "PRICES", "CHECKED", "price_of", "cost", "shown_cost"]
 
 CHECKED = "2026-12-06"
 
@@ -135,3 +135,10 @@ def cost(model: str | None, fresh_input: int, output: int, cache_read: int = 0,
     dollars = (fresh_input * price.input + output * price.output + cache_read * price.cache_read
                + cache_write * write + cache_write_long * write_long)
     return dollars / 1_000_000
+
+
+def shown_cost(dollars: float | None) -> str:
+    """A cost as a person reads it: `$1.24`, `$0.0310` under ten cents, "" when not known."""
+    if dollars is None:
+        return ""
+    return f"${dollars:,.2f}" if dollars >= 0.1 or dollars == 0 else f"${dollars:.4f}"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from coding_os.adapters import PATCH_FILE_PREFIXES, patch_files
 
-__all__ = ["LINE_MAX", "summarize", "first_line"]
+__all__ = ["LINE_MAX", "summarize", "first_line", "shown_input"]
 
 LINE_MAX = 160  # characters of a summary line; a longer one ends in "…"
 _INPUT_MAX = 1_000_000  # a tool input given as JSON text longer than this is not parsed
@@ -50,6 +50,15 @@ def first_line(text: str) -> str:
     """The first line of `text` that is not blank, its spaces collapsed, cut to LINE_MAX (a
     tool's result is summarised so)."""
     return _clip(_first_line(text))
+
+
+def shown_input(text: str) -> str:
+    """A tool's input as a person reads it whole: JSON indented, other text as it is (a JSON
+    text cut short by the export's limit stays as it was)."""
+    data = _decoded(text)
+    if data is text or not isinstance(data, (dict, list)):
+        return text
+    return json.dumps(data, ensure_ascii=False, indent=2)
 
 
 def _decoded(value: object) -> object:

@@ -26,7 +26,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import closing, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from coding_os import jsonwire
@@ -35,8 +35,9 @@ from coding_os.errors import InvalidInput, NotFound
 if TYPE_CHECKING:
     from coding_os.adapters.claude.tree import Tree
 
-__all__ = ["Turn", "Page", "ReplicaLog", "FORMATS", "KINDS", "branches", "claude_entry_turns",
-           "codex_item_turns", "log_path", "read_page", "read_turns", "render"]
+__all__ = ["Turn", "Page", "ReplicaLog", "FORMATS", "KINDS", "STYLESHEET", "branches",
+           "claude_entry_turns", "codex_item_turns", "log_path", "read_page", "read_turns",
+           "render", "stylesheet"]
 
 FORMATS = ("md", "json", "html")
 KINDS = ("cos", "claude", "codex")
@@ -45,12 +46,34 @@ TOOL_TEXT_MAX = 4000
 
 @dataclass
 class Turn:
-    """One step of a conversation: a prompt, an answer, a tool call or a tool's result."""
+    """One step of a conversation: a prompt, an answer, a tool call or a tool's result.
+
+    `summary`, for a tool call, is the one line that says what it did (its command, its path:
+    adapters/tool_calls.py); for a tool's result, the first line of its output. The JSON and
+    Markdown exports leave it out (they give the whole text).
+    """
 
     role: str  # user | assistant | tool_call | tool_result | note
     text: str
     ts: str | None = None
     tool: str | None = None
+    summary: str | None = None
+
+
+def _call(tool: object, tool_input: object, ts: str | None) -> Turn:
+    """The turn of a tool call, with its summary line read from its whole input."""
+    from coding_os.adapters.tool_calls import summarize
+
+    name = str(tool)
+    return Turn("tool_call", _short(tool_input), ts, name, summarize(name, tool_input))
+
+
+def _result(output: object, ts: str | None) -> Turn:
+    """The turn of a tool's result, with the first line of its output as its summary."""
+    from coding_os.adapters.tool_calls import first_line
+
+    text = _short(output or "")
+    return Turn("tool_result", text, ts, None, first_line(text))
 
 
 def _lines(path: str) -> Iterator[dict[str, Any]]:
@@ -93,9 +116,9 @@ def _cos_turn(entry: Mapping[str, Any]) -> Turn | None:
     if kind in ("user", "assistant"):
         return Turn(str(kind), str(entry.get("text") or ""), ts)
     if kind == "tool_call":
-        return Turn("tool_call", _short(entry.get("input")), ts, str(entry.get("tool")))
+        return _call(entry.get("tool"), entry.get("input"), ts)
     if kind == "tool_result":
-        return Turn("tool_result", _short(entry.get("output") or ""), ts)
+        return _result(entry.get("output"), ts)
     if kind in _COS_NOTES:
         return Turn("note", f"[{kind}] {entry.get('text') or ''}", ts)
     return None
@@ -223,14 +246,13 @@ def claude_entry_turns(entry: Mapping[str, Any]) -> list[Turn]:
         if kind == "text" and isinstance(block.get("text"), str):
             turns.append(Turn(role, block["text"], ts))
         elif kind == "tool_use":
-            turns.append(Turn("tool_call", _short(block.get("input")), ts,
-                              str(block.get("name"))))
+            turns.append(_call(block.get("name"), block.get("input"), ts))
         elif kind == "tool_result":
             result = block.get("content")
             if isinstance(result, list):
                 result = "\n".join(str(part.get("text", "")) for part in result
                                    if isinstance(part, dict))
-            turns.append(Turn("tool_result", _short(result or ""), ts))
+            turns.append(_result(result, ts))
     return turns
 
 
@@ -324,12 +346,12 @@ def codex_item_turns(line: Mapping[str, Any]) -> list[Turn]:
             return [Turn(str(payload["role"]), text, ts)]
     elif kind in ("function_call", "custom_tool_call"):
         arguments = payload.get("arguments", payload.get("input"))
-        return [Turn("tool_call", _short(arguments), ts, str(payload.get("name")))]
+        return [_call(payload.get("name"), arguments, ts)]
     elif kind in ("function_call_output", "custom_tool_call_output"):
         output = payload.get("output")
         if isinstance(output, dict):
             output = output.get("content", output)
-        return [Turn("tool_result", _short(output or ""), ts)]
+        return [_result(output, ts)]
     return []
 
 
@@ -366,7 +388,8 @@ def _redacted(meta: dict[str, Any], turns: list[Turn], redacting: bool
     from coding_os import redact
 
     return (redact.redact_value(meta),  # type: ignore[return-value]
-            [Turn(t.role, redact.redact(t.text), t.ts, t.tool) for t in turns])
+            [Turn(t.role, redact.redact(t.text), t.ts, t.tool,
+                  None if t.summary is None else redact.redact(t.summary)) for t in turns])
 
 
 def read_turns(path: str, kind: str, redacting: bool = True, branch: int | None = None
@@ -533,16 +556,23 @@ def branches(path: str, kind: str) -> dict[str, Any]:
     return copy.deepcopy(_claude_view(path, "shape"))
 
 
-def render(meta: dict[str, Any], turns: list[Turn], fmt: str) -> str:
-    """The conversation as `fmt` (FORMATS).
+def render(meta: dict[str, Any], turns: list[Turn], fmt: str,
+           header: Mapping[str, Any] | None = None) -> str:
+    """The conversation as `fmt` (FORMATS). The HTML page opens with the session's facts —
+    its agent, project, branch, dates and token use, from `header` (`agent`, `project`,
+    `branch`, `created`, `last_active`, and `tokens` as `usage.totals` gives them) where given,
+    else from `meta` and the turns' times — and has the look of cos web's session page, its
+    stylesheet inlined: the file stands alone.
 
     Raises:
         InvalidInput: an unknown format.
     """
     title = str(meta.get("title") or meta.get("session") or meta.get("native_id") or "session")
     if fmt == "json":
-        return json.dumps({"meta": meta, "turns": [asdict(t) for t in turns]},
-                          ensure_ascii=False, indent=2) + "\n"
+        # The turns as they always were: the summary lines are the HTML page's.
+        return json.dumps({"meta": meta, "turns": [
+            {"role": t.role, "text": t.text, "ts": t.ts, "tool": t.tool} for t in turns]},
+            ensure_ascii=False, indent=2) + "\n"
     if fmt == "md":
         out = [f"# {title}", ""]
         for warning in meta.get("warnings") or ():
@@ -559,20 +589,104 @@ def render(meta: dict[str, Any], turns: list[Turn], fmt: str) -> str:
             out.append("")
         return "\n".join(out)
     if fmt == "html":
-        rows = []
-        for turn in turns:
-            head = html.escape(_LABELS.get(turn.role, turn.role)
-                               + (f" {turn.tool}" if turn.tool else ""))
-            when = f' <time>{html.escape(str(turn.ts))}</time>' if turn.ts else ""
-            rows.append(f'<section class="{html.escape(turn.role)}"><h2>{head}{when}</h2>'
-                        f"<pre>{html.escape(turn.text)}</pre></section>")
-        return ("<!doctype html>\n<html><head><meta charset=\"utf-8\">"
-                f"<title>{html.escape(title)}</title><style>"
-                "body{font-family:sans-serif;max-width:60em;margin:auto}"
-                "pre{white-space:pre-wrap}.user{background:#eef}.tool_call,.tool_result"
-                "{background:#f6f6f6}</style></head>\n<body><h1>"
-                f"{html.escape(title)}</h1>\n"
-                + "".join(f'<p class="warning">{html.escape(str(w))}</p>\n'
-                          for w in meta.get("warnings") or ())
-                + "\n".join(rows) + "\n</body></html>\n")
+        return _html_page(title, meta, turns, header or {})
     raise InvalidInput(f"unknown export format {fmt!r}: expected one of {', '.join(FORMATS)}")
+
+
+STYLESHEET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conversation.css")
+
+
+def stylesheet() -> str:
+    """The look of a conversation (conversation.css), which cos web serves and the HTML export
+    inlines."""
+    with open(STYLESHEET, encoding="utf-8") as f:
+        return f.read()
+
+
+def _html_page(title: str, meta: Mapping[str, Any], turns: list[Turn],
+               header: Mapping[str, Any]) -> str:
+    from coding_os import __version__
+
+    e = html.escape
+    # A stylesheet never holds markup, but its text goes into a <style>: no "</" may end it.
+    css = stylesheet().replace("</", "<\\/")
+    facts = "".join(f"<dt>{e(name)}</dt><dd>{value}</dd>"
+                    for name, value in _header_facts(meta, turns, header))
+    warnings = "".join(f'<p class="warning">{e(str(w))}</p>\n'
+                       for w in meta.get("warnings") or ())
+    body = "\n".join(_html_turn(turn, n) for n, turn in enumerate(turns))
+    return ("<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+            f"<title>{e(title)} · cos export</title>\n<style>\n{css}</style>\n</head>\n"
+            f"<body class=\"export\">\n<main>\n<header class=\"session\">\n<h1>{e(title)}</h1>\n"
+            f"<dl class=\"facts\">{facts}</dl>\n</header>\n{warnings}"
+            f"<section class=\"conversation\">\n{body}\n</section>\n"
+            f"<footer>Exported by coding-os {e(__version__)}.</footer>\n</main>\n"
+            "</body>\n</html>\n")
+
+
+def _header_facts(meta: Mapping[str, Any], turns: list[Turn], header: Mapping[str, Any]
+                  ) -> list[tuple[str, str]]:
+    """The facts of the page's header, each a name and its value as HTML."""
+    from coding_os.adapters.prices import shown_cost
+
+    e = html.escape
+
+    def known(*values: object) -> str | None:
+        return next((str(value) for value in values if value not in (None, "")), None)
+
+    facts: list[tuple[str, str]] = []
+    stamps = [turn.ts for turn in turns if turn.ts]
+    for name, value in (("agent", known(header.get("agent"), meta.get("agent"))),
+                        ("project", known(header.get("project"), meta.get("project"),
+                                          meta.get("cwd"))),
+                        ("branch", known(header.get("branch"), meta.get("branch")))):
+        if value is not None:
+            facts.append((name, e(value)))
+    started = known(header.get("created"), stamps[0] if stamps else None)
+    ended = known(header.get("last_active"), stamps[-1] if stamps else None)
+    if started is not None:
+        facts.append(("started", _html_time(started)))
+    if ended is not None:
+        facts.append(("last active", _html_time(ended)))
+    tokens = header.get("tokens")
+    if isinstance(tokens, Mapping):
+        used = (f"{tokens['input']:,} in ({tokens['cached']:,} read from the cache, "
+                f"{tokens['cache_write']:,} written to it) · {tokens['output']:,} out")
+        facts.append(("tokens", f'<span class="tokens">{e(used)}</span>'))
+        if tokens.get("models"):
+            facts.append(("model", e(", ".join(str(m) for m in tokens["models"]))))
+        cost = shown_cost(tokens.get("cost"))
+        facts.append(("cost", f'<span class="cost">{e(cost)}</span>' if cost else
+                      '<span class="muted">not known (a model without a price)</span>'))
+    facts.append(("steps", f"{len(turns):,} (prompts, answers, tool calls and results)"))
+    for name, key in (("session", "id"), ("native id", "native_id")):
+        value = known(meta.get(key))
+        if value is not None:
+            facts.append((name, f'<code>{e(value)}</code>'))
+    return facts
+
+
+def _html_time(ts: str) -> str:
+    from coding_os.clock import shown_time
+
+    return f'<time datetime="{html.escape(ts)}">{html.escape(shown_time(ts))}</time>'
+
+
+def _html_turn(turn: Turn, n: int) -> str:
+    """One turn as cos web's session page shows it: a prompt, an answer or a note as a card,
+    a tool call or its result folded under its one line."""
+    e = html.escape
+    when = _html_time(turn.ts) if turn.ts else ""
+    if turn.role in ("tool_call", "tool_result"):
+        from coding_os.adapters.tool_calls import shown_input
+
+        name = (turn.tool or "tool") if turn.role == "tool_call" else "result"
+        text = shown_input(turn.text) if turn.role == "tool_call" else turn.text
+        return (f'<details class="turn {turn.role}" id="turn-{n}"><summary>'
+                f'<span class="tool">{e(name)}</span><code class="call">{e(turn.summary or "")}'
+                f'</code><span class="when">{when}</span></summary>'
+                f"<pre>{e(text)}</pre></details>")
+    return (f'<div class="turn {e(turn.role)}" id="turn-{n}"><div class="who">'
+            f'<span class="role">{e(turn.role)}</span> {when}</div>'
+            f'<div class="text">{e(turn.text)}</div></div>')
