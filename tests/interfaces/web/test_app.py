@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from coding_os import api
-from tests.helpers import (ECHO_AGENT, VIEWER, bg_job, copy_claude_fixtures,
+from tests.helpers import (ECHO_AGENT, TOOLS, VIEWER, bg_job, copy_claude_fixtures,
                            copy_codex_fixtures, cos, python_session, until)
 from tests.interfaces.web.conftest import WAIT, Page, Web, job_session, page
 
@@ -104,6 +104,86 @@ def test_a_long_session_page_holds_its_first_turns_and_loads_the_rest_when_revea
     assert [t["data-n"] for t in rest.testid("turn")] == [str(n) for n in range(100, 130)]
     assert not rest.testid("turns-more")
     page(client, f"/sessions/{session}/turns?offset=130", 404)
+
+
+def test_a_session_page_says_its_tokens_and_cost_per_session_and_per_turn(
+        web: Web, project: Path) -> None:
+    copy_codex_fixtures(Path.home() / ".codex")
+    client = web.client()
+    shown = client.get(f"/sessions/{TOOLS}").text
+    # gpt-5.5 at $5 a million fresh input tokens, $0.50 cached, $30 output, from its rollout.
+    turns = [(57_906, 37_120, 374), (6_055_836 - 57_906, 4_929_536 - 37_120, 9_118 - 374)]
+    costs = [((sent - cached) * 5 + cached * 0.5 + out * 30) / 1e6 for sent, cached, out in turns]
+    assert re.findall(r'data-testid="turn-cost">([^<]*)<', shown) == [
+        f"${dollars:,.2f}" for dollars in costs]
+    [total] = re.findall(r'data-testid="session-cost"><span class="cost">([^<]*)<', shown)
+    assert total == f"${sum(costs):,.2f}"
+    assert "6,055,836 in (4,929,536 read from the cache, 0 written to it) · 9,118 out" in shown
+    bars = Page(shown).testid("token-bar")
+    assert [round(float(str(bar["data-cost"])), 6) for bar in bars] == [
+        round(dollars, 6) for dollars in costs]
+    # A session whose model no price is known for: its tokens, and no cost.
+    session = python_session(project, "hello")
+    assert "data-testid=\"session-cost\"" not in client.get(f"/sessions/{session}").text
+
+
+def test_a_session_page_folds_each_tool_call_under_the_line_that_says_what_it_did(
+        web: Web, project: Path) -> None:
+    copy_claude_fixtures(Path.home() / ".claude")
+    copy_codex_fixtures(Path.home() / ".codex")
+    client = web.client()
+    line = re.compile(r'<details class="turn tool_call" id="turn-\d+" data-n="\d+" '
+                      r'data-testid="turn" data-role="tool_call">\s*<summary><span class="tool">'
+                      r'([^<]*)</span><code class="call" data-testid="call-summary">([^<]*)</code>')
+    claude = line.findall(client.get(f"/sessions/{VIEWER}").text)
+    assert ("Glob", "**/*.md in ~/.claude/commands") in claude
+    assert ("Task", "Analyze project structure") in claude
+    assert ("TodoWrite", "4 to-dos") in claude
+    codex = line.findall(client.get(f"/sessions/{TOOLS}").text)
+    assert ("exec_command", "$ sed -n &#39;1,180p&#39; /Users/Sample_User/.codex/plugins/cache/"
+            "openai-curated/superpowers/63976030/skills/using-superpowers/SKILL.md") in codex
+    # Unfolded, the call's whole input, its JSON indented.
+    assert '<pre>{\n  &#34;pattern&#34;: &#34;**/*.md&#34;,' in client.get(
+        f"/sessions/{VIEWER}").text
+
+
+def test_times_read_as_how_long_ago_with_the_exact_time_on_hover(
+        web: Web, project: Path) -> None:
+    session = python_session(project, "hello")
+    copy_claude_fixtures(Path.home() / ".claude")
+    client = web.client()
+    listed = client.get("/sessions?scope=all").text
+    mine = listed.split(f'data-session="{session}"')[1].split("</tr>")[0]
+    assert re.search(r'<time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">'
+                     r'(just now|\d+ min ago)</time>', mine), mine
+    # A time over a month old is its date; the exact one on hover.
+    old = listed.split(f'data-session="{VIEWER}"')[1].split("</tr>")[0]
+    assert '<time datetime="2025-09-07T09:54:26.' in old
+    assert re.search(r'title="2025-09-07 09:54:2\d UTC">2025-09-07</time>', old), old
+
+
+def test_the_checkpoint_page_names_each_files_change_alike_in_the_diff_and_the_rewind_list(
+        web: Web, project: Path) -> None:
+    for name in ("kept.txt", "gone.txt"):
+        (project / name).write_text(f"{name}\n", encoding="utf-8")
+    made = cos("checkpoint", "create", "--json", cwd=project)
+    assert made.returncode == 0, made.stderr
+    checkpoint = json.loads(made.stdout)["id"]
+    (project / "kept.txt").write_text("kept.txt, changed\n", encoding="utf-8")
+    (project / "gone.txt").unlink()
+    (project / "new.txt").write_text("new\n", encoding="utf-8")
+    shown = client_page = web.client().get(f"/checkpoints/{checkpoint}").text
+    found = Page(client_page)
+    expected = {"kept.txt": "modified", "gone.txt": "deleted", "new.txt": "added"}
+    assert {f["data-path"]: f["data-change"] for f in found.testid("diff-file")} == expected
+    assert {f["data-path"]: f["data-change"] for f in found.testid("rewind-file")} == expected
+    # The words a reader sees are the same in both lists.
+    diff, rewind = shown.split('data-testid="rewind-preview"')
+    said = r'<span class="change change-(\w+)">(\w+)</span> <code>([^<]+)</code>'
+    assert sorted((path, word) for _, word, path in re.findall(said, diff)) == \
+        sorted((path, word) for _, word, path in re.findall(said, rewind)) == \
+        sorted(expected.items())
+    assert "Since this checkpoint: 1 added · 1 modified · 1 deleted." in rewind
 
 
 # -- bad input -----------------------------------------------------------------------------
@@ -206,6 +286,12 @@ def test_the_roster_lists_a_job_waiting_for_approval_and_approves_it_from_the_pa
 
     rows = until(waiting, "the job to wait for its approval")
     assert "permission prompt" in "".join(rows.text)
+    # Its state and what it waits for at a glance, started how long ago (the time on hover).
+    row = client.get("/roster/rows").text.split(f'data-job="{job["id"]}"')[1].split("</tr>")[0]
+    assert '<span class="state state-blocked" data-testid="job-state">blocked</span>' in row
+    assert '<span class="waiting" data-testid="job-waiting">permission prompt</span>' in row
+    assert re.search(r'<time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">'
+                     r'(just now|\d+ min ago)</time>', row), row
     csrf = page(client, "/").csrf()
     answer = client.post(f"/jobs/{job['id']}/approve",
                          data={"decision": "allow", "csrf_token": csrf},

@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -21,17 +22,22 @@ import jinja2
 from markupsafe import Markup, escape
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from coding_os import api
+from coding_os.adapters.prices import shown_cost
+from coding_os.adapters.tool_calls import shown_input
+from coding_os.clock import parse_time, shown_time
 from coding_os.errors import (Ambiguous, Conflict, CosError, CrossProject, InvalidId,
                               InvalidInput, NotFound)
 from coding_os.interfaces.web import live
 from coding_os.interfaces.web.security import CSRF_FIELD, Guard
+from coding_os.sessions.export import STYLESHEET
 
-__all__ = ["create_app", "SESSIONS_PAGE", "TURNS_PAGE", "CHECKPOINTS_PAGE"]
+__all__ = ["create_app", "SESSIONS_PAGE", "TURNS_PAGE", "CHECKPOINTS_PAGE", "CHANGES",
+           "DIFF_CHANGES", "REWIND_CHANGES"]
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SESSIONS_PAGE = 50
@@ -40,6 +46,13 @@ CHECKPOINTS_PAGE = 50
 LIVE_SHOWN = 200  # stored events a session page shows before its live tail
 QUERY_MAX = 500
 _URL = re.compile(r"https?://[^\s<>\"'`]+")
+# One vocabulary for a file's change on the checkpoint page, in the diff and in the rewind
+# list alike: what changed from the checkpoint to the tree now (or, against the previous
+# checkpoint, in its turn). The diff names the change from its old side to its new one; a
+# rewind names what it does to undo it.
+CHANGES = ("added", "modified", "deleted")
+DIFF_CHANGES = {"create": "added", "change": "modified", "delete": "deleted"}
+REWIND_CHANGES = {"delete": "added", "restore": "modified", "create": "deleted"}
 
 
 def _linkify(text: object) -> Markup:
@@ -56,6 +69,31 @@ def _linkify(text: object) -> Markup:
     return Markup("".join(out))
 
 
+def _ago(value: object, now: float | None = None) -> Markup:
+    """A time as how long ago it was ("3 min ago"), the exact time on hover; "" for none."""
+    when = parse_time(value)
+    if when is None:
+        return Markup("") if value in (None, "") else Markup(escape(str(value)))
+    seconds = (time.time() if now is None else now) - when.timestamp()
+    exact = shown_time(value)
+    if seconds < -60:
+        said = exact  # a clock ahead of this one: the time itself
+    elif seconds < 45:
+        said = "just now"
+    elif seconds < 3600:
+        said = f"{max(1, round(seconds / 60))} min ago"
+    elif seconds < 86400:
+        said = f"{round(seconds / 3600)} h ago"
+    elif seconds < 2 * 86400:
+        said = "yesterday"
+    elif seconds < 30 * 86400:
+        said = f"{int(seconds // 86400)} days ago"
+    else:
+        said = exact[:10]
+    return Markup('<time datetime="{}" title="{}">{}</time>').format(
+        when.isoformat(), exact, said)
+
+
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(os.path.join(HERE, "templates")),
@@ -64,6 +102,10 @@ def _environment() -> jinja2.Environment:
     environment.filters["linkify"] = _linkify
     environment.filters["tojson_text"] = lambda value: json.dumps(value, ensure_ascii=False,
                                                                   indent=2, default=str)
+    environment.filters["ago"] = _ago
+    environment.filters["cost"] = shown_cost
+    environment.filters["shown_input"] = shown_input
+    environment.filters["number"] = lambda value: f"{int(value or 0):,}"
     return environment
 
 
@@ -345,8 +387,14 @@ class View:
         against = request.query_params.get("against") or "tree"
         diffs = api.checkpoint_diff(cp, against, cwd=self.cwd, env=self.env)
         preview = api.rewind(cp, "code", dry_run=True, cwd=self.cwd, env=self.env)["code"]
+        for f in diffs["files"]:
+            f["change"] = DIFF_CHANGES.get(str(f["action"]), str(f["action"]))
+        for f in preview["files"]:
+            f["change"] = REWIND_CHANGES.get(str(f["action"]), str(f["action"]))
+        changes = {name: sum(1 for f in preview["files"] if f["change"] == name)
+                   for name in CHANGES}
         return self.render(request, "checkpoint.html", diffs=diffs, preview=preview,
-                           against=against, result=None)
+                           changes=changes, against=against, result=None)
 
     async def rewind(self, request: Request) -> Response:
         cp = request.path_params["checkpoint"]
@@ -432,8 +480,10 @@ def _branch(raw: str | None) -> int | None:
 
 
 def _token_chart(tokens: dict[str, Any]) -> dict[str, Any] | None:
-    """The chart of `api.session_tokens`: its source and bars, each turn's with its height in
-    the chart (0-100)."""
+    """The chart of `api.session_tokens`: its source, its bars, each turn's with its height in
+    the chart (0-100), and their `total` (the session's tokens and cost)."""
+    from coding_os.sessions.usage import totals
+
     bars = [dict(turn) for turn in tokens["turns"]]
     if not bars:
         return None
@@ -441,7 +491,7 @@ def _token_chart(tokens: dict[str, Any]) -> dict[str, Any] | None:
     for bar in bars:
         used = int(bar["input"]) + int(bar["output"])
         bar["height"] = max(1, round(100 * used / top)) if used else 0
-    return {"source": tokens["source"], "bars": bars, "top": top}
+    return {"source": tokens["source"], "bars": bars, "top": top, "total": totals(bars)}
 
 
 def create_app(token: str, port: int, cwd: str | None = None,
@@ -469,6 +519,9 @@ def create_app(token: str, port: int, cwd: str | None = None,
         Route("/rewind/undo", view.undo, methods=["POST"]),
         Route("/tasks", page(view.tasks)),
         Route("/search", page(view.search)),
+        # The look of a conversation, which the HTML export inlines (sessions/export.py).
+        Route("/static/conversation.css",
+              lambda _: FileResponse(STYLESHEET, media_type="text/css; charset=utf-8")),
         Mount("/static", StaticFiles(directory=os.path.join(HERE, "static")), name="static"),
     ]
     app = Starlette(routes=routes, exception_handlers={404: view.not_found,
