@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import cos, fire, replicator_stopped
+from tests.helpers import cos, fire, replicator_stopped, until
 
 
 # Everything `cos hook PostToolUse` may import beyond what a bare interpreter already has.
@@ -33,7 +33,7 @@ ALLOWED = {
 CHECKPOINT_ALLOWED = {
     "coding_os.checkpoints", "coding_os.checkpoints.auto", "coding_os.checkpoints.take",
     "coding_os.adapters.claude", "coding_os.adapters.claude.leaf",
-    "coding_os.checkpoints.fingerprint",
+    "coding_os.checkpoints.heads",
     "coding_os.checkpoints.lock", "coding_os.checkpoints.points", "coding_os.checkpoints.settings",
     "coding_os.checkpoints.manifest", "coding_os.checkpoints.snapshot", "coding_os.checkpoints.store",
     "coding_os.digest", "_sha1", "_sha256", "_sha2", "hashlib", "_hashlib", "_blake2",
@@ -149,3 +149,34 @@ def test_a_pre_tool_use_that_checkpoints_a_changed_tree_imports_little_more(
         encoding="utf-8").splitlines() if " event=PreToolUse " in ln][-1]
     assert " checkpoint=cp-" in line
     assert f" checkpoint_scan={'watcher' if daemon else 'full'}" in line
+
+
+# All a tool hook adds on a tree unchanged since the session's latest checkpoint: the policy
+# gates' configuration, and the session's head with its fingerprint (heads.py) and the journal's
+# presence (lock.py).
+UNCHANGED_TREE_ADDS = {
+    "coding_os.config", "coding_os.checkpoints", "coding_os.checkpoints.auto",
+    "coding_os.checkpoints.heads", "coding_os.checkpoints.lock",
+}
+
+
+def test_a_pre_tool_use_on_an_unchanged_tree_imports_only_its_head_and_the_lock(
+        repo: Path) -> None:
+    (repo / ".coding-os").mkdir()
+    assert fire("SessionStart", {"session_id": "s1", "source": "startup"}, cwd=repo).returncode == 0
+    payload = {"session_id": "s1", "tool_name": "Bash", "tool_input": {"command": "make"}}
+    log = repo / ".coding-os" / ".hooks.log"
+
+    def reused() -> bool:
+        """Fire once; whether the tree was known unchanged by its fingerprint (a checkpoint
+        keeps one once the tree's files are older than its racy margin)."""
+        assert fire("PreToolUse", payload, cwd=repo).returncode == 0
+        line = log.read_text(encoding="utf-8").splitlines()[-1]
+        return " checkpoint_scan=fingerprint " in line + " "
+
+    until(reused, "a checkpoint that keeps a fingerprint", timeout=30)
+    imported = hook_imports("PreToolUse", payload, repo)
+    line = log.read_text(encoding="utf-8").splitlines()[-1]
+    assert " checkpoint_reused=1" in line and " checkpoint_scan=fingerprint" in line
+    post = hook_imports("PostToolUse", {**payload, "tool_response": {"stdout": ""}}, repo)
+    assert imported - post == UNCHANGED_TREE_ADDS

@@ -5,7 +5,9 @@ it, until the session's next checkpoint, changed outside the session).
 Two callers take them through `take_auto`: the hooks that fire inside Claude Code and Codex
 (hooks/checkpoint.py), and the engine's session core for the agents that run no cos hooks
 (`codex app-server`, python agents, commands: runtime/core.py). This module is on the hook's
-hot path: it imports what an unchanged tree needs, the rest when a checkpoint is due.
+hot path: before a tool call on a tree unchanged since the session's latest checkpoint it needs
+that checkpoint's head alone (heads.py); taking a checkpoint (take.py) is imported when one is
+due.
 """
 
 from __future__ import annotations
@@ -120,16 +122,20 @@ def take_auto(tiers: Tiers, resolution: Resolution, config: Mapping[str, object]
     section = config.get("checkpoints")
     if isinstance(section, dict) and section.get("auto") is False:
         return None
-    from coding_os.checkpoints.settings import Settings
-    from coding_os.checkpoints.take import create
     from coding_os.git.repo import checkout_root
     from coding_os.state.root import checkout_dir
 
-    settings = Settings(dict(config))
+    settings = None  # the defaults, read when a checkpoint needs them (not an unchanged tree)
+    mode = "worktree"
+    if section is not None:  # checked before every checkpoint: a bad value is its error
+        from coding_os.checkpoints.settings import Settings
+
+        settings = Settings(dict(config))
+        mode = settings.mode
     checkout = checkout_dir(resolution, cwd, home)
     root = checkout_root(checkout) or os.path.realpath(checkout)
     paths = None
-    if settings.mode == "tracked":
+    if mode == "tracked":
         if trigger != "tool" or tool not in EDIT_TOOLS:
             return None  # tracked covers what the edit tools name, before they write
         inside = root.rstrip(os.sep) + os.sep
@@ -137,11 +143,23 @@ def take_auto(tiers: Tiers, resolution: Resolution, config: Mapping[str, object]
                  if p.startswith(inside)]
         if not paths:
             return None
+    stands = None
+    if trigger == "tool" and mode == "worktree":
+        # Before a tool call on a tree unchanged since the session's latest checkpoint, that
+        # one stands for this point: known from its head alone (the hook's common case).
+        from coding_os.checkpoints.heads import standing
+
+        head = standing(tiers.checkpoints_dir, session, root)
+        if head is not None:
+            return head.reused(session, root)
+        stands = False
+    from coding_os.checkpoints.take import create
+
     if prompt:
         from coding_os import redact
 
         if redact.enabled(config):
             prompt = redact.redact(prompt)
-    return create(tiers, root, session=session, agent=agent, mode=settings.mode, paths=paths,
+    return create(tiers, root, session=session, agent=agent, mode=mode, paths=paths,
                   trigger=f"tool:{tool}" if trigger == "tool" else trigger, prompt=prompt,
-                  seq=seq, settings=settings, watcher=watcher, native=native)
+                  seq=seq, settings=settings, watcher=watcher, native=native, stands=stands)

@@ -7,8 +7,7 @@ coverage mode, the transcript seq of a cos-native session, the paths changed sin
 session's previous checkpoint, and, when the agent keeps its own log, its native point (`native`:
 `{"agent": "claude", "native_id", "transcript", "uuid", "prompt_id"}` or `{"agent": "codex",
 "native_id", "transcript", "turn_id"}`), which the conversation half of a rewind goes back to. Ids sort by time: `cp-YYYYMMDD-HHMMSS-<ms>-<4 hex>`.
-`<state_dir>/checkpoints/heads/<session>` names a session's latest checkpoint, so taking the next
-one reads one small file rather than the list.
+Each session's latest checkpoint, its head, is kept apart (heads.py).
 
 One file per record means two panels checkpointing at once never share a file; objects they
 both write are identical by construction.
@@ -35,9 +34,6 @@ __all__ = [
     "write",
     "load",
     "all_records",
-    "Head",
-    "session_head",
-    "set_head",
     "remove",
 ]
 
@@ -136,41 +132,14 @@ def all_records(checkpoints_dir: str) -> list[dict[str, object]]:
     return records
 
 
-def _head_path(checkpoints_dir: str, session: str) -> str:
-    return os.path.join(checkpoints_dir, "heads", session)
-
-
-class Head:
-    """A session's latest checkpoint: its id, its manifest object and the manifest's text (so
-    the next checkpoint knows without hashing whether the tree changed)."""
-
-    __slots__ = ("id", "manifest", "text")
-
-    def __init__(self, checkpoint: str, manifest: str, text: str) -> None:
-        self.id, self.manifest, self.text = checkpoint, manifest, text
-
-
-def session_head(checkpoints_dir: str, session: str) -> Head | None:
-    """The latest checkpoint of `session`, or None."""
-    try:
-        with open(_head_path(checkpoints_dir, session), "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    first, _, text = data.decode("ascii", "replace").partition("\n")
-    checkpoint, _, manifest = first.partition(" ")
-    return Head(checkpoint, manifest, text) if valid_id(checkpoint) else None
-
-
-def set_head(checkpoints_dir: str, session: str, checkpoint: str, manifest: str,
-             text: str) -> None:
-    durable.ensure_dir(os.path.join(checkpoints_dir, "heads"))
-    durable.atomic_write(_head_path(checkpoints_dir, session),
-                         f"{checkpoint} {manifest}\n{text}".encode("ascii"), sync=False)
-
-
-def remove(checkpoints_dir: str, checkpoint: str) -> None:
+def remove(checkpoints_dir: str, checkpoint: str, session: object = None) -> None:
+    """Remove the record of `checkpoint`, and the head of its `session` when it names it (a
+    head never names a checkpoint that is gone). Called under the exclusive restore lock."""
     try:
         os.unlink(os.path.join(_points(checkpoints_dir), f"{checkpoint}.json"))
     except FileNotFoundError:
         pass
+    if isinstance(session, str) and session:
+        from coding_os.checkpoints.heads import drop
+
+        drop(checkpoints_dir, session, checkpoint)

@@ -1,6 +1,7 @@
 """Taking a checkpoint (DESIGN.md §5): what `cos hook` runs before a prompt's edits and before a
-tool call that may write, so it imports only what an unchanged tree needs: the records, the
-lock and the fingerprint; the snapshot machinery is loaded when git has to look.
+tool call that may write, so a tree unchanged since the session's latest checkpoint costs its
+fingerprint's `lstat`s and the modules that read it (heads.py, lock.py); the records, the
+settings and the snapshot machinery are loaded when the tree changed or git has to look.
 """
 
 from __future__ import annotations
@@ -9,9 +10,8 @@ import os
 import time
 
 from coding_os import jsonwire
-from coding_os.checkpoints import fingerprint, points
+from coding_os.checkpoints import heads
 from coding_os.checkpoints.lock import pending, restore_lock
-from coding_os.checkpoints.settings import Settings
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os.state.tiers import Tiers
 
@@ -19,6 +19,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from coding_os.checkpoints.settings import Settings
     from coding_os.checkpoints.store import ObjectStore
     from coding_os.checkpoints.watch import Ask
 
@@ -32,19 +33,24 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
            mode: str = "worktree", paths: list[str] | None = None, trigger: str = "manual",
            prompt: str | None = None, turn: int | None = None, seq: int | None = None,
            settings: Settings | None = None, watcher: Ask | None = None,
-           native: Mapping[str, object] | None = None) -> dict[str, object]:
+           native: Mapping[str, object] | None = None,
+           stands: bool | None = None) -> dict[str, object]:
     """Take a checkpoint of the tree at `root` now and return its record (with `objects_written`
     and `bytes_written`: 0 when the tree did not change since a snapshot already stored);
     `native` is the agent's own point in its log (points.new_record).
     `watcher` asks the daemon's file watcher what changed (daemon.client.ask_watcher): without
     it the tree is scanned.
 
+    Before a tool call (`trigger` `tool:<name>`) on a tree unchanged since the session's latest
+    checkpoint, that one stands for this point too and nothing is written: the record returned
+    is then its head's (heads.Head.reused). `stands` False says the caller found the session's
+    head does not stand for the tree (heads.standing), so it is not looked at again.
+
     Raises:
         InvalidInput: a bad mode or path.
         GitError: git failed on the repository.
         StateIOError: the snapshot cannot be stored.
     """
-    settings = settings or Settings()
     folder = tiers.checkpoints_dir
     if pending(folder):
         from coding_os.checkpoints.restore import recover_pending
@@ -55,14 +61,23 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
     rel_paths = [_inside(root, p) for p in paths or []]
     cap = None
     with restore_lock(folder, exclusive=False):  # held until the record names its objects
-        head = points.session_head(folder, session) if session else None
-        known = _unchanged_head(folder, root, session, head) if mode == "worktree" else None
+        head = heads.load(folder, session) if session else None
+        unchanged = (mode == "worktree" and head is not None and stands is not False
+                     and head.stands(root))
+        if unchanged and head is not None and session and trigger.startswith("tool:"):
+            return head.reused(session, root)  # see docs/checkpoints.md
+        from coding_os.checkpoints.settings import Settings
+
+        settings = settings or Settings()
+        known = _manifest(head.text) if unchanged and head is not None else None
         started = time.time_ns()
         looked = None
-        store = None  # a tree unchanged by its fingerprint needs none: the hook's common case
+        store = None  # a tree unchanged by its fingerprint needs none
         try:
-            if known is not None:
+            kept: dict[str, object] | str | None = None  # the tree's fingerprint, if any
+            if known is not None and head is not None:
                 manifest, objects, written = known, 0, 0
+                kept = head.fingerprint  # the tree is still as it saw
             else:
                 from coding_os.checkpoints.snapshot import snapshot_now
                 from coding_os.checkpoints.store import ObjectStore
@@ -71,10 +86,16 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
                 cap, manifest, looked = snapshot_now(tiers, root, store, settings, mode,
                                                      rel_paths, watcher=watcher)
                 objects, written = cap.objects_written, cap.bytes_written
+                # After a snapshot fed by the watcher, git's list of ignored paths is not at
+                # hand; the walk comes after the snapshot, whose start it is checked against.
+                kept = (heads.fingerprint_of(root, cap.excluded, cap.ignored, started)
+                        if session and mode == "worktree" and cap.git_root
+                        and not cap.incremental else None)
             record = _record(folder, store, root, manifest, objects, written, head,
                              session=session, agent=agent, mode=mode, trigger=trigger,
                              prompt=prompt, turn=turn, seq=seq, native=native,
-                             text=head.text if known is not None and head else None)
+                             text=head.text if known is not None and head else None,
+                             fingerprint=kept)
         finally:
             if store is not None:
                 store.discard()  # what a failed snapshot put and did not flush
@@ -87,13 +108,6 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
     # How the tree was looked at: a stat of it, the daemon's changed paths, or all of it.
     record["scan"] = ("fingerprint" if cap is None
                       else "watcher" if cap.incremental else "full")
-    if session and mode == "worktree" and cap is not None:
-        # After a snapshot fed by the watcher, git's list of ignored paths is not at hand.
-        taken = (fingerprint.take(root, cap.excluded, cap.ignored, started)
-                 if cap.git_root and not cap.incremental else None)
-        if taken is not None:
-            taken["manifest"] = record["manifest"]
-        fingerprint.save(folder, session, taken)
     if record.get("bytes_written") and not record.get("reused"):
         from coding_os.checkpoints.upkeep import enforce_cap
 
@@ -104,48 +118,45 @@ def create(tiers: Tiers, root: str, *, session: str | None = None, agent: str | 
     return record
 
 
-def _unchanged_head(folder: str, root: str, session: str | None,
-                    head: points.Head | None) -> dict[str, object] | None:
-    """The manifest of the session's latest checkpoint (`head`) when a stat of the tree shows
-    nothing changed since (see fingerprint.py), else None: then git has to look."""
-    if not session or head is None:
-        return None
-    known = fingerprint.load(folder, session)
-    if known is None or known.get("manifest") != head.manifest \
-            or not fingerprint.unchanged(root, known):
-        return None
+def _manifest(text: str) -> dict[str, object] | None:
+    """The manifest a head keeps as text, or None when it cannot be read: then git looks."""
     try:
-        manifest = jsonwire.loads(head.text)
+        manifest = jsonwire.loads(text)
     except ValueError:
         return None
     return manifest if isinstance(manifest, dict) else None
 
 
 def _record(folder: str, store: ObjectStore | None, root: str, manifest: dict[str, object],
-            objects: int, written_before: int, head: points.Head | None, *,
+            objects: int, written_before: int, head: heads.Head | None, *,
             session: str | None, agent: str | None, mode: str, trigger: str,
             prompt: str | None, turn: int | None, seq: int | None,
-            native: Mapping[str, object] | None = None,
-            text: str | None = None) -> dict[str, object]:
+            native: Mapping[str, object] | None = None, text: str | None = None,
+            fingerprint: dict[str, object] | str | None = None) -> dict[str, object]:
     """Store the snapshot's manifest and its record, or reuse the session's latest (`head`,
     read once before the snapshot; a reuse needs the tree equal to that head's manifest, so a
     head another hook of the session moved meanwhile is never mistaken for this tree). `text`
-    is the manifest as stored, when the caller has it (the head's, for an unchanged tree). The
+    is the manifest as stored, when the caller has it (the head's, for an unchanged tree);
+    `fingerprint` is the tree's as this checkpoint saw it, kept with the session's head. The
     objects `store` holds unflushed (and the manifest) are flushed before the record names
     them."""
+    from coding_os.checkpoints import points
+
     text = jsonwire.dumps(manifest) if text is None else text
     last: dict[str, object] = {}
     if head is not None:
         try:
             last = points.load(folder, head.id)
-        except (NotFound, StateIOError):
+        except (InvalidInput, NotFound, StateIOError):
             head = None
     same_tree = head is not None and last.get("root") == root and last.get("mode") == mode
     if head is not None and same_tree and head.text == text:
         oid, written = head.manifest, 0  # the tree as the session's latest checkpoint left it
         if trigger.startswith("tool:"):
             # Before a tool call, nothing changed since the latest checkpoint: it stands for
-            # this point too, and nothing is written (see docs/checkpoints.md).
+            # this point too, and nothing is written but the fingerprint of the tree as it is.
+            if session:
+                heads.save(folder, session, head.id, head.manifest, head.text, fingerprint)
             return {**last, "objects_written": objects, "bytes_written": 0, "reused": True}
     else:
         if store is None:
@@ -179,7 +190,7 @@ def _record(folder: str, store: ObjectStore | None, root: str, manifest: dict[st
         store.flush()
     points.write(folder, record)
     if session:
-        points.set_head(folder, session, str(record["id"]), oid, text)
+        heads.save(folder, session, str(record["id"]), oid, text, fingerprint)
     record["objects_written"] = objects + (1 if written else 0)
     record["bytes_written"] = written_before + written
     return record
@@ -206,10 +217,39 @@ def _inside(root: str, path: str) -> str:
     return rel
 
 
-
-
 def _excerpt(text: str | None) -> str | None:
     if not text:
         return None
     line = " ".join(text.split())
     return line if len(line) <= PROMPT_EXCERPT else line[:PROMPT_EXCERPT - 1] + "…"
+
+
+def create_manual(tiers: Tiers, root: str, settings: Settings, *, session: str | None = None,
+                  agent: str | None = None, mode: str | None = None,
+                  paths: list[str] | None = None, watcher: Ask | None = None
+                  ) -> dict[str, object]:
+    """`cos checkpoint create`: a checkpoint of the tree at `root` taken now (`mode`, default
+    the settings'), of `session` of `agent` when given; a cos-native session's transcript
+    records where it was taken (a `checkpoint` entry, with the turn).
+
+    Raises:
+        InvalidInput: a bad mode, a path outside the tree, tracked without paths.
+        GitError, StateIOError: the snapshot cannot be taken or stored.
+    """
+    seq = None
+    if session is not None:  # the transcript module only for a session's checkpoint
+        from coding_os.sessions import transcript
+
+        path = transcript.transcript_path(tiers, session)
+        seq = transcript.last_seq(path) if os.path.exists(path) else None
+    record = create(tiers, root, session=session, agent=agent if session else None,
+                    mode=mode or settings.mode, paths=paths, trigger="manual", seq=seq,
+                    settings=settings, watcher=watcher)
+    if seq is not None and session is not None:
+        from coding_os.sessions import transcript
+
+        fields: dict[str, object] = {"checkpoint": record["id"]}
+        if isinstance(record.get("turn"), int):
+            fields["turn"] = record["turn"]
+        transcript.append(tiers, session, "checkpoint", fields)
+    return record

@@ -60,7 +60,7 @@ def drop_worktree(tiers: Tiers, worktree: str) -> list[str]:
             root = record.get("root")
             if isinstance(root, str) and (os.path.normpath(root) == top
                                           or root.startswith(top + os.sep)):
-                points.remove(folder, str(record["id"]))
+                points.remove(folder, str(record["id"]), record.get("session"))
                 dropped.append(str(record["id"]))
     return dropped
 
@@ -221,7 +221,7 @@ def _collect(folder: str, dry_run: bool, older_than_s: float | None,
         else:
             continue
         if not dry_run:
-            points.remove(folder, checkpoint)
+            points.remove(folder, checkpoint, record.get("session"))
     # A dry run removed nothing: the records it would remove must not count as reaching.
     keep, problems = _referenced(folder, store,
                                  set(removed_points + orphans) if dry_run else None)
@@ -358,7 +358,7 @@ def _prune(folder: str, cap: int, keep: str, total: int, pruned: list[str]) -> i
         checkpoint = str(record["id"])
         if checkpoint == keep:
             continue
-        points.remove(folder, checkpoint)
+        points.remove(folder, checkpoint, record.get("session"))
         pruned.append(checkpoint)
         for oid in reach[checkpoint]:
             count[oid] -= 1

@@ -1,5 +1,6 @@
 """A small tree's checkpoints skip `git status` when a stat shows nothing changed since the
-session's latest checkpoint (checkpoints/fingerprint.py), and never miss a change."""
+session's latest checkpoint (its head's fingerprint, checkpoints/heads.py), and never miss a
+change."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import commit_all, fire
+from coding_os.checkpoints.upkeep import collect
+from coding_os.state.tiers import Tiers
+from tests.helpers import commit_all, cos_json, fire
 
 
 SESSION = "6b1d2c3e-4f5a-4b6c-8d7e-9f0a1b2c3d4e"
@@ -104,6 +107,14 @@ def test_a_file_git_ignores_does_not_make_the_tree_look_changed(session_repo: Pa
     assert fields["checkpoint"] == again["checkpoint"]
 
 
+def fingerprint_of(repo: Path) -> dict[str, object] | None:
+    """The fingerprint the session's head keeps, or None."""
+    heads = repo / ".coding-os" / "checkpoints" / "heads"
+    head = next(p for p in heads.iterdir() if p.name.startswith("ses-"))
+    lines = head.read_text(encoding="ascii").split("\n")
+    return json.loads(lines[2]) if len(lines) > 2 and lines[2] else None
+
+
 def test_a_change_during_the_snapshot_is_never_trusted(session_repo: Path) -> None:
     """A file written just before a checkpoint (inside the racy margin) keeps no fingerprint:
     the next checkpoint asks git, so a second write in the same clock tick is not missed."""
@@ -113,10 +124,21 @@ def test_a_change_during_the_snapshot_is_never_trusted(session_repo: Path) -> No
     ahead = time.time_ns() + 60_000_000_000
     os.utime(app, ns=(ahead, ahead))
     bash(session_repo)
-    heads = session_repo / ".coding-os" / "checkpoints" / "heads"
-    assert not any(p.suffix == ".fp" for p in heads.iterdir())
+    assert fingerprint_of(session_repo) is None
     os.utime(app, ns=(time.time_ns(),) * 2)
     settle()
     bash(session_repo)
-    fp = next(p for p in heads.iterdir() if p.suffix == ".fp")
-    assert json.loads(fp.read_text())["files"]
+    kept = fingerprint_of(session_repo)
+    assert kept is not None and "src/app.py" in kept["paths"]  # type: ignore[operator]
+
+
+def test_a_checkpoint_removed_by_gc_is_never_named_again_by_an_unchanged_tree(
+        session_repo: Path) -> None:
+    first = bash(session_repo)
+    assert first.get("checkpoint_scan") == "fingerprint"
+    removed = collect(Tiers(str(session_repo / ".coding-os")), older_than_s=0, grace_s=0)
+    assert first["checkpoint"] in removed["checkpoints_removed"]  # type: ignore[operator]
+    fields = bash(session_repo)
+    assert fields["checkpoint"] != first["checkpoint"] and "checkpoint_reused" not in fields
+    listed = cos_json("checkpoints", cwd=session_repo)
+    assert [row["id"] for row in listed] == [fields["checkpoint"]]  # type: ignore[union-attr]
