@@ -2,8 +2,8 @@
 files): running `cos` as an agent's hook or a user's shell does, trees as the user sees them,
 checkpoints taken in process and compared with a whole scan, the edits of the property tests, the
 kill points of a restore, hooks run in process, the Claude Code and Codex fixtures, the real
-clients' projects, the `cos sessions` fixtures of tests/e2e, and the rows and backends of the
-storage tests."""
+clients' projects, the `cos sessions` fixtures, `cos doctor`'s report, and the rows and backends
+of the storage tests."""
 
 from __future__ import annotations
 
@@ -607,6 +607,22 @@ def run_shell(command: str, cwd: Path, payload: dict[str, object], event: str,
                           input=body, capture_output=True, text=True, timeout=60)
 
 
+# -- cos doctor --------------------------------------------------------------------------------
+
+
+def cos_doctor(cwd: Path, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """`cos doctor --json` in `cwd`: its exit code and report."""
+    proc = cos("doctor", "--json", cwd=cwd, env=env, timeout=120)
+    assert proc.returncode in (0, 6), proc.stderr
+    assert proc.stderr == "", proc.stderr
+    return proc.returncode, json.loads(proc.stdout)
+
+
+def doctor_checks(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The checks of a `cos doctor --json` report by name."""
+    return {check["name"]: check for check in report["checks"]}
+
+
 # -- the brain's panels ------------------------------------------------------------------------
 
 
@@ -852,7 +868,7 @@ def add_file_patch(path: Path, text: str) -> str:
     return f"*** Begin Patch\n*** Add File: {path}\n{body}*** End Patch\n"
 
 
-# -- `cos sessions` on copies of the fixtures (tests/e2e) --------------------------------------
+# -- `cos sessions` on copies of the fixtures --------------------------------------------------
 
 
 NATIVE_IDS = {MAIN_1053, VIEWER, SMALL, *ROLLOUTS}

@@ -1,6 +1,6 @@
 """`cos doctor`'s checks (doctor.py), in process: what a manifest or a repository names is read
 with bounds (DESIGN.md §11), and a file that cannot be read is the check's finding, never a
-crash. The whole command, run as a user runs it, is tested in tests/e2e/test_doctor.py."""
+crash. The whole command, run as a user runs it, is tested in tests/test_doctor_cli.py."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """`cos doctor` run as a user runs it, in real git checkouts with `cos init --agent claude` done:
 each check finds what it should, names the fix, and changes nothing (corrupt databases, old
-migration levels, stale indexes and orphaned panels are reported, never repaired)."""
+migration levels, stale indexes and orphaned panels are reported, never repaired). The check of
+Codex's hooks with the real Codex is in tests/e2e/test_doctor_real.py."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from tests.helpers import (
     changed_after_checkpoint,
     conversation,
     cos,
+    cos_doctor as doctor,
+    doctor_checks as by_name,
     fire,
     git,
     needs_namespaces,
@@ -35,18 +38,6 @@ from tests.helpers import (
 
 
 NATIVE = "bbbbbbbb-0000-0000-0000-000000000001"
-
-
-def doctor(cwd: Path, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    """`cos doctor --json` in `cwd`: its exit code and report."""
-    proc = cos("doctor", "--json", cwd=cwd, env=env, timeout=120)
-    assert proc.returncode in (0, 6), proc.stderr
-    assert proc.stderr == "", proc.stderr
-    return proc.returncode, json.loads(proc.stdout)
-
-
-def by_name(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {check["name"]: check for check in report["checks"]}
 
 
 def statuses(report: dict[str, Any]) -> dict[str, str]:
@@ -669,59 +660,6 @@ def test_checkpoints_of_a_job_worktree_removed_by_hand_warn_and_gc_drops_them(
         o["checkpoint"] for o in orphans)
     assert json.loads(cos("checkpoints", "verify", "--json", cwd=repo).stdout)["orphaned"] == []
     assert by_name(doctor(repo)[1])["checkpoints"]["status"] in ("ok", "skip")
-
-
-@pytest.mark.e2e
-def test_codex_runs_cos_hooks_with_only_the_set_up_init_printed_and_doctor_says_when(
-        repo: Path, isolated_env: Path) -> None:
-    from tests.e2e.harness import run_codex, write_codex_config
-    from tests.e2e.model_server import ModelServer, Text, ToolCall
-    from tests.helpers import require_clients, succeeded
-
-    require_clients()
-    (repo / "victim.txt").write_text("the file the agent deletes\n", encoding="utf-8")
-    git(repo, "add", "victim.txt")
-    git(repo, "commit", "-q", "-m", "victim")
-    user_config = isolated_env / ".codex" / "config.toml"
-    with ModelServer([ToolCall("exec_command", {"cmd": "rm victim.txt"}),
-                      Text("Deleted.")]) as server:
-        write_codex_config(user_config.parent, server)  # the user's own Codex set-up
-        proc = cos("init", "--agent", "codex", "--json", cwd=repo)
-        assert proc.returncode == 0, proc.stderr
-        steps = json.loads(proc.stdout)["user_steps"]
-        printed = cos("init", "--agent", "codex", cwd=repo).stdout  # as the user reads it
-        assert [step["file"] for step in steps] == [str(user_config)]
-        for line in steps[0]["append"].splitlines():
-            assert f"  {line}" in printed.splitlines(), printed
-        assert "bypass" not in printed and "--trust" not in printed
-
-        code, report = doctor(repo)
-        hooks = by_name(report)["hooks"]
-        assert code == 6 and hooks["status"] == "fail", hooks
-        assert f"Codex does not trust {repo}" in hooks["detail"]
-        assert steps[0]["append"].splitlines()[0] in hooks["fix"]
-
-        with open(user_config, "a", encoding="utf-8") as f:  # exactly what init said to do
-            f.write(steps[0]["append"])
-        hooks = by_name(doctor(repo)[1])["hooks"]
-        assert hooks["status"] == "ok", hooks
-        assert f"Codex trusts {repo}" in hooks["detail"]
-
-        ran = succeeded(run_codex(repo, "Delete the victim file", server, isolated_env,
-                                  as_set_up=True))
-    assert not (repo / "victim.txt").exists()
-    assert "clamping" not in ran.stderr  # no warning about cos's hooks on every run
-    rows = json.loads(cos("hooks-log", "--json", cwd=repo).stdout)
-    events = [row["event"] for row in rows]
-    for event in ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop"):
-        assert event in events, rows
-    before_rm = next(row for row in rows if row["event"] == "PreToolUse"
-                     and row.get("input") == "rm victim.txt")
-    assert before_rm.get("checkpoint"), before_rm
-    preview = cos("rewind", str(before_rm["checkpoint"]), "--code", "--dry-run", "--json",
-                  cwd=repo)
-    assert preview.returncode == 0, preview.stderr
-    assert "victim.txt" in preview.stdout  # the checkpoint before `rm` brings the file back
 
 
 def test_claude_code_settings_that_turn_every_hook_off_fail_the_hooks_check(

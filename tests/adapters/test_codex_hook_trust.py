@@ -1,7 +1,7 @@
 """Codex's hook trust (adapters/codex/hook_trust.py): the keys and hashes are those the real
 Codex 0.169.0 reports for the same hooks.json (`codex app-server`, `hooks/list`: `key`,
 `currentHash`), and the trust read from a user's config is what Codex makes of it. The whole
-thing, with `cos init` and a plain `codex exec`, is in tests/e2e/test_doctor.py."""
+thing, with `cos init` and a plain `codex exec`, is in tests/e2e/test_doctor_real.py."""
 
 from __future__ import annotations
 

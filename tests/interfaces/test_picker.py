@@ -1,4 +1,4 @@
-"""The picker's rows and preview (the keys are tested under tmux in tests/e2e)."""
+"""The picker's rows and preview (the keys are tested under tmux in tests/interfaces/test_picker_tmux.py)."""
 
 from __future__ import annotations
 

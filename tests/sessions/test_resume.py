@@ -1,5 +1,5 @@
 """coding_os.sessions.resume: finding a session to resume, where it runs, the restore report and
-the handover command (the whole-process paths are in tests/e2e/test_resume_cli.py)."""
+the handover command (the whole-process paths are in tests/sessions/test_resume_cli.py)."""
 
 from __future__ import annotations
 

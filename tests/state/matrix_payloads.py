@@ -22,7 +22,8 @@ from pathlib import Path
 __all__ = ["CAPTURED_DIR", "EVENTS", "new_native_id", "payload", "tool_response",
            "transcript_path"]
 
-CAPTURED_DIR = Path(__file__).resolve().parent / "payloads"
+# Captured from the real clients by the e2e harness (tests/e2e/test_harness.py).
+CAPTURED_DIR = Path(__file__).resolve().parents[1] / "e2e" / "payloads"
 # Every event `cos init` installs a hook for (DESIGN.md §9).
 EVENTS = ("SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
           "SubagentStart", "SubagentStop", "PreCompact", "SessionEnd")

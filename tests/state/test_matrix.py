@@ -5,7 +5,7 @@ worktrees, two panels of one agent. Scenarios: a normal session, an agent switch
 panels, an abandoned session recovered as an orphan, compaction, a fresh `cos init`, two panels.
 
 Each cell fires real `cos hook <Event>` processes with payloads of the clients' shapes
-(tests/e2e/matrix_payloads.py) and asserts on which files exist where under `<repo>/.coding-os/`
+(tests/state/matrix_payloads.py) and asserts on which files exist where under `<repo>/.coding-os/`
 and on what each reader trusts: `cos state get|check`, `cos whoami`, `cos hooks-log`, and the
 `session_summaries` table of the SQLite database.
 """
@@ -29,8 +29,8 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.matrix_payloads import EVENTS, new_native_id, payload
 from tests.helpers import cos, cos_json, fire, git
+from tests.state.matrix_payloads import EVENTS, new_native_id, payload
 
 
 SESSION_RE = re.compile(r"^ses-[a-z][a-z0-9_-]{0,31}-[0-9]{8}-[0-9]{6}-[0-9a-f]{4}$")
