@@ -255,7 +255,15 @@ def export_session(session: str, fmt: str, env: Mapping[str, str] | None = None,
     meta.update({key: row[key] for key in ("id", "native_id", "agent", "title", "name", "cwd")
                  if row.get(key) is not None})
     meta["title"] = row.get("name") or row.get("title") or row.get("id")
-    return render(meta, turns, fmt)
+    header = None
+    if fmt == "html":  # the page's header: the session's facts and token use
+        from coding_os.sessions.usage import totals
+
+        header = {key: row.get(key) for key in ("agent", "project", "branch", "created",
+                                                "last_active")}
+        usage = session_tokens(session, env, cwd)["turns"]
+        header["tokens"] = totals(usage) if usage else None
+    return render(meta, turns, fmt, header)
 
 
 def _read_conversation(session: str, purpose: str, env: Mapping[str, str] | None,
