@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import threading
 from collections.abc import Iterator, Mapping
@@ -24,7 +25,8 @@ from playwright.sync_api import Browser, Locator, Page, expect, sync_playwright
 
 from tests.e2e.model_server import Text
 from tests.e2e.harness import Jobs, running_jobs, shell
-from tests.helpers import COS, VIEWER, copy_claude_fixtures, cos, git, python_session, until
+from tests.helpers import (COS, TOOLS, VIEWER, copy_claude_fixtures, copy_codex_fixtures, cos,
+                           git, python_session, until)
 
 pytestmark = pytest.mark.e2e
 
@@ -162,13 +164,13 @@ def favicon(url: object) -> bool:
     return str(url).endswith("/favicon.ico")
 
 
-def screenshot(page: Page, name: str, tmp_path: Path) -> Path:
-    """Save the page's screenshot as NAME.png in $COS_WEB_SCREENSHOTS (relative to the
-    repository) or else in `tmp_path`."""
+def screenshot(page: Page, name: str, tmp_path: Path, full_page: bool = True) -> Path:
+    """Save the page's screenshot (the whole page, or what the window shows) as NAME.png in
+    $COS_WEB_SCREENSHOTS (relative to the repository) or else in `tmp_path`."""
     target = ROOT / SCREENSHOTS if SCREENSHOTS else tmp_path
     target.mkdir(parents=True, exist_ok=True)
     path = target / f"{name}.png"
-    page.screenshot(path=str(path), full_page=True)
+    page.screenshot(path=str(path), full_page=full_page)
     assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     return path
 
@@ -335,6 +337,13 @@ def test_the_checkpoints_of_a_job_whose_shell_deleted_files_rewind_from_the_page
             raise AssertionError(f"no checkpoint of {listed} holds the deleted files")
         assert sorted(deleted.evaluate_all("files => files.map(f => f.dataset.path)")) == [
             "alpha.txt", "beta.txt"]
+        # One word for each file's change, the same in the diff and in the rewind list.
+        for testid in ("diff-file", "rewind-file"):
+            listed = page.get_by_test_id(testid)
+            assert sorted(listed.evaluate_all(
+                "files => files.map(f => f.dataset.path + ' ' + f.dataset.change)")) == [
+                "alpha.txt deleted", "beta.txt deleted"]
+            expect(listed.first.locator(".change-deleted")).to_have_text("deleted")
         expect(page.get_by_test_id("diffs")).to_contain_text("-alpha.txt before the job")
         restored = page.get_by_test_id("rewind-file")
         assert sorted(restored.evaluate_all(
@@ -499,4 +508,74 @@ def test_a_claude_sessions_subagents_unfold_under_the_task_calls_that_started_th
     expect(first.get_by_test_id("sidechain-turn").first).to_contain_text("package.json")
     first.scroll_into_view_if_needed()
     screenshot(page, "session-subagents", tmp_path)
+    tab.check_quiet()
+
+
+def test_a_sessions_tool_calls_fold_under_what_they_did_and_its_cost_shows_here_and_exported(
+        tab: Tab, project: Path, tmp_path: Path) -> None:
+    copy_codex_fixtures(Path.home() / ".codex")
+    page = tab.page
+    tab.open(f"/sessions/{TOOLS}")
+    command = "$ sed -n '1,180p' /Users/Sample_User/.codex/plugins/cache/openai-curated/"
+    line = page.get_by_test_id("call-summary").filter(has_text=command).first
+    expect(line).to_be_visible()  # the call's one line, its input folded away
+    call = page.locator('[data-testid="turn"][data-role="tool_call"]').filter(has=line)
+    assert call.evaluate("details => details.tagName === 'DETAILS' && !details.open")
+    expect(call.locator("pre")).to_be_hidden()
+    # Tokens and cost, of the session and of each turn (gpt-5.5: $5, $0.50 cached, $30 out).
+    turns = [(57_906, 37_120, 374), (6_055_836 - 57_906, 4_929_536 - 37_120, 9_118 - 374)]
+    costs = [((sent - cached) * 5 + cached * 0.5 + out * 30) / 1e6 for sent, cached, out in turns]
+    expect(page.get_by_test_id("session-cost")).to_have_text(f"${sum(costs):,.2f}")
+    expect(page.get_by_test_id("turn-cost")).to_have_text([f"${c:,.2f}" for c in costs])
+    # A time says when, the exact time on hover.
+    started = page.get_by_test_id("session-facts").locator("time").first
+    assert started.get_attribute("title") == "2026-05-11 08:26:55 UTC"
+    line.scroll_into_view_if_needed()
+    shot = screenshot(page, "session-tools", tmp_path, full_page=False)
+    box, window = line.bounding_box(), page.viewport_size
+    assert box is not None and window is not None and shot.stat().st_size > 0
+    # The line is within what the screenshot shows, whole.
+    assert 0 <= box["x"] and box["x"] + box["width"] <= window["width"] \
+        and 0 <= box["y"] and box["y"] + box["height"] <= window["height"], (box, window)
+    line.click()  # unfolded: the whole input, indented
+    expect(call.locator("pre")).to_be_visible()
+    expect(call.locator("pre")).to_contain_text('"cmd": "sed -n')
+
+    # The HTML export, opened from its file: the same facts, look and folded calls.
+    done = cos("export", TOOLS, "--format", "html", cwd=project)
+    assert done.returncode == 0, done.stderr
+    exported = tmp_path / "export.html"
+    exported.write_text(done.stdout, encoding="utf-8")
+    page.goto(exported.as_uri())
+    header = page.locator("header.session")
+    for fact in ("codex", "feat/codex-agent-plugin", "gpt-5.5", f"${sum(costs):,.2f}"):
+        expect(header).to_contain_text(fact)
+    exported_line = page.locator("code.call").filter(has_text=command).first
+    expect(exported_line).to_be_visible()
+    assert page.locator("details.turn.tool_call").first.evaluate("d => !d.open")
+    assert page.evaluate("getComputedStyle(document.querySelector('.turn.user'))"
+                         ".borderLeftStyle") == "solid"  # the inlined stylesheet applies
+    screenshot(page, "export", tmp_path, full_page=False)
+    tab.check_quiet()
+
+
+def test_the_roster_shows_a_jobs_state_and_what_it_waits_for_at_a_glance(
+        tab: Tab, project: Path, tmp_path: Path) -> None:
+    done = cos("bg", "--json", "--agent", f"python:{ECHO_TARGET}", "--isolation", "none",
+               "--name", "writer", "write notes.md: from the roster", cwd=project)
+    assert done.returncode == 0, done.stderr
+    job = json.loads(done.stdout)["id"]
+    page = tab.page
+    row = job_row(page, job)
+    expect(row).to_have_attribute("data-state", "blocked", timeout=WAIT_MS)
+    state, waiting = row.get_by_test_id("job-state"), row.get_by_test_id("job-waiting")
+    expect(state).to_have_text("blocked")
+    expect(state).to_have_class("state state-blocked")
+    expect(waiting).to_have_text("permission prompt")
+    expect(waiting).to_be_visible()
+    assert waiting.evaluate("w => getComputedStyle(w).backgroundColor") != "rgba(0, 0, 0, 0)"
+    expect(row.locator("time")).to_have_text(re.compile(r"^(just now|\d+ min ago)$"))
+    row.get_by_test_id("job-approve").click()
+    expect(row).to_have_attribute("data-state", "done", timeout=WAIT_MS)
+    expect(row.get_by_test_id("job-state")).to_have_class("state state-done")
     tab.check_quiet()
