@@ -14,8 +14,9 @@ import pytest
 
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import Storage
-from tests.helpers import (PG_URL, copy_claude_fixtures, copy_codex_fixtures, git,
-                           pg_unreachable, stop_runners_of, with_schema)
+from tests.helpers import (PG_URL, Host, copy_claude_fixtures, copy_codex_fixtures, git,
+                           make_host, new_origin, pg_unreachable, replicator_stopped,
+                           stop_runners_of, with_schema)
 
 
 # Variables from the developer's shell that would change who `cos` thinks it is.
@@ -159,6 +160,19 @@ def pg_schemas() -> Iterator[Callable[[bool], str]]:
 def pg_url(pg_schemas: Callable[[bool], str]) -> str:
     """A fresh, empty schema of the test database, as a URL selecting it."""
     return pg_schemas(True)
+
+
+@pytest.fixture
+def two_hosts(tmp_path: Path, pg_url: str) -> Iterator[tuple[Host, Host]]:
+    """Host A and host B (DESIGN.md §8): clones of one repository at different paths, each with
+    its HOME and `cos init` for Claude Code and Codex, one PostgreSQL schema; the background
+    replicators their agents' hooks started are stopped before the schema is dropped."""
+    origin = new_origin(tmp_path / "origin")
+    a = make_host(tmp_path, "a", origin, "host-a/src/proj", pg_url)
+    b = make_host(tmp_path, "b", origin, "host-b/work/deeper/proj", pg_url)
+    yield a, b
+    for host in (a, b):
+        replicator_stopped(host.checkout / ".coding-os")
 
 
 @pytest.fixture

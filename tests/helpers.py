@@ -901,13 +901,19 @@ def damage_sqlite(repo: Path, damage: str) -> None:
         database.write_bytes(b"this is not a database" * 100)
 
 
+def claude_project_dir(home: Path, cwd: Path) -> Path:
+    """Where Claude Code keeps the sessions run in `cwd`: `$HOME/.claude/projects/<cwd with every
+    character but ASCII letters and digits replaced by ->`."""
+    mangled = "".join(c if c.isascii() and c.isalnum() else "-" for c in str(cwd))
+    return Path(home) / ".claude" / "projects" / mangled
+
+
 def claude_session(home: Path, session: str, cwd: Path, second: int = 0) -> None:
     """A one-turn Claude Code session `session` run in `cwd`, written under `home`."""
     entries = conversation(session, 1, start=second)
     for entry in entries:
         entry["cwd"] = str(cwd)
-    key = "".join(c if c.isalnum() else "-" for c in str(cwd))
-    write_jsonl(home / ".claude" / "projects" / key / f"{session}.jsonl", entries)
+    write_jsonl(claude_project_dir(home, cwd) / f"{session}.jsonl", entries)
 
 
 LATER = "aaaaaaaa-0000-0000-0000-000000000004"  # one more in the repo, active later
@@ -1323,6 +1329,14 @@ def make_host(root: Path, name: str, origin: Path, where: str, url: str,
     for agent in agents:
         succeeded(host.cos("init", "--agent", agent))
     return host
+
+
+def replica_lines(host: Host, session: str, stream: str) -> list[bytes]:
+    """The lines of `session`'s `stream` stored in the PostgreSQL database `host` shares."""
+    from coding_os.storage.postgres import PostgresStorage
+
+    with PostgresStorage(host.env["COS_DATABASE_URL"]) as storage:
+        return [line for _, line in storage.replica_lines(session, stream)]
 
 
 def replicator_running(state_dir: Path | str) -> bool:

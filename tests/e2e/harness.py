@@ -13,7 +13,6 @@ import json
 import os
 import stat
 import time
-import re
 import shutil
 import signal
 import subprocess
@@ -23,7 +22,7 @@ from typing import Any, Optional
 
 from .model_server import ModelServer, Step, ToolCall
 
-from tests.helpers import COS
+from tests.helpers import COS, claude_project_dir
 
 __all__ = [
     "CLAUDE_BIN",
@@ -267,12 +266,6 @@ def run_codex(
         prompt,
     ]
     return _run(argv, Path(project_dir), codex_env(home, codex_home, env), timeout)
-
-
-def claude_project_dir(home: Path, cwd: Path) -> Path:
-    """``$HOME/.claude/projects/<cwd with every non-alphanumeric replaced by ->``."""
-    mangled = re.sub(r"[^A-Za-z0-9]", "-", str(cwd))
-    return Path(home) / ".claude" / "projects" / mangled
 
 
 def claude_transcripts(home: Path, cwd: Path) -> list[Path]:
