@@ -20,7 +20,8 @@ import statistics
 import tempfile
 import time
 
-from coding_os.runtime.events import TASK_ENDS, EventLog
+from coding_os.runtime.events import EventLog
+from coding_os.runtime.wire import TASK_ENDS
 from coding_os.state.identity import mint_session_id
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "5"))

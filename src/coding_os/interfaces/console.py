@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from coding_os import jsonwire
 from coding_os.interfaces.output import visible
+from coding_os.runtime import wire
 
 __all__ = ["TextView", "JsonView", "tool_summary"]
 
@@ -113,11 +114,11 @@ class TextView:
     def show(self, event: Event) -> None:
         msg = event["msg"]
         kind = msg["type"]
-        if kind == "agent_message":
+        if kind == wire.AGENT_MESSAGE:
             self._print(str(msg.get("text", "")))
-        elif kind == "tool_call":
+        elif kind == wire.TOOL_CALL:
             self._calls[msg.get("call_id")] = tool_summary(msg.get("tool"), msg.get("input"))
-        elif kind == "tool_result":
+        elif kind == wire.TOOL_RESULT:
             summary = self._calls.pop(msg.get("call_id"), None) or f"tool {msg.get('call_id')}"
             if msg.get("ok"):
                 self._print(f"▸ {summary} · ok")
@@ -125,16 +126,16 @@ class TextView:
                 output = msg.get("output")
                 why = _one_line(output if isinstance(output, str) else json.dumps(output))
                 self._print(f"▸ {summary} · failed" + (f": {why}" if why else ""))
-        elif kind == "error":
+        elif kind == wire.ERROR:
             self._print(f"cos: error: {msg.get('message')}", err=True)
-        elif kind == "session_configured":
+        elif kind == wire.SESSION_CONFIGURED:
             self._print(f"cos: session {event.get('session')} ({msg.get('agent')}, "
                         f"{msg.get('cwd')})", err=True)
-        elif kind in ("task_complete", "turn_aborted"):
+        elif kind in wire.TASK_ENDS:
             for summary in self._calls.values():  # calls the task ended without a result
                 self._print(f"▸ {summary} · no result")
             self._calls.clear()
-            if kind == "turn_aborted":
+            if kind == wire.TURN_ABORTED:
                 self._print(f"cos: task {msg.get('task')} aborted ({msg.get('reason')})",
                             err=True)
             else:

@@ -341,16 +341,18 @@ def _request(job: Job, op: Mapping[str, Any], settle: Callable[[dict[str, Any], 
     Raises:
         InvalidInput: the runner refused the op (the message of its error).
     """
+    from coding_os.runtime import wire
+
     submission = f"cli-{os.getpid()}-{time.monotonic_ns()}"
     connection = Connection(job, timeout)
     seen: list[dict[str, Any]] = []
     try:
-        connection.send({"type": "resume", "session": job.state["cos_session"],
+        connection.send({"type": wire.RESUME, "session": job.state["cos_session"],
                          "last_seq": job.state.get("last_seq") or 0})
         connection.send(op, submission)
         for event in connection.events():
             msg = event.get("msg") or {}
-            if event.get("seq") is None and msg.get("type") == "error":
+            if event.get("seq") is None and msg.get("type") == wire.ERROR:
                 raise InvalidInput(f"job {job.id}: {msg.get('message')}")
             if event.get("seq", 0) <= (job.state.get("last_seq") or 0):
                 continue
@@ -382,11 +384,14 @@ def reply(key: str, text: str, env: Mapping[str, str] | None = None) -> dict[str
         raise InvalidInput("cos reply needs a text")
     if len(text.encode("utf-8")) > PROMPT_MAX:
         raise InvalidInput(f"the text is over {PROMPT_MAX >> 20} MB")
+    from coding_os.runtime import wire
+
     job = _wait_session(_running(key, env))
-    seen = _request(job, {"type": "user_input", "text": text},
+    seen = _request(job, {"type": wire.USER_INPUT, "text": text},
                     lambda event, mine: event.get("id") == mine and (
-                        event.get("msg") or {}).get("type") in ("task_started", "error"))
-    started = [event for event in seen if (event.get("msg") or {}).get("type") == "task_started"]
+                        event.get("msg") or {}).get("type") in (wire.TASK_STARTED, wire.ERROR))
+    started = [event for event in seen
+               if (event.get("msg") or {}).get("type") == wire.TASK_STARTED]
     return {"id": job.id, "name": job.name,
             "task": started[-1]["msg"]["task"] if started else None}
 
@@ -398,6 +403,7 @@ def approve(key: str, allow: bool = True, request: str | None = None,
     Raises:
         Conflict: nothing waits for an approval.
     """
+    from coding_os.runtime import wire
     from coding_os.runtime.events import read_since
 
     job = _wait_session(_running(key, env))
@@ -408,21 +414,21 @@ def approve(key: str, allow: bool = True, request: str | None = None,
         asked: list[Any] = []
         for event in read_since(events_log, 0).events:
             msg = event["msg"]
-            if msg["type"] == "approval_request":
+            if msg["type"] == wire.APPROVAL_REQUEST:
                 asked.append(msg.get("request"))
-            elif msg["type"] in ("task_started", "task_complete", "turn_aborted"):
+            elif msg["type"] in (wire.TASK_STARTED, *wire.TASK_ENDS):
                 asked.clear()
-            elif msg["type"] in ("tool_call", "tool_result", "agent_message") and asked:
+            elif msg["type"] in (wire.TOOL_CALL, wire.TOOL_RESULT, wire.AGENT_MESSAGE) and asked:
                 asked.clear()
         if job.state.get("state") != "blocked" or not asked:
             raise Conflict(f"job {job.id} ({job.name}) waits for no approval")
         chosen: Any = asked[0]
     else:
         chosen = request
-    decision = "allow" if allow else "deny"
+    decision = wire.ALLOW if allow else wire.DENY
     # The answer makes no event of its own: the agent going on (or the error of a request
     # nobody waits for) comes back soon, and a short wait without either is taken as done.
-    _request(job, {"type": "approval", "request": chosen, "decision": decision},
+    _request(job, {"type": wire.APPROVAL, "request": chosen, "decision": decision},
              lambda event, mine: True, timeout=APPROVAL_SETTLE_S)
     return {"id": job.id, "name": job.name, "request": chosen, "decision": decision}
 
@@ -446,8 +452,10 @@ def stop(key: str, env: Mapping[str, str] | None = None, timeout: float = 30.0
         except Conflict:
             connection = None
         if connection is not None:
+            from coding_os.runtime import wire
+
             try:
-                connection.send({"type": "shutdown"}, "cli-stop")
+                connection.send({"type": wire.SHUTDOWN}, "cli-stop")
             finally:
                 connection.close()
         deadline = time.monotonic() + timeout
@@ -606,7 +614,9 @@ def attach(key: str, since: int = 0, env: Mapping[str, str] | None = None
         except Conflict:
             connection = None
         if connection is not None:
-            connection.send({"type": "resume", "session": job.state["cos_session"],
+            from coding_os.runtime import wire
+
+            connection.send({"type": wire.RESUME, "session": job.state["cos_session"],
                              "last_seq": since}, "attach")
             return job, connection, []
     stored = read_since(path, since).events if isinstance(path, str) else []
@@ -707,6 +717,8 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
     import socket
     import threading
 
+    from coding_os.runtime import wire
+
     sending = threading.Lock()
     detached = threading.Event()
     current = [connection]
@@ -731,12 +743,12 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
                         pass
                 return
             if line.strip():
-                send({"type": "user_input", "text": line})
+                send({"type": wire.USER_INPUT, "text": line})
 
     previous = None
     if interactive and lines is not None:
         threading.Thread(target=read_lines, daemon=True).start()
-        previous = signal.signal(signal.SIGINT, lambda *_: send({"type": "interrupt"}))
+        previous = signal.signal(signal.SIGINT, lambda *_: send({"type": wire.INTERRUPT}))
     try:
         while True:
             seen = None
@@ -774,8 +786,10 @@ def _resume(job: Job, after: int) -> Connection | None:
         connection = Connection(job, None)
     except Conflict:
         return None
+    from coding_os.runtime import wire
+
     try:
-        connection.send({"type": "resume", "session": job.state["cos_session"],
+        connection.send({"type": wire.RESUME, "session": job.state["cos_session"],
                          "last_seq": after}, "attach")
     except OSError:
         connection.close()

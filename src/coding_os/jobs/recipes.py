@@ -855,12 +855,12 @@ def session_seed(tiers: Tiers, session: str) -> tuple[dict[str, Any], dict[str, 
         InvalidId: `session` is not a session id.
     """
     from coding_os.errors import NotFound
-    from coding_os.runtime import events
+    from coding_os.runtime import events, wire
 
     try:
         for event in events.replay(events.events_path(tiers, session), 0):
             msg = event.get("msg")
-            if isinstance(msg, dict) and msg.get("type") == "session_configured":
+            if isinstance(msg, dict) and msg.get("type") == wire.SESSION_CONFIGURED:
                 options = msg.get("options")
                 seed = valid_seed_ref(options.get("seed_ref")) if isinstance(
                     options, dict) else None

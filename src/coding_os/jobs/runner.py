@@ -38,6 +38,7 @@ from typing import Any
 from coding_os.jobs import jobs
 from coding_os.daemon import sockets
 from coding_os.jobs.jobs import Job
+from coding_os.runtime import wire
 from coding_os.errors import CosError
 
 __all__ = ["main", "take_lock", "run_locked", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING",
@@ -117,37 +118,37 @@ class Runner:
         msg = event["msg"]
         kind = msg["type"]
         if event.get("seq") is None:  # not stored: the session halted (a full disk)
-            if kind == "error" and msg.get("fatal"):
+            if kind == wire.ERROR and msg.get("fatal"):
                 self.write(state="failed", status=None, waitingFor=None,
                            error=msg.get("message"), last_seq=self.core.last_seq)
                 self.stop("failed")
             return
         changes: dict[str, Any] = {"last_seq": event["seq"]}
-        if kind == "session_configured":
+        if kind == wire.SESSION_CONFIGURED:
             changes["sessionId"] = msg.get("native_id")
-        elif kind == "task_started":
+        elif kind == wire.TASK_STARTED:
             self.pending.clear()
             changes.update(state="working", status="busy", waitingFor=None)
-        elif kind == "approval_request":
+        elif kind == wire.APPROVAL_REQUEST:
             self.pending.add(msg.get("request"))
             changes.update(state="blocked", status="waiting", waitingFor="permission prompt")
-        elif kind in ("tool_call", "tool_result", "agent_message") and self.pending:
+        elif kind in (wire.TOOL_CALL, wire.TOOL_RESULT, wire.AGENT_MESSAGE) and self.pending:
             # The agent goes on: the request it waited for was answered.
             self.pending.clear()
             changes.update(state="working", status="busy", waitingFor=None)
-        elif kind in ("task_complete", "turn_aborted"):
+        elif kind in wire.TASK_ENDS:
             self.pending.clear()
             changes.update(state="done", status="idle", waitingFor=None)
-            if kind == "task_complete" and self.job.state.get("agent") == "exec":
+            if kind == wire.TASK_COMPLETE and self.job.state.get("agent") == "exec":
                 usage = msg.get("usage")
                 code = usage.get("exit_code") if isinstance(usage, dict) else None
                 self.exit_code = code if isinstance(code, int) else None
                 changes["exit_code"] = self.exit_code
                 self.stop("done")
-            elif kind == "turn_aborted" and msg.get("reason") == "backend_exit":
+            elif kind == wire.TURN_ABORTED and msg.get("reason") == wire.ABORT_BACKEND_EXIT:
                 changes["state"] = "failed"
                 self.stop("failed")
-        elif kind == "error" and msg.get("fatal"):
+        elif kind == wire.ERROR and msg.get("fatal"):
             changes["error"] = msg.get("message")
             if self.core is not None and self.core.task is None:
                 changes["state"] = "failed"

@@ -156,14 +156,17 @@ def agent_starting(env: Mapping[str, str] | None = None) -> bool:
     return False
 
 
-ANSWERS = ("agent_message", "tool_call", "approval_request", "task_complete", "turn_aborted",
-           "error")  # events that show an agent at work on its first prompt
 ANSWER_READ = 1 << 18  # bytes of an events log looked at (a longer one has answered)
 
 
 def _answered(events: object) -> bool:
-    """Whether the events log `events` holds an answer of the agent (ANSWERS)."""
+    """Whether the events log `events` holds an answer of the agent: an event that shows it at
+    work on its first prompt."""
     from coding_os import jsonwire
+    from coding_os.runtime import wire
+
+    answers = (wire.AGENT_MESSAGE, wire.TOOL_CALL, wire.APPROVAL_REQUEST, wire.TASK_COMPLETE,
+               wire.TURN_ABORTED, wire.ERROR)
 
     if not isinstance(events, str) or not os.path.isabs(events):
         return False
@@ -180,6 +183,6 @@ def _answered(events: object) -> bool:
         except ValueError:
             continue
         msg = event.get("msg") if isinstance(event, dict) else None
-        if isinstance(msg, dict) and msg.get("type") in ANSWERS:
+        if isinstance(msg, dict) and msg.get("type") in answers:
             return True
     return False

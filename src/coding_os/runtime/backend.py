@@ -7,7 +7,8 @@ stores them before anyone sees them; a backend never writes the events log itsel
 
 A backend yields `BackendEvent`s of the §7 types `agent_message`, `agent_message_delta`,
 `tool_call`, `tool_result`, `approval_request`, `error` and `native` as they happen, and
-`task_complete` (with `usage`) or `turn_aborted` (with `reason`) when the turn it was given ends.
+`task_complete` (with `usage`) or `turn_aborted` (with `reason`) when the turn it was given ends
+(wire.BACKEND_EVENT_TYPES; the fields of each are runtime/wire.py's).
 The engine adds the task ids and emits `session_configured` and `task_started` itself. When the
 backend's process ends, `events()` ends: during a task, the engine records `turn_aborted` with
 `backend_exit` and an `error`, and the session stays resumable through its native id.
@@ -20,10 +21,9 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["BACKEND_EVENT_TYPES", "BackendConfig", "BackendEvent", "Backend", "queued_events"]
+from coding_os.runtime.wire import BackendEventType
 
-BACKEND_EVENT_TYPES = ("agent_message", "agent_message_delta", "tool_call", "tool_result",
-                       "approval_request", "error", "native", "task_complete", "turn_aborted")
+__all__ = ["BackendConfig", "BackendEvent", "Backend", "queued_events"]
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,10 @@ class BackendConfig:
 
 @dataclass(frozen=True)
 class BackendEvent:
-    """One thing the agent did, as a §7 event type and its fields (no seq, no task id)."""
+    """One thing the agent did, as a §7 event type and its fields (no seq, no task id). The
+    engine checks both: a Python agent may build one with any type."""
 
-    type: str
+    type: BackendEventType
     fields: Mapping[str, object] = field(default_factory=dict)
 
 

@@ -39,8 +39,8 @@ from typing import Any
 from coding_os.checkpoints.auto import writes
 from coding_os.errors import (BackendError, CosError, CrossProject, InvalidInput, NotFound,
                               StateIOError)
-from coding_os.runtime import events
-from coding_os.runtime.backend import BACKEND_EVENT_TYPES, Backend, BackendConfig, BackendEvent
+from coding_os.runtime import events, wire
+from coding_os.runtime.backend import Backend, BackendConfig, BackendEvent
 from coding_os.runtime.backends import BACKENDS, backend_for
 from coding_os.runtime.lines import lone_surrogate
 from coding_os.sessions import transcript
@@ -68,6 +68,10 @@ Event = dict[str, Any]
 REWIND_OPTIONS = ("resume_at", "fork_at_resume")
 # Backends whose session cos records itself (its transcript is the session's canonical log).
 NATIVE_TRANSCRIPT_AGENTS = ("python", "exec")
+# The events such a transcript records, and the fields of each it keeps.
+_TRANSCRIBED: dict[str, tuple[str, ...]] = {wire.AGENT_MESSAGE: ("text",),
+                                            wire.TOOL_CALL: ("tool", "input", "call_id"),
+                                            wire.TOOL_RESULT: ("call_id", "ok", "output")}
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ class SessionCore:
         self._task: int | None = None
         self._task_reply: str | None = None
         self._task_done = asyncio.Event()
-        self._abort_reason: str | None = None
+        self._abort_reason: wire.AbortReason | None = None
         self._discarded: set[asyncio.Task[None]] = set()  # backends being closed
         # approval requests waiting for an answer → the tool each asks for and its input
         self._approvals: dict[str | int, tuple[str | None, object]] = {}
@@ -182,7 +186,7 @@ class SessionCore:
     def events_path(self) -> str:
         return self._log.path
 
-    def _record(self, event_type: str, fields: Mapping[str, object],
+    def _record(self, event_type: wire.EventType, fields: Mapping[str, object],
                 reply_to: str | None = None) -> Event:
         """Store one event, then hand it to every subscriber.
 
@@ -213,7 +217,7 @@ class SessionCore:
         _say(self.halted)
         error: Event = {"v": 1, "seq": None, "ts": None, "session": self.session,
                         "id": self._task_reply,
-                        "msg": {"type": "error", "message": self.halted, "fatal": True}}
+                        "msg": {"type": wire.ERROR, "message": self.halted, "fatal": True}}
         for subscriber in self._subscribers:
             subscriber.push(error)
         backend, self._backend = self._backend, None
@@ -237,13 +241,13 @@ class SessionCore:
         self._discarded.add(closing)
         closing.add_done_callback(self._discarded.discard)
 
-    def _transcribe(self, event_type: str, fields: Mapping[str, object]) -> None:
+    def _transcribe(self, event_type: wire.EventType, fields: Mapping[str, object]) -> None:
         """Keep the cos transcript of a python or exec session in step with its events."""
-        kind = "assistant" if event_type == "agent_message" else event_type
-        names = {"agent_message": ("text",), "tool_call": ("tool", "input", "call_id"),
-                 "tool_result": ("call_id", "ok", "output")}.get(event_type)
+        names = _TRANSCRIBED.get(event_type)
         if names is None:
             return
+        # A tool_call or tool_result is the transcript's entry of the same name (§4.1).
+        kind = "assistant" if event_type == wire.AGENT_MESSAGE else event_type
         entry: dict[str, object] = {"turn": self._turn}
         entry.update((name, fields[name]) for name in names)
         try:
@@ -325,7 +329,7 @@ class SessionCore:
             message = (f"the {self.agent} backend did not start within {self.timeouts.start:g}s"
                        if isinstance(exc, TimeoutError) else
                        f"the {self.agent} backend did not start: {exc}")
-            self._record("error", {"message": message, "fatal": True}, reply_to)
+            self._record(wire.ERROR, {"message": message, "fatal": True}, reply_to)
             return False
         self._backend = backend
         self._runs_hooks = bool(backend.runs_hooks)
@@ -341,7 +345,7 @@ class SessionCore:
                                      "permission_mode": settings.permission_mode,
                                      "options": dict(settings.options),
                                      "project": self.project}
-        self._record("session_configured", fields, reply_to)
+        self._record(wire.SESSION_CONFIGURED, fields, reply_to)
         if self.native_id != planned:  # filed already when Claude Code took the planned id
             self._link_native()
         self._pump = asyncio.create_task(self._run_pump(backend))
@@ -389,36 +393,36 @@ class SessionCore:
         except StateIOError:
             return  # nothing can be stored: the session halted, its backend is being closed
         except Exception as exc:  # the backend's own failure: recorded, never a crash
-            self._record("error", {"message": f"the {self.agent} backend failed: "
-                                              f"{type(exc).__name__}: {exc}", "fatal": True},
+            self._record(wire.ERROR, {"message": f"the {self.agent} backend failed: "
+                                                 f"{type(exc).__name__}: {exc}", "fatal": True},
                          self._task_reply)
         if self._backend is not backend:
             return  # discarded or closed by the core: its end is no event
         self._backend = None
         if self._task is not None:
-            self._end_task("turn_aborted", {"reason": "backend_exit"})
-            self._record("error", {"message": f"the {self.agent} process ended during the "
-                                              "task; the next input resumes its session",
-                                   "fatal": True}, None)
+            self._end_task(wire.TURN_ABORTED, {"reason": wire.ABORT_BACKEND_EXIT})
+            self._record(wire.ERROR, {"message": f"the {self.agent} process ended during the "
+                                                 "task; the next input resumes its session",
+                                      "fatal": True}, None)
         elif not self._closing:
-            self._record("error", {"message": f"the {self.agent} process ended; the next "
-                                              "input resumes its session", "fatal": False})
+            self._record(wire.ERROR, {"message": f"the {self.agent} process ended; the next "
+                                                 "input resumes its session", "fatal": False})
 
     def _on_backend_event(self, event: BackendEvent) -> None:
         self._last_heard = asyncio.get_running_loop().time()
         kind = event.type
-        if kind not in BACKEND_EVENT_TYPES:
-            self._record("error", {"message": f"the backend sent an event of unknown type "
-                                              f"{str(kind)[:40]!r}", "fatal": False},
+        if kind not in wire.BACKEND_EVENT_TYPES:
+            self._record(wire.ERROR, {"message": f"the backend sent an event of unknown type "
+                                                 f"{str(kind)[:40]!r}", "fatal": False},
                          self._task_reply)
             return
         fields = dict(event.fields)
-        if kind in events.TASK_ENDS:
+        if kind in wire.TASK_ENDS:
             if self._task is None:
                 return  # the end of a task the core closed already
             self._end_task(kind, fields)
             return
-        if kind == "approval_request" and "request" in fields:
+        if kind == wire.APPROVAL_REQUEST and "request" in fields:
             request = fields["request"]
             if isinstance(request, (str, int)):
                 tool = fields.get("tool")
@@ -429,8 +433,8 @@ class SessionCore:
         try:
             self._record(kind, fields, self._task_reply if self._task is not None else None)
         except InvalidInput as exc:
-            self._record("error", {"message": f"the backend sent a bad {kind} event: {exc}",
-                                   "fatal": False}, self._task_reply)
+            self._record(wire.ERROR, {"message": f"the backend sent a bad {kind} event: {exc}",
+                                      "fatal": False}, self._task_reply)
 
     async def unattended(self) -> None:
         """No client is left to answer (the end of input): every approval request, waiting or
@@ -445,24 +449,24 @@ class SessionCore:
         except InvalidInput:
             pass  # answered meanwhile, or its task ended
 
-    def _end_task(self, kind: str, fields: dict[str, object]) -> None:
+    def _end_task(self, kind: wire.EventType, fields: dict[str, object]) -> None:
         task, reply_to = self._task, self._task_reply
         if task is None:
             return
         fields["task"] = task
-        if kind == "turn_aborted":
-            fields["reason"] = self._abort_reason or fields.get("reason") or "interrupted"
-            if fields["reason"] not in events.ABORT_REASONS:
-                fields["reason"] = "interrupted"
+        if kind == wire.TURN_ABORTED:
+            fields["reason"] = self._abort_reason or fields.get("reason") or wire.ABORT_INTERRUPTED
+            if fields["reason"] not in wire.ABORT_REASONS:
+                fields["reason"] = wire.ABORT_INTERRUPTED
         else:
             fields.setdefault("usage", None)
         self._clear_task()
         try:
             self._record(kind, fields, reply_to)
         except InvalidInput as exc:  # a bad usage: the task still ends
-            self._record("error", {"message": f"the backend ended the task badly: {exc}",
-                                   "fatal": False}, reply_to)
-            self._record("task_complete", {"task": task, "usage": None}, reply_to)
+            self._record(wire.ERROR, {"message": f"the backend ended the task badly: {exc}",
+                                      "fatal": False}, reply_to)
+            self._record(wire.TASK_COMPLETE, {"task": task, "usage": None}, reply_to)
         self._checkpoint("turn-end", reply_to)
 
     # -- checkpoints -------------------------------------------------------------------------
@@ -491,9 +495,9 @@ class SessionCore:
             await asyncio.to_thread(self._checkpoint_now, trigger, tool, tool_input, prompt, seq)
         except (CosError, OSError, ValueError) as exc:
             if not self.closed:
-                self._record("error", {"message": f"no {trigger} checkpoint was taken: "
-                                                  f"{' '.join(str(exc).split())[:300]}",
-                                       "fatal": False}, reply_to)
+                self._record(wire.ERROR, {"message": f"no {trigger} checkpoint was taken: "
+                                                     f"{' '.join(str(exc).split())[:300]}",
+                                          "fatal": False}, reply_to)
 
     def _checkpoint_now(self, trigger: str, tool: str | None, tool_input: object,
                         prompt: str | None, seq: int) -> None:
@@ -531,13 +535,13 @@ class SessionCore:
             if remaining > 0:
                 await asyncio.sleep(remaining)
                 continue
-            self._record("error", {"message": f"no answer from the agent in {limit:g}s; "
-                                              "interrupting the task", "fatal": False},
+            self._record(wire.ERROR, {"message": f"no answer from the agent in {limit:g}s; "
+                                                 "interrupting the task", "fatal": False},
                          self._task_reply)
             self._watchdog = None
             async with self._lock:
                 if self._task == task:
-                    await self._abort("interrupted")
+                    await self._abort(wire.ABORT_INTERRUPTED)
             return
 
     # -- ops -------------------------------------------------------------------------------
@@ -560,7 +564,7 @@ class SessionCore:
             raise StateIOError(self.halted)
         async with self._lock:
             if self._task is not None:
-                await self._abort("replaced")
+                await self._abort(wire.ABORT_REPLACED)
             if self._backend is None and not await self._start(reply_to):
                 return None
             backend = self._backend
@@ -571,7 +575,7 @@ class SessionCore:
             self._task_done = asyncio.Event()
             self._turn += 1
             self._last_heard = asyncio.get_running_loop().time()
-            self._record("task_started", {"task": task}, reply_to)
+            self._record(wire.TASK_STARTED, {"task": task}, reply_to)
             if self.agent in NATIVE_TRANSCRIPT_AGENTS:
                 try:
                     transcript.append(self.tiers, self.session, "user",
@@ -589,8 +593,8 @@ class SessionCore:
             except (BackendError, OSError, TimeoutError) as exc:
                 message = ("the agent did not take the input in time"
                            if isinstance(exc, TimeoutError) else f"the input failed: {exc}")
-                self._record("error", {"message": message, "fatal": True}, reply_to)
-                self._end_task("turn_aborted", {"reason": "backend_exit"})
+                self._record(wire.ERROR, {"message": message, "fatal": True}, reply_to)
+                self._end_task(wire.TURN_ABORTED, {"reason": wire.ABORT_BACKEND_EXIT})
             return task
 
     async def interrupt(self, reply_to: str | None = None) -> None:
@@ -602,9 +606,9 @@ class SessionCore:
         async with self._lock:
             if self._task is None:
                 raise InvalidInput("no task is running")
-            await self._abort("interrupted")
+            await self._abort(wire.ABORT_INTERRUPTED)
 
-    async def _abort(self, reason: str) -> None:
+    async def _abort(self, reason: wire.AbortReason) -> None:
         """Interrupt the backend and wait a bounded time for the task to end; past that the
         core ends it itself (and drops the backend's late end)."""
         task, done, backend = self._task, self._task_done, self._backend
@@ -621,12 +625,12 @@ class SessionCore:
         except TimeoutError:
             if self._task == task:
                 reply_to = self._task_reply
-                self._end_task("turn_aborted", {"reason": reason})
-                self._record("error", {"message": f"the agent did not stop within "
-                                                  f"{self.timeouts.stop:g}s; task {task} "
-                                                  "recorded as ended and its process closed; "
-                                                  "the next input resumes its session",
-                                       "fatal": False}, reply_to)
+                self._end_task(wire.TURN_ABORTED, {"reason": reason})
+                self._record(wire.ERROR, {"message": f"the agent did not stop within "
+                                                     f"{self.timeouts.stop:g}s; task {task} "
+                                                     "recorded as ended and its process closed; "
+                                                     "the next input resumes its session",
+                                          "fatal": False}, reply_to)
                 # Nothing it says later belongs to a task: it is closed, and the next input
                 # starts the backend again.
                 if backend is not None and self._backend is backend:
@@ -661,9 +665,9 @@ class SessionCore:
             try:
                 await asyncio.wait_for(self._backend.answer(request, allow), self.timeouts.call)
             except (BackendError, OSError, TimeoutError) as exc:
-                self._record("error", {"message": f"the answer was not taken: "
-                                                  f"{exc or type(exc).__name__}",
-                                       "fatal": False}, reply_to)
+                self._record(wire.ERROR, {"message": f"the answer was not taken: "
+                                                     f"{exc or type(exc).__name__}",
+                                          "fatal": False}, reply_to)
 
     async def wait_idle(self) -> None:
         """Return once no task runs (a task still ends by itself, an interrupt or the reply
@@ -695,7 +699,7 @@ class SessionCore:
                 options.update(resume_at=resume_at, fork_at_resume=fork)
             self.settings = replace(self.settings, options=options)
             self.native_id = native_id or self.native_id
-            self._record("session_configured", {
+            self._record(wire.SESSION_CONFIGURED, {
                 "native_id": self.native_id, "agent": self.agent, "cwd": self.settings.cwd,
                 "model": self.settings.model, "permission_mode": self.settings.permission_mode,
                 "options": options, "project": self.project})
@@ -707,7 +711,7 @@ class SessionCore:
         async with self._lock:
             self._closing = True
             if self._task is not None:
-                await self._abort("shutdown")
+                await self._abort(wire.ABORT_SHUTDOWN)
             backend, pump = self._backend, self._pump
             self._backend = None
             if backend is not None:
@@ -827,10 +831,11 @@ def open_session(session: str, cwd: str, *, env: Mapping[str, str] | None = None
                        lease=lease)
     if open_task is not None and repair:
         task, reply_to = open_task
-        log.append("turn_aborted", {"task": task, "reason": "backend_exit"}, reply_to=reply_to)
-        log.append("error", {"message": f"the process serving {session} ended during task "
-                                        f"{task}; the next input resumes its session",
-                             "fatal": True}, reply_to=reply_to)
+        log.append(wire.TURN_ABORTED, {"task": task, "reason": wire.ABORT_BACKEND_EXIT},
+                   reply_to=reply_to)
+        log.append(wire.ERROR, {"message": f"the process serving {session} ended during task "
+                                          f"{task}; the next input resumes its session",
+                                "fatal": True}, reply_to=reply_to)
     return core
 
 
@@ -850,7 +855,7 @@ def _read_state(path: str, project: str | None, session: str
     for event in events.replay(path, 0):
         msg = event["msg"]
         kind = msg["type"]
-        if kind == "session_configured":
+        if kind == wire.SESSION_CONFIGURED:
             if msg.get("project") not in (None, project):
                 raise CrossProject(f"{session} is a session of another project")
             options = msg.get("options")
@@ -859,11 +864,11 @@ def _read_state(path: str, project: str | None, session: str
                 permission_mode=msg.get("permission_mode"),
                 options=options if isinstance(options, dict) else {})
             native_id = msg.get("native_id") or native_id
-        elif kind == "task_started":
+        elif kind == wire.TASK_STARTED:
             open_task = (msg["task"], event.get("id"))
             if isinstance(msg["task"], int):
                 last_task = max(last_task, msg["task"])
-        elif kind in events.TASK_ENDS:
+        elif kind in wire.TASK_ENDS:
             open_task = None
     return settings, native_id, open_task, last_task
 

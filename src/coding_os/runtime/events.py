@@ -6,8 +6,8 @@ Each line is one event in the envelope of the protocol, with the format version 
      "msg":{"type":"agent_message","text":"…"}}
 
 `id` is the client submission the event answers (null when none), `msg` the event: its `type` (one
-of EVENT_FIELDS) and that type's fields. `seq` starts at 1 and is dense and strictly increasing
-per session, so a client that has seen nothing resumes with `last_seq` 0.
+of runtime/wire.py's) and that type's fields. `seq` starts at 1 and is dense and strictly
+increasing per session, so a client that has seen nothing resumes with `last_seq` 0.
 
 The file is a numbered log (`coding_os.log`, which transcripts share): this module says what
 its lines hold and which are valid.
@@ -48,6 +48,7 @@ from coding_os.log import (
     check_durability,
     prefix_seq,
 )
+from coding_os.runtime.wire import FORMAT_VERSION, TASK_ENDS, EventType, event_problem
 from coding_os.sessions.transcript import session_agent
 from coding_os.state.identity import is_session_id, validate_session_id
 
@@ -64,12 +65,8 @@ if TYPE_CHECKING:
 __all__ = [
     "FORMAT_VERSION",
     "FIRST_SEQ",
-    "EVENT_FIELDS",
-    "EVENT_TYPES",
-    "ABORT_REASONS",
     "DURABILITY_MODES",
     "DEFAULT_DURABILITY",
-    "TASK_ENDS",
     "TORN_TAIL",
     "BLANK_LINE",
     "NOT_JSON",
@@ -89,33 +86,15 @@ __all__ = [
     "last_seq",
 ]
 
-FORMAT_VERSION = 1
 FIRST_SEQ = 1
 
-# The events of §7 and the fields each must carry beside `type`: string, bool, json (any JSON
-# value), ref (a string or an integer: a task or request id), reason (one of ABORT_REASONS); a
-# trailing "?" also allows null. Other fields are kept (readers ignore what they do not know).
-EVENT_FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
-    "session_configured": (("native_id", "string?"), ("agent", "string"), ("cwd", "string")),
-    "task_started": (("task", "ref"),),
-    "agent_message": (("text", "string"),),
-    "agent_message_delta": (("text", "string"),),
-    "tool_call": (("call_id", "string"), ("tool", "string"), ("input", "json")),
-    "tool_result": (("call_id", "string"), ("ok", "bool"), ("output", "json")),
-    "approval_request": (("request", "ref"), ("tool", "string"), ("input", "json")),
-    "task_complete": (("task", "ref"), ("usage", "json")),
-    "turn_aborted": (("task", "ref"), ("reason", "reason")),
-    "error": (("message", "string"), ("fatal", "bool")),
-    "native": (("raw", "json"),),
-}
-EVENT_TYPES = tuple(EVENT_FIELDS)
-ABORT_REASONS = ("interrupted", "replaced", "backend_exit", "shutdown")
+# The events of §7, their fields and their checks are runtime/wire.py's (`event_problem`);
+# fields beside a type's are kept (readers ignore what they do not know).
 
 # Durability, as the transcript's (DURABILITY_MODES): "event" fsyncs after every event, "turn"
-# after the events that end a task (TASK_ENDS), "none" never. In every mode the line is in the
-# file (the page cache) when `append` returns, so it outlives the process that wrote it; the
+# after the events that end a task (wire.TASK_ENDS), "none" never. In every mode the line is in
+# the file (the page cache) when `append` returns, so it outlives the process that wrote it; the
 # mode decides what outlives the machine.
-TASK_ENDS = ("task_complete", "turn_aborted")
 
 # Problem kinds a ReplayReport lists: the transcript's (torn tail, blank line, not JSON, seq gap
 # and order) and this one.
@@ -212,42 +191,6 @@ def take_lease(tiers: Tiers, session: str) -> Lease:
 # Validation and encoding
 
 
-def _kind_problem(kind: str, value: object) -> str | None:
-    if kind.endswith("?"):
-        if value is None:
-            return None
-        kind = kind[:-1]
-    if kind == "json":
-        return None
-    if kind == "string":
-        return None if isinstance(value, str) else "must be a string"
-    if kind == "bool":
-        return None if isinstance(value, bool) else "must be true or false"
-    if kind == "ref":
-        ok = isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-        return None if ok else "must be a string or an integer"
-    if value in ABORT_REASONS:  # reason
-        return None
-    return f"must be one of {', '.join(ABORT_REASONS)}"
-
-
-def _msg_problem(msg: object) -> str | None:
-    """What keeps `msg` from being an event of §7 (`type` and its fields), or None."""
-    if not isinstance(msg, dict):
-        return f"an event must be a JSON object, not {type(msg).__name__}"
-    event_type = msg.get("type")
-    required = EVENT_FIELDS.get(event_type) if isinstance(event_type, str) else None
-    if required is None:
-        return f"unknown event type {str(event_type)[:40]!r}"
-    for name, kind in required:
-        if name not in msg:
-            return f"{event_type}: missing field {name!r}"
-        problem = _kind_problem(kind, msg[name])
-        if problem:
-            return f"{event_type}: {name} {problem}"
-    return None
-
-
 def _event_problem(event: object) -> str | None:
     """What keeps `event` (a parsed line) from being a stored event, or None."""
     if not isinstance(event, dict):
@@ -263,7 +206,7 @@ def _event_problem(event: object) -> str | None:
         return "session must be a session id"
     if event.get("id") is not None and not isinstance(event.get("id"), str):
         return "id must be a string or null"
-    return _msg_problem(event.get("msg"))
+    return event_problem(event.get("msg"))
 
 
 def _encode_msg(event_type: str, fields: Mapping[str, object] | None) -> tuple[str, Event]:
@@ -282,7 +225,7 @@ def _encode_msg(event_type: str, fields: Mapping[str, object] | None) -> tuple[s
         raise InvalidInput(f"{str(event_type)[:40]}: field 'type' is the event type, "
                            "not a field")
     msg: Event = {"type": event_type, **fields}
-    problem = _msg_problem(msg)
+    problem = event_problem(msg)
     if problem:
         raise InvalidInput(problem)
     try:
@@ -377,7 +320,7 @@ class EventLog:
             self.torn_bytes += log.cut_torn(self.path, self._fd, whole, size)
         self._size = whole
 
-    def append(self, event_type: str, fields: Mapping[str, object] | None = None, *,
+    def append(self, event_type: EventType, fields: Mapping[str, object] | None = None, *,
                reply_to: str | None = None) -> Event:
         """Number `event_type` with `fields` as the next event, write it, and return it as
         stored: `{"v", "seq", "ts", "session", "id", "msg": {"type", …fields}}`.

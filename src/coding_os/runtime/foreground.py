@@ -19,6 +19,7 @@ import signal
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from coding_os.runtime import wire
 from coding_os.runtime.core import SessionCore, SessionSettings, Timeouts, create_session
 
 __all__ = ["APPROVALS", "EXIT_INTERRUPTED", "View", "run_foreground", "task_failed"]
@@ -50,7 +51,7 @@ def task_failed(end: Event) -> bool:
     """Whether the task whose end event is `end` failed: aborted, or a failure in its usage
     (a python agent's exception, a command's non-zero exit code)."""
     msg = end["msg"]
-    if msg["type"] != "task_complete":
+    if msg["type"] != wire.TASK_COMPLETE:
         return True
     usage = msg.get("usage")
     if isinstance(usage, dict):
@@ -84,9 +85,9 @@ class _Run:
             self.view.show(event)
             msg = event["msg"]
             kind = msg["type"]
-            if kind == "approval_request":
+            if kind == wire.APPROVAL_REQUEST:
                 self._answer(event)
-            elif kind in ("task_complete", "turn_aborted"):
+            elif kind in wire.TASK_ENDS:
                 for asking in list(self.asking):
                     asking.cancel()
                 self.ends[msg.get("task")] = event

@@ -2,7 +2,8 @@
 
 UI → core: `{"id": "<client id>", "op": {"type": …}}` with the ops `configure`, `user_input`,
 `interrupt`, `approval`, `resume`, `fork` and `shutdown`. Core → UI: the events of the session as
-its events log stores them (`{"v":1,"seq":N,"ts":…,"session":…,"id":…,"msg":{"type":…}}`).
+its events log stores them (`{"v":1,"seq":N,"ts":…,"session":…,"id":…,"msg":{"type":…}}`). Both
+are runtime/wire.py's: an op is checked there (`wire.op_problem`) before it is carried out.
 
 A bad op (not JSON, too long, unknown, missing a field, naming an unknown session) is answered by
 an `error` event sent to this client only: it is not part of the session, so it is not stored
@@ -22,30 +23,19 @@ from typing import Any
 
 from coding_os import jsonwire
 from coding_os.errors import CosError, InvalidInput
-from coding_os.runtime import core
+from coding_os.runtime import core, wire
 from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
 from coding_os.runtime.lines import lone_surrogate, read_line
 
-__all__ = ["LINE_MAX", "OPS", "Server", "serve_stdio"]
+__all__ = ["LINE_MAX", "Server", "serve_stdio"]
 
 LINE_MAX = 1 << 20  # a longer input line is refused (and skipped up to its newline)
-OPS = ("configure", "user_input", "interrupt", "approval", "resume", "fork", "shutdown")
+# The ops that start a session of their own: refused on a connection that serves one (a job's).
+_OWN_SESSION_OPS = (wire.CONFIGURE, wire.FORK)
 
 
 class _Refused(Exception):
     """An op that gets an error event and nothing else."""
-
-
-def _field(op: Mapping[str, Any], name: str, kinds: type | tuple[type, ...],
-           optional: bool = False) -> Any:
-    value = op.get(name)
-    if value is None and optional:
-        return None
-    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in (
-            kinds if isinstance(kinds, tuple) else (kinds,)):
-        what = "missing" if value is None else "of the wrong type"
-        raise _Refused(f"{op.get('type')}: the field {name!r} is {what}")
-    return value
 
 
 class Server:
@@ -85,7 +75,7 @@ class Server:
         """An error for this client only: not stored, `seq` null."""
         self._send({"id": reply_to if isinstance(reply_to, (str, int)) else None, "seq": None,
                     "session": self.core.session if self.core else None,
-                    "msg": {"type": "error", "message": message, "fatal": False}})
+                    "msg": {"type": wire.ERROR, "message": message, "fatal": False}})
 
     async def _forward(self, subscription: Subscription) -> None:
         while True:
@@ -146,11 +136,12 @@ class Server:
                 raise _Refused(f"the line holds a lone surrogate ({surrogate}), which is no "
                                "text: each string must be UTF-8 text (a surrogate pair is)")
             op = message.get("op")
-            if not isinstance(op, dict) or not isinstance(op.get("type"), str):
-                raise _Refused("the line has no op (an object with a type)")
-            kind = op["type"]
-            if kind not in OPS:
-                raise _Refused(f"unknown op {kind[:40]!r}: expected one of {', '.join(OPS)}")
+            kind = op.get("type") if isinstance(op, dict) else None
+            if kind in _OWN_SESSION_OPS:
+                self._not_shared(kind)
+            problem = wire.op_problem(op)
+            if problem is not None:
+                raise _Refused(problem)
             submission = str(reply_to) if reply_to is not None else None
             await getattr(self, f"_op_{kind}")(op, submission)
         except _Refused as exc:
@@ -164,23 +155,21 @@ class Server:
                            "first")
         return self.core
 
-    async def _op_configure(self, op: Mapping[str, Any], reply_to: str | None) -> None:
-        self._not_shared("configure")
-        agent = _field(op, "agent", str, optional=True) or (
-            self.core.agent if self.core else self.agent)
+    # Each `_op_<type>` is given an op `wire.op_problem` found nothing wrong with.
+
+    async def _op_configure(self, op: wire.Configure, reply_to: str | None) -> None:
+        agent = op.get("agent") or (self.core.agent if self.core else self.agent)
         if agent is None:
-            raise _Refused("configure: the field 'agent' is missing")
-        cwd = _field(op, "cwd", str, optional=True) or (
+            raise _Refused(f"{wire.CONFIGURE}: the field 'agent' is missing")
+        cwd = op.get("cwd") or (
             self.core.settings.cwd if self.core and self.core.settings else self.cwd)
-        options = dict(_field(op, "options", dict, optional=True) or {})
+        options = dict(op.get("options") or {})
         for name in ("command", "target"):
             if op.get(name) is not None:
-                options[name] = _field(op, name, str)
+                options[name] = op.get(name)
         settings = SessionSettings(
-            agent=agent, cwd=os.path.abspath(cwd),
-            model=_field(op, "model", str, optional=True),
-            permission_mode=_field(op, "permission_mode", str, optional=True),
-            options=options)
+            agent=agent, cwd=os.path.abspath(cwd), model=op.get("model"),
+            permission_mode=op.get("permission_mode"), options=options)
         if self.core is not None and not self.core.closed:
             await self.core.configure(settings, reply_to)
             return
@@ -188,32 +177,24 @@ class Server:
         await self._switch(session, 0)
         await session.configure(None, reply_to)
 
-    async def _op_user_input(self, op: Mapping[str, Any], reply_to: str | None) -> None:
-        text = _field(op, "text", str)
-        await self._session().user_input(text, reply_to)
+    async def _op_user_input(self, op: wire.UserInput, reply_to: str | None) -> None:
+        await self._session().user_input(op["text"], reply_to)
 
-    async def _op_interrupt(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+    async def _op_interrupt(self, op: wire.Interrupt, reply_to: str | None) -> None:
         await self._session().interrupt(reply_to)
 
-    async def _op_approval(self, op: Mapping[str, Any], reply_to: str | None) -> None:
-        request = _field(op, "request", (str, int))
-        decision = _field(op, "decision", str)
-        if decision not in ("allow", "deny"):
-            raise _Refused("approval: the decision must be allow or deny")
-        await self._session().approval(request, decision == "allow", reply_to)
+    async def _op_approval(self, op: wire.Approval, reply_to: str | None) -> None:
+        await self._session().approval(op["request"], op["decision"] == wire.ALLOW, reply_to)
 
-    async def _op_resume(self, op: Mapping[str, Any], reply_to: str | None) -> None:
-        session = _field(op, "session", str)
-        last_seq = _field(op, "last_seq", int)
-        if last_seq < 0:
-            raise _Refused("resume: last_seq must be 0 or more")
+    async def _op_resume(self, op: wire.Resume, reply_to: str | None) -> None:
+        session, last_seq = op["session"], op["last_seq"]
         if self.core is not None and not self.core.closed and self.core.session == session:
             if last_seq > self.core.last_seq:
                 raise _Refused(f"last_seq {last_seq} is beyond the end of {session} "
                                f"(its last seq is {self.core.last_seq})")
             await self._attach(self.core, last_seq)
             return
-        self._not_shared("resume")
+        self._not_shared(wire.RESUME)
         probe = core.open_session(session, self.cwd, env=self._env, timeouts=self._timeouts,
                                   repair=False)  # nothing written before last_seq is checked
         await probe.shutdown()
@@ -223,16 +204,13 @@ class Server:
         opened = core.open_session(session, self.cwd, env=self._env, timeouts=self._timeouts)
         await self._switch(opened, last_seq)
 
-    async def _op_fork(self, op: Mapping[str, Any], reply_to: str | None) -> None:
-        self._not_shared("fork")
-        source = _field(op, "session", str)
-        at = _field(op, "at", int, optional=True)
-        forked = core.fork_session(source, self.cwd, at, env=self._env,
+    async def _op_fork(self, op: wire.Fork, reply_to: str | None) -> None:
+        forked = core.fork_session(op["session"], self.cwd, op.get("at"), env=self._env,
                                    timeouts=self._timeouts)
         await self._switch(forked, 0)
         await forked.configure(None, reply_to)
 
-    async def _op_shutdown(self, op: Mapping[str, Any], reply_to: str | None) -> None:
+    async def _op_shutdown(self, op: wire.Shutdown, reply_to: str | None) -> None:
         if self.shared:
             if self._on_shutdown is not None:
                 await self._on_shutdown(reply_to)

@@ -2,7 +2,7 @@
 the usage each finished task of a session the engine runs reported (its events log), else from
 the agent's own log — a Claude Code transcript's live chain (`message.usage` of the assistant
 messages, one turn from a prompt to the next) or a Codex thread's live history (its
-`token_count` events). The adapters read the usage; this module picks the source.
+`token_count` events). The adapters read the usage; runtime/usage.py reads the engine's events.
 
 Each turn says what it cost, in US dollars, from the one table of model prices
 (adapters/prices.py); `cost` is None when that is not known — a model the table does not have,
@@ -20,53 +20,40 @@ from coding_os import jsonwire
 from coding_os.adapters.native import TokenTotals, TurnUsage, clip
 from coding_os.errors import NotFound
 
-__all__ = ["engine_turns", "native_turns", "totals"]
+__all__ = ["task_turn", "native_turns", "totals"]
 
 
-def engine_turns(events: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Tokens per turn from the `usage` of an engine session's `task_complete` events: `turn`
-    (1, 2, ...), `task`, `seq`, `prompt` (None: the events say it elsewhere), `input` (cache
-    reads and writes included), `output`, `cached`, `cache_write`, `models` and `cost`.
+def task_turn(turn: int, task: object, seq: object, usage: Mapping[str, Any], agent: object,
+              model: object) -> dict[str, Any] | None:
+    """Turn `turn` of a session the engine runs, from the `usage` one of its finished tasks
+    reported (runtime/usage.py reads them from its events): `turn`, `task`, `seq`, `prompt`
+    (None: the events say it elsewhere), `input` (cache reads and writes included), `output`,
+    `cached`, `cache_write`, `models` and `cost`; None when it reported no tokens.
 
     The backends name their counts alike but count them as their agent does: the claude
     backend's `input` leaves out the tokens read from the cache (`cached_input`) and written
-    to it (`cache_creation_input`), the codex backend's holds its `cached_input`. The model is
-    the one the session was configured with (`session_configured`); without one, or with
-    Claude cache writes whose lifetime the usage does not say, the cost is not known."""
-    turns: list[dict[str, Any]] = []
-    agent: object = None
-    model: object = None
-    for event in events:
-        msg = event.get("msg")
-        if not isinstance(msg, dict):
-            continue
-        if msg.get("type") == "session_configured":
-            agent, model = msg.get("agent"), msg.get("model")
-            continue
-        usage = msg.get("usage")
-        if msg.get("type") != "task_complete" or not isinstance(usage, dict):
-            continue
-        tokens_in, tokens_out = _number(usage.get("input")), _number(usage.get("output"))
-        if not tokens_in and not tokens_out:
-            continue
-        cached = _number(usage.get("cached_input", usage.get("cached")))
-        written = _number(usage.get("cache_creation_input"))
-        named = model if isinstance(model, str) and model else None
-        if agent == "claude":
-            fresh, tokens_in = tokens_in, tokens_in + cached + written
-            spent = None if written else _price(named, fresh, tokens_out, cached, 0)
-        else:
-            fresh = max(0, tokens_in - cached - written)
-            spent = _price(named, fresh, tokens_out, cached, written)
-        turns.append({"turn": len(turns) + 1, "task": msg.get("task"), "seq": event.get("seq"),
-                      "prompt": None, "input": tokens_in, "output": tokens_out, "cached": cached,
-                      "cache_write": written, "models": [named] if named else [],
-                      "cost": spent})
-    return turns
+    to it (`cache_creation_input`), the codex backend's holds its `cached_input`. `agent` and
+    `model` are those the session was configured with; without a model, or with Claude cache
+    writes whose lifetime the usage does not say, the cost is not known."""
+    tokens_in, tokens_out = _number(usage.get("input")), _number(usage.get("output"))
+    if not tokens_in and not tokens_out:
+        return None
+    cached = _number(usage.get("cached_input", usage.get("cached")))
+    written = _number(usage.get("cache_creation_input"))
+    named = model if isinstance(model, str) and model else None
+    if agent == "claude":
+        fresh, tokens_in = tokens_in, tokens_in + cached + written
+        spent = None if written else _price(named, fresh, tokens_out, cached, 0)
+    else:
+        fresh = max(0, tokens_in - cached - written)
+        spent = _price(named, fresh, tokens_out, cached, written)
+    return {"turn": turn, "task": task, "seq": seq, "prompt": None, "input": tokens_in,
+            "output": tokens_out, "cached": cached, "cache_write": written,
+            "models": [named] if named else [], "cost": spent}
 
 
 def totals(turns: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """A session's token use, its turns (as `engine_turns` or `native_turns` give them) added
+    """A session's token use, its turns (as `task_turn` or `native_turns` give them) added
     up: `input`, `output`, `cached`, `cache_write`, `models` (in order of first use), and
     `cost` (None when a turn's is not known)."""
     summed: dict[str, Any] = {"input": 0, "output": 0, "cached": 0, "cache_write": 0,

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Mapping
 from typing import IO, Any
 
 from coding_os.errors import BackendError, InvalidInput
-from coding_os.runtime import children
+from coding_os.runtime import children, wire
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 from coding_os.runtime.lines import read_line
 
@@ -156,7 +156,7 @@ class ClaudeBackend:
         while True:
             line, skipped = await read_line(process.stdout)
             if skipped:
-                yield BackendEvent("error", {
+                yield BackendEvent(wire.ERROR, {
                     "message": f"claude wrote a line of over {LINE_LIMIT} bytes; it was skipped",
                     "fatal": False})
                 continue
@@ -166,7 +166,7 @@ class ClaudeBackend:
                 yield event
         if not self._closing:
             code = await _wait(process, CLOSE_TIMEOUT)
-            yield BackendEvent("error", {"message": self._ended_message(code), "fatal": True})
+            yield BackendEvent(wire.ERROR, {"message": self._ended_message(code), "fatal": True})
 
     async def close(self) -> None:
         """Close Claude Code's stdin, wait (bounded) for it to end, then end its process group."""
@@ -299,7 +299,7 @@ class ClaudeBackend:
         message = _json_object(line)
         if message is None:
             text = line.decode("utf-8", "replace").rstrip("\r\n")
-            return [BackendEvent("native", {"raw": text})] if text.strip() else []
+            return [BackendEvent(wire.NATIVE, {"raw": text})] if text.strip() else []
         kind = message.get("type")
         if kind == "system" and message.get("subtype") == "init":
             session_id = message.get("session_id")
@@ -319,7 +319,7 @@ class ClaudeBackend:
             approval = self._approval_request(message)
             if approval is not None:
                 return [approval]
-        return [BackendEvent("native", {"raw": message})]
+        return [BackendEvent(wire.NATIVE, {"raw": message})]
 
     def _approval_request(self, message: Mapping[str, Any]) -> BackendEvent | None:
         request = message.get("request")
@@ -330,9 +330,9 @@ class ClaudeBackend:
         tool_input = request.get("input")
         tool_input = tool_input if isinstance(tool_input, dict) else {}
         self._approvals[request_id] = tool_input
-        return BackendEvent("approval_request", {"request": request_id,
-                                                 "tool": str(request.get("tool_name", "")),
-                                                 "input": tool_input})
+        return BackendEvent(wire.APPROVAL_REQUEST, {"request": request_id,
+                                                    "tool": str(request.get("tool_name", "")),
+                                                    "input": tool_input})
 
     def _turn_end(self, result: Mapping[str, Any]) -> list[BackendEvent]:
         interrupted = self._interrupting and result.get("subtype") != "success"
@@ -340,13 +340,13 @@ class ClaudeBackend:
         self._interrupting = False
         self._approvals.clear()  # a request left open belongs to the turn that ended
         if interrupted:
-            return [BackendEvent("turn_aborted", {"reason": "interrupted"})]
+            return [BackendEvent(wire.TURN_ABORTED, {"reason": wire.ABORT_INTERRUPTED})]
         events: list[BackendEvent] = []
         if result.get("is_error") or result.get("subtype") != "success":
             detail = result.get("result") or result.get("errors") or result.get("subtype")
-            events.append(BackendEvent("error", {"message": f"claude: {detail}",
-                                                 "fatal": False}))
-        events.append(BackendEvent("task_complete", {"usage": _usage(result)}))
+            events.append(BackendEvent(wire.ERROR, {"message": f"claude: {detail}",
+                                                    "fatal": False}))
+        events.append(BackendEvent(wire.TASK_COMPLETE, {"usage": _usage(result)}))
         return events
 
 
@@ -391,18 +391,18 @@ def _assistant_events(message: Mapping[str, Any]) -> list[BackendEvent]:
     events = []
     for block in _content_blocks(message):
         if block.get("type") == "text" and block.get("text"):
-            events.append(BackendEvent("agent_message", {"text": str(block["text"])}))
+            events.append(BackendEvent(wire.AGENT_MESSAGE, {"text": str(block["text"])}))
         elif block.get("type") == "tool_use":
-            events.append(BackendEvent("tool_call", {"call_id": str(block.get("id", "")),
-                                                     "tool": str(block.get("name", "")),
-                                                     "input": block.get("input", {})}))
+            events.append(BackendEvent(wire.TOOL_CALL, {"call_id": str(block.get("id", "")),
+                                                        "tool": str(block.get("name", "")),
+                                                        "input": block.get("input", {})}))
     return events
 
 
 def _tool_results(message: Mapping[str, Any]) -> list[BackendEvent]:
-    return [BackendEvent("tool_result", {"call_id": str(block.get("tool_use_id", "")),
-                                         "ok": not block.get("is_error", False),
-                                         "output": _output(block.get("content"))})
+    return [BackendEvent(wire.TOOL_RESULT, {"call_id": str(block.get("tool_use_id", "")),
+                                            "ok": not block.get("is_error", False),
+                                            "output": _output(block.get("content"))})
             for block in _content_blocks(message) if block.get("type") == "tool_result"]
 
 

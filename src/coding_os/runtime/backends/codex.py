@@ -29,7 +29,7 @@ from typing import Any
 
 from coding_os import jsonwire
 from coding_os.errors import BackendError, InvalidInput
-from coding_os.runtime import children
+from coding_os.runtime import children, wire
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 from coding_os.runtime.lines import read_line
 
@@ -192,7 +192,7 @@ class CodexBackend:
         """
         pending = self._approvals.pop(str(request), None)
         if pending is None:
-            self._queue.put_nowait(BackendEvent("error", {
+            self._queue.put_nowait(BackendEvent(wire.ERROR, {
                 "message": f"codex: no approval request {request!r} is waiting", "fatal": False}))
             return
         native_id, accept, decline = pending
@@ -270,7 +270,7 @@ class CodexBackend:
             while True:
                 line, too_long = await read_line(process.stdout)
                 if too_long:
-                    self._queue.put_nowait(BackendEvent("error", {
+                    self._queue.put_nowait(BackendEvent(wire.ERROR, {
                         "message": f"codex: a line over {MAX_LINE} bytes skipped", "fatal": False}))
                     continue
                 if line is None:
@@ -324,10 +324,10 @@ class CodexBackend:
         try:
             message = jsonwire.loads(line)
         except ValueError:
-            self._emit("native", raw=line.decode("utf-8", errors="replace").rstrip("\n"))
+            self._emit(wire.NATIVE, raw=line.decode("utf-8", errors="replace").rstrip("\n"))
             return
         if not isinstance(message, dict):
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
             return
         method = message.get("method")
         if method is None and "id" in message:
@@ -337,12 +337,12 @@ class CodexBackend:
         elif isinstance(method, str):
             self._notification(method, message)
         else:
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
 
     def _resolve(self, message: dict[str, Any]) -> None:
         answer = self._pending.get(message["id"]) if isinstance(message["id"], int) else None
         if answer is None or answer.done():
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
         elif "error" in message:
             error = message["error"]
             text = error.get("message") if isinstance(error, dict) else None
@@ -358,14 +358,14 @@ class CodexBackend:
         if approval is None:
             # Nothing cos can answer (user input forms, auth refresh…): refuse rather than let
             # the turn wait forever, and let UIs see it.
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
             self._respond_later({"id": message["id"], "error": {
                 "code": _METHOD_NOT_FOUND, "message": f"coding-os does not handle {method}"}})
             return
         tool, accept, decline = approval
         self._approvals[str(message["id"])] = (message["id"], accept, decline)
         call_id = params.get("itemId") or params.get("callId")
-        self._emit("approval_request", request=message["id"], tool=tool,
+        self._emit(wire.APPROVAL_REQUEST, request=message["id"], tool=tool,
                    input=_approval_input(params, self._items.get(str(call_id))),
                    call_id=call_id)
 
@@ -382,19 +382,19 @@ class CodexBackend:
     def _notification(self, method: str, message: dict[str, Any]) -> None:
         params = message.get("params")
         if not isinstance(params, dict) or params.get("threadId") not in (None, self._thread_id):
-            self._emit("native", raw=message)  # another thread's (a subagent's) doing
+            self._emit(wire.NATIVE, raw=message)  # another thread's (a subagent's) doing
             return
         if method == "item/agentMessage/delta" and isinstance(params.get("delta"), str):
-            self._emit("agent_message_delta", text=params["delta"])
+            self._emit(wire.AGENT_MESSAGE_DELTA, text=params["delta"])
         elif method == "item/commandExecution/outputDelta" and isinstance(params.get("delta"), str):
             self._keep_output(str(params.get("itemId")), params["delta"])
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
         elif method == "item/started" and _item_type(params) in _TOOL_ITEMS:
             item = params["item"]
             self._items[str(item.get("id"))] = item
             self._announce(item)
         elif method == "item/completed" and _item_type(params) == "agentMessage":
-            self._emit("agent_message", text=str(params["item"].get("text") or ""))
+            self._emit(wire.AGENT_MESSAGE, text=str(params["item"].get("text") or ""))
         elif method == "item/completed" and _item_type(params) in _TOOL_ITEMS:
             item = params["item"]
             item_id = str(item.get("id"))
@@ -402,29 +402,29 @@ class CodexBackend:
                 self._announce(item)  # completed without having started
             output = "".join(self._outputs.pop(item_id, []))
             ok, result, extra = _tool_result(item, output)
-            self._emit("tool_result", call_id=item.get("id"), ok=ok, output=result, **extra)
+            self._emit(wire.TOOL_RESULT, call_id=item.get("id"), ok=ok, output=result, **extra)
         elif method == "rawResponseItem/completed":
             self._raw_item(params.get("item"))  # the items say it all already, and at length
         elif method == "rawResponse/completed":
             pass  # asked for with the raw items; the token usage updates say the same
         elif method == "thread/tokenUsage/updated":
             self._add_usage(params.get("tokenUsage"))
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
         elif method == "turn/started" and isinstance(params.get("turn"), dict):
             self._turn_id = params["turn"].get("id") or self._turn_id
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
         elif method == "turn/completed":
             self._turn_completed(params.get("turn"), message)
         elif method == "error" and not params.get("willRetry"):
             error = params.get("error")
             text = error.get("message") if isinstance(error, dict) else error
-            self._emit("error", message=f"codex: {text}", fatal=False)
+            self._emit(wire.ERROR, message=f"codex: {text}", fatal=False)
         else:
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
 
     def _turn_completed(self, turn: object, message: dict[str, Any]) -> None:
         if not isinstance(turn, dict):
-            self._emit("native", raw=message)
+            self._emit(wire.NATIVE, raw=message)
             return
         if turn.get("id") == self._turn_id:
             self._turn_id = None
@@ -432,19 +432,19 @@ class CodexBackend:
         self._shell_calls.clear()
         status = turn.get("status")
         if status == "interrupted":
-            self._emit("turn_aborted", reason="interrupted")
+            self._emit(wire.TURN_ABORTED, reason=wire.ABORT_INTERRUPTED)
             return
         if status == "failed":
             error = turn.get("error")
             text = error.get("message") if isinstance(error, dict) else None
-            self._emit("error", message=f"codex: the turn failed: {text or 'no reason given'}",
+            self._emit(wire.ERROR, message=f"codex: the turn failed: {text or 'no reason given'}",
                        fatal=False)
-        self._emit("task_complete", usage=self._usage, status=status)
+        self._emit(wire.TASK_COMPLETE, usage=self._usage, status=status)
         self._usage = {}
 
     def _announce(self, item: dict[str, Any]) -> None:
         self._announced.add(str(item.get("id")))
-        self._emit("tool_call", call_id=item.get("id"), tool=_tool_name(item),
+        self._emit(wire.TOOL_CALL, call_id=item.get("id"), tool=_tool_name(item),
                    input=_tool_input(item))
 
     def _raw_item(self, item: object) -> None:
@@ -465,14 +465,14 @@ class CodexBackend:
                 or call_id in self._announced:
             return
         self._announced.add(call_id)
-        self._emit("tool_call", call_id=call_id, tool="commandExecution",
+        self._emit(wire.TOOL_CALL, call_id=call_id, tool="commandExecution",
                    input=_shell_input(call, self._cwd))
         output = item.get("output")
         text = output if isinstance(output, str) else json.dumps(output)
         found = _EXIT_CODE.search(text)
         code = int(found.group(1)) if found else None
         _, marker, rest = text.partition("\nOutput:\n")
-        self._emit("tool_result", call_id=call_id, ok=code == 0,
+        self._emit(wire.TOOL_RESULT, call_id=call_id, ok=code == 0,
                    output=rest if marker else text, exit_code=code,
                    status="completed" if code == 0 else "failed")
 
@@ -492,7 +492,7 @@ class CodexBackend:
         if sum(len(part) for part in parts) < OUTPUT_LIMIT:
             parts.append(delta)
 
-    def _emit(self, event_type: str, **fields: object) -> None:
+    def _emit(self, event_type: wire.BackendEventType, **fields: object) -> None:
         self._queue.put_nowait(BackendEvent(event_type, fields))
 
 

@@ -20,7 +20,7 @@ import signal
 from collections.abc import AsyncIterator
 
 from coding_os.errors import BackendError
-from coding_os.runtime import children
+from coding_os.runtime import children, wire
 from coding_os.runtime.backend import BackendConfig, BackendEvent, queued_events
 
 __all__ = ["ExecBackend", "LINE_MAX", "GRACE_SECONDS"]
@@ -74,9 +74,9 @@ class ExecBackend:
         command = self._command if self._command is not None else text
         self._interrupted = False
         if not command.strip():
-            self._queue.put_nowait(BackendEvent("error", {"message": "nothing to run: the "
-                                                          "input is empty", "fatal": False}))
-            self._queue.put_nowait(BackendEvent("task_complete", {"usage": {"exit_code": None}}))
+            self._queue.put_nowait(BackendEvent(wire.ERROR, {"message": "nothing to run: the "
+                                                             "input is empty", "fatal": False}))
+            self._queue.put_nowait(BackendEvent(wire.TASK_COMPLETE, {"usage": {"exit_code": None}}))
             return
         try:
             process = await asyncio.create_subprocess_exec(
@@ -129,9 +129,10 @@ class ExecBackend:
         if self._process is process:
             self._process = None
         if self._interrupted:
-            self._queue.put_nowait(BackendEvent("turn_aborted", {"reason": "interrupted"}))
+            self._queue.put_nowait(BackendEvent(wire.TURN_ABORTED,
+                                                {"reason": wire.ABORT_INTERRUPTED}))
         else:
-            self._queue.put_nowait(BackendEvent("task_complete", {"usage": {"exit_code": code}}))
+            self._queue.put_nowait(BackendEvent(wire.TASK_COMPLETE, {"usage": {"exit_code": code}}))
 
     async def _lines(self, stream: asyncio.StreamReader, name: str) -> None:
         pending = b""
@@ -151,7 +152,7 @@ class ExecBackend:
 
     def _message(self, line: bytes, stream: str) -> None:
         text = line.decode("utf-8", "replace").removesuffix("\r")
-        self._queue.put_nowait(BackendEvent("agent_message", {"text": text, "stream": stream}))
+        self._queue.put_nowait(BackendEvent(wire.AGENT_MESSAGE, {"text": text, "stream": stream}))
 
     async def interrupt(self) -> None:
         """SIGTERM to the command's process group; SIGKILL if it is still there after a grace

@@ -30,14 +30,16 @@ import sys
 from collections.abc import AsyncIterator, Callable, Mapping
 
 from coding_os.errors import BackendError
+from coding_os.runtime import wire
 from coding_os.runtime.backend import BackendConfig, BackendEvent, queued_events
 
 __all__ = ["AgentSession", "ENTRY_POINT_GROUP", "PythonBackend", "load_target", "STOP_SECONDS"]
 
 ENTRY_POINT_GROUP = "coding_os.agents"  # an installed package's agents, by name
 STOP_SECONDS = 5.0  # an interrupted turn that does not end in this time is left to the engine
-_AGENT_TYPES = ("agent_message", "agent_message_delta", "tool_call", "tool_result", "error",
-                "native", "task_complete")
+# What an agent yields (an approval request is `session.approve`'s, an abort the backend's).
+_AGENT_TYPES = (wire.AGENT_MESSAGE, wire.AGENT_MESSAGE_DELTA, wire.TOOL_CALL, wire.TOOL_RESULT,
+                wire.ERROR, wire.NATIVE, wire.TASK_COMPLETE)
 
 
 def load_target(target: str, cwd: str) -> object:
@@ -138,7 +140,7 @@ class AgentSession:
         self._next += 1
         future: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
         self._waiting[request] = future
-        self._emit.put_nowait(BackendEvent("approval_request",
+        self._emit.put_nowait(BackendEvent(wire.APPROVAL_REQUEST,
                                            {"request": request, "tool": tool, "input": input}))
         try:
             return await future
@@ -158,7 +160,10 @@ def _event(item: object) -> BackendEvent:
     if isinstance(item, BackendEvent):
         return item
     if isinstance(item, Mapping) and isinstance(item.get("type"), str):
-        return BackendEvent(item["type"], {k: v for k, v in item.items() if k != "type"})
+        kind = item["type"]
+        if not wire.is_backend_event_type(kind):
+            raise TypeError(f"an agent does not yield {kind!r} events")
+        return BackendEvent(kind, {k: v for k, v in item.items() if k != "type"})
     raise TypeError(f"an agent yields event dicts with a type, not {type(item).__name__}")
 
 
@@ -204,7 +209,7 @@ class PythonBackend:
         said: list[dict[str, str]] = [{"role": "user", "text": text}]
 
         def put(event: BackendEvent) -> None:
-            if event.type == "agent_message" and isinstance(event.fields.get("text"), str):
+            if event.type == wire.AGENT_MESSAGE and isinstance(event.fields.get("text"), str):
                 said.append({"role": "assistant", "text": str(event.fields["text"])})
             self._queue.put_nowait(event)
 
@@ -221,19 +226,19 @@ class PythonBackend:
                 event = _event(item)
                 if event.type not in _AGENT_TYPES:
                     raise TypeError(f"an agent does not yield {event.type!r} events")
-                if event.type == "task_complete":
-                    put(BackendEvent("task_complete", {"usage": event.fields.get("usage")}))
+                if event.type == wire.TASK_COMPLETE:
+                    put(BackendEvent(wire.TASK_COMPLETE, {"usage": event.fields.get("usage")}))
                     return
                 put(event)
         except asyncio.CancelledError:
-            put(BackendEvent("turn_aborted", {"reason": "interrupted"}))
+            put(BackendEvent(wire.TURN_ABORTED, {"reason": wire.ABORT_INTERRUPTED}))
             return
         except Exception as exc:  # the agent's own failure ends its turn, not the session
-            put(BackendEvent("error", {"message": f"the agent failed: {type(exc).__name__}: "
-                                                  f"{exc}", "fatal": False}))
-            put(BackendEvent("task_complete", {"usage": {"failed": True}}))
+            put(BackendEvent(wire.ERROR, {"message": f"the agent failed: {type(exc).__name__}: "
+                                                     f"{exc}", "fatal": False}))
+            put(BackendEvent(wire.TASK_COMPLETE, {"usage": {"failed": True}}))
             return
-        put(BackendEvent("task_complete", {"usage": None}))
+        put(BackendEvent(wire.TASK_COMPLETE, {"usage": None}))
 
     async def interrupt(self) -> None:
         """Cancel the running turn; it ends `turn_aborted` `interrupted`."""
