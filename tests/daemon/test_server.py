@@ -525,19 +525,6 @@ def test_a_branch_switch_that_changes_the_excludes_file_restarts_the_watch(
     same(stored(tiers, record), whole(tiers, root))
 
 
-def test_config_files_follows_home_nested_and_conditional_includes(repo: Path) -> None:
-    from coding_os.daemon.server import _config_files
-
-    home = Path(os.environ["HOME"])
-    git(repo, "config", "include.path", "~/home.cfg")
-    git(repo, "config", "includeIf.gitdir:/nowhere/.path", "cond.cfg")  # condition false
-    (home / "home.cfg").write_text("[include]\n\tpath = deeper/more.cfg\n")
-    found = _config_files(str(repo), str(repo / ".git"), {}, [])
-    assert str(home / "home.cfg") in found
-    assert str(home / "deeper" / "more.cfg") in found  # relative to the including file
-    assert str(repo / ".git" / "cond.cfg") in found
-
-
 IDLE_DAEMON = """
 import sys
 from coding_os.daemon import server

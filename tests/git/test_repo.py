@@ -1,7 +1,8 @@
 """Reading a repository's HEAD from its git dir's files instead of starting git
 (`git.repo.head_from_files`): what it reads must be what `git rev-parse` says in every layout it
 reads (loose and packed refs, symrefs, worktrees, `.git` files, submodules, a rebase), and left to
-git (None) in the others (unborn branches, per-worktree refs, reftable)."""
+git (None) in the others (unborn branches, per-worktree refs, reftable). And the files that decide
+what git ignores and how it reads a file (`config_files`, `ignore_rules`): those git reads."""
 
 from __future__ import annotations
 
@@ -180,3 +181,51 @@ def test_the_checkout_is_found_as_git_finds_it_passing_over_an_empty_dot_git(
     assert checkout_root(str(alone)) is None or checkout_root(str(alone)) != str(alone)
     git(repo, "worktree", "add", "-q", str(tmp_path / "wt"))
     assert checkout_root(str(tmp_path / "wt")) == str((tmp_path / "wt").resolve())
+
+
+def configuration_origins(repo: Path, env: dict[str, str]) -> set[str]:
+    """The files `git config --list` took a setting from, run with `env` alone."""
+    out = subprocess.run(["git", "-C", str(repo), "config", "--list", "--show-origin", "-z"],
+                         env={"PATH": os.environ["PATH"], **env}, capture_output=True,
+                         check=True).stdout
+    return {os.path.join(repo, origin[5:].decode()) for origin in out.split(b"\0")[0::2]
+            if origin.startswith(b"file:")}
+
+
+def test_the_configuration_files_are_those_git_reads(repo: Path, tmp_path: Path) -> None:
+    from coding_os.git.repo import config_files
+
+    home, xdg = tmp_path / "home", tmp_path / "xdg"
+    (xdg / "git").mkdir(parents=True)
+    (home / ".gitconfig").parent.mkdir(parents=True, exist_ok=True)
+    for path in (home / ".gitconfig", xdg / "git" / "config", tmp_path / "global.cfg",
+                 tmp_path / "system.cfg"):
+        path.write_text("[cos]\n\ttest = 1\n", encoding="utf-8")
+    git_dir = str(repo / ".git")
+    for env in ({"HOME": str(home), "XDG_CONFIG_HOME": str(xdg),
+                 "GIT_CONFIG_SYSTEM": str(tmp_path / "system.cfg")},
+                {"HOME": str(home), "GIT_CONFIG_GLOBAL": str(tmp_path / "global.cfg"),
+                 "GIT_CONFIG_SYSTEM": str(tmp_path / "system.cfg")},
+                {"HOME": str(home), "GIT_CONFIG_NOSYSTEM": "1",
+                 "GIT_CONFIG_SYSTEM": str(tmp_path / "system.cfg")}):
+        origins = configuration_origins(repo, env)
+        named = config_files(git_dir, git_dir, env)
+        assert origins <= set(named), env
+        assert (str(tmp_path / "system.cfg") in named) == ("GIT_CONFIG_NOSYSTEM" not in env)
+    assert len(origins) >= 2  # the repository's config and the user's
+
+
+def test_ignore_rules_follow_home_nested_and_conditional_includes(repo: Path) -> None:
+    from coding_os.git.repo import config_files, ignore_rules
+
+    home = Path(os.environ["HOME"])
+    git(repo, "config", "include.path", "~/home.cfg")
+    git(repo, "config", "includeIf.gitdir:/nowhere/.path", "cond.cfg")  # condition false
+    (home / "home.cfg").write_text("[include]\n\tpath = deeper/more.cfg\n")
+    rules = ignore_rules(str(repo), {})
+    assert rules is not None
+    found = rules.outside
+    assert str(home / "home.cfg") in found
+    assert str(home / "deeper" / "more.cfg") in found  # relative to the including file
+    assert str(repo / ".git" / "cond.cfg") in found
+    assert set(config_files(str(repo / ".git"), str(repo / ".git"), os.environ)) <= set(found)

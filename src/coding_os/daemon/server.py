@@ -516,38 +516,25 @@ def identity(root: str) -> tuple[int, int] | None:
     return st.st_dev, st.st_ino
 
 
-RULE_FILES = (".gitignore", ".gitattributes")  # in the tree: what is ignored, how it is read
-
-
 def _rules_changed(tree: TreeWatch, changed: object, env: dict[str, str | None]) -> bool:
     """Whether `changed` (paths) holds a rule file, `.git/info/*`, or an index change that
-    made git track a file in a directory left unwatched as ignored."""
+    made git track a file in a directory left unwatched as ignored (`git add -f`): then it
+    must be watched."""
+    from coding_os.git.repo import rules_changed, tracked_in
+
     paths = list(changed) if isinstance(changed, (list, dict)) else []
-    if any(path.rsplit("/", 1)[-1] in RULE_FILES or path.startswith(".git/info/")
-           for path in paths):
+    if rules_changed(paths):
         return True
-    return ".git/index" in paths and _tracked_in_skipped(tree, env)
-
-
-def _tracked_in_skipped(tree: TreeWatch, env: dict[str, str | None]) -> bool:
-    """Whether the index now tracks a file in a directory left unwatched as ignored (`git add
-    -f`): then it must be watched."""
-    from coding_os.git.command import GitError, git
-
-    ignored = sorted(tree.skip & tree.ignored)
-    if not ignored:
+    if ".git/index" not in paths:
         return False
-    try:
-        return bool(git(tree.root, "ls-files", "-z", "--", *ignored, env=env).strip(b"\0"))
-    except GitError:
-        return True
+    ignored = sorted(tree.skip & tree.ignored)
+    return bool(ignored) and tracked_in(tree.root, ignored, env)
 
 
 def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> Rules:
-    """The rules of the watch of `root` (see Rules) for git run with `env`; outside git, only
-    the state dir."""
-    from coding_os.git.command import GitError, git
-    from coding_os.git.repo import inside_prefix, relative
+    """The rules of the watch of `root` (see Rules) for git run with `env`: the state dir and
+    what git's ignore rules (git/repo.py) leave out; outside git, only the state dir."""
+    from coding_os.git.repo import ignore_rules
 
     skip: set[str] = set()
     if state_dir:
@@ -555,97 +542,11 @@ def _unwatched(root: str, state_dir: str | None, env: dict[str, str | None]) -> 
         if not rel.startswith(".."):
             skip.add(rel.replace(os.sep, "/"))
     skip.add(".coding-os")
-    try:
-        # Only directories an ignore pattern matches themselves: a directory whose files all
-        # happen to be ignored (what `ls-files --directory` folds into one line) may get a file
-        # that is not. The paths are the repository top's.
-        out = git(root, "status", "--porcelain=v2", "-z", "--untracked-files=all",
-                  "--ignored=matching", "--no-renames", "--ignore-submodules=all", "--", ".",
-                  env=env)
-        found = git(root, "rev-parse", "--path-format=absolute", "--git-path", "info",
-                    "--absolute-git-dir", "--show-toplevel", "--git-common-dir", env=env)
-    except GitError:
+    rules = ignore_rules(root, env)
+    if rules is None:
         return Rules(skip, None, None, [])
-    within = inside_prefix(root)
-    ignored = set()
-    for raw in out.split(b"\0"):
-        if raw.startswith(b"! ") and raw.endswith(b"/"):
-            inside = relative(raw[2:].decode("utf-8", "surrogateescape"), within)
-            if inside:
-                ignored.add(inside.rstrip("/"))
-    skip |= ignored
-    info, git_dir, top, common = (line.strip() for line in
-                                  found.decode("utf-8", "surrogateescape").splitlines()[:4])
-    home = env.get("HOME") or os.path.expanduser("~")
-    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    outside = [os.path.join(common, "config"), os.path.join(common, "info", "exclude"),
-               os.path.join(common, "info", "attributes"),
-               os.path.join(git_dir, "config.worktree"),
-               _global_file(root, env, "core.excludesFile", "ignore"),
-               _global_file(root, env, "core.attributesFile", "attributes"),
-               env.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"),
-               os.path.join(xdg, "git", "config"),
-               env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig"]
-    outside.extend(_config_files(top, git_dir, env, outside))
-    above = os.path.dirname(root)
-    while within and len(above) >= len(top):
-        outside.extend(os.path.join(above, name) for name in RULE_FILES)
-        if os.path.samefile(above, top):
-            break
-        above = os.path.dirname(above)
-    return Rules(skip, info if os.path.isdir(info) else None,
-                 git_dir if os.path.isdir(git_dir) else None, outside, ignored)
-
-
-def _config_files(top: str, git_dir: str, env: dict[str, str | None],
-                  known: list[str]) -> list[str]:
-    """The files git's configuration depends on that `known` does not name yet: those
-    `[include]` and `[includeIf]` pull in (any may set `core.excludesFile`), and the git dir's
-    `HEAD` when an `includeIf "onbranch:..."` makes the configuration follow the branch. Run at
-    the repository's `top`, where git's relative origins start."""
-    from coding_os.git.command import GitError, git
-
-    found: list[str] = []
-
-    def add(path: str) -> None:
-        if path not in known and path not in found:
-            found.append(path)
-
-    try:
-        out = git(top, "config", "--list", "--show-origin", "--includes", "-z", env=env)
-    except GitError:
-        return []
-    for origin in out.split(b"\0")[0::2]:
-        if origin.startswith(b"file:"):
-            add(os.path.join(top, origin[5:].decode("utf-8", "surrogateescape")))
-    try:  # an included file with nothing in it yet lists no setting, so no origin either
-        out = git(top, "config", "--show-origin", "--path", "-z", "--get-regexp",
-                  r"^include(if\..*)?\.path$", env=env)
-    except GitError:
-        out = b""
-    items = out.split(b"\0")
-    for origin, setting in zip(items[0::2], items[1::2]):
-        key, _, value = setting.decode("utf-8", "surrogateescape").partition("\n")
-        if origin.startswith(b"file:") and value:
-            including = os.path.join(top, origin[5:].decode("utf-8", "surrogateescape"))
-            add(os.path.join(os.path.dirname(including), value))
-        if key.startswith("includeif.onbranch:"):
-            add(os.path.join(git_dir, "HEAD"))
-    return found
-
-
-def _global_file(root: str, env: dict[str, str | None], setting: str, name: str) -> str:
-    """Where git reads its global excludes (`core.excludesFile`, `ignore`) or attributes
-    (`core.attributesFile`, `attributes`) file for the asker."""
-    from coding_os.git.command import GitError, git
-
-    try:
-        return git(root, "config", "--path", "--get", setting, env=env).decode(
-            "utf-8", "surrogateescape").strip()
-    except GitError:
-        home = env.get("HOME") or os.path.expanduser("~")
-        base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-        return os.path.join(base, "git", name)
+    return Rules(skip | rules.ignored, rules.info_dir, rules.git_dir, rules.outside,
+                 rules.ignored)
 
 
 def _log(text: str) -> None:

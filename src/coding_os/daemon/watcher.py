@@ -38,6 +38,8 @@ import secrets
 import struct
 import time
 
+from coding_os.git.repo import INFO_RULE_FILES
+
 __all__ = ["Inotify", "Watches", "TreeWatch", "INFO_RULES", "MAX_CHANGED", "MAX_WATCHES"]
 
 IN_MODIFY, IN_ATTRIB, IN_MOVED_FROM, IN_MOVED_TO = 0x2, 0x4, 0x40, 0x80
@@ -50,7 +52,7 @@ MASK = (IN_MODIFY | IN_ATTRIB | IN_MOVED_FROM | IN_MOVED_TO | IN_CREATE | IN_DEL
 _EVENT = struct.Struct("iIII")
 
 # The files of `.git/info` that decide what git ignores, how it reads a file, what it checks out.
-INFO_RULES = frozenset({b"exclude", b"attributes", b"sparse-checkout"})
+INFO_RULES = frozenset(name.encode() for name in INFO_RULE_FILES)
 MAX_CHANGED = 50_000  # distinct changed paths kept per tree before the generation ends
 MAX_WATCHES = 100_000  # directories watched per tree before it is given up (scans instead)
 

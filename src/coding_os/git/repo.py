@@ -1,6 +1,8 @@
 """A git checkout as its files show it: its top, its git dirs, the commit and branch checked out,
-whether git compares its files as they are, and the paths of its commits. Read without starting
-git wherever the files are plain; git is asked for the rest (`git.command`).
+whether git compares its files as they are, the paths of its commits, and the files that decide
+what git ignores and how it reads a file (its ignore and configuration files: the one copy of
+those rules, which the checkpoints' snapshot and the daemon's file watch both follow). Read
+without starting git wherever the files are plain; git is asked for the rest (`git.command`).
 
 Every reader here takes the repository holding the tree, whatever `GIT_DIR`-style variables say
 (as `git.command` runs git).
@@ -10,11 +12,17 @@ from __future__ import annotations
 
 import os
 
-from coding_os.git.command import git
+from coding_os.git.command import GitError, git
 
-__all__ = ["checkout_root", "git_dirs", "linked_worktrees", "head", "head_from_files", "index_entries", "is_sha", "branch", "compares_raw",
-           "config_raw", "plain_attributes", "inside_prefix", "relative", "commit_paths",
-           "changed_between", "commit_files"]
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["checkout_root", "git_dirs", "linked_worktrees", "head", "head_from_files",
+           "index_entries", "is_sha", "branch", "compares_raw", "config_raw",
+           "plain_attributes", "inside_prefix", "relative", "commit_paths", "changed_between",
+           "commit_files", "RULE_FILES", "INFO_RULE_FILES", "config_files", "IgnoreRules",
+           "ignore_rules", "rules_changed", "tracked_in"]
 
 
 def checkout_root(start: str) -> str | None:
@@ -183,14 +191,7 @@ def compares_raw(top: str, git_dir: str, common: str) -> bool:
     to)."""
     if any(name in os.environ for name in ("GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT")):
         return False
-    home = os.environ.get("HOME", "")
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
-    files = [os.path.join(common, "config"), os.path.join(git_dir, "config.worktree"),
-             os.path.join(xdg, "git", "config")]
-    files.append(os.environ.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig"))
-    if not os.environ.get("GIT_CONFIG_NOSYSTEM"):
-        files.append(os.environ.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
-    for path in files:
+    for path in config_files(git_dir, common, os.environ):
         try:
             with open(path, "rb") as f:
                 text = f.read().decode("utf-8", "replace")
@@ -300,3 +301,150 @@ def changed_between(repo: str, old: str, new: str) -> list[str]:
 def commit_files(repo: str, commit: str) -> list[str]:
     """Every file of `commit` under `repo`, relative to it."""
     return commit_paths(repo, "ls-tree", "-z", "-r", "--name-only", "--full-tree", commit)
+
+
+# ---------------------------------------------------------------------------------------------
+# What git ignores, and how it reads a file: the files that decide it
+
+# In the tree: what is ignored, how a file is read.
+RULE_FILES = (".gitignore", ".gitattributes")
+# In the git dir's `info`: what is ignored, how a file is read, what is checked out.
+INFO_RULE_FILES = ("exclude", "attributes", "sparse-checkout")
+
+
+def config_files(git_dir: str, common: str, env: Mapping[str, str | None]) -> list[str]:
+    """The configuration files git reads for the checkout whose git dir and common dir these
+    are, run with `env` (the asker's HOME, XDG_CONFIG_HOME and GIT_CONFIG_* variables): the
+    repository's (`config`, `config.worktree`), the user's (`$XDG_CONFIG_HOME/git/config`,
+    `GIT_CONFIG_GLOBAL` else `~/.gitconfig`) and the system's (`GIT_CONFIG_SYSTEM` else
+    /etc/gitconfig, unless GIT_CONFIG_NOSYSTEM). What they include is git's to tell
+    (`IgnoreRules`)."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    xdg = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+    files = [os.path.join(common, "config"), os.path.join(git_dir, "config.worktree"),
+             os.path.join(xdg, "git", "config"),
+             env.get("GIT_CONFIG_GLOBAL") or os.path.join(home, ".gitconfig")]
+    if not env.get("GIT_CONFIG_NOSYSTEM"):
+        files.append(env.get("GIT_CONFIG_SYSTEM") or "/etc/gitconfig")
+    return files
+
+
+class IgnoreRules:
+    """What git's view of a tree's ignored files depends on beside the rule files inside it:
+    the directories of the tree an ignore pattern matches themselves (relative to the tree),
+    the repository's `info` dir and git dir (None when missing), and the files outside the tree
+    that decide what is ignored or how a file is read: the configuration files and what they
+    include, `info/exclude` and `info/attributes`, the global excludes and attributes files,
+    and the rule files of the directories between a tree below the repository's top and it."""
+
+    __slots__ = ("ignored", "info_dir", "git_dir", "outside")
+
+    def __init__(self, ignored: set[str], info_dir: str | None, git_dir: str | None,
+                 outside: list[str]) -> None:
+        self.ignored = ignored
+        self.info_dir = info_dir
+        self.git_dir = git_dir
+        self.outside = outside
+
+
+def ignore_rules(root: str, env: dict[str, str | None]) -> IgnoreRules | None:
+    """The ignore rules of the tree at `root` for git run with `env` (see IgnoreRules); None
+    when it is in no repository (or git cannot tell)."""
+    try:
+        # Only directories an ignore pattern matches themselves: a directory whose files all
+        # happen to be ignored (what `ls-files --directory` folds into one line) may get a file
+        # that is not. The paths are the repository top's.
+        out = git(root, "status", "--porcelain=v2", "-z", "--untracked-files=all",
+                  "--ignored=matching", "--no-renames", "--ignore-submodules=all", "--", ".",
+                  env=env)
+        found = git(root, "rev-parse", "--path-format=absolute", "--git-path", "info",
+                    "--absolute-git-dir", "--show-toplevel", "--git-common-dir", env=env)
+    except GitError:
+        return None
+    within = inside_prefix(root)
+    ignored = set()
+    for raw in out.split(b"\0"):
+        if raw.startswith(b"! ") and raw.endswith(b"/"):
+            inside = relative(raw[2:].decode("utf-8", "surrogateescape"), within)
+            if inside:
+                ignored.add(inside.rstrip("/"))
+    info, git_dir, top, common = (line.strip() for line in
+                                  found.decode("utf-8", "surrogateescape").splitlines()[:4])
+    outside = [*config_files(git_dir, common, env),
+               os.path.join(common, "info", "exclude"),
+               os.path.join(common, "info", "attributes"),
+               _global_file(root, env, "core.excludesFile", "ignore"),
+               _global_file(root, env, "core.attributesFile", "attributes")]
+    outside.extend(_included_files(top, git_dir, env, outside))
+    above = os.path.dirname(root)
+    while within and len(above) >= len(top):
+        outside.extend(os.path.join(above, name) for name in RULE_FILES)
+        if os.path.samefile(above, top):
+            break
+        above = os.path.dirname(above)
+    return IgnoreRules(ignored, info if os.path.isdir(info) else None,
+                       git_dir if os.path.isdir(git_dir) else None, outside)
+
+
+def rules_changed(paths: list[str]) -> bool:
+    """Whether changed `paths` (relative to a tree at the repository's top, or below it) hold
+    a rule file or a file of `.git/info`: what git ignores, or how it reads a file, may have
+    changed."""
+    return any(path.rsplit("/", 1)[-1] in RULE_FILES or path.startswith(".git/info/")
+               for path in paths)
+
+
+def tracked_in(root: str, folders: list[str], env: dict[str, str | None]) -> bool:
+    """Whether the index tracks a file in one of `folders` of the tree at `root` (as `git add
+    -f` does in an ignored one); True when git cannot tell."""
+    try:
+        return bool(git(root, "ls-files", "-z", "--", *folders, env=env).strip(b"\0"))
+    except GitError:
+        return True
+
+
+def _included_files(top: str, git_dir: str, env: dict[str, str | None],
+                    known: list[str]) -> list[str]:
+    """The files git's configuration depends on that `known` does not name yet: those
+    `[include]` and `[includeIf]` pull in (any may set `core.excludesFile`), and the git dir's
+    `HEAD` when an `includeIf "onbranch:..."` makes the configuration follow the branch. Run at
+    the repository's `top`, where git's relative origins start."""
+    found: list[str] = []
+
+    def add(path: str) -> None:
+        if path not in known and path not in found:
+            found.append(path)
+
+    try:
+        out = git(top, "config", "--list", "--show-origin", "--includes", "-z", env=env)
+    except GitError:
+        return []
+    for origin in out.split(b"\0")[0::2]:
+        if origin.startswith(b"file:"):
+            add(os.path.join(top, origin[5:].decode("utf-8", "surrogateescape")))
+    try:  # an included file with nothing in it yet lists no setting, so no origin either
+        out = git(top, "config", "--show-origin", "--path", "-z", "--get-regexp",
+                  r"^include(if\..*)?\.path$", env=env)
+    except GitError:
+        out = b""
+    items = out.split(b"\0")
+    for origin, setting in zip(items[0::2], items[1::2]):
+        key, _, value = setting.decode("utf-8", "surrogateescape").partition("\n")
+        if origin.startswith(b"file:") and value:
+            including = os.path.join(top, origin[5:].decode("utf-8", "surrogateescape"))
+            add(os.path.join(os.path.dirname(including), value))
+        if key.startswith("includeif.onbranch:"):
+            add(os.path.join(git_dir, "HEAD"))
+    return found
+
+
+def _global_file(root: str, env: dict[str, str | None], setting: str, name: str) -> str:
+    """Where git reads its global excludes (`core.excludesFile`, `ignore`) or attributes
+    (`core.attributesFile`, `attributes`) file for the asker."""
+    try:
+        return git(root, "config", "--path", "--get", setting, env=env).decode(
+            "utf-8", "surrogateescape").strip()
+    except GitError:
+        home = env.get("HOME") or os.path.expanduser("~")
+        base = env.get("XDG_CONFIG_HOME") or os.path.join(home, ".config")
+        return os.path.join(base, "git", name)
