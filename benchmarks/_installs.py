@@ -6,6 +6,7 @@ wrote, read back as the env assignments and argv they run."""
 from __future__ import annotations
 
 import json
+import resource
 import shlex
 import subprocess
 import sys
@@ -102,12 +103,19 @@ def make_installs(scratch: Path, which: tuple[str, ...] = ("bundled-pip", "curre
     return installs
 
 
-def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes = b"") -> float:
-    """Seconds one run of `argv` took as a whole process; a failure ends the benchmark."""
+def timed(argv: list[str], env: dict[str, str], cwd: Path, stdin: bytes = b"",
+          cpu: list[float] | None = None) -> float:
+    """Seconds one run of `argv` took as a whole process; a failure ends the benchmark. `cpu`,
+    when given, gets the CPU seconds the process used (user and system: what other work on the
+    machine disturbs less than the elapsed time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(argv, env=env, cwd=cwd, input=stdin, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE)
     elapsed = time.perf_counter() - start
+    if cpu is not None:
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise SystemExit(f"{argv[0]} failed: {proc.stderr.decode(errors='replace')}")
     return elapsed

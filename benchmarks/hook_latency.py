@@ -21,8 +21,13 @@ machine hits all alike:
 
 each divided by the median of `python -I -c pass` of the same interpreter. Target: ratio <= 1.5.
 Beside each, the same hook run through the install's `cos` console script (what an older init
-installed) against the same anchor, to show what the launcher saves. Also prints the installed
-hook's ten most expensive imports (`-X importtime`) for the first install.
+installed) against the same anchor, to show what the launcher saves; and the ratio of the CPU
+time (user and system) the processes used, which other work on a shared machine disturbs less
+than the elapsed time. Also shown per install: `python -I -S -c pass` (the interpreter without
+`site`, as the hooks run it) and the `.pth` files `site` runs there, which set the installs'
+anchors apart (a venv `python -m venv` makes carries setuptools' `distutils-precedence.pth`, one
+uv makes carries none, so the uv anchor is the fastest); and the installed hook's ten most
+expensive imports (`-X importtime`) for the first install.
 
 `BENCH_RUNS` (default 30) sets the timed runs of each command.
 """
@@ -37,7 +42,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -108,18 +113,40 @@ def top_imports(argv: list[str], env: dict[str, str], cwd: Path,
     return sorted(rows, reverse=True)[:10]
 
 
+@dataclass
+class Times:
+    """The elapsed and CPU seconds of each run of one command."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+
+    def run(self, argv: list[str], env: dict[str, str], project: Path, stdin: bytes,
+            keep: bool) -> None:
+        cpu: list[float] = []
+        elapsed = timed(argv, env, project, stdin, cpu=cpu)
+        if keep:
+            self.wall.append(elapsed)
+            self.cpu += cpu
+
+    @property
+    def ms(self) -> float:
+        return statistics.median(self.wall) * 1000
+
+    @property
+    def cpu_ms(self) -> float:
+        return statistics.median(self.cpu) * 1000
+
+
 def interleaved(commands: list[list[str]], env: dict[str, str], project: Path,
-                payload: bytes, anchor: list[str]) -> tuple[list[list[float]], list[float]]:
-    """Median-ready times of each of `commands` and of `anchor`, run in turn."""
-    times: list[list[float]] = [[] for _ in commands]
-    anchor_times: list[float] = []
+                payload: bytes, anchors: list[list[str]]) -> tuple[list[Times], list[Times]]:
+    """Times of each of `commands` and of each of `anchors`, run in turn."""
+    times = [Times() for _ in commands]
+    anchor_times = [Times() for _ in anchors]
     for index in range(WARMUP + RUNS):
-        round_times = [timed(argv, env, project, payload) for argv in commands]
-        a = timed(anchor, env, project, b"")
-        if index >= WARMUP:
-            for slot, t in zip(times, round_times):
-                slot.append(t)
-            anchor_times.append(a)
+        for slot, argv in zip(times, commands):
+            slot.run(argv, env, project, payload, index >= WARMUP)
+        for slot, argv in zip(anchor_times, anchors):
+            slot.run(argv, env, project, b"", index >= WARMUP)
     return times, anchor_times
 
 
@@ -127,17 +154,22 @@ def interleaved(commands: list[list[str]], env: dict[str, str], project: Path,
 class Figure:
     install: str
     name: str
-    hook_ms: float
-    console_ms: float
-    anchor_ms: float
+    hook: Times
+    console: Times
+    anchor: Times
+    bare: Times  # the interpreter without site: python -I -S -c pass
 
     @property
     def ratio(self) -> float:
-        return self.hook_ms / self.anchor_ms
+        return self.hook.ms / self.anchor.ms
 
     @property
     def console_ratio(self) -> float:
-        return self.console_ms / self.anchor_ms
+        return self.console.ms / self.anchor.ms
+
+    @property
+    def cpu_ratio(self) -> float:
+        return self.hook.cpu_ms / self.anchor.cpu_ms
 
 
 def measure(install: Install, scratch: Path, show_imports: bool) -> list[Figure]:
@@ -155,6 +187,10 @@ def measure(install: Install, scratch: Path, show_imports: bool) -> list[Figure]
         input=json.dumps({"session_id": SESSION_ID, "source": "startup",
                           "hook_event_name": "SessionStart"}))
     anchor = [install.python, "-I", "-c", "pass"]
+    bare = [install.python, "-I", "-S", "-c", "pass"]
+    site_packages = next((install.venv / "lib").glob("python*/site-packages"))
+    print(f"{install.name}: .pth files site runs: "
+          f"{', '.join(p.name for p in sorted(site_packages.glob('*.pth'))) or 'none'}")
     post_env, post_argv = installed_command(project, "PostToolUse")
     print(f"{install.name}: installed PostToolUse command: "
           f"{' '.join(f'{k}={v}' for k, v in post_env.items())} {shlex.join(post_argv)}")
@@ -171,8 +207,8 @@ def measure(install: Install, scratch: Path, show_imports: bool) -> list[Figure]
                              f"launcher: {shlex.join(hook_argv)}")
         body = json.dumps(payload).encode()
         log_before = log.read_text(encoding="utf-8")
-        (hook_times, console_times), anchor_times = interleaved(
-            [hook_argv, console_argv], hook_env, project, body, anchor)
+        (hook_times, console_times), (anchor_times, bare_times) = interleaved(
+            [hook_argv, console_argv], hook_env, project, body, [anchor, bare])
         if event == "PreToolUse":
             # Each call took its checkpoint, or (nothing changed since) reused the latest one.
             new = log.read_text(encoding="utf-8")[len(log_before):].splitlines()
@@ -181,9 +217,8 @@ def measure(install: Install, scratch: Path, show_imports: bool) -> list[Figure]
                 raise SystemExit(f"PreToolUse Bash checkpointed {taken} of "
                                  f"{2 * (WARMUP + RUNS)} calls: "
                                  f"{new[-1][:300] if new else 'no hooks-log line'}")
-        figures.append(Figure(install.name, name, statistics.median(hook_times) * 1000,
-                              statistics.median(console_times) * 1000,
-                              statistics.median(anchor_times) * 1000))
+        figures.append(Figure(install.name, name, hook_times, console_times, anchor_times,
+                              bare_times))
         if show_imports:
             print(f"{install.name}: ten most expensive imports of the installed {event} hook "
                   "(self time, us):")
@@ -200,21 +235,26 @@ def main() -> None:
         print(f"regular installs of this checkout: {', '.join(i.name for i in installs)} "
               f"(made in {time.perf_counter() - started:.0f} s)")
         print(f"runs: {RUNS} of each command, interleaved, after {WARMUP} warm-ups")
+        print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         figures: list[Figure] = []
         for index, install in enumerate(installs):
             figures += measure(install, scratch, show_imports=index == 0)
+        print(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
         print()
         print(f"{'install':<12} {'figure':<24} {'launcher':>9} {'console':>9} {'anchor':>8} "
-              f"{'ratio':>6} {'console':>8}")
+              f"{'no site':>8} {'ratio':>6} {'console':>8} {'cpu':>10} {'cpu ratio':>9}")
         for f in figures:
-            print(f"{f.install:<12} {f.name:<24} {f.hook_ms:7.2f}ms {f.console_ms:7.2f}ms "
-                  f"{f.anchor_ms:6.2f}ms {f.ratio:6.2f} {f.console_ratio:8.2f}")
+            print(f"{f.install:<12} {f.name:<24} {f.hook.ms:7.2f}ms {f.console.ms:7.2f}ms "
+                  f"{f.anchor.ms:6.2f}ms {f.bare.ms:6.2f}ms {f.ratio:6.2f} "
+                  f"{f.console_ratio:8.2f} {f.hook.cpu_ms:5.2f}/{f.anchor.cpu_ms:.2f} "
+                  f"{f.cpu_ratio:9.2f}")
         print("(launcher: the command cos init installs; console: the same hook through the "
-              "install's cos console script; anchor: python -I -c pass of the same interpreter)")
+              "install's cos console script; anchor: python -I -c pass of the same interpreter; "
+              "no site: python -I -S -c pass; cpu: ms of CPU time, the hook's / the anchor's)")
         for f in figures:
             print(f"RESULT {f.name}.{f.install} ratio={f.ratio:.2f} target<={TARGET} "
                   f"{'OK' if f.ratio <= TARGET else 'OVER'} "
-                  f"console_script_ratio={f.console_ratio:.2f}")
+                  f"console_script_ratio={f.console_ratio:.2f} cpu_ratio={f.cpu_ratio:.2f}")
 
 
 if __name__ == "__main__":

@@ -302,3 +302,24 @@ def test_a_users_own_hook_that_runs_cos_differently_is_kept_beside_cos_entry(
     assert cos("init", "--agent", "claude", cwd=repo).returncode == 0
     groups = json.loads(path.read_text(encoding="utf-8"))["hooks"]["PreToolUse"]
     assert groups[0] == mine and len(groups) == 2
+
+
+def test_a_hook_through_the_launcher_imports_the_hook_entry_not_the_console_scripts(
+        repo: Path) -> None:
+    assert cos("init", "--agent", "claude", cwd=repo).returncode == 0
+    words = shlex.split(installed(repo)["PostToolUse"])
+    env = {**os.environ, "COS_AGENT": "claude"}
+    proc = subprocess.run([words[1], "-X", "importtime", *words[2:]], cwd=repo, env=env,
+                          input=json.dumps(payload("PostToolUse", repo)), text=True,
+                          capture_output=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    imported = {line.rsplit("|", 1)[-1].strip() for line in proc.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "coding_os.interfaces.hook" in imported
+    assert "coding_os.interfaces.entry" not in imported
+    # What is not a hook is the console script's, as `cos doctor` runs it.
+    version = subprocess.run([words[1], *words[2:4], words[4], "--version"], cwd="/", env=env,
+                             text=True, capture_output=True, timeout=60)
+    import coding_os
+
+    assert version.returncode == 0 and version.stdout.split()[-1:] == [coding_os.__version__]

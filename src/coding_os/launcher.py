@@ -12,8 +12,10 @@ directory), `-S` skips `site`. The launcher, a few lines that cos writes itself,
 to what `site` gives the installing interpreter (its site-packages and what their `.pth` files
 add, so an editable install or a PostgreSQL driver there still imports; the directory of this
 coding-os in front when that path would find another one or none) and calls
-`coding_os.interfaces.entry.main`, which takes `cos hook`'s fast exit. The interpreter is named
-in the command, so no `#!` line limits the length of a path.
+the hook's entry (`coding_os.interfaces.hook.run`), which ends the process as soon as the
+hook's output is written; the console script's entry (`interfaces.entry.main`), whose other
+fast paths a hook does not need, only for any other command line (`--version`). The interpreter is named in the command, so no `#!` line limits the
+length of a path.
 
 The launcher lives in the user's hub (`~/.coding-os/launchers/`, 0700; the file 0600), never in
 a project: a repository is data from elsewhere and must never supply the program a hook runs
@@ -158,6 +160,10 @@ def render(launcher: Launcher) -> bytes:
         "sys.path[:] = [",
         *(f"    {entry!r}," for entry in launcher.sys_path),
         "]",
+        "if sys.argv[1:2] == ['hook'] and not {'--help', '-h'} & set(sys.argv[2:]):",
+        "    from coding_os.interfaces.hook import run",
+        "",
+        "    run(sys.argv[2:])",
         "from coding_os.interfaces.entry import main",
         "",
         "raise SystemExit(main())",

@@ -226,18 +226,11 @@ def _checkpoint_create(as_json: bool) -> int:
 
 
 def _exit_now(code: int) -> NoReturn:
-    """End the process with `code` once stdout and stderr are flushed, without the interpreter's
-    teardown (freeing every module and object, a last pass of the garbage collector): about 3 ms
-    of a hook's 5 (see benchmarks/hook_latency.py), for memory the process returns anyway. The
-    hook path leaves nothing to that teardown: it closes its files and database itself, and
-    starts no thread it does not join."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:  # None: the hook was started with that descriptor closed
-                stream.flush()
-        except Exception:  # noqa: BLE001 - the reader went away: nothing keeps the exit code
-            pass
-    os._exit(code)
+    """End the process once its output is flushed, without the interpreter's teardown (the
+    hook entry's `exit_now`)."""
+    from coding_os.interfaces.hook import exit_now
+
+    exit_now(code)
 
 
 # Commands whose arguments become text an agent, a shell or a job's files are given.
@@ -275,15 +268,9 @@ def main() -> int:
         if refused is not None:
             return refused
     if argv[:1] == ["hook"] and not any(a in ("--help", "-h") for a in argv[1:]):
-        import gc
+        from coding_os.interfaces.hook import run as run_hook
 
-        # A hook is a short process that makes few reference cycles, and those die with it;
-        # the collector's passes over the objects its imports create cost more (see
-        # benchmarks/hook_latency.py).
-        gc.disable()
-        from coding_os.interfaces.hook import main as hook_main
-
-        _exit_now(hook_main(argv[1:]))
+        run_hook(argv[1:])
     if argv[:1] == ["resume"] and _scripted_resume(argv[1:]):
         return _resume_json(argv[1:])
     if argv[:1] == ["bg"] and (plain := _plain_bg(argv[1:])) is not None:
