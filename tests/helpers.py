@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -44,6 +45,8 @@ from coding_os.storage.base import IndexRow, Observation, ReplicaSource, Session
 
 
 if TYPE_CHECKING:
+    import httpx
+
     from tests.e2e.model_server import ToolCall
 
 
@@ -1409,3 +1412,292 @@ class CuttingProxy:
 
     def close(self) -> None:
         self.listener.close()
+
+
+# -- cos protocol as a process, and the backends its conformance scenarios run against ---------
+
+
+@dataclass(frozen=True)
+class BackendCase:
+    """How one backend is driven through the same scenarios: the configure op's fields, an
+    input that ends at once and the message it shows, and a slow input with the message that
+    says it is under way (a prefix: exec's names the pid of its process group)."""
+
+    agent: str
+    configure: dict[str, Any]
+    quick: str
+    quick_says: str
+    slow: str
+    slow_says: str
+    approvals: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+BACKENDS = {
+    "exec": BackendCase("exec", {"agent": "exec"}, "echo hello", "hello",
+                        "echo started $$; exec sleep 30", "started"),
+    "python": BackendCase("python", {"agent": "python", "target": ECHO_AGENT},
+                          "hello", "echo: hello", "sleep 30", "sleeping 30s", approvals=True),
+}
+
+
+ProtocolEvent = dict[str, Any]
+
+
+class ProtocolProcess:
+    """A `cos protocol` subprocess: send ops, read events with bounded waits."""
+
+    def __init__(self, cwd: Path, *args: str, env: Mapping[str, str] | None = None) -> None:
+        self.proc = subprocess.Popen([COS, "protocol", *args], cwd=cwd, env=env,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self._buffer = b""
+        self.seen: list[ProtocolEvent] = []
+        self._next_id = 0
+
+    def send_raw(self, data: bytes) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data)
+        self.proc.stdin.flush()
+
+    def send(self, op_type: str, **fields: Any) -> str:
+        self._next_id += 1
+        submission = f"c{self._next_id}"
+        self.send_raw(json.dumps({"id": submission, "op": {"type": op_type, **fields}})
+                      .encode() + b"\n")
+        return submission
+
+    def read(self, timeout: float = 15) -> ProtocolEvent:
+        """The next event (fails after `timeout` seconds without one)."""
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no event in {timeout}s; seen {self.seen[-5:]}")
+            ready, _, _ = select.select([fd], [], [], left)
+            if ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise AssertionError(f"cos protocol ended; stderr: {self.stderr()}")
+                self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        event: ProtocolEvent = json.loads(line)
+        self.seen.append(event)
+        return event
+
+    def until(self, match: Callable[[ProtocolEvent], bool],
+              timeout: float = 15) -> list[ProtocolEvent]:
+        """Events up to and including the first that matches."""
+        got = []
+        deadline = time.monotonic() + timeout
+        while True:
+            event = self.read(max(deadline - time.monotonic(), 0.01))
+            got.append(event)
+            if match(event):
+                return got
+
+    def until_says(self, prefix: str, timeout: float = 15) -> list[ProtocolEvent]:
+        """Events up to and including the first message that starts with `prefix`."""
+        return self.until(lambda event: str(event["msg"].get("text", "")).startswith(prefix),
+                          timeout)
+
+    def until_type(self, kind: str, timeout: float = 15) -> list[ProtocolEvent]:
+        """Events up to and including the first of type `kind`."""
+        return self.until(lambda event: event["msg"]["type"] == kind, timeout)
+
+    def stderr(self) -> str:
+        if self.proc.poll() is None:
+            return "(running)"
+        assert self.proc.stderr is not None
+        return self.proc.stderr.read().decode("utf-8", "replace")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def end(self) -> None:
+        for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+# -- cos web as a process, and what a test reads of its answers --------------------------------
+
+
+WEB_WAIT = 60.0  # seconds cos web may take to answer
+OTHER_UID = 65534  # another local user: nobody
+
+
+def as_other_user() -> str:
+    """setpriv, to act as another local user; the test is skipped without it or root."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None or os.geteuid() != 0:
+        if os.environ.get("CI") == "true":
+            pytest.fail("setpriv as root is needed to act as another user (CI=true)")
+        pytest.skip("needs setpriv, run as root, to act as another user")
+    return setpriv
+
+
+@dataclass
+class Web:
+    """A `cos web` this test started: where it listens, its token, its process and clients."""
+
+    url: str
+    port: int
+    token: str
+    process: subprocess.Popen[str]
+    clients: list[httpx.Client]
+    stderr: str | None = None  # what it wrote there, once stopped
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def root(self) -> str:
+        """The path every page lives under: the token's."""
+        return f"/{self.token}"
+
+    def client(self) -> httpx.Client:
+
+        """A client that opened the printed URL, as a browser does, and asks its paths under
+        where it was sent (`client.get("/sessions")` asks `/<token>/sessions`)."""
+        import httpx
+
+        first = httpx.get(self.url, timeout=WEB_WAIT)
+        assert first.status_code == 303, first.text
+        assert first.headers["location"] == f"{self.root}/"
+        assert "set-cookie" not in first.headers
+        client = httpx.Client(base_url=self.base + self.root, timeout=WEB_WAIT,
+                              follow_redirects=False)
+        self.clients.append(client)  # closed by the fixture
+        return client
+
+    def inside(self, link: object) -> str:
+        """A link of a page, as the path a `client()` asks for it."""
+        text = str(link)
+        assert text.startswith(f"{self.root}/"), text
+        return text[len(self.root):]
+
+
+def start_web(project: Path, *args: str, env: dict[str, str] | None = None,
+              preexec: Callable[[], None] | None = None) -> Web:
+    """`cos web --json --port 0 ARGS` in `project`, once it printed its line."""
+    process = subprocess.Popen([COS, "web", "--json", "--port", "0", *args], cwd=project,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env, preexec_fn=preexec)
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line, process.stderr.read() if process.stderr else ""
+    info = json.loads(line)
+    assert info["pid"] == process.pid
+    return Web(info["url"], info["port"], info["token"], process, [])
+
+
+def stop_web(web: Web) -> str:
+    """End `web` (SIGTERM, as Ctrl-C would), if not yet; what it wrote to stderr."""
+    if web.stderr is None:
+        for client in web.clients:
+            client.close()
+        web.process.terminate()
+        try:
+            _, web.stderr = web.process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            web.process.kill()
+            _, web.stderr = web.process.communicate(timeout=30)
+    return web.stderr
+
+
+class Page(HTMLParser):
+    """What the browser would build from a page: its elements with their attributes, the
+    text of each script element, and the text."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.elements: list[tuple[str, dict[str, str | None]]] = []
+        self.scripts: list[str] = []
+        self.text: list[str] = []
+        self._in_script = False
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.elements.append((tag, dict(attrs)))
+        if tag == "script":
+            self._in_script = True
+            self.scripts.append("")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "script":
+            self._in_script = False
+
+    def handle_data(self, data: str) -> None:
+        if self._in_script:
+            self.scripts[-1] += data
+        self.text.append(data)
+
+    def all(self, tag: str | None = None, **wanted: str) -> list[dict[str, str | None]]:
+        return [attrs for name, attrs in self.elements if (tag is None or name == tag)
+                and all(attrs.get(key.replace("_", "-")) == value
+                        for key, value in wanted.items())]
+
+    def testid(self, value: str) -> list[dict[str, str | None]]:
+        return [attrs for _, attrs in self.elements if attrs.get("data-testid") == value]
+
+    def csrf(self) -> str:
+        [meta] = self.all("meta", name="csrf-token")
+        return str(meta["content"])
+
+
+def page(client: httpx.Client, path: str, status: int = 200) -> Page:
+    answer = client.get(path)
+    assert answer.status_code == status, (path, answer.status_code, answer.text[:2000])
+    assert "Traceback" not in answer.text
+    return Page(answer.text)
+
+
+def read_sse(answer: httpx.Response, stop: Callable[[list[dict[str, Any]]], bool]
+             ) -> tuple[list[dict[str, Any]], bool]:
+    """The protocol events of an SSE answer until `stop(events)` or its `end`; whether the
+    end came."""
+    events: list[dict[str, Any]] = []
+    kind, data, ident = "message", "", None
+    for line in answer.iter_lines():
+        if line.startswith("id: "):
+            ident = line[4:]
+        elif line.startswith("event: "):
+            kind = line[7:]
+        elif line.startswith("data: "):
+            data = line[6:]
+        elif line == "":
+            if kind == "end":
+                return events, True
+            if kind == "protocol":
+                event = json.loads(data)
+                assert str(event["seq"]) == ident
+                events.append(event)
+                if stop(events):
+                    return events, False
+            kind, data, ident = "message", "", None
+    return events, False
+
+
+def job_session(project: Path, job: str) -> str:
+    """The cos session of background job `job`, once it has one."""
+    def session() -> str | None:
+        rows = json.loads(cos("agents", "--json", cwd=project).stdout)
+        found = [r["cos_session"] for r in rows if r["id"] == job and r["cos_session"]]
+        return found[0] if found else None
+    found: str = until(session, "the job's session")
+    return found

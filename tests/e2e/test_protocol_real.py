@@ -21,8 +21,7 @@ import pytest
 from tests.e2e.harness import (CLAUDE_BIN, CODEX_BIN, claude_env, claude_transcript, codex_env,
                                write_codex_config)
 from tests.e2e.model_server import ModelServer, Step, Text, ToolCall, when_prompted
-from tests.helpers import COS, require_clients
-from tests.runtime.conftest import ProtocolProcess
+from tests.helpers import COS, ProtocolProcess, require_clients
 
 pytestmark = pytest.mark.e2e
 

@@ -18,8 +18,7 @@ from coding_os.runtime import core, events
 from coding_os.runtime.backend import BackendConfig, BackendEvent
 from coding_os.runtime.core import SessionCore, SessionSettings, Subscription, Timeouts
 from coding_os.sessions import transcript
-from tests.helpers import cos, cos_json
-from tests.runtime.conftest import ProtocolProcess
+from tests.helpers import ProtocolProcess, cos, cos_json
 
 ECHO = str(Path(__file__).resolve().parents[2] / "examples" / "echo_agent.py") + ":EchoAgent"
 

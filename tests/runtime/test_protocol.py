@@ -392,11 +392,10 @@ def test_at_the_end_of_input_an_approval_nobody_can_answer_is_denied_and_the_pro
     is denied (the tool does not run), the task ends, and the process exits by itself."""
     import subprocess
 
-    from tests.helpers import COS
-    from tests.runtime.conftest import ECHO_AGENT
+    from tests.helpers import COS, ECHO_AGENT
 
     ops = [{"id": "1", "op": {"type": "configure", "agent": "python",
-                              "target": f"{ECHO_AGENT}:EchoAgent"}},
+                              "target": ECHO_AGENT}},
            {"id": "2", "op": {"type": "user_input", "text": "write notes.txt: hi"}}]
     done = subprocess.run([COS, "protocol"], cwd=project, capture_output=True, text=True,
                           input="".join(json.dumps(op) + "\n" for op in ops), timeout=60)

@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 
 from coding_os import api
-from tests.helpers import (ECHO_AGENT, TOOLS, VIEWER, bg_job, copy_claude_fixtures,
-                           copy_codex_fixtures, cos, python_session, until)
-from tests.interfaces.web.conftest import WAIT, Page, Web, job_session, page
+from tests.helpers import WEB_WAIT as WAIT
+from tests.helpers import (ECHO_AGENT, TOOLS, VIEWER, Page, Web, bg_job, copy_claude_fixtures,
+                           copy_codex_fixtures, cos, job_session, page, python_session, until)
 
 
 # -- pages with real data ------------------------------------------------------------------

@@ -10,8 +10,9 @@ from pathlib import Path
 
 from coding_os.interfaces.web.live import LIVE_MAX
 from coding_os.runtime.events import EventLog
-from tests.helpers import ECHO_AGENT, bg_job, python_session, until
-from tests.interfaces.web.conftest import WAIT, Web, job_session, page, read_sse
+from tests.helpers import WEB_WAIT as WAIT
+from tests.helpers import (ECHO_AGENT, Web, bg_job, job_session, page, python_session, read_sse,
+                           until)
 
 HELD_AT_MOST = 24 << 20  # bytes: less than the log the tests stream
 

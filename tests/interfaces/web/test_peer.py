@@ -12,7 +12,7 @@ from collections.abc import Iterator
 import pytest
 
 from coding_os.interfaces.web import peer
-from tests.interfaces.web.conftest import OTHER_UID, as_other_user
+from tests.helpers import OTHER_UID, as_other_user
 
 CONNECT = """
 import socket, sys

@@ -11,8 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.helpers import cos, python_session
-from tests.interfaces.web.conftest import WAIT, Web, page, stop_web
+from tests.helpers import WEB_WAIT as WAIT
+from tests.helpers import Web, cos, page, python_session, stop_web
 
 HOSTILE = ('<script>alert("x")</script> <img src=x onerror=alert(1)> '
            '[click](javascript:alert(1)) <a href="javascript:alert(2)">here</a> '

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.helpers import until
-from tests.interfaces.web.conftest import OTHER_UID, WAIT, as_other_user, start_web, stop_web
+from tests.helpers import WEB_WAIT as WAIT
+from tests.helpers import OTHER_UID, as_other_user, start_web, stop_web, until
 
 # Run as another user: connect, send a whole request carrying the token (as if it had leaked),
 # and say what came back.
