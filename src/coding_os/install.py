@@ -49,6 +49,7 @@ from coding_os.state.root import linked_worktree_main
 __all__ = [
     "AGENT_HOOK_FILES",
     "cos_hooks_settings",
+    "worktree_hooks",
     "InstallReport",
     "install",
     "uninstall",
@@ -182,6 +183,17 @@ def cos_hooks_settings(agent: str, checkout: str) -> str | None:
                 if _is_cos_group(group, agent, event) and group not in hooks.get(event, []):
                     hooks.setdefault(event, []).append(group)
     return json.dumps({"hooks": hooks}) if hooks else None
+
+
+def worktree_hooks(agent: str, options: Mapping[str, object], checkout: str
+                   ) -> dict[str, object]:
+    """The options a job of `agent` (with `options`) running in a worktree of `checkout`
+    adds: for Claude Code without settings of its own, the cos hooks of the checkout's settings
+    files (`cos_hooks_settings`) as its `settings`; none otherwise."""
+    if agent != "claude" or "settings" in options:
+        return {}
+    hooks = cos_hooks_settings("claude", checkout)
+    return {"settings": hooks} if hooks else {}
 
 
 def _within(path: str, directory: str) -> bool:

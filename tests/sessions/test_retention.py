@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from coding_os.errors import InvalidInput
-from coding_os.sessions.retention import DAY_S, cleanup_period_days, collect
+from coding_os.sessions.retention import DAY_S, cleanup_period_days, collect, trash_session
 from coding_os.state.tiers import Tiers
 
 
@@ -63,3 +63,40 @@ def test_the_period_comes_from_the_environment_then_the_config(
 def test_a_period_below_one_day_or_not_a_number_is_refused(raw: str) -> None:
     with pytest.raises(InvalidInput):
         cleanup_period_days({}, {"COS_CLEANUP_PERIOD_DAYS": raw})
+
+
+def test_a_removed_session_goes_to_the_trash_day_with_its_torn_tail_and_is_purged_with_it(
+        tmp_path: Path) -> None:
+    now = time.time()
+    state = tmp_path / ".coding-os"
+    name = "ses-claude-20260101-000000-aaaa"
+    log = transcript(state, "claude", f"{name}.jsonl", 1, now)
+    torn = transcript(state, "claude", f"{name}.jsonl.torn", 1, now)
+    trashed = trash_session(Tiers(str(state)), name, now=now - 9 * DAY_S)
+    day = state / "trash" / time.strftime("%Y%m%d", time.gmtime(now - 9 * DAY_S))
+    assert trashed == str(day / "claude" / "transcripts" / log.name)
+    assert (day / "claude" / "transcripts" / torn.name).is_file()
+    assert not log.exists() and not torn.exists()
+    assert trash_session(Tiers(str(state)), name) is None  # nothing left to move
+    report = collect(Tiers(str(state)), 30, now=now)
+    assert report.purged == [os.path.relpath(day, state)] and not day.exists()
+
+
+def test_a_transcript_left_flat_in_the_trash_is_filed_under_a_day_and_purged_a_week_later(
+        tmp_path: Path) -> None:
+    now = time.time()
+    state = tmp_path / ".coding-os"
+    (state / "trash").mkdir(parents=True)
+    flat = state / "trash" / "ses-codex-20250101-000000-bbbb.jsonl"
+    flat.write_text('{"v":1,"seq":0}\n', encoding="utf-8")
+    os.utime(flat, (now - 400 * DAY_S, now - 400 * DAY_S))
+    other = state / "trash" / "notes.txt"  # not a transcript: left alone
+    other.write_text("x", encoding="utf-8")
+    dry = collect(Tiers(str(state)), 30, dry_run=True, now=now)
+    assert dry.purged == [] and flat.exists()  # a dry run changes nothing
+    collect(Tiers(str(state)), 30, now=now)
+    day = time.strftime("%Y%m%d", time.gmtime(now))
+    filed = state / "trash" / day / "codex" / "transcripts" / flat.name
+    assert filed.is_file() and not flat.exists() and other.exists()
+    report = collect(Tiers(str(state)), 30, now=now + 9 * DAY_S)
+    assert report.purged == [f"trash/{day}"] and not filed.exists()

@@ -243,9 +243,32 @@ def test_rm_moves_a_cos_session_to_the_trash(checkout: tuple[Path, dict[str, str
     sid = created.stdout.strip()
     assert ids(data(checkout, "sessions")) == [sid]
     removed = data(checkout, "sessions", "rm", sid)
-    assert isinstance(removed, dict) and removed["trash"].endswith(f"trash/{sid}.jsonl")
+    assert isinstance(removed, dict)
+    day, *where = Path(removed["trash"]).relative_to(
+        repo.resolve() / ".coding-os" / "trash").parts  # the day's folder, as retention's
+    assert len(day) == 8 and day.isdigit() and where == ["claude", "transcripts", f"{sid}.jsonl"]
     assert data(checkout, "sessions") == []
     assert run(checkout, "sessions", "show", sid).returncode == 1
+
+
+def test_gc_purges_a_removed_session_a_week_after_its_trash_day(
+        checkout: tuple[Path, dict[str, str]]) -> None:
+    repo, env = checkout
+    created = subprocess.run(
+        [sys.executable, "-c", "from coding_os import api; print(api.create_session('claude'))"],
+        cwd=repo, env={**os.environ, **env}, capture_output=True, text=True, check=True)
+    sid = created.stdout.strip()
+    removed = data(checkout, "sessions", "rm", sid)
+    assert isinstance(removed, dict)
+    trash = repo.resolve() / ".coding-os" / "trash"
+    day = Path(removed["trash"]).relative_to(trash).parts[0]
+    assert Path(removed["trash"]) == trash / day / "claude" / "transcripts" / f"{sid}.jsonl"
+    kept = data(checkout, "gc")
+    assert isinstance(kept, dict) and kept["transcripts"]["purged"] == []
+    (trash / day).rename(trash / "20200101")  # the day it was removed, long past its week
+    report = data(checkout, "gc")
+    assert isinstance(report, dict) and report["transcripts"]["purged"] == ["trash/20200101"]
+    assert not list(trash.rglob(f"{sid}.jsonl"))
 
 
 @pytest.mark.parametrize("args", [("--limit", "-1"), ("--scope", "bogus"), ("--limit", "x")])

@@ -31,7 +31,7 @@ from coding_os.state.tiers import Tiers
 from coding_os.storage.base import SEARCH_KINDS, SearchDoc, SearchHit, SourceMark, Storage
 
 __all__ = ["parse_query", "snippet", "sync_transcripts", "MAX_QUERY_CHARS", "MAX_TERMS",
-           "search_page", "SearchPage"]
+           "search_page", "SearchPage", "check_request", "search_synced"]
 
 MAX_QUERY_CHARS = 1000
 MAX_TERMS = 16
@@ -125,6 +125,32 @@ def search_page(storage: Storage, query: object, kinds: list[str] | None = None,
             cos_ids[hit.session] = row.id if row is not None else hit.session
     return SearchPage([_hit(hit, terms, cos_ids) for hit in hits],
                       hits[-1].id if more and hits else None)
+
+
+def check_request(query: object, cursor: object, limit: object) -> tuple[int | None, int]:
+    """Refuse a search's bad input before anything is read; its cursor and page size.
+
+    Raises:
+        InvalidInput: a query without words or too long, a bad cursor or limit.
+    """
+    from coding_os.brain.paging import page_size, parse_cursor
+
+    parse_query(query)
+    return parse_cursor(cursor), page_size(limit, maximum=MAX_PAGE)
+
+
+def search_synced(storage: Storage, tiers: Tiers, query: object, kinds: list[str] | None,
+                  session: str | None, before: int | None, size: int,
+                  progress: Progress | None = None) -> dict[str, object]:
+    """`search_page` as JSON, once the project's transcripts are searchable as they are now
+    (`sync_transcripts`; the index is expected fresh).
+
+    Raises:
+        InvalidInput: a bad kind.
+        StorageError: the database cannot be used.
+    """
+    sync_transcripts(storage, tiers, progress)
+    return search_page(storage, query, kinds, session, before, size).to_dict()
 
 
 def _session_keys(storage: Storage, session: str) -> list[str]:

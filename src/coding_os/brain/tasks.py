@@ -25,8 +25,8 @@ from coding_os.storage.base import TASK_STATUSES, Storage, Task, WorkLogEntry
 
 __all__ = ["parse_task_id", "check_status", "create_task", "move_task", "task_dict",
            "append_work_log", "work_log_dict", "task_page_query", "task_page",
-           "work_log_page_query", "work_log_page", "MAX_TITLE_CHARS", "MAX_BODY_CHARS",
-           "MAX_LOG_CHARS"]
+           "work_log_page_query", "work_log_page", "show_task", "MAX_TITLE_CHARS",
+           "MAX_BODY_CHARS", "MAX_LOG_CHARS"]
 
 MAX_TITLE_CHARS = 200
 MAX_BODY_CHARS = 16_000
@@ -284,3 +284,18 @@ def work_log_page(storage: Storage, session: str | None, task: int | None, befor
     page, more = rows[:size], len(rows) > size
     return {"entries": [work_log_dict(e) for e in page],
             "next_cursor": page[-1].seq if more else None}
+
+
+def show_task(storage: Storage, task: int) -> dict[str, object]:
+    """Task `task` (a number, `parse_task_id`'s) with its moves and its latest work-log lines.
+
+    Raises:
+        NotFound: no such task.
+        StorageError: the database cannot be read.
+    """
+    found = storage.task(task)
+    if found is None:
+        raise NotFound(f"no task TASK-{task}")
+    out = task_dict(found, moves=MOVES_SHOWN, storage=storage)
+    out["work_log"] = [work_log_dict(e) for e in storage.work_log(task=task, limit=20)]
+    return out

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "FILE_MODES", "SKIPPED", "ALWAYS_OUT", "GIT_KINDS", "check_path", "read_manifest",
     "manifest_paths", "layer_list", "overlay_of", "join_path", "commit_entries", "resolve",
-    "candidates", "diff", "changed_paths", "put_entry", "same_entry",
+    "candidates", "diff", "changed_paths", "put_entry", "same_entry", "holds_bytes",
 ]
 
 MODE_FILE, MODE_EXEC, MODE_LINK, MODE_GITLINK = 0o100644, 0o100755, 0o120000, 0o160000
@@ -293,3 +293,9 @@ def same_entry(a: Entry | None, b: Entry | None) -> bool:
     if a[0] != b[0] or a[1] != b[1]:
         return False
     return a[0] == "l" or bool(int(a[2]) & 0o100) == bool(int(b[2]) & 0o100)
+
+
+def holds_bytes(entry: Entry | None) -> bool:
+    """Whether `entry` has content a restore writes: a file or a symlink (not an absent path,
+    not a file the snapshot could not store)."""
+    return entry is not None and entry[0] in ("f", "l")

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from coding_os.checkpoints.manifest import Entry
     from coding_os.state.tiers import Tiers
 
-__all__ = ["RestoreError", "plan_ops", "fetch", "prepare", "restore", "recover",
+__all__ = ["RestoreError", "plan_ops", "write_op", "fetch", "prepare", "restore", "recover",
            "recover_pending", "remember_rewind", "last_rewind", "LAST_REWIND"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -64,18 +64,24 @@ def plan_ops(changes: list[tuple[str, Entry | None, Entry | None, str]]
              ) -> list[dict[str, object]]:
     """The operations that turn the current tree into the target: deletes (deepest first), then
     writes (shallowest first)."""
-    deletes, writes = [], []
+    deletes: list[dict[str, object]] = []
+    writes: list[dict[str, object]] = []
     for path, target, current, prefix in changes:
         check_path(path)
         if target is None:
             deletes.append({"op": "delete", "path": path})
         else:
-            writes.append({"op": "write", "path": path, "kind": target[0], "sha1": target[1],
-                           "mode": target[2], "oid": target[3], "layer": prefix,
-                           "replaces": current is not None})
+            writes.append({**write_op(path, target, prefix), "replaces": current is not None})
     deletes.sort(key=lambda op: (-str(op["path"]).count("/"), str(op["path"])))
     writes.sort(key=lambda op: (str(op["path"]).count("/"), str(op["path"])))
     return deletes + writes
+
+
+def write_op(path: str, entry: Entry, layer: str) -> dict[str, object]:
+    """The operation that writes manifest entry `entry` at `path` (`layer`: the dir of the
+    layer whose repository holds its bytes when the store does not)."""
+    return {"op": "write", "path": path, "kind": entry[0], "sha1": entry[1], "mode": entry[2],
+            "oid": entry[3], "layer": layer}
 
 
 def fetch(root: str, store: ObjectStore, ops: list[dict[str, object]]) -> dict[int, bytes]:

@@ -1,7 +1,9 @@
-"""Listing checkpoints and rewinding the code to one (DESIGN.md §5): `listing`, `preview`,
-`rewind_code` and `undo`. A rewind first takes a checkpoint of the tree as it is (`before`),
-then restores the target through the journaled restore (restore.py), so it is itself undone by
-`undo`. Taking checkpoints is take.py; keeping them, upkeep.py.
+"""Listing checkpoints and rewinding to one (DESIGN.md §5): `listing`, `preview`,
+`rewind_code`, `undo`, and `rewind`, which orders the code and the conversation halves. A rewind
+of the code first takes a checkpoint of the tree as it is (`before`), then restores the target
+through the journaled restore (restore.py), so it is itself undone by `undo`. The conversation
+half is sessions/conversation.py's, or, for a session the engine runs, the engine's (`Engine`,
+given by the caller: runtime/rewind.py). Taking checkpoints is take.py; keeping them, upkeep.py.
 """
 
 from __future__ import annotations
@@ -23,9 +25,28 @@ from coding_os.state.tiers import Tiers
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from coding_os.checkpoints.watch import Ask, Look
+    from collections.abc import Mapping
+    from typing import Any, Protocol
 
-__all__ = ["listing", "row", "preview", "rewind_code", "undo"]
+    from coding_os.checkpoints.watch import Ask, Look
+    from coding_os.sessions.conversation import ConversationRewind
+
+    class Engine(Protocol):
+        """The conversation half of a rewind for the sessions the engine runs."""
+
+        def runs(self, session: str) -> bool:
+            """Whether the engine runs `session` (it has an events log)."""
+
+        def check_free(self, session: str) -> None:
+            """Refuse a session a process serves now."""
+
+        def rewind(self, plan: ConversationRewind, dry_run: bool) -> dict[str, Any]:
+            """The session pointed at the rewound conversation for its next input."""
+
+__all__ = ["REWIND_PARTS", "check_request", "listing", "row", "preview", "rewind_code", "undo",
+           "rewind"]
+
+REWIND_PARTS = ("code", "conversation", "both")
 
 
 def _manifest_oid(store: ObjectStore, manifest: dict[str, object]) -> tuple[str, int]:
@@ -176,11 +197,10 @@ def preview(tiers: Tiers, root: str, checkpoint: str, settings: Settings | None 
 
 
 def _fetch_quietly(root: str, store: ObjectStore, changes: list) -> dict[int, bytes]:  # type: ignore[type-arg]
-    from coding_os.checkpoints.restore import fetch
+    from coding_os.checkpoints.restore import fetch, write_op
 
     ops: list[dict[str, object]] = [
-        {"op": "write", "path": p, "kind": t[0], "sha1": t[1], "mode": t[2], "oid": t[3],
-         "layer": prefix} if t is not None else {"op": "delete", "path": p}
+        write_op(p, t, prefix) if t is not None else {"op": "delete", "path": p}
         for p, t, _, prefix in changes]
     return fetch(root, store, ops)
 
@@ -334,3 +354,99 @@ def undo(tiers: Tiers, root: str, *, session: str | None = None, agent: str | No
         raise NotFound(f"no rewind to undo in {root}")
     return rewind_code(tiers, root, str(last["before"]), session=session, agent=agent,
                        settings=settings, kind="undo", watcher=watcher)
+
+
+def check_request(checkpoint: str, part: str) -> None:
+    """Refuse a rewind request before anything is read.
+
+    Raises:
+        InvalidInput: a part other than REWIND_PARTS, or a malformed checkpoint id.
+    """
+    if part not in REWIND_PARTS:
+        raise InvalidInput(f"rewind --code, --conversation or --both, not {part!r}")
+    if not points.valid_id(checkpoint):
+        raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
+
+
+def rewind(tiers: Tiers, root: str, checkpoint: str, part: str = "code", *,
+           dry_run: bool = False, in_place: bool = False, session: str | None = None,
+           agent: str | None = None, settings: Settings | None = None,
+           watcher: Ask | None = None, env: Mapping[str, str] | None = None,
+           engine: Engine | None = None) -> dict[str, Any]:
+    """Rewind the code, the conversation or both of the tree at `root` to `checkpoint`
+    (`dry_run`: the preview only), for the caller's `session` of `agent`.
+
+    Everything is checked before anything is done: when the conversation cannot be rewound,
+    the code is not restored either. Codex's half, the uncertain one (its app-server may
+    refuse), goes first; otherwise the code goes first. The conversation of a session the
+    engine runs (`engine`, needed for a conversation part) is pointed at the checkpoint for its
+    next input, after checking no process serves it; any other is rewound by
+    `ConversationRewind.apply` (a handover).
+
+    Raises:
+        InvalidInput, NotFound: as `check_request`; an unknown checkpoint, another tree's, a
+            checkpoint of another session than `session`'s lineage; the native point is not in
+            the agent's log, or the app-server cannot load the thread.
+        Conflict: a process serves the session the engine runs.
+        RestoreError: the restore is not safe (nothing changed).
+        DamagedObject, GitError, StateIOError, BackendError: nothing changed.
+    """
+    check_request(checkpoint, part)
+    record = points.load(tiers.checkpoints_dir, checkpoint)
+    report: dict[str, Any] = {"checkpoint": checkpoint, "part": part, "dry_run": dry_run}
+    plan = None
+    if part in ("conversation", "both"):
+        from coding_os.sessions.conversation import plan_rewind
+
+        owner = record.get("session")
+        if session is not None and isinstance(owner, str) \
+                and not _in_lineage(tiers, session, owner):
+            raise InvalidInput(f"checkpoint {checkpoint} is of session {owner}, not of this "
+                               f"panel's session {session}: its conversation is not this one")
+        plan = plan_rewind(tiers, record, in_place=in_place, env=env)
+        if part == "conversation" and not plan.available:
+            raise InvalidInput(f"{plan.note} (cos rewind {checkpoint} --code)")
+    served = (engine if plan is not None and engine is not None
+              and plan.kind in ("claude", "codex") and engine.runs(plan.session) else None)
+    if plan is not None and served is not None and not dry_run:
+        served.check_free(plan.session)  # before anything is done
+    conversation_first = plan is not None and plan.kind == "codex"  # the uncertain half first
+    if plan is not None and conversation_first:
+        report["conversation"] = _conversation(tiers, plan, served, dry_run)
+    if part in ("code", "both"):
+        if dry_run:
+            report["code"] = preview(tiers, root, checkpoint, settings, watcher=watcher)
+        else:
+            report["code"] = rewind_code(tiers, root, checkpoint, session=session, agent=agent,
+                                         settings=settings, watcher=watcher)
+    if plan is not None and not conversation_first:
+        report["conversation"] = _conversation(tiers, plan, served, dry_run)
+    return report
+
+
+def _conversation(tiers: Tiers, plan: ConversationRewind, served: Engine | None,
+                  dry_run: bool) -> dict[str, Any]:
+    """The conversation half: a handover (`plan.apply`), or for a session the engine runs,
+    the session pointed at the rewound conversation (`served.rewind`)."""
+    if served is None:
+        return plan.apply(tiers, dry_run)
+    return served.rewind(plan, dry_run)
+
+
+def _in_lineage(tiers: Tiers, session: str, ancestor: str) -> bool:
+    """Whether `ancestor` is `session` or a session it was forked or cleared from (a rewound
+    conversation goes on in a new session of the same lineage)."""
+    from coding_os.state import presence
+    from coding_os.state.identity import agent_of_session
+
+    seen: set[str] = set()
+    current: str | None = session
+    while current is not None and current not in seen:
+        if current == ancestor:
+            return True
+        seen.add(current)
+        agent = agent_of_session(current)
+        record = presence.read_presence(tiers, agent, current) if agent else None
+        parent = (record or {}).get("forked_from") or (record or {}).get("cleared_from")
+        current = parent if isinstance(parent, str) else None
+    return False

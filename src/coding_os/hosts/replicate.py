@@ -68,7 +68,7 @@ from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.storage.base import ReplicaSource, Storage, StorageError
 
 __all__ = ["STATE_FILE", "BATCH_LINES", "BATCH_BYTES", "SUBAGENT", "SyncReport", "Source",
-           "project_sources", "replicate", "replicate_source", "adopt"]
+           "project_sources", "replicate", "sync", "replicate_source", "adopt"]
 
 STATE_FILE = ".replicate-state.json"
 BATCH_LINES = 2000
@@ -207,6 +207,21 @@ def replicate(storage: Storage, tiers: Tiers, root: str | None = None,
             except StateIOError:
                 pass  # the marks only save work: the storage holds the truth
     return report
+
+
+def sync(storage: Storage, tiers: Tiers, root: str | None, host: str) -> SyncReport:
+    """`cos sync`: push the new lines of the project's session files to a shared `storage`
+    (as `replicate`); on this host's own database (SQLite) nothing is pushed, and the report
+    says why.
+
+    Raises:
+        StorageError, StateIOError: as `replicate`.
+    """
+    if not storage.shared:
+        return SyncReport(host=host, shared=False,
+                          message="the database is this host's SQLite: nothing to replicate to "
+                                  "(set COS_DATABASE_URL to a shared PostgreSQL)")
+    return replicate(storage, tiers, root, host=host)
 
 
 def replicate_source(storage: Storage, source: Source, host: str,

@@ -21,14 +21,18 @@ from coding_os.errors import Conflict, CosError, InvalidInput, NotFound
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import socket
     from typing import Any
 
     from coding_os.runtime.core import SessionSettings
+    from coding_os.runtime.foreground import View
 
 __all__ = [
     "PROMPT_MAX", "JobSettings", "start_job", "list_jobs", "find_job", "reply", "approve",
     "stop", "respawn",
     "remove", "logs", "attach", "follow", "gc_jobs", "ensure_daemon", "Connection", "spawn",
+    "agents", "agents_all_hosts", "attach_view", "JobFeed", "feed", "interrupt", "session_job",
+    "bg_run",
 ]
 
 PROMPT_MAX = 1 << 20  # bytes of a first prompt
@@ -795,3 +799,217 @@ def _resume(job: Job, after: int) -> Connection | None:
         connection.close()
         return None
     return connection
+
+
+# -- what the interfaces ask of jobs: listings, a view attached, a feed, an interrupt ----------
+
+
+def bg_run(prompt: str | None, checkpoint: Callable[[str], str], *, agent: str | None = None,
+           command: str | None = None, recipe: str | None = None,
+           params: list[str] | None = None, model: str | None = None,
+           permission_mode: str | None = None, cwd: str | None = None
+           ) -> tuple[SessionSettings, str | None, dict[str, object] | None]:
+    """What `cos bg` runs: `command` (the exec agent), or the prompt `recipe` renders with
+    `params` (`KEY=VALUE` each; `checkpoint` takes the seed's checkpoint, recipes.prepare_run),
+    or `prompt` with `agent` (default claude); the session settings, the prompt and the seed_ref.
+
+    Raises:
+        InvalidInput: a bad agent, a prompt with a recipe, the exec agent without `command`.
+        RecipeError, GitError, StateIOError: as recipes.prepare_run.
+    """
+    from dataclasses import replace
+
+    from coding_os.jobs.recipes import parse_params, prepare_run
+    from coding_os.runtime.agents import settings_for
+
+    seed_ref = None
+    if command is not None:
+        settings = settings_for("exec", cwd)
+        settings = replace(settings, options={**settings.options, "command": command})
+    elif recipe is not None:
+        if prompt:
+            raise InvalidInput("--recipe gives the prompt: give no PROMPT with it")
+        seeded = prepare_run(recipe, parse_params(tuple(params or ())), checkpoint, agent=agent,
+                             model=model, cwd=cwd)
+        settings, prompt, seed_ref = seeded.settings, seeded.text, seeded.seed_ref
+    else:
+        if (agent or "").partition(":")[0] == "exec":
+            raise InvalidInput("cos bg runs a command with --exec CMD")
+        settings = settings_for(agent or "claude", cwd, model=model)
+    if permission_mode is not None:
+        settings = replace(settings, permission_mode=permission_mode)
+    return settings, prompt, seed_ref
+
+
+def agents(every_project: bool = False, cwd: str | None = None,
+           env: Mapping[str, str] | None = None, publish: bool = False) -> list[dict[str, Any]]:
+    """The rows of the jobs of the project of `cwd` (or of every project), the daemon started
+    first; `publish`: also publish this host's rows to a shared storage (for the other hosts'
+    `cos agents --all-hosts`; a failure to is no failure of the listing)."""
+    from coding_os.jobs import roster
+
+    ensure_daemon(env)
+    rows = list_jobs(every_project=every_project, cwd=cwd, env=env)
+    if publish:
+        try:
+            roster.publish(env)
+        except CosError:
+            pass
+    return rows
+
+
+def agents_all_hosts(project: str | None, cwd: str | None = None,
+                     env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """This host's rows as `agents` gives them, published, then the rows the other hosts
+    published to the shared storage, of the repository whose checkout is `project` (None:
+    of every project), each with its `host`.
+
+    Raises:
+        StorageError: the shared storage fails.
+    """
+    from coding_os.hosts.identity import project_keys, this_host
+    from coding_os.jobs import roster
+
+    host = this_host(env)
+    ensure_daemon(env)
+    rows = list_jobs(every_project=project is None, cwd=cwd, env=env)
+    roster.publish(env)
+    keys = [] if project is None else project_keys(project)
+    return [{**row, "host": host} for row in rows] + roster.published(
+        env, project_keys=keys, every_project=project is None)
+
+
+def attach_view(key: str, view: View, *, since: int = 0, interactive: bool = False,
+                env: Mapping[str, str] | None = None) -> int:
+    """Show job `key`'s events after `since` through `view`, then the live ones until its
+    runner ends (or, `interactive`, Ctrl-D detaches: lines read from stdin are replies, Ctrl-C
+    interrupts). 0; 1 when the job ended failed.
+
+    Raises:
+        NotFound, Ambiguous: as jobs.resolve. InvalidInput: `since` beyond the end.
+    """
+    found, connection, stored = attach(key, since, env)
+    if connection is None:
+        for event in stored:
+            view.show(event)
+        view.note(f"job {found.id} ({found.name}) is {found.state.get('state')}: its runner "
+                  "does not run")
+    else:
+        how = follow(connection, view.show, interactive=interactive,
+                     lines=_stdin_line if interactive else None)
+        if how == "detached":
+            view.note(f"detached from job {found.id}; it goes on (cos attach {found.id})")
+            return 0
+    state = jobs.reload(found).state.get("state")
+    return 1 if state == "failed" else 0
+
+
+def _stdin_line() -> str | None:
+    """The next line typed, None at the end of stdin."""
+    import sys
+
+    line = sys.stdin.readline()
+    return line.rstrip("\n") if line else None
+
+
+class JobFeed:
+    """A job's events after a seq: through its runner's connection (the stored ones, then the
+    live ones, with no gap and no duplicate: the protocol's `resume`) while the runner runs,
+    else those stored. `close` may be called from another thread to end a blocked read."""
+
+    def __init__(self, job: dict[str, Any], connection: Connection | None,
+                 stored: list[dict[str, Any]]) -> None:
+        self.job = job
+        self.live = connection is not None
+        self._connection = connection
+        self._stored = stored
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        if self._connection is None:
+            yield from self._stored
+            return
+        try:
+            for event in self._connection.events():
+                if isinstance(event.get("seq"), int):
+                    yield event
+        except (OSError, ValueError):
+            return  # closed under the read, or the runner went away
+
+    def runner_socket(self) -> socket.socket | None:
+        """The runner connection's socket, for a relay that waits on it in an event loop
+        (cos web's SSE): the runner's JSON lines, one event each, `seq` null on a line for this
+        client only; None when the runner does not run (then the feed is the stored events).
+        `close` closes it."""
+        return None if self._connection is None else self._connection.sock
+
+    def close(self) -> None:
+        """End the feed (a blocked read returns)."""
+        import socket
+
+        if self._connection is None:
+            return
+        try:
+            self._connection.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        try:
+            self._connection.close()
+        except (OSError, ValueError):
+            pass
+
+
+def feed(key: str, since: int = 0, env: Mapping[str, str] | None = None) -> JobFeed:
+    """The feed of job `key`'s events after seq `since` (see `JobFeed`).
+
+    Raises:
+        NotFound, Ambiguous: as jobs.resolve. InvalidInput: `since` beyond the end.
+    """
+    found, connection, stored = attach(key, since, env)
+    return JobFeed(jobs.row(found), connection, stored)
+
+
+def interrupt(key: str, env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """Interrupt job `key`'s running task (`turn_aborted` `interrupted`); the job goes on.
+
+    Raises:
+        NotFound, Ambiguous: as jobs.resolve. Conflict: its runner does not run.
+        InvalidInput: the runner refused (no task runs).
+    """
+    from coding_os.runtime import wire
+    from coding_os.runtime.events import last_seq
+
+    found = find_job(key, env)
+    if found.state.get("pid") is None or not jobs.runner_alive(found):
+        raise Conflict(f"job {found.id} ({found.name}) is {found.state.get('state')}: its "
+                       f"runner is not running")
+    path = found.state.get("events")
+    seq = last_seq(path) if isinstance(path, str) and os.path.exists(path) else 0
+    connection = Connection(found, CONNECT_TIMEOUT_S)
+    aborted = None
+    try:
+        if found.state.get("cos_session"):
+            connection.send({"type": wire.RESUME, "session": found.state["cos_session"],
+                             "last_seq": seq})
+        connection.send({"type": wire.INTERRUPT}, "web-interrupt")
+        for event in connection.events():
+            msg = event.get("msg") or {}
+            if event.get("seq") is None and msg.get("type") == wire.ERROR:
+                raise InvalidInput(f"job {found.id}: {msg.get('message')}")
+            if msg.get("type") == wire.TURN_ABORTED:
+                aborted = msg.get("task")
+                break
+    except TimeoutError:
+        pass
+    finally:
+        connection.close()
+    return {"id": found.id, "name": found.name, "task": aborted}
+
+
+def session_job(session: str, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
+    """The row of the background job whose session is `session`, or None."""
+    from coding_os.jobs import roster
+
+    for job in roster.current(env):
+        if job.state.get("cos_session") == session:
+            return jobs.row(job)
+    return None

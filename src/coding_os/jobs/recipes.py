@@ -48,8 +48,9 @@ from coding_os.errors import InvalidInput
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
+    from coding_os.runtime.core import SessionSettings
     from coding_os.state.tiers import Tiers
 
 __all__ = [
@@ -75,7 +76,16 @@ __all__ = [
     "file_sha256",
     "restore_seed_tree",
     "session_seed",
+    "RESUME_MODES",
+    "RecipeRun",
+    "prepare_run",
+    "foreground_run",
+    "plan_rerun",
+    "rerun_run",
 ]
+
+# How `cos resume` runs a recipe session again: its events replayed, or the recipe run anew.
+RESUME_MODES = ("replay", "rerun")
 
 INPUT_TYPES = ("string", "number", "boolean", "file", "select")
 REQUIREMENTS = ("required", "optional")
@@ -868,3 +878,137 @@ def session_seed(tiers: Tiers, session: str) -> tuple[dict[str, Any], dict[str, 
     except NotFound:
         return None
     return None
+
+
+class RecipeRun:
+    """A recipe ready to run: the session settings (with `seed_ref` in their options), the
+    prompt text, and the seed_ref."""
+
+    def __init__(self, settings: SessionSettings, text: str,
+                 seed_ref: dict[str, object]) -> None:
+        self.settings = settings
+        self.text = text
+        self.seed_ref = seed_ref
+
+
+def prepare_run(recipe: str, params: Mapping[str, str], checkpoint: Callable[[str], str], *,
+                agent: str | None = None, model: str | None = None,
+                cwd: str | None = None) -> RecipeRun:
+    """Load and render `recipe` with `params` (file parameters inside the checkout of `cwd`),
+    then take a manual checkpoint of that checkout (`checkpoint(cwd)`: its id, the seed's
+    `checkpoint`). `agent` and `model` win over the recipe's `settings`; the agent defaults to
+    claude. Nothing is written when the recipe, a value or the agent is refused.
+
+    Raises:
+        RecipeError: as `load_recipe` and `render`. InvalidInput: a bad agent.
+        GitError, StateIOError: the checkpoint cannot be taken.
+    """
+    from coding_os.git.repo import checkout_root
+    from coding_os.runtime.agents import settings_for
+
+    where = os.path.abspath(cwd or os.getcwd())
+    loaded = load_recipe(recipe)
+    top = checkout_root(where) or os.path.realpath(where)
+    rendered = render(loaded, params, cwd=where, project=top)
+    chosen = agent or loaded.agent or "claude"
+    settings_for(chosen, where)  # a bad agent is refused before the checkpoint
+    seed = seed_ref(loaded.path, rendered.params, checkpoint(where), sha256=loaded.sha256,
+                    version=loaded.version)
+    settings = settings_for(chosen, where, model=model or loaded.model, seed_ref=seed)
+    return RecipeRun(settings, rendered.text, seed)
+
+
+def foreground_run(prompt: str | None, checkpoint: Callable[[str], str], *,
+                   recipe: str | None = None, params: Mapping[str, str] | None = None,
+                   agent: str | None = None, model: str | None = None,
+                   cwd: str | None = None) -> tuple[SessionSettings, str]:
+    """What `cos run` runs: `prompt` with `agent` (default claude), or the prompt `recipe`
+    renders with `params` (`prepare_run`: `checkpoint` takes the seed's checkpoint); the
+    session settings and the prompt.
+
+    Raises:
+        InvalidInput: a bad agent; no prompt and no recipe, both, or params without a recipe.
+        RecipeError, GitError, StateIOError: as `prepare_run`.
+    """
+    from coding_os.runtime.agents import settings_for
+
+    if recipe is None:
+        if params:
+            raise InvalidInput("--param needs --recipe FILE")
+        if not prompt:
+            raise InvalidInput("give a PROMPT or --recipe FILE")
+        return settings_for(agent or "claude", cwd, model=model), prompt
+    if prompt:
+        raise InvalidInput("--recipe gives the prompt: give no PROMPT with it")
+    seeded = prepare_run(recipe, params or {}, checkpoint, agent=agent, model=model, cwd=cwd)
+    return seeded.settings, seeded.text
+
+
+def plan_rerun(tiers: Tiers, project: str, session: str, *, force: bool = False
+               ) -> dict[str, Any]:
+    """What `cos resume SESSION --rerun` does, checked and changing nothing: `mode` (rerun),
+    the session, its seed, the recipe file as it is now, the agent settings it ran with, and
+    the fresh worktree of `project` (worktrees.py: `<project>/.coding-os/worktrees/<id>` on
+    branch `cos/<id>`) the rerun will run in.
+
+    Raises:
+        InvalidId: not a session id. InvalidInput: the session has no recipe seed, or its seed
+            has no checkpoint. RecipeError: the recipe file is gone, is refused by
+            `load_recipe`, or changed since the seed (unless `force`).
+        InvalidInput: the project is in no git checkout.
+    """
+    import secrets
+
+    from coding_os.jobs.worktrees import BRANCH_PREFIX, worktrees_dir
+    from coding_os.state.identity import validate_session_id
+
+    validate_session_id(session)
+    found = session_seed(tiers, session)
+    if found is None:
+        raise InvalidInput(f"{session} was not started from a recipe: --replay and --rerun "
+                           "are for recipe sessions")
+    seed, configured = found
+    if not seed.get("checkpoint"):
+        raise InvalidInput(f"{session}: its seed names no checkpoint to rerun from")
+    loaded = load_recipe(str(seed["path"]))
+    changed = loaded.sha256 != seed["sha256"]
+    if changed and not force:
+        raise RecipeError(
+            f"recipe {seed['path']} changed since {session} ran it (sha256 "
+            f"{str(seed['sha256'])[:12]} then, {loaded.sha256[:12]} now): --force reruns the "
+            "file as it is now")
+    worktree_id = secrets.token_hex(6)
+    worktree = os.path.join(worktrees_dir(project), worktree_id)
+    options = configured.get("options")
+    return {"mode": "rerun", "session": session, "seed": seed,
+            "recipe": {"path": loaded.path, "sha256": loaded.sha256, "changed": changed},
+            "settings": {"agent": configured.get("agent"), "model": configured.get("model"),
+                         "permission_mode": configured.get("permission_mode"),
+                         "options": options if isinstance(options, dict) else {}},
+            "project": project, "worktree_id": worktree_id, "worktree": worktree,
+            "branch": BRANCH_PREFIX + worktree_id, "checkpoint": seed["checkpoint"]}
+
+
+def rerun_run(tiers: Tiers, plan: Mapping[str, Any]) -> RecipeRun:
+    """Make a `plan_rerun` plan ready to run: the seed's checkpoint restored into the plan's
+    fresh worktree, the recipe rendered there with the seed's params, with the session's agent
+    settings (a new session whose seed_ref is the original's).
+
+    Raises:
+        RecipeError: the checkpoint is of no git tree, the recipe or a value is refused now.
+        Conflict: the worktree exists. NotFound, DamagedObject, RestoreError, GitError: the
+            tree cannot be restored.
+    """
+    from coding_os.runtime.core import SessionSettings  # noqa: F811 - at run time
+
+    seed = dict(plan["seed"])
+    loaded = load_recipe(str(seed["path"]))
+    restored = restore_seed_tree(tiers, str(plan["checkpoint"]), str(plan["project"]),
+                                 str(plan["worktree_id"]))
+    worktree = str(restored["worktree"])
+    rendered = render(loaded, seed["params"], cwd=worktree, project=worktree)
+    ran = plan["settings"]
+    options = {**ran["options"], "seed_ref": seed}
+    settings = SessionSettings(agent=str(ran["agent"]), cwd=worktree, model=ran["model"],
+                               permission_mode=ran["permission_mode"], options=options)
+    return RecipeRun(settings, rendered.text, seed)

@@ -25,14 +25,14 @@ from typing import Any
 
 from coding_os import durable
 from coding_os.jobs import jobs
-from coding_os.errors import CosError
+from coding_os.errors import CosError, CrossProject
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from coding_os.storage.base import Storage
 
 __all__ = ["ROSTER", "roster_path", "current", "rebuild", "shared_storage", "publish",
-           "published", "published_job"]
+           "published", "published_job", "refuse_elsewhere"]
 
 ROSTER = "roster.json"
 VERSION = 1
@@ -272,6 +272,23 @@ def published_job(key: str, env: Mapping[str, str] | None = None) -> dict[str, A
         [row for row in rows if re.fullmatch(r"[0-9a-fA-F]{1,8}", key)
          and isinstance(row.get("id"), str) and row["id"].startswith(key.lower())]
     return matches[0] if len(matches) == 1 else None
+
+
+def refuse_elsewhere(key: str, command: str, env: Mapping[str, str] | None = None) -> None:
+    """Refuse `cos <command> <key>` for a job this host does not have but another host
+    published: CrossProject naming the command to run there. Nothing when no other host has it
+    (or the shared storage cannot say).
+
+    Raises:
+        CrossProject: the job runs on another host.
+    """
+    try:
+        row = published_job(key, env)
+    except CosError:
+        return
+    if row is not None:
+        raise CrossProject(f"job {row['id']} ({row.get('name')}) runs on another host: "
+                           f"on host {row['host']}: cos {command} {row['id']}")
 
 
 def _number(value: object) -> float:

@@ -27,9 +27,11 @@ from coding_os.storage.base import IndexRow, Storage
 
 TYPE_CHECKING = False  # typing is not imported at run time: see benchmarks/resume_continue.py
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from typing import Any, NoReturn
 
     from coding_os.sessions.index import RefreshReport
+    from coding_os.state.caller import Caller
     from coding_os.state.tiers import Tiers
 
 __all__ = [
@@ -50,6 +52,10 @@ __all__ = [
     "fork_handover",
     "restore_report",
     "hand_over",
+    "check_request",
+    "scope_of",
+    "resume",
+    "fork",
 ]
 
 # How a session was found: the index as it stood; a cos transcript read from disk (the import's
@@ -624,3 +630,106 @@ def hand_over(handover: Handover, announce: Callable[[], None] | None = None) ->
         os.execvp(program, handover.argv)
     except OSError as exc:
         raise CosError(f"cannot start {program}: {exc.strerror}") from None
+
+
+def check_request(key: str | None = None, pr: str | None = None, name: str | None = None
+                  ) -> None:
+    """Refuse a resume or fork request's bad input before any lookup: the key, the pull
+    request, the name of a fork.
+
+    Raises:
+        InvalidId: a malformed key. InvalidInput: a malformed pull request or name.
+    """
+    if key is not None:
+        validate_key(key)
+    if pr is not None:
+        pr_number(pr)
+    if name is not None:
+        from coding_os.sessions.transcript import validate_title
+
+        validate_title(name)
+
+
+def scope_of(caller: Caller, env: Mapping[str, str], here: str, repo: list[str]
+             ) -> ResumeScope:
+    """The caller's scope: its checkout `here`, its repository's directories `repo`, and its
+    own sessions (its panel's, the agents' session variables of `env`, the hook payload's),
+    which `--continue` leaves out."""
+    from coding_os.adapters import PANEL_ENV_VARS
+    from coding_os.state.caller import read_panel_session
+
+    current: set[str] = set()
+    panel = read_panel_session(caller.panel_dir)
+    if panel is not None:
+        current.update(value for value in panel if value)
+    current.update(env[var] for var in PANEL_ENV_VARS if env.get(var))
+    if caller.native:
+        current.add(caller.native)
+    return ResumeScope(here=here, repo=repo, current=current)
+
+
+def resume(storage: Storage, tiers: Tiers, scope: ResumeScope,
+           refresh: Callable[[], RefreshReport | None], *, key: str | None = None,
+           latest: bool = False, pr: str | None = None, claude_dir: str | None = None,
+           elsewhere: Callable[[Found], RestoreReport | None] | None = None) -> RestoreReport:
+    """The restore report of the session to resume (found as `find_for_resume` finds it); a
+    session a conversation rewind made, whose log its handover has not made yet, is found by
+    its pending handover. On a shared storage, `elsewhere` gives the report of a session
+    another host wrote (None for this host's: hosts/remote.py materialises it).
+
+    Raises:
+        InvalidId, InvalidInput, NotFound, Ambiguous, CrossProject: as `find_for_resume` and
+            `restore_report`; as `elsewhere`.
+    """
+    try:
+        found = find_for_resume(storage, tiers, scope, refresh, key=key, latest=latest, pr=pr,
+                                claude_dir=claude_dir)
+    except NotFound:
+        # A session a conversation rewind made has no log until its handover runs.
+        pending = pending_rewind_report(storage, tiers, key) if key is not None else None
+        if pending is None:
+            raise
+        return pending
+    report = elsewhere(found) if elsewhere is not None and storage.shared else None
+    return report if report is not None else restore_report(found, scope, tiers)
+
+
+def fork(storage: Storage, tiers: Tiers, scope: ResumeScope,
+         refresh: Callable[[], RefreshReport | None], key: str, at_seq: int | None = None,
+         name: str | None = None, *, dry_run: bool = False) -> ForkReport:
+    """Fork the session `key` names (an id or name): a cos-native one into a new transcript
+    (unless `dry_run`), which the index learns at once (`refresh`); a Claude Code or Codex one
+    gets the handover to its own fork (`claude --resume <id> --fork-session`, `codex fork
+    <id>`), not executed here.
+
+    Raises:
+        InvalidInput: a bad seq or name; `at_seq`/`name` for a Claude Code or Codex session;
+            a sidechain of a fork.
+        NotFound, Ambiguous, CrossProject: as `find_for_resume` and `place`.
+        StateIOError: the new transcript cannot be written.
+    """
+    from coding_os.errors import InvalidInput
+    from coding_os.sessions import transcript
+
+    found = find_for_resume(storage, tiers, scope, refresh, key=key)
+    row = found.row
+    where, relocation = place(row, scope, verb="fork")
+    handover = fork_handover(row, where)
+    report = ForkReport(path=found.path, source=asdict(row), session=None, transcript=None,
+                        fork_point=at_seq, copied=None, relocation=relocation, cwd=where,
+                        handover=handover, dry_run=dry_run)
+    if handover is not None:
+        if at_seq is not None or name is not None:
+            raise InvalidInput(f"{row.id} is a {row.kind} session: --at and --name apply to "
+                               "cos-native sessions (name the fork with `cos sessions "
+                               "rename` once it appears)")
+        return report
+    if dry_run:
+        return report
+    forked = transcript.fork(tiers, row.id, at_seq, name)
+    refresh()
+    if name is not None:
+        storage.set_name(forked.session, name)
+    report.session, report.transcript = forked.session, forked.path
+    report.fork_point, report.copied = forked.fork_point, forked.copied
+    return report

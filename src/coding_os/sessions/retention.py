@@ -6,6 +6,11 @@ older than TRASH_DAYS is deleted. Nothing is hard-deleted without first spending
 the trash, and the native logs of Claude Code and Codex are never touched: they belong to their
 tools. The period comes from `.coding-os.yaml` (`cleanup_period_days`) or
 `COS_CLEANUP_PERIOD_DAYS` (which wins); default 30, minimum 1.
+
+The trash has one layout, whoever fills it: `cos sessions rm` files a removed session's
+transcript under the day it was removed (`trash_session`), as `collect` files an expired one, so
+both are deleted a week later. A transcript an earlier `cos sessions rm` left flat in the trash
+(`trash/<sid>.jsonl`) is filed under the day `collect` finds it, and goes a week after that.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from coding_os.errors import InvalidInput
 from coding_os import durable
 from coding_os.state.tiers import Tiers
 
-__all__ = ["DEFAULT_PERIOD_DAYS", "TRASH_DAYS", "RetentionReport", "cleanup_period_days",
-           "collect"]
+__all__ = ["DEFAULT_PERIOD_DAYS", "TRASH_DAYS", "TRANSCRIPT_SUFFIXES", "RetentionReport",
+           "cleanup_period_days", "collect", "trash_session"]
 
 DEFAULT_PERIOD_DAYS = 30
 TRASH_DAYS = 7
 DAY_S = 86400
+# The files of one cos-native transcript: the log, its set-aside torn tail, its counts.
+TRANSCRIPT_SUFFIXES = (".jsonl", ".jsonl.torn", ".jsonl.counts")
 
 
 @dataclass
@@ -77,7 +84,7 @@ def _transcripts(tiers: Tiers) -> list[str]:
         except OSError:
             continue
         for name in names:
-            if name.endswith((".jsonl", ".jsonl.torn", ".jsonl.counts")):
+            if name.endswith(TRANSCRIPT_SUFFIXES):
                 found.append(os.path.join(directory, name))
     return found
 
@@ -92,7 +99,9 @@ def collect(tiers: Tiers, period_days: float, *, dry_run: bool = False,
     now = time.time() if now is None else now
     report = RetentionReport(period_days=period_days, dry_run=dry_run)
     trash = os.path.join(tiers.state_dir, "trash")
-    today = os.path.join(trash, time.strftime("%Y%m%d", time.gmtime(now)))
+    today = _trash_day(tiers, now)
+    if not dry_run:
+        _file_flat_entries(tiers, trash, today)
     for path in _transcripts(tiers):
         try:
             mtime = os.stat(path, follow_symlinks=False).st_mtime
@@ -127,3 +136,64 @@ def collect(tiers: Tiers, period_days: float, *, dry_run: bool = False,
             if not dry_run:
                 shutil.rmtree(day_path, ignore_errors=True)
     return report
+
+
+def _trash_day(tiers: Tiers, now: float) -> str:
+    """The trash folder of the day `now` falls in (UTC)."""
+    return os.path.join(tiers.state_dir, "trash", time.strftime("%Y%m%d", time.gmtime(now)))
+
+
+def _file_flat_entries(tiers: Tiers, trash: str, today: str) -> None:
+    """File the transcripts an earlier `cos sessions rm` left flat in the trash under `today`,
+    at their path below the state dir, so they are purged as every other trashed file is (one
+    that cannot be moved stays, and is tried again next time)."""
+    from coding_os.state.identity import agent_of_session
+
+    try:
+        names = sorted(os.listdir(trash))
+    except OSError:
+        return
+    for name in names:
+        session = name.partition(".")[0]
+        agent = agent_of_session(session)
+        path = os.path.join(trash, name)
+        if (agent is None or not name.endswith(TRANSCRIPT_SUFFIXES) or os.path.islink(path)
+                or not os.path.isfile(path)):
+            continue
+        home = os.path.relpath(tiers.transcript_path(agent, session), tiers.state_dir)
+        target = os.path.join(today, os.path.dirname(home), name)
+        try:
+            durable.ensure_dir(os.path.dirname(target))
+            os.rename(path, target)
+        except OSError:
+            continue
+
+
+def trash_session(tiers: Tiers, session: str, now: float | None = None) -> str | None:
+    """Move the transcript of cos-native `session` (with its torn tail and counts) to the trash
+    day of `now`, at its path below the state dir, as `collect` files an expired one: it is
+    deleted with that day, a week after it ends. The trashed transcript's path, or None when the
+    session has no transcript.
+
+    Raises:
+        InvalidId: `session` is not a session id.
+        StateIOError: a file cannot be moved.
+    """
+    from coding_os.sessions.transcript import transcript_path
+
+    path = transcript_path(tiers, session)
+    day = _trash_day(tiers, time.time() if now is None else now)
+    trashed = None
+    for suffix in TRANSCRIPT_SUFFIXES:
+        source = path[:-len(".jsonl")] + suffix
+        if not os.path.lexists(source):
+            continue
+        target = os.path.join(day, os.path.relpath(source, tiers.state_dir))
+        try:
+            durable.ensure_dir(os.path.dirname(target))
+            os.replace(source, target)
+        except OSError as exc:
+            raise durable.io_error(source, exc) from None
+        if suffix == ".jsonl":
+            trashed = target
+    return trashed

@@ -11,10 +11,16 @@ from __future__ import annotations
 import os
 import time
 
-from coding_os.errors import InvalidInput
+from coding_os.errors import InvalidInput, NotFound, NotTrusted
 from coding_os import durable
 from coding_os.state.identity import is_session_id
-from coding_os.state.tiers import PANEL_ID_MAX
+from coding_os.state.tiers import PANEL_ID_MAX, RESERVED_NAMES, horizon_for
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from coding_os.state.caller import Caller
 
 __all__ = [
     "StateCheck",
@@ -23,6 +29,10 @@ __all__ = [
     "write_state",
     "check_state",
     "validate_name",
+    "validate_settable",
+    "check_for",
+    "set_for",
+    "trusted",
     "REASONS",
 ]
 
@@ -128,3 +138,58 @@ def check_state(path: str, caller_session: str | None, horizon_s: float | None,
     if horizon_s is not None and age > horizon_s:
         return StateCheck(False, "stale", owner, age, path, value)
     return StateCheck(True, None, owner, age, path, value)
+
+
+def validate_settable(name: str) -> str:
+    """Return `name` if a caller may write a state file of that name (`cos state set`).
+
+    Raises:
+        InvalidInput: a bad name, or one coding-os writes itself (RESERVED_NAMES).
+    """
+    validate_name(name)
+    if name in RESERVED_NAMES:
+        raise InvalidInput(f"{name} is written by coding-os itself")
+    return name
+
+
+def check_for(caller: Caller, name: str, session: str | None,
+              config: Mapping[str, object]) -> StateCheck:
+    """`check_state` of the caller's state file `name` for `session`, with the horizon
+    `config` (`.coding-os.yaml`) gives that name.
+
+    Raises:
+        InvalidInput: a bad horizon in `config`.
+        StateIOError: the file exists but cannot be read.
+    """
+    path = caller.tiers.state_path(caller.agent, caller.panel, name)
+    return check_state(path, session, horizon_for(name, config))
+
+
+def set_for(caller: Caller, name: str, value: str) -> str:
+    """Write the caller's state file `name`, owned by its panel's session; its path.
+
+    Raises:
+        NotFound: the caller's panel has no session yet (no SessionStart seen).
+        InvalidInput: a value that is not one line.
+        StateIOError: the file cannot be written.
+    """
+    session = caller.session()
+    if session is None:
+        raise NotFound(f"panel {caller.panel} of {caller.agent} has no session yet "
+                       "(no SessionStart seen); nothing written")
+    path = caller.tiers.state_path(caller.agent, caller.panel, name)
+    write_state(path, session, value)
+    return path
+
+
+def trusted(verdict: StateCheck, name: str) -> str:
+    """The value of state file `name` when `verdict` trusts it.
+
+    Raises:
+        NotTrusted: absent, malformed, another session's, or stale (`reason` says which).
+    """
+    if not verdict.valid:
+        assert verdict.reason is not None
+        raise NotTrusted(f"{name}: {verdict.reason}", verdict.reason)
+    assert verdict.value is not None
+    return verdict.value
