@@ -214,7 +214,7 @@ WIRE_EXEMPT: dict[str, frozenset[str] | None] = {
     # sessions/transcript.py's ENTRY_FIELDS is their table. Claude Code's blocks as above.
     "sessions/transcript.py": frozenset({"tool_call", "tool_result"}),
     "sessions/export.py": frozenset({"tool_call", "tool_result"}),
-    "sessions/summarize.py": frozenset({"tool_call", "tool_result"}),
+    "sessions/summaries.py": frozenset({"tool_call", "tool_result"}),
     "sessions/sidechains.py": frozenset({"tool_call", "tool_result"}),
     "integrations/openai_agents.py": frozenset({"tool_call", "tool_result"}),
     # A Codex rollout's event_msg of type task_started (the turn's start in Codex's own log).

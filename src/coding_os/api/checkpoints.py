@@ -168,9 +168,9 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
                      cwd: str | None = None) -> dict[str, Any]:
     """Summarise the conversation from `checkpoint` on (`direction` "from") or up to it ("up-to")
     with the configured summariser: a cos-native session gets a `summary` entry
-    (sessions.conversation.summarize_around); a Claude Code or Codex session gets a new native
+    (sessions.summaries.summarize_around); a Claude Code or Codex session gets a new native
     session the agent resumes as its own, listed in the index forked from the original
-    (sessions.native_summary; the report's `handover` is the command to continue).
+    (sessions.summaries.summarize_native; the report's `handover` is the command to continue).
 
     Raises:
         InvalidInput, NotFound: a bad direction or checkpoint; a checkpoint of no session.
@@ -179,7 +179,7 @@ def rewind_summarize(checkpoint: str, direction: str, instructions: str | None =
     """
     from coding_os.api.sessions import show_session
     from coding_os.sessions import lookup
-    from coding_os.sessions.checkpoint_summary import check_request, summarize_at
+    from coding_os.sessions.summaries import check_request, summarize_at
     from coding_os.trust import require
 
     check_request(checkpoint, direction)

@@ -323,11 +323,11 @@ def _recover_orphan(ctx: HookContext, current: tuple[str, str | None], reason: s
     storage = ctx.open_storage()
     if storage is None:
         return "", False
-    from coding_os.state.summary import summarise
+    from coding_os.state.summary import summarize
     from coding_os.storage.base import StorageError
 
     try:
-        summary, new = summarise(storage, previous, ctx.agent, panel or ctx.panel, reason,
+        summary, new = summarize(storage, previous, ctx.agent, panel or ctx.panel, reason,
                                  native_id=native)
         if new:
             storage.touch_session(previous, summary.ended or ctx.ts, status="orphaned"
@@ -410,12 +410,12 @@ def session_end(ctx: HookContext, session: str) -> None:
     reason = string(ctx.payload.get("reason")) or "other"
     ctx.log["reason"] = reason
     if storage is not None:
-        from coding_os.state.summary import summarise
+        from coding_os.state.summary import summarize
         from coding_os.storage.base import StorageError
 
         try:
             record_activity(ctx, storage, session, status="ended")
-            summarise(storage, session, ctx.agent, ctx.panel, f"end:{reason}",
+            summarize(storage, session, ctx.agent, ctx.panel, f"end:{reason}",
                       native_id=ctx.native)
         except StorageError as exc:
             ctx.db_failed(exc)

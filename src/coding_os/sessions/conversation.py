@@ -1,4 +1,4 @@
-"""The conversation half of a rewind (DESIGN.md §5), and summaries of a conversation.
+"""The conversation half of a rewind (DESIGN.md §5).
 
 A cos-native session's transcript is rewound to a checkpoint by a `rewind` entry that hides what
 came after (nothing is deleted). Claude Code and Codex keep their own logs, and cos rewinds them
@@ -19,8 +19,7 @@ done, so a caller can refuse a rewind of both halves before the code is touched;
 The handover is also kept in the new (or rewound) session's presence record until the agent has
 run it (`pending_handover`), so resuming that session runs it.
 
-The summaries of the conversation from or up to a checkpoint are written as a `summary` entry
-into a cos-native transcript, or reported.
+The summaries of the conversation from or up to a checkpoint are sessions/summaries.py's.
 """
 
 from __future__ import annotations
@@ -41,10 +40,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from typing import Any
 
-__all__ = ["SUMMARY_DIRECTIONS", "ConversationRewind", "plan_rewind", "pending_handover",
-           "rewind_conversation", "summarizer_command", "summarize_around"]
+__all__ = ["ConversationRewind", "plan_rewind", "pending_handover", "rewind_conversation"]
 
-SUMMARY_DIRECTIONS = ("from", "up-to")
 # Where the handover of a rewind waits in the session's presence record until the agent runs it.
 _PENDING = "rewind_handover"
 
@@ -477,59 +474,3 @@ def rewind_conversation(tiers: Tiers, record: Mapping[str, object], dry_run: boo
         As `plan_rewind` and `ConversationRewind.apply`.
     """
     return plan_rewind(tiers, record, in_place=in_place, env=env).apply(tiers, dry_run)
-
-
-def summarizer_command(config: Mapping[str, object]) -> str | None:
-    """`summarizer.command` of the project's configuration, or None for the built-in summary.
-
-    Raises:
-        InvalidInput: it is there but not a string.
-    """
-    section = config.get("summarizer") or {}
-    command = section.get("command") if isinstance(section, dict) else None
-    if command is not None and not isinstance(command, str):
-        raise InvalidInput("summarizer.command in .coding-os.yaml must be a string")
-    return command
-
-
-def summarize_around(tiers: Tiers, record: Mapping[str, object], direction: str, kind: str,
-                     source: str, instructions: str | None, command: str | None,
-                     dry_run: bool) -> dict[str, Any]:
-    """Summarise the conversation of checkpoint `record`'s session (its log `source`, of
-    `kind`) from the checkpoint on or up to it; a cos-native session gets a `summary` entry
-    for the range (unless `dry_run`).
-
-    Raises:
-        InvalidInput: a bad direction; a cos checkpoint without a transcript position.
-        NotFound: nothing to summarise on that side of the checkpoint.
-        SummaryError: the summariser command failed.
-    """
-    from coding_os.sessions.export import read_turns
-    from coding_os.sessions.summarize import summarize
-
-    if direction not in SUMMARY_DIRECTIONS:
-        raise InvalidInput(f"summarize from or up-to, not {direction!r}")
-    checkpoint, session = record["id"], str(record.get("session"))
-    _, turns = read_turns(source, kind)
-    stamp = str(record.get("ts") or "")
-    part = [t for t in turns if (str(t.ts or "") >= stamp) == (direction == "from")]
-    if not part:
-        raise NotFound(f"nothing to summarise {direction.replace('-', ' ')} {checkpoint}")
-    text, summarizer = summarize(part, instructions, command)
-    report: dict[str, object] = {"checkpoint": checkpoint, "session": session, "kind": kind,
-                                 "direction": direction, "steps": len(part),
-                                 "summarizer": summarizer, "summary": text, "appended": None}
-    if kind == "cos":
-        seq = record.get("seq")
-        last = transcript.last_seq(source) or 0
-        if not isinstance(seq, int):
-            raise InvalidInput(f"checkpoint {checkpoint} has no transcript position")
-        low, high = (seq + 1, last) if direction == "from" else (1, seq)
-        if low <= high and not dry_run:
-            appended = transcript.append(tiers, session, "summary",
-                                         {"text": text, "from_seq": low, "to_seq": high})
-            report["appended"] = {"seq": appended.seq, "from_seq": low, "to_seq": high}
-    else:
-        report["note"] = ("the summary is not written into the agent's own log; paste it, or "
-                          "use the agent's own compaction")
-    return report

@@ -120,7 +120,7 @@ def reap_panels(tiers: Tiers, env: Mapping[str, str], *, dry_run: bool = False,
 def _summarise_reaped(tiers: Tiers, agent: str, panel: str, session: str,
                       native: str | None, report: PanelGcReport, env: Mapping[str, str]) -> bool:
     from coding_os.state import observations
-    from coding_os.state.summary import summarise
+    from coding_os.state.summary import summarize
     from coding_os.storage import StorageError, open_storage
 
     try:
@@ -130,7 +130,7 @@ def _summarise_reaped(tiers: Tiers, agent: str, panel: str, session: str,
         return False
     try:
         observations.ingest(storage, tiers.observations_spool)
-        _, new = summarise(storage, session, agent, panel, "reaped", native_id=native)
+        _, new = summarize(storage, session, agent, panel, "reaped", native_id=native)
         if new:
             storage.touch_session(session, "", status="reaped")
     except StorageError as exc:

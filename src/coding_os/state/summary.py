@@ -9,12 +9,12 @@ from __future__ import annotations
 from coding_os.clock import utc_now
 from coding_os.storage.base import SessionSummary, Storage
 
-__all__ = ["summarise"]
+__all__ = ["summarize"]
 
 MAX_FILES = 50
 
 
-def summarise(storage: Storage, session: str, agent: str, panel: str, reason: str,
+def summarize(storage: Storage, session: str, agent: str, panel: str, reason: str,
               native_id: str | None = None) -> tuple[SessionSummary, bool]:
     """Build the summary of `session` from its observations and store it unless one exists.
 
