@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     import _thread
 
 __all__ = [
+    "open_regular",
     "exclusive_lock",
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
     "read_regular", "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
@@ -101,6 +102,36 @@ def open_private(path: str, flags: int) -> int:
     fd = os.open(path, flags | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, FILE_MODE)
     try:
         private(fd, os.fstat(fd).st_mode)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_regular(path: str, flags: int) -> int:
+    """`os.open` of the regular file `path` with `flags` (made 0600 when they create it): never
+    through a final symlink, never blocking on a FIFO planted there, refused when it is not a
+    regular file, and made 0600 again when it existed with wider modes: a log or a lock file cos
+    writes. The caller closes the descriptor.
+
+    Raises:
+        FileNotFoundError: it is missing (without O_CREAT), or its directory is.
+        StateIOError: it cannot be opened or made private; a symlink or not a regular file.
+    """
+    try:
+        fd = os.open(path, flags | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK, FILE_MODE)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        raise io_error(path, exc) from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise StateIOError(f"cannot write state at {path}: not a regular file")
+        private(fd, info.st_mode)
+    except OSError as exc:
+        os.close(fd)
+        raise io_error(path, exc) from None
     except BaseException:
         os.close(fd)
         raise

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 
 from coding_os import durable, jsonwire
 from coding_os.errors import InvalidInput, NotFound, StateIOError
@@ -83,7 +82,6 @@ _WINDOW = 1 << 14  # a bisection stops when its range is this small and reads on
 _CHUNK = 1 << 16
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a log must not hang us
 
 
 def check_durability(durability: str) -> None:
@@ -229,27 +227,13 @@ def open_append(path: str, *, create: bool, what: str) -> int:
         NotFound: no log at `path` (without `create`).
         StateIOError: it cannot be opened or made; a symlink or not a regular file.
     """
-    flags = os.O_RDWR | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK
+    flags = os.O_RDWR | os.O_APPEND
     try:
-        fd = os.open(path, flags | os.O_CREAT if create else flags, durable.FILE_MODE)
+        return durable.open_regular(path, flags | os.O_CREAT if create else flags)
     except FileNotFoundError as exc:
         if create:  # its directory is gone
             raise durable.io_error(path, exc) from None
         raise NotFound(f"no {what} at {path}") from None
-    except OSError as exc:
-        raise durable.io_error(path, exc) from None
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise StateIOError(f"cannot write state at {path}: not a regular file")
-        durable.private(fd, info.st_mode)
-    except OSError as exc:
-        os.close(fd)
-        raise durable.io_error(path, exc) from None
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
 
 
 def cut_torn(path: str, fd: int, whole: int, size: int) -> int:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import stat
 import threading
 
 from coding_os import durable, jsonwire, log
@@ -101,9 +100,6 @@ FIRST_SEQ = 1
 INVALID_EVENT = "invalid_event"
 
 _HEAD = 40  # enough bytes of a line for its prefix and seq
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)  # a FIFO planted as a lock file must not hang us
 
 
 def events_path(tiers: Tiers, session: str) -> str:
@@ -160,15 +156,10 @@ def take_lease(tiers: Tiers, session: str) -> Lease:
     path = lease_path(tiers, session)
     durable.ensure_dir(os.path.dirname(path))
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC | _O_NONBLOCK,
-                     durable.FILE_MODE)
-    except OSError as exc:
+        fd = durable.open_regular(path, os.O_RDWR | os.O_CREAT)
+    except FileNotFoundError as exc:  # its directory went away meanwhile
         raise durable.io_error(path, exc) from None
     try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise StateIOError(f"cannot write state at {path}: not a regular file")
-        durable.private(fd, info.st_mode)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
