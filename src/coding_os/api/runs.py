@@ -127,21 +127,14 @@ def recipe_seed(session: str, env: Mapping[str, str] | None = None,
 
 def plan_rerun(session: str, *, force: bool = False, env: Mapping[str, str] | None = None,
                cwd: str | None = None) -> dict[str, Any]:
-    """What `cos resume SESSION --rerun` does, checked and changing nothing: `mode` (rerun),
-    the session, its seed, the recipe file as it is now, the agent settings it ran with, and
-    the fresh worktree (`<project>/.coding-os/worktrees/<id>` on branch `cos/<id>`) the rerun
-    will run in (jobs/recipes.py `plan_rerun`).
+    """What `cos resume SESSION --rerun` does, checked and changing nothing: jobs/recipes.py
+    `plan_rerun` for the caller's project.
 
     Raises:
-        InvalidId: not a session id. InvalidInput: the session has no recipe seed, or its seed
-            has no checkpoint. RecipeError: the recipe file is gone, is refused by
-            `load_recipe`, or changed since the seed (unless `force`).
-        InvalidInput: the project is in no git checkout.
+        As `recipes.plan_rerun`.
     """
     from coding_os.jobs import recipes
-    from coding_os.state.identity import validate_session_id
 
-    validate_session_id(session)
     project = Project(env, cwd, create=False)
     return recipes.plan_rerun(project.tiers, project.root, session, force=force)
 
