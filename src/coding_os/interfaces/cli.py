@@ -1118,6 +1118,29 @@ def mcp_command(http: bool, port: int) -> None:
     serve("http" if http else "stdio", port)
 
 
+@cli.command("acp")
+@click.option("--agent", "agent", metavar="A", default="claude", show_default=True,
+              help="The agent of the sessions session/new starts: claude, codex, exec (each "
+                   "prompt a shell command) or python:TARGET; a client may change it before "
+                   "a session's first prompt (the agent config option).")
+@click.option("--cwd", "cwd", type=click.Path(file_okay=False), metavar="P",
+              help="The project session/list lists when the client names none (default: here).")
+def acp_command(agent: str, cwd: str | None) -> None:
+    """Speak the Agent Client Protocol on stdio (docs/acp.md): an editor's ACP agent whose
+    sessions are cos background jobs, which outlive the editor. stdout carries JSON-RPC only."""
+    try:
+        from coding_os.interfaces.acp.server import serve_stdio
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in ("acp", "pydantic", "pydantic_core"):
+            raise
+        raise InvalidInput("cos acp needs the ACP SDK: pip install 'coding-os[acp]'") from None
+    from os.path import abspath
+
+    code = serve_stdio(agent, abspath(cwd) if cwd else None)
+    if code:
+        raise click.exceptions.Exit(code)
+
+
 @cli.command("protocol")
 @click.option("--session", "session", metavar="ID",
               help="Serve this session of the project (a resume op replays its events).")

@@ -138,11 +138,12 @@ def start_job(settings: SessionSettings | JobSettings, prompt: str | None, *,
               name: str | None = None, isolation: str = "worktree",
               seed_ref: Mapping[str, Any] | None = None,
               in_worktree: Callable[[str], Mapping[str, Any]] | None = None,
-              env: Mapping[str, str] | None = None) -> Job:
+              waiting: bool = False, env: Mapping[str, str] | None = None) -> Job:
     """Make a job running `settings` (in a worktree of its own unless `isolation` is `none`),
     start its runner and the supervisor, and give the job at once. `in_worktree(checkout)`
     gives options the agent needs beside its settings' when it runs in a worktree made from
-    `checkout` (the cos hooks a worktree lacks).
+    `checkout` (the cos hooks a worktree lacks). `waiting`: no prompt; the session starts and
+    waits for its first input (cos acp's session/new).
 
     Raises:
         InvalidInput: no prompt (nor command), a prompt over PROMPT_MAX, a bad name or
@@ -153,7 +154,9 @@ def start_job(settings: SessionSettings | JobSettings, prompt: str | None, *,
     if isolation not in ("worktree", "none"):
         raise InvalidInput("--isolation is worktree or none")
     command = settings.options.get("command")
-    if settings.agent == "exec":
+    if waiting:
+        prompt = None
+    elif settings.agent == "exec":
         if not isinstance(command, str) or not command.strip():
             raise InvalidInput("cos bg --exec needs a command")
     elif not prompt or not prompt.strip():
@@ -172,7 +175,7 @@ def start_job(settings: SessionSettings | JobSettings, prompt: str | None, *,
         "worktree": None, "branch": None, "model": settings.model,
         "permission_mode": settings.permission_mode, "options": dict(settings.options),
         "isolation": isolation, "seed_ref": dict(seed_ref) if seed_ref else None}
-    if settings.agent == "exec":
+    if settings.agent == "exec" and not waiting:
         prompt = command if isinstance(command, str) else prompt
         fields["options"] = {key: value for key, value in settings.options.items()
                              if key != "command"}
