@@ -210,6 +210,8 @@ WIRE_EXEMPT: dict[str, frozenset[str] | None] = {
     "adapters/gemini/": None,
     # Claude Code's stream-json: a user message's tool_result content blocks.
     "runtime/backends/claude.py": frozenset({"tool_result"}),
+    # ACP's session/update kinds: the agent's tool_call.
+    "runtime/backends/acp.py": frozenset({"tool_call"}),
     # The transcript's entry types of §4.1 (and the turns shown from them) share two names;
     # sessions/transcript.py's ENTRY_FIELDS is their table. Claude Code's blocks as above.
     "sessions/transcript.py": frozenset({"tool_call", "tool_result"}),

@@ -86,7 +86,7 @@ def serve_protocol(session: str | None = None, agent: str | None = None,
 
     if session is not None and agent is not None:
         raise InvalidInput("give --session or --agent, not both")
-    if agent is not None and agent not in BACKENDS:
+    if agent is not None and agent.partition(":")[0] not in BACKENDS:
         raise InvalidInput(f"no backend {agent!r}: expected one of {', '.join(BACKENDS)}")
     return serve_stdio(session=session, agent=agent,
                        cwd=os.path.abspath(cwd) if cwd is not None else None, env=env)

@@ -17,7 +17,7 @@ backend's process ends, `events()` ends: during a task, the engine records `turn
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -37,6 +37,9 @@ class BackendConfig:
     `module:attr`). `env` is the agent process's whole environment (None: cos's own).
     `history` is the conversation so far, for an agent cos keeps the record of (`python`):
     `{"role": "user" | "assistant", "text": …}` in order, from the session's cos transcript.
+    `checkpoint(tool, input)` takes the engine's `tool` checkpoint and returns once it is taken,
+    for a backend that lets its agent's writes happen itself (`acp`: before a file it writes,
+    a terminal, an allow); None where the engine takes none.
     """
 
     cwd: str
@@ -48,6 +51,7 @@ class BackendConfig:
     env: Mapping[str, str] | None = None
     options: Mapping[str, object] = field(default_factory=dict)
     history: tuple[Mapping[str, str], ...] = ()
+    checkpoint: Callable[[str | None, object], Awaitable[None]] | None = None
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from coding_os.checkpoints.auto import writes
@@ -43,6 +43,7 @@ from coding_os.runtime import events, wire
 from coding_os.runtime.backend import Backend, BackendConfig, BackendEvent
 from coding_os.runtime.backends import BACKENDS, backend_for
 from coding_os.runtime.lines import lone_surrogate
+from coding_os.runtime.settings import SessionSettings
 from coding_os.sessions import transcript
 from coding_os.state.caller import Caller
 from coding_os.state.identity import mint_session_id, validate_session_id
@@ -72,17 +73,6 @@ NATIVE_TRANSCRIPT_AGENTS = ("python", "exec")
 _TRANSCRIBED: dict[str, tuple[str, ...]] = {wire.AGENT_MESSAGE: ("text",),
                                             wire.TOOL_CALL: ("tool", "input", "call_id"),
                                             wire.TOOL_RESULT: ("call_id", "ok", "output")}
-
-
-@dataclass(frozen=True)
-class SessionSettings:
-    """What a session runs: the agent, where, and the backend's own options."""
-
-    agent: str
-    cwd: str
-    model: str | None = None
-    permission_mode: str | None = None
-    options: Mapping[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -321,7 +311,8 @@ class SessionCore:
                                new_native_id=planned, model=settings.model,
                                permission_mode=settings.permission_mode, env=self._env,
                                options=dict(settings.options),
-                               history=self._history() if self.agent == "python" else ())
+                               history=self._history() if self.agent == "python" else (),
+                               checkpoint=self._tool_checkpoint)
         try:
             backend = self._backends(self.agent)
             native = await asyncio.wait_for(backend.start(config), self.timeouts.start)
@@ -485,6 +476,13 @@ class SessionCore:
             previous, trigger, reply_to, tool, tool_input, prompt, seq))
         self._checkpointing = taking
         return taking
+
+    async def _tool_checkpoint(self, tool: str | None, tool_input: object) -> None:
+        """The `tool` checkpoint a backend asks for before a write it lets happen (acp), once
+        taken (an agent whose hooks take them gets none here)."""
+        checkpoint = self._checkpoint("tool", self._task_reply, tool=tool, tool_input=tool_input)
+        if checkpoint is not None:
+            await checkpoint
 
     async def _take_checkpoint(self, previous: asyncio.Task[None] | None, trigger: str,
                                reply_to: str | None, tool: str | None, tool_input: object,

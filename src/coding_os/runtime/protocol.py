@@ -167,6 +167,10 @@ class Server:
         for name in ("command", "target"):
             if op.get(name) is not None:
                 options[name] = op.get(name)
+        prefix, colon, command = agent.partition(":")
+        if colon and prefix == "acp":  # acp:<command line> names the agent and its command
+            agent = prefix
+            options.setdefault("command", command)
         settings = SessionSettings(
             agent=agent, cwd=os.path.abspath(cwd), model=op.get("model"),
             permission_mode=op.get("permission_mode"), options=options)

@@ -1,13 +1,17 @@
 """The backends of the engine (DESIGN.md §6), one module each, imported only when used:
 `claude` (Claude Code over stream-json), `codex` (Codex's app-server), `python` (a cos-native
-agent runtime) and `exec` (a command, no model)."""
+agent runtime), `exec` (a command, no model), and `acp` (any ACP agent; `gemini` is Gemini CLI
+through it)."""
 
 from __future__ import annotations
 
 import importlib
 
 from coding_os.errors import InvalidInput
-from coding_os.runtime.backend import Backend
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from coding_os.runtime.backend import Backend
 
 __all__ = ["BACKENDS", "backend_for"]
 
@@ -17,6 +21,8 @@ BACKENDS = {
     "codex": "coding_os.runtime.backends.codex:CodexBackend",
     "python": "coding_os.runtime.backends.python:PythonBackend",
     "exec": "coding_os.runtime.backends.exec:ExecBackend",
+    "acp": "coding_os.runtime.backends.acp:AcpBackend",
+    "gemini": "coding_os.runtime.backends.acp:GeminiBackend",
 }
 
 
