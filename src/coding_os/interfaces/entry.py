@@ -88,8 +88,10 @@ def _plain_bg(args: list[str]) -> tuple[dict[str, str], bool, str] | None:
 
 
 def _bg(options: dict[str, str], as_json: bool, prompt: str) -> int | None:
-    """`cos bg` of a plain form (_plain_bg) as the click command runs it (api.bg_start); None
-    when the project has an interrupted rewind to complete first (the click CLI does it)."""
+    """`cos bg` of a plain form (_plain_bg) as the click command runs it: the calls of
+    api.bg_start (control.bg_run, control.start_job, jobs.row) without importing the api or the
+    engine; None when the project has an interrupted rewind to complete first (the click CLI
+    does it)."""
     from coding_os.checkpoints.lock import pending
     from coding_os.errors import CosError
     from coding_os.interfaces.output import dump_json, error_exit, visible
@@ -104,23 +106,22 @@ def _bg(options: dict[str, str], as_json: bool, prompt: str) -> int | None:
     try:
         from coding_os.jobs import control, jobs
 
-        settings = control.JobSettings(
-            agent=options.get("--agent", "claude"), cwd=os.path.abspath(os.getcwd()),
+        settings, text, _ = control.bg_run(
+            prompt, _recipe_checkpoint, agent=options.get("--agent", "claude"),
             model=options.get("--model"), permission_mode=options.get("--permission-mode"))
 
         def in_worktree(checkout: str) -> dict[str, object]:
-            """As api.bg_start: Claude Code in a worktree is given the cos hooks of the
-            checkout's settings files, which the worktree may lack (uncommitted)."""
+            """As api.bg_start (install.worktree_hooks), without importing install when the
+            checkout has no settings file (install.AGENT_HOOK_FILES): no hooks to give."""
             if settings.agent != "claude" or not any(os.path.lexists(os.path.join(
                     checkout, ".claude", name)) for name in ("settings.json",
                                                              "settings.local.json")):
-                return {}  # no settings file (install.AGENT_HOOK_FILES): no hooks to give
-            from coding_os.install import cos_hooks_settings
+                return {}
+            from coding_os.install import worktree_hooks
 
-            hooks = cos_hooks_settings("claude", checkout)
-            return {"settings": hooks} if hooks else {}
+            return worktree_hooks(settings.agent, settings.options, checkout)
 
-        job = control.start_job(settings, prompt, name=options.get("--name"),
+        job = control.start_job(settings, text, name=options.get("--name"),
                                isolation=options.get("--isolation", "worktree"),
                                in_worktree=in_worktree)
         row = jobs.row(job, alive=True)
@@ -134,6 +135,13 @@ def _bg(options: dict[str, str], as_json: bool, prompt: str) -> int | None:
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         return error_exit(exc)
     return 0
+
+
+def _recipe_checkpoint(where: str) -> str:
+    """The checkpoint a recipe's seed takes (api.bg_start's); a plain form has no recipe."""
+    from coding_os import api
+
+    return str(api.checkpoint_create(cwd=where)["id"])
 
 
 def _plain_rewind(args: list[str]) -> tuple[str, bool] | None:

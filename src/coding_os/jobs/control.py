@@ -24,11 +24,11 @@ if TYPE_CHECKING:
     import socket
     from typing import Any
 
-    from coding_os.runtime.core import SessionSettings
     from coding_os.runtime.foreground import View
+    from coding_os.runtime.settings import SessionSettings
 
 __all__ = [
-    "PROMPT_MAX", "JobSettings", "start_job", "list_jobs", "find_job", "reply", "approve",
+    "PROMPT_MAX", "start_job", "list_jobs", "find_job", "reply", "approve",
     "stop", "respawn",
     "remove", "logs", "attach", "follow", "gc_jobs", "ensure_daemon", "Connection", "spawn",
     "agents", "agents_all_hosts", "attach_view", "JobFeed", "feed", "interrupt", "session_job",
@@ -39,22 +39,6 @@ PROMPT_MAX = 1 << 20  # bytes of a first prompt
 CONNECT_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 30.0  # for a runner to open its socket
 APPROVAL_SETTLE_S = 2.0
-
-
-class JobSettings:
-    """What a job runs, as the fields of runtime.core.SessionSettings that start_job reads: for
-    a caller that does not import the engine (`cos bg`'s own path, entry.py)."""
-
-    __slots__ = ("agent", "cwd", "model", "permission_mode", "options")
-
-    def __init__(self, agent: str, cwd: str, model: str | None = None,
-                 permission_mode: str | None = None,
-                 options: dict[str, Any] | None = None) -> None:
-        self.agent = agent
-        self.cwd = cwd
-        self.model = model
-        self.permission_mode = permission_mode
-        self.options: dict[str, Any] = dict(options or {})
 
 
 def ensure_daemon(env: Mapping[str, str] | None = None, made: Job | None = None) -> None:
@@ -126,7 +110,7 @@ def _on_path(program: str, path: str | None) -> bool:
     return any(runnable(os.path.join(folder or os.curdir, program)) for folder in dirs)
 
 
-def _check_program(settings: SessionSettings | JobSettings, env: Mapping[str, str]) -> None:
+def _check_program(settings: SessionSettings, env: Mapping[str, str]) -> None:
     if settings.agent not in ("claude", "codex"):
         return
     program = str(settings.options.get("program") or settings.agent)
@@ -134,7 +118,7 @@ def _check_program(settings: SessionSettings | JobSettings, env: Mapping[str, st
         raise InvalidInput(f"{settings.agent}: program {program!r} not found on PATH")
 
 
-def start_job(settings: SessionSettings | JobSettings, prompt: str | None, *,
+def start_job(settings: SessionSettings, prompt: str | None, *,
               name: str | None = None, isolation: str = "worktree",
               seed_ref: Mapping[str, Any] | None = None,
               in_worktree: Callable[[str], Mapping[str, Any]] | None = None,
@@ -822,7 +806,6 @@ def bg_run(prompt: str | None, checkpoint: Callable[[str], str], *, agent: str |
     """
     from dataclasses import replace
 
-    from coding_os.jobs.recipes import parse_params, prepare_run
     from coding_os.runtime.agents import settings_for
 
     seed_ref = None
@@ -832,6 +815,8 @@ def bg_run(prompt: str | None, checkpoint: Callable[[str], str], *, agent: str |
     elif recipe is not None:
         if prompt:
             raise InvalidInput("--recipe gives the prompt: give no PROMPT with it")
+        from coding_os.jobs.recipes import parse_params, prepare_run
+
         seeded = prepare_run(recipe, parse_params(tuple(params or ())), checkpoint, agent=agent,
                              model=model, cwd=cwd)
         settings, prompt, seed_ref = seeded.settings, seeded.text, seeded.seed_ref
