@@ -1,14 +1,22 @@
 """What coding-os knows about each agent runtime it adapts, as data.
 
 Identity (DESIGN.md §3.3) reads these lists instead of keeping its own copies: adding an adapter
-or an environment variable here routes every reader. Kept free of imports: it is on the hook path.
+or an environment variable here routes every reader. Kept free of imports (but `os`, loaded
+at every start): it is on the hook path.
 """
 
 from __future__ import annotations
 
+import os
+
+TYPE_CHECKING = False  # typing is not imported at run time (the hook path)
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 __all__ = [
     "AdapterSpec", "ADAPTERS", "ADAPTER_NAMES", "PANEL_ENV_VARS", "FILE_TOOLS", "PATCH_TOOLS",
-    "SHELL_TOOLS", "WRITE_TOOLS", "PATCH_FILE_PREFIXES", "HOOK_EVENTS", "adapter", "patch_files",
+    "SHELL_TOOLS", "WRITE_TOOLS", "PATCH_FILE_PREFIXES", "HOOK_EVENTS", "LOG_DIRS", "adapter",
+    "log_dir", "patch_files",
 ]
 
 
@@ -60,6 +68,14 @@ HOOK_EVENTS = (
     "SessionStart", "UserPromptSubmit", "PreToolUse", "PostToolUse", "Stop",
     "SubagentStart", "SubagentStop", "PreCompact", "SessionEnd",
 )
+# Where each agent keeps its own logs, the one copy: the variable naming the folder itself, the
+# variable naming a home directory to use instead of the caller's, and the folder's name there.
+LOG_DIRS = {
+    "claude": ("CLAUDE_CONFIG_DIR", None, ".claude"),
+    "codex": ("CODEX_HOME", None, ".codex"),
+    # Gemini CLI's GEMINI_CLI_HOME replaces the home directory its `.gemini` is found in.
+    "gemini": (None, "GEMINI_CLI_HOME", ".gemini"),
+}
 ADAPTER_NAMES = tuple(spec.name for spec in ADAPTERS)
 PANEL_ENV_VARS = tuple(var for spec in ADAPTERS for var in spec.session_env)
 
@@ -70,6 +86,17 @@ def adapter(name: str) -> AdapterSpec | None:
         if spec.name == name:
             return spec
     return None
+
+
+def log_dir(name: str, environ: Mapping[str, str]) -> str:
+    """Where the agent called `name` (a key of LOG_DIRS) keeps its logs for a caller with
+    environment `environ` (its HOME, else this process's home directory)."""
+    folder_env, home_env, folder = LOG_DIRS[name]
+    if folder_env and environ.get(folder_env):
+        return environ[folder_env]
+    home = (home_env and environ.get(home_env)) or environ.get("HOME") \
+        or os.path.expanduser("~")
+    return os.path.join(os.path.abspath(home) if home_env else home, folder)
 
 
 def patch_files(patch: str) -> list[str]:

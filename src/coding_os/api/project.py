@@ -200,9 +200,12 @@ class Project:
         """
         from coding_os.sessions import index
 
+        from coding_os.sessions.database import gemini_dir
+
         claude, codex = self.native_dirs
         report = index.refresh(storage, self.tiers, claude_dir or claude, codex_dir or codex,
-                               full=full, progress=progress)
+                               full=full, progress=progress,
+                               gemini_dir=gemini_dir(self.environ))
         if push and storage.shared:
             self.push(storage, report)
         return report
@@ -220,9 +223,11 @@ class Project:
         """`refresh` before a lookup; None, without loading the importers, when a walk of the
         logs finds them as the last import left them (sessions/freshness.py)."""
         from coding_os.sessions import freshness
+        from coding_os.sessions.database import gemini_dir
 
         claude, codex = self.native_dirs
-        if freshness.unchanged(self.tiers, claude, codex) and storage.index_rows(limit=1):
+        if freshness.unchanged(self.tiers, claude, codex, gemini_dir(self.environ)) \
+                and storage.index_rows(limit=1):
             return None
         return self.refresh(storage)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 
+from coding_os.adapters import log_dir
 from coding_os.state.tiers import Tiers
 
 TYPE_CHECKING = False  # typing is not imported at run time (benchmarks/resume_continue.py)
@@ -18,17 +19,20 @@ if TYPE_CHECKING:
 
     _T = TypeVar("_T")
 
-__all__ = ["native_dirs", "with_index", "with_repairs"]
+__all__ = ["gemini_dir", "native_dirs", "with_index", "with_repairs"]
 
 _CORRUPT_MARKERS = ("file is not a database", "malformed", "disk image")
 
 
 def native_dirs(env: Mapping[str, str]) -> tuple[str, str]:
-    """Where Claude Code and Codex keep their logs for a caller with environment `env`."""
-    home = env.get("HOME") or os.path.expanduser("~")
-    claude = env.get("CLAUDE_CONFIG_DIR") or os.path.join(home, ".claude")
-    codex = env.get("CODEX_HOME") or os.path.join(home, ".codex")
-    return claude, codex
+    """Where Claude Code and Codex keep their logs for a caller with environment `env`
+    (adapters.LOG_DIRS; Gemini CLI's: `gemini_dir`)."""
+    return log_dir("claude", env), log_dir("codex", env)
+
+
+def gemini_dir(env: Mapping[str, str]) -> str:
+    """Where Gemini CLI keeps its logs for a caller with environment `env`."""
+    return log_dir("gemini", env)
 
 
 def _corrupt(exc: Exception, env: Mapping[str, str]) -> bool:

@@ -3,7 +3,8 @@
 A lookup (`cos resume`, `cos sessions`) imports what changed before it reads the index. When
 nothing changed, even loading the importers costs more than the lookup itself, so the last
 import leaves a fingerprint of every file it could have read: the path, size, mtime and inode of
-each file under `<claude_dir>/projects`, `<codex_dir>/sessions`, Codex's `session_index.jsonl` and
+each file under `<claude_dir>/projects`, `<codex_dir>/sessions`, Codex's `session_index.jsonl`,
+Gemini CLI's `<gemini_dir>/projects.json` and `<gemini_dir>/tmp/*/chats`, and
 the cos transcripts `<state_dir>/<agent>/transcripts/*.jsonl`. A lookup walks the same files,
 and an equal fingerprint means the importers would find nothing to read.
 
@@ -23,6 +24,7 @@ import os
 import zlib
 
 from coding_os import durable
+from coding_os.adapters import log_dir
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 
 __all__ = ["FINGERPRINT_FILE", "fingerprint", "unchanged", "save", "forget"]
@@ -49,19 +51,30 @@ def _walk(top: str, out: list[str]) -> None:
         out.append(f"{entry.path} {st.st_size} {st.st_mtime_ns} {st.st_ino}")
 
 
-def fingerprint(tiers: Tiers, claude_dir: str, codex_dir: str) -> str:
-    """The fingerprint of every log an import of these directories could read."""
-    lines: list[str] = [f"claude {claude_dir}", f"codex {codex_dir}",
+def fingerprint(tiers: Tiers, claude_dir: str, codex_dir: str,
+                gemini_dir: str | None = None) -> str:
+    """The fingerprint of every log an import of these directories could read (`gemini_dir`:
+    Gemini CLI's for this process's environment unless given)."""
+    if gemini_dir is None:
+        gemini_dir = log_dir("gemini", os.environ)
+    lines: list[str] = [f"claude {claude_dir}", f"codex {codex_dir}", f"gemini {gemini_dir}",
                         f"host {os.environ.get('COS_HOST') or os.uname().nodename}",
                         f"database {os.environ.get('COS_DATABASE_URL', '')}"]
     _walk(os.path.join(claude_dir, "projects"), lines)
     _walk(os.path.join(codex_dir, "sessions"), lines)
-    index = os.path.join(codex_dir, "session_index.jsonl")
     try:
-        st = os.stat(index)
-        lines.append(f"{index} {st.st_size} {st.st_mtime_ns} {st.st_ino}")
+        slugs = os.listdir(os.path.join(gemini_dir, "tmp"))
     except OSError:
-        pass
+        slugs = []
+    for slug in slugs:
+        _walk(os.path.join(gemini_dir, "tmp", slug, "chats"), lines)
+    for index in (os.path.join(codex_dir, "session_index.jsonl"),
+                  os.path.join(gemini_dir, "projects.json")):
+        try:
+            st = os.stat(index)
+            lines.append(f"{index} {st.st_size} {st.st_mtime_ns} {st.st_ino}")
+        except OSError:
+            pass
     try:
         agents = os.listdir(tiers.state_dir)
     except OSError:
@@ -89,12 +102,13 @@ def fingerprint(tiers: Tiers, claude_dir: str, codex_dir: str) -> str:
     return f"{len(lines)}-{len(data)}-{zlib.crc32(data):08x}-{zlib.adler32(data):08x}"
 
 
-def unchanged(tiers: Tiers, claude_dir: str, codex_dir: str) -> bool:
+def unchanged(tiers: Tiers, claude_dir: str, codex_dir: str,
+              gemini_dir: str | None = None) -> bool:
     """Whether the last import saw exactly the logs that are there now."""
     saved = durable.read_small(os.path.join(tiers.state_dir, FINGERPRINT_FILE), _MAX_BYTES)
     if not saved:
         return False
-    return saved.decode("ascii", "replace") == fingerprint(tiers, claude_dir, codex_dir)
+    return saved.decode("ascii", "replace") == fingerprint(tiers, claude_dir, codex_dir, gemini_dir)
 
 
 def save(tiers: Tiers, value: str) -> None:

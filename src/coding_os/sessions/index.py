@@ -1,7 +1,9 @@
 """The session index (DESIGN.md §4.2): one list of every session, built from their logs.
 
-Three sources feed it: cos-native transcripts (`<state_dir>/<agent>/transcripts/*.jsonl`),
-Claude Code transcripts and Codex rollouts (the importers of `coding_os.adapters`). `refresh`
+Four sources feed it: cos-native transcripts (`<state_dir>/<agent>/transcripts/*.jsonl`),
+Claude Code transcripts, Codex rollouts and Gemini CLI sessions (the importers of
+`coding_os.adapters`; Gemini's are read whole whenever a refresh runs, and a Gemini row of this
+host whose session is no longer found is removed). `refresh`
 reads only what changed since the last time: the importers' `ImportState` and the size, mtime and
 inode of each cos transcript are kept in `<state_dir>/.import-state.json`, the importers'
 aggregates apart from it (coding_os.sessions.importstate; written after the index, so a crash in
@@ -67,7 +69,7 @@ __all__ = [
 ]
 
 NATIVE_FILES = ".native-files.json"
-KINDS = ("cos", "claude", "codex")
+KINDS = ("cos", "claude", "codex", "gemini")
 TITLE_PREVIEW_CHARS = 120
 # Problems of a cos transcript that mean a line could not be used.
 _MALFORMED = ("invalid_utf8", "not_json", "invalid_entry", "unsupported_version")
@@ -133,11 +135,13 @@ def project_root(tiers: Tiers) -> str | None:
 
 def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
             codex_dir: str | None = None, full: bool = False,
-            progress: Progress | None = None, host: str | None = None) -> RefreshReport:
+            progress: Progress | None = None, host: str | None = None,
+            gemini_dir: str | None = None) -> RefreshReport:
     """Bring the index up to date with the logs, reading only files that changed (all, if `full`).
 
-    `claude_dir` and `codex_dir` default as the importers' do (`CLAUDE_CONFIG_DIR` or
-    `~/.claude`; `CODEX_HOME` or `~/.codex`). `host` defaults to this host (COS_HOST).
+    `claude_dir`, `codex_dir` and `gemini_dir` default as the importers' do (adapters.LOG_DIRS:
+    `CLAUDE_CONFIG_DIR` or `~/.claude`; `CODEX_HOME` or `~/.codex`; `$GEMINI_CLI_HOME/.gemini`
+    or `~/.gemini`). `host` defaults to this host (COS_HOST).
 
     Raises:
         StorageError: the index cannot be read or written.
@@ -150,13 +154,15 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     kept = importstate.KeptState() if full else importstate.load(tiers.state_dir)
     try:
         try:
-            report = _refresh(storage, tiers, kept, claude_dir, codex_dir, full, progress, host)
+            report = _refresh(storage, tiers, kept, claude_dir, codex_dir, full, progress, host,
+                              gemini_dir)
         except AggregateLost as exc:
             # What the kept state vouched for is not there (a pack cut short or deleted):
             # every log is read again, and the state written anew.
             kept.close()
             kept = importstate.KeptState(kept.extras)
-            report = _refresh(storage, tiers, kept, claude_dir, codex_dir, full, progress, host)
+            report = _refresh(storage, tiers, kept, claude_dir, codex_dir, full, progress, host,
+                              gemini_dir)
             report.warnings.append(f"the import state could not be read back ({exc}): every "
                                    "log was read again")
         report.aggregates_loaded = len(kept.read_back)
@@ -167,7 +173,7 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
 
 def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str | None,
              codex_dir: str | None, full: bool, progress: Progress | None,
-             host: str | None) -> RefreshReport:
+             host: str | None, gemini_dir: str | None) -> RefreshReport:
     """`refresh` from the import state `loaded`.
 
     Raises:
@@ -176,6 +182,8 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
     """
     from coding_os.adapters.claude.transcripts import scan_claude
     from coding_os.adapters.codex.rollouts import scan_codex
+    from coding_os.adapters.gemini import native as gemini_native
+    from coding_os.sessions.database import gemini_dir as default_gemini_dir
 
     from coding_os.sessions import freshness, importstate
 
@@ -183,7 +191,8 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
     host = host or this_host()
     report = RefreshReport(full=full, host=host)
     # Taken before anything is read: a log that changes during this import makes it stale.
-    mark = (freshness.fingerprint(tiers, claude_dir, codex_dir)
+    gemini_dir = gemini_dir or default_gemini_dir(os.environ)
+    mark = (freshness.fingerprint(tiers, claude_dir, codex_dir, gemini_dir)
             if claude_dir is not None and codex_dir is not None else None)
     document = loaded.extras
     state = loaded.state
@@ -208,7 +217,9 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
     say("scanning Codex rollouts")
     codex, state = scan_codex(codex_dir, state, changed_only=not everything, also=unknown)
     scans = [scan for scan in (claude_scan, state.report) if scan is not None]
-    for scan in scans:
+    say("reading Gemini CLI sessions")
+    gemini, gemini_scan = gemini_native.scan(gemini_dir)
+    for scan in (*scans, gemini_scan):
         report._add_scan(scan)
     changed = {path for path, record in state.files.items() if before.get(path) is not record}
     changed.update(path for path in before if path not in state.files)
@@ -220,7 +231,7 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
     own: dict[str, list[str | None]] = {
         path: list(found_before[path]) for scan in scans
         for path in scan.session_paths if path in found_before}
-    for native in (*claude, *codex):
+    for native in (*claude, *codex, *gemini):
         for name, count in native.unknown_types.items():
             report.unknown_types[name] = report.unknown_types.get(name, 0) + count
         linked = storage.session_by_native(native.agent, native.native_id)
@@ -298,6 +309,11 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
             continue
         if is_session_id(session) and storage.remove_index_row(session):
             report.sessions_removed += 1
+    found_gemini = {native.native_id for native in gemini}
+    for row in storage.index_rows(kind=gemini_native.AGENT, hosts=[host], local_host=host):
+        if row.native_id not in found_gemini and row.id not in foreign \
+                and storage.remove_index_row(row.id):
+            report.sessions_removed += 1  # a Gemini session whose files are gone
     for scan in scans:  # native sessions whose files are all gone from this host's logs
         for native_id in scan.vanished:
             row = storage.index_row(native_id)
@@ -367,7 +383,7 @@ def native_files(tiers: Tiers) -> dict[str, tuple[str | None, str, str | None]]:
 
 def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
             codex_dir: str | None = None, progress: Progress | None = None,
-            host: str | None = None) -> RefreshReport:
+            host: str | None = None, gemini_dir: str | None = None) -> RefreshReport:
     """Empty this host's part of the index (its rows, and those without a host unless the
     database is shared; other hosts' rows stay) and build it again from every log, read in
     full.
@@ -388,7 +404,7 @@ def rebuild(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     else:
         storage.clear_index()
     return refresh(storage, tiers, claude_dir, codex_dir, full=True, progress=progress,
-                   host=host)
+                   host=host, gemini_dir=gemini_dir)
 
 
 def _load(path: str) -> dict[str, Any]:
@@ -404,7 +420,7 @@ def _load(path: str) -> dict[str, Any]:
 def native_row(native: NativeSession, cos_id: str | None = None, status: str | None = None,
                project_cache: dict[str, tuple[str | None, str | None]] | None = None,
                redacting: bool = True) -> IndexRow:
-    """The index row of a Claude Code or Codex session (`cos_id`: the cos session the hooks
+    """The index row of a Claude Code, Codex or Gemini CLI session (`cos_id`: the cos session the hooks
     linked to it, which becomes the row's id), its texts redacted unless `redacting` is false."""
     project, worktree = _checkout(native.cwd, project_cache)
     first, last = _private(native.first_prompt, redacting), _private(native.last_prompt, redacting)

@@ -183,7 +183,9 @@ def test_sessions_serialise_as_json() -> None:
 
 def test_gemini_cli_home_moves_the_gemini_dir_as_the_cli_does(tmp_path: Path) -> None:
     assert default_gemini_dir({"GEMINI_CLI_HOME": str(tmp_path)}) == str(tmp_path / ".gemini")
-    assert default_gemini_dir({"HOME": "/x"}) == os.path.join(os.path.expanduser("~"), ".gemini")
+    # Without it, the caller's HOME, as the CLI's os.homedir() reads it.
+    assert default_gemini_dir({"HOME": "/x"}) == "/x/.gemini"
+    assert default_gemini_dir({}) == os.path.join(os.path.expanduser("~"), ".gemini")
 
 
 def test_the_default_scan_reads_under_gemini_cli_home(tmp_path: Path,

@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coding_os import durable, jsonwire
+from coding_os.adapters import log_dir
 from coding_os.adapters.gemini.messages import (
     KNOWN_MESSAGE_TYPES,
     NOTICE_TYPES,
@@ -216,10 +217,8 @@ class GeminiScan:
 
 def default_gemini_dir(environ: Mapping[str, str] | None = None) -> str:
     """The Gemini dir: `$GEMINI_CLI_HOME/.gemini` (the CLI's own override of the home
-    directory), else `~/.gemini`."""
-    environ = os.environ if environ is None else environ
-    home = environ.get("GEMINI_CLI_HOME") or os.path.expanduser("~")
-    return os.path.join(os.path.abspath(home), ".gemini")
+    directory), else `~/.gemini` (adapters.LOG_DIRS)."""
+    return log_dir("gemini", os.environ if environ is None else environ)
 
 
 def _read_small_json(path: str, limit: int) -> object:

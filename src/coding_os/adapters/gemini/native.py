@@ -1,0 +1,90 @@
+"""Gemini CLI's sessions as native sessions of the one list (DESIGN.md §4.2, §9).
+
+`scan` reads every session under a Gemini dir (`coding_os.adapters.gemini.sessions`) and gives
+each in the words of the other importers (`coding_os.adapters.native.NativeSession`, agent
+`gemini`) with a `ScanReport`. It reads every file again: a lookup only imports when the
+freshness fingerprint says a log changed (sessions/freshness.py walks the Gemini chats too).
+Token use maps as a price table reads it: Gemini's thoughts are output (`reasoning`, part of
+it), its tool-use prompt is input. Gemini CLI records no git branch.
+"""
+
+from __future__ import annotations
+
+import os
+
+from coding_os.adapters.gemini.messages import GeminiTokens
+from coding_os.adapters.gemini.sessions import GeminiSession, scan_gemini
+from coding_os.adapters.native import NativeSession, NativeSubagent, ScanReport, TokenTotals
+
+__all__ = ["AGENT", "scan", "native_session", "token_totals"]
+
+AGENT = "gemini"
+
+
+def token_totals(tokens: GeminiTokens) -> TokenTotals:
+    """Gemini's token counts as the normalised totals (thoughts are output, tool use input)."""
+    return TokenTotals(input=tokens.input + tokens.tool, cached=tokens.cached,
+                       output=tokens.output + tokens.thoughts, reasoning=tokens.thoughts)
+
+
+def _subagent(agent: GeminiSession, parent: str) -> NativeSubagent:
+    return NativeSubagent(
+        agent=AGENT, agent_id=agent.native_id, parent=parent, layout="nested", path=agent.path,
+        agent_type=agent.agent_name, description=agent.summary, first_prompt=agent.first_prompt,
+        entries=agent.messages, user_messages=agent.user_messages,
+        assistant_messages=agent.assistant_messages, tokens=token_totals(agent.tokens),
+        created=agent.started, last_active=agent.last_active)
+
+
+def native_session(session: GeminiSession) -> NativeSession:
+    """One Gemini session (its subagents linked) as a native session of the one list."""
+    return NativeSession(
+        agent=AGENT, native_id=session.native_id, path=session.path, paths=session.paths,
+        cwd=session.cwd, project=session.project, git_branch=session.git_branch,
+        model=session.model, title=session.title, title_source=session.title_source,
+        first_prompt=session.first_prompt, last_prompt=session.last_prompt,
+        user_messages=session.user_messages, assistant_messages=session.assistant_messages,
+        tokens=token_totals(session.tokens), created=session.started,
+        last_active=session.last_active, forked_from=session.forked_from,
+        copied_entries=session.copied_messages,
+        subagents=tuple(_subagent(agent, session.native_id) for agent in session.subagents),
+        entry_counts=dict(session.message_types), unknown_types=dict(session.unknown_types),
+        malformed_lines=session.unreadable_lines, torn_tail=session.torn_tail,
+        branches=session.rewinds, tree_warnings=session.warnings)
+
+
+def _files(session: GeminiSession) -> list[str]:
+    files = [session.path, *session.paths]
+    for agent in session.subagents:
+        files.extend(_files(agent))
+    return files
+
+
+def scan(gemini_dir: str) -> tuple[list[NativeSession], ScanReport]:
+    """Every Gemini CLI session under `gemini_dir` as a native session, and what was read;
+    nothing raises on a bad file: it is in the report's `unreadable`."""
+    found = scan_gemini(gemini_dir)
+    report = ScanReport(agent=AGENT, root=found.root)
+    natives: list[NativeSession] = []
+    for session in found.sessions:
+        natives.append(native_session(session))
+        report.session_paths.append(session.path)
+        report.subagents += len(session.subagents)
+        for item in [session, *session.subagents]:
+            report.malformed_lines += item.unreadable_lines
+            if item.torn_tail:
+                report.torn_files.append(item.path)
+    for path in {path for session in found.sessions for path in _files(session)} | \
+            {orphan.path for orphan in found.orphans}:
+        report.files_seen += 1
+        report.files_opened += 1
+        try:
+            report.bytes_read += os.stat(path).st_size
+        except OSError:
+            continue
+    report.sessions = len(natives)
+    report.orphans = len(found.orphans)
+    report.orphan_subagents = [_subagent(orphan, orphan.parent or "")
+                               for orphan in found.orphans]
+    report.unreadable.extend((problem.split(":", 1)[0], problem) for problem in found.problems)
+    return natives, report

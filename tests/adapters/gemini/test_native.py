@@ -1,0 +1,97 @@
+"""Gemini CLI's sessions in the one list: the fixtures the real CLI wrote (SOURCES.md), read as
+native sessions, and imported by `cos sessions` / `cos import` run as a user runs them, from a
+private HOME holding them where Gemini CLI keeps its logs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from coding_os.adapters.gemini.native import scan
+from tests.helpers import cos_in as run
+from tests.helpers import cos_json_in as data
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+HOME = FIXTURES / "gemini-home"
+A = "aa78fc04-dbe6-4180-b260-710d72261fc2"
+R = "72a406ac-b866-4cc2-b23d-a76a2f95a6d8"
+S = "bc799a31-3bc5-47fe-81d0-7617d8169e3c"
+F = "c2773ed1-7bf7-41f7-8b9a-1b2ea72289ae"
+L1 = "fb7f6adf-db62-4d67-bc1b-706bbcd2cab2"
+L2 = "5bea7116-8ed2-4da6-83b3-a4448b17e42a"
+# SOURCES.md's table: prompts, assistant messages, total tokens, title.
+EXPECTED = {
+    A: (2, 6, 3300, "Scripted: PLAIN: create notes.txt with alpha and beta, then rename bet"),
+    R: (2, 3, 778, "REWIND: write rewind.txt with one line."),
+    S: (1, 2, 587 + 153, "DELEGATE: ask the generalist to count the files."),
+    F: (3, 8, 2093, "Scripted: PLAIN: create notes.txt with alpha and beta, then rename bet"),
+    L1: (1, 3, 906, "LEGACY: write legacy.txt."),
+    L2: (2, 3, 813, "MIGRATE: look at the folder."),
+}
+
+
+def gemini_home(home: Path, project: Path, legacy: Path) -> None:
+    """The fixtures' Gemini dir under `home`, its two projects moved to `project` and `legacy`
+    (projects.json and each `.project_root` say where a slug's sessions ran)."""
+    target = home / ".gemini"
+    shutil.copytree(HOME, target)
+    (target / "projects.json").write_text(json.dumps(
+        {"projects": {str(project): "project", str(legacy): "legacy"}}), encoding="utf-8")
+    (target / "tmp" / "project" / ".project_root").write_text(str(project), encoding="utf-8")
+    (target / "tmp" / "legacy" / ".project_root").write_text(str(legacy), encoding="utf-8")
+
+
+def test_every_fixture_session_reads_as_a_native_session_with_sources_counts() -> None:
+    natives, report = scan(str(HOME))
+    found = {native.native_id: native for native in natives}
+    assert set(found) == set(EXPECTED)
+    for native_id, (prompts, answers, tokens, title) in EXPECTED.items():
+        native = found[native_id]
+        assert native.agent == "gemini"
+        assert (native.user_messages, native.assistant_messages) == (prompts, answers)
+        assert native.tokens_with_subagents.total == tokens
+        assert native.title == title and "<session_context>" not in (native.first_prompt or "")
+    a = found[A].tokens
+    assert (a.input, a.output, a.reasoning) == (3267, 33, 3)  # thoughts are output
+    assert found[F].forked_from == A
+    assert [sub.agent_type for sub in found[S].subagents] == ["generalist"]
+    assert found[R].branches == 1  # one $rewindTo
+    assert report.sessions == 6 and report.subagents == 1 and report.malformed_lines == 0
+    assert report.unreadable == [] and report.torn_files == []
+
+
+def test_cos_sessions_lists_gemini_sessions_of_the_checkout_with_exact_counts(
+        checkout: tuple[Path, dict[str, str]], isolated_env: Path, tmp_path: Path) -> None:
+    repo = checkout[0]
+    gemini_home(isolated_env, repo, tmp_path / "legacy")
+    rows = data(checkout, "sessions", "--agent", "gemini")
+    assert isinstance(rows, list)
+    listed = {row["native_id"]: row for row in rows}
+    assert set(listed) == {A, R, S, F}  # the legacy project's are not this checkout's
+    for native_id, row in listed.items():
+        prompts, answers, tokens, title = EXPECTED[native_id]
+        assert row["agent"] == row["kind"] == "gemini"
+        assert row["messages"] == prompts + answers and row["tokens"] == tokens
+        assert row["title"] == title and row["cwd"] == str(repo)
+        assert row["branch"] is None  # Gemini CLI records none
+    assert listed[F]["forked_from"] == A
+    everything = data(checkout, "sessions", "--scope", "all", "--agent", "gemini")
+    assert isinstance(everything, list)
+    assert {row["native_id"] for row in everything} == set(EXPECTED)
+
+
+def test_a_gemini_session_whose_file_is_deleted_leaves_the_list(
+        checkout: tuple[Path, dict[str, str]], isolated_env: Path, tmp_path: Path) -> None:
+    gemini_home(isolated_env, checkout[0], tmp_path / "legacy")
+    first = data(checkout, "import")
+    assert isinstance(first, dict) and first["sessions_added"] >= 6
+    again = data(checkout, "import")
+    assert isinstance(again, dict) and again["sessions_added"] == 0
+    for path in (isolated_env / ".gemini" / "tmp" / "project" / "chats").glob("*72a406ac*"):
+        path.unlink()
+    after = data(checkout, "import")
+    assert isinstance(after, dict) and after["sessions_removed"] == 1
+    rows = data(checkout, "sessions", "--scope", "all", "--agent", "gemini")
+    assert isinstance(rows, list) and R not in {row["native_id"] for row in rows}
+    assert run(checkout, "sessions", "--agent", "gemini").returncode == 0
