@@ -178,3 +178,22 @@ def test_an_unknown_session_is_not_found(sessions: tuple[Path, dict[str, str]]) 
     project, _ids = sessions
     with pytest.raises(NotFound):
         history.load_updates("ses-00000000000000000000000000", str(project))
+
+
+def test_load_of_a_session_the_engine_ran_replays_its_events_with_their_seqs(
+        isolated_env: Path, project: Path) -> None:
+    import subprocess
+    import sys
+
+    (project / ".coding-os").mkdir(mode=0o700, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "coding_os", "run", "--agent", "exec",
+                    "echo replayed"], cwd=project, check=True, capture_output=True)
+    [row] = [r for r in api.list_sessions("repo", cwd=str(project)) if r["kind"] == "cos"]
+    updates = list(history.load_updates(str(row["id"]), str(project)))
+    assert updates[0]["sessionUpdate"] == "user_message_chunk"
+    assert updates[0]["content"]["text"] == "echo replayed"
+    said = "".join(u["content"]["text"] for u in updates
+                   if u["sessionUpdate"] == "agent_message_chunk")
+    assert "replayed" in said
+    seqs = [u["_meta"]["cos/seq"] for u in updates]
+    assert seqs == sorted(seqs) and all(isinstance(seq, int) for seq in seqs)

@@ -398,6 +398,27 @@ def _codex_updates(path: str) -> Iterator[dict[str, Any]]:
             yield calls.end(str(payload.get("call_id")), output, failed)
 
 
+def _engine_updates(path: str, events: list[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
+    """A session the engine ran: its stored events as the updates it sent live (mapping.py,
+    each with its seq in `_meta`, so a client attached after the replay gets no duplicate),
+    each task opened by its prompt, the transcript's user entry."""
+    from coding_os.interfaces.acp.mapping import SEQ, Updates
+    from coding_os.sessions import transcript
+
+    prompts = (str(entry.get("text") or "") for entry in transcript.iter_visible(path)
+               if entry.get("type") == "user")
+    updates = Updates()
+    for event in events:
+        msg = event.get("msg")
+        if isinstance(msg, dict) and msg.get("type") == wire.TASK_STARTED:
+            prompt = next(prompts, None)
+            if prompt is not None:
+                update = _chunk("user_message_chunk", prompt)
+                update["_meta"] = {SEQ: event.get("seq")}
+                yield update
+        yield from updates.update(event)
+
+
 def _cos_updates(path: str) -> Iterator[dict[str, Any]]:
     from coding_os.sessions import transcript
 
@@ -426,7 +447,9 @@ def load_updates(session_id: str, cwd: str, env: Mapping[str, str] | None = None
     """The `session/update` payloads (`update` objects, without `sessionId`) that replay a
     session `session/list` shows, in order: its live chain's user turns, agent text and
     thoughts, every tool call (`tool_call` then its `tool_call_update`), subagents as tool
-    calls. A generator over the log: the first update comes before the rest is read.
+    calls. A generator over the log: the first update comes before the rest is read. A
+    session the engine ran is replayed from its stored events, each update with its seq in
+    `_meta` (`{"cos/seq": N}`), as `cos acp` sent them live.
 
     Raises:
         InvalidId: a malformed session id.
@@ -438,4 +461,8 @@ def load_updates(session_id: str, cwd: str, env: Mapping[str, str] | None = None
     source, kind = row.get("source_path"), str(row.get("kind"))
     if not isinstance(source, str) or not source or kind not in _READERS:
         raise NotFound(f"session {session_id} has no log to replay")
+    if kind == "cos":
+        stored = api.session_events(str(row["id"]), env=env, cwd=cwd)
+        if stored.get("engine") and stored.get("events"):
+            return _engine_updates(source, stored["events"])
     return _READERS[kind](source)
