@@ -525,7 +525,10 @@ class AcpAgent:
         old = self.sessions.pop(request.session_id, None)
         if old is not None:
             await self._detach(old)
-        path = row.get("events")
+        from coding_os.jobs import jobs
+
+        job = await asyncio.to_thread(jobs.resolve, str(row["id"]), self.env)
+        path = job.state.get("events")
         stored = (await asyncio.to_thread(read_since, path, 0)).events \
             if isinstance(path, str) and os.path.exists(path) else []
         last = stored[-1]["seq"] if stored else 0
