@@ -314,8 +314,8 @@ def test_a_permission_request_becomes_an_approval_and_is_answered_after_its_chec
         got = await until(backend.events(), {"task_complete"})
         assert of_type(got, "tool_result")[0]["ok"] is True
         assert [c[:2] for c in checkpoints] == [
-            ("execute", {"command": "echo made > made.txt"}),  # when its tool_call came
-            ("execute", {"command": "echo made > made.txt"})]  # before the allow
+            ("Bash", {"command": "echo made > made.txt"}),  # when its tool_call came
+            ("Bash", {"command": "echo made > made.txt"})]  # before the allow
         await backend.submit("shell echo again > again.txt")
         got = await until(backend.events(), {"approval_request"})
         await backend.answer(str(of_type(got, "approval_request")[0]["request"]), False)

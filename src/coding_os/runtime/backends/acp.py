@@ -31,6 +31,7 @@ import asyncio
 import collections
 import json
 import os
+import shlex
 import shutil
 import signal
 from collections.abc import AsyncIterator, Mapping
@@ -91,7 +92,8 @@ class AcpBackend:
         self._capabilities: dict[str, Any] = {}
         self._next_id = 1
         self._pending: dict[int, asyncio.Future[Any]] = {}
-        self._permissions: dict[str, tuple[str | int, list[Any], str, object]] = {}
+        # permission requests the user answers: str(id) → id, options, kind, the tool call
+        self._permissions: dict[str, tuple[str | int, list[Any], str, Any]] = {}
         self._tools: dict[str, dict[str, Any]] = {}  # the tool calls seen, by toolCallId
         self._text: list[str] = []  # the agent message being streamed
         self._prompt: asyncio.Task[None] | None = None
@@ -188,9 +190,9 @@ class AcpBackend:
             self._emit(wire.ERROR, message=f"acp: no permission request {request!r} is waiting",
                        fatal=False)
             return
-        native_id, options, tool, tool_input = pending
+        native_id, options, tool, call = pending
         if allow:
-            await self._checkpoint(tool, tool_input)
+            await self._checkpoint(tool, call)
         await self._send({"jsonrpc": "2.0", "id": native_id,
                           "result": {"outcome": _outcome(options, allow)}})
 
@@ -297,6 +299,7 @@ class AcpBackend:
             self._pending.pop(request_id, None)
         self._flush_message()
         result = result if isinstance(result, dict) else {}
+        self._emit(wire.NATIVE, raw={"result": result})
         stop = result.get("stopReason")
         if stop == "cancelled":
             self._emit(wire.TURN_ABORTED, reason=wire.ABORT_INTERRUPTED)
@@ -472,16 +475,19 @@ class AcpBackend:
         call = params.get("toolCall")
         call = call if isinstance(call, dict) else {}
         call_id = str(call.get("toolCallId") or "")
-        known = {**self._tools.get(call_id, {}), **call}
+        if call_id not in self._tools:  # Gemini CLI asks before it tells of the call
+            self._announce(call_id, call)
+        known = self._tools.setdefault(call_id, {})
+        known.update({key: value for key, value in call.items() if value is not None})
         tool = str(known.get("kind") or "other")
-        tool_input = known.get("rawInput")
+        tool_input = _shown_input(known)
         options = params.get("options")
         options = options if isinstance(options, list) else []
         if self._auto_allow is None or tool in self._auto_allow:
-            await self._checkpoint(tool, tool_input)
+            await self._checkpoint(tool, known)
             return {"outcome": _outcome(options, True)}
         self._flush_message()
-        self._permissions[str(request_id)] = (request_id, options, tool, tool_input)
+        self._permissions[str(request_id)] = (request_id, options, tool, dict(known))
         self._emit(wire.APPROVAL_REQUEST, request=str(request_id), tool=tool,
                    input=tool_input, call_id=call_id or None, title=known.get("title"))
         return None
@@ -516,7 +522,7 @@ class AcpBackend:
         content = params.get("content")
         if not isinstance(content, str):
             raise _Invalid("content must be a string")
-        await self._checkpoint("Write", {"file_path": path})
+        await self._write_checkpoint("Write", {"file_path": path})
         with open(path, "w", encoding="utf-8") as file:
             file.write(content)
 
@@ -534,7 +540,7 @@ class AcpBackend:
                 if isinstance(variable, dict) and isinstance(variable.get("name"), str):
                     env[variable["name"]] = str(variable.get("value", ""))
             limit = params.get("outputByteLimit")
-            await self._checkpoint("Bash", {"command": " ".join([command, *args])})
+            await self._write_checkpoint("Bash", {"command": shlex.join([command, *args])})
             terminal = await _Terminal.start([command, *args], cwd, env,
                                              limit if isinstance(limit, int) else OUTPUT_LIMIT)
             terminal_id = f"term-{len(self._terminals) + 1}-{os.urandom(3).hex()}"
@@ -558,7 +564,12 @@ class AcpBackend:
             return None
         raise _Invalid(f"no method {method}")
 
-    async def _checkpoint(self, tool: str, tool_input: object) -> None:
+    async def _checkpoint(self, kind: str, call: Mapping[str, Any]) -> None:
+        """The engine's checkpoint before the tool call `call` (of ACP kind `kind`) writes."""
+        tool, tool_input = _checkpoint_tool(kind, call)
+        await self._write_checkpoint(tool, tool_input)
+
+    async def _write_checkpoint(self, tool: str, tool_input: object) -> None:
         config = self._config
         if config is not None and config.checkpoint is not None:
             await config.checkpoint(tool, tool_input)
@@ -575,27 +586,33 @@ class AcpBackend:
                 self._emit(wire.AGENT_MESSAGE_DELTA, text=text)
             return
         if kind == _TOOL_CALL:
-            self._flush_message()
             call_id = str(update.get("toolCallId") or "")
-            self._tools[call_id] = dict(update)
-            tool = str(update.get("kind") or "other")
-            self._emit(wire.TOOL_CALL, call_id=call_id, tool=tool,
-                       input=update.get("rawInput"), title=update.get("title"),
-                       locations=update.get("locations"))
-            if tool in WRITING_KINDS:
-                # A tool that asks first gets its checkpoint before the allow as well; one that
-                # does not ask gets this one, taken while it may already run.
-                self._spawn(self._checkpoint(tool, update.get("rawInput")))
+            self._announce(call_id, update)
             self._maybe_result(call_id, update)
             return
         if kind == _TOOL_CALL_UPDATE:
             call_id = str(update.get("toolCallId") or "")
-            self._tools.setdefault(call_id, {}).update(
-                {key: value for key, value in update.items() if value is not None})
+            if call_id not in self._tools:
+                self._announce(call_id, update)
+            else:
+                self._tools[call_id].update(
+                    {key: value for key, value in update.items() if value is not None})
             if not self._maybe_result(call_id, update):
                 self._emit(wire.NATIVE, raw=message)
             return
         self._emit(wire.NATIVE, raw=message)
+
+    def _announce(self, call_id: str, call: Mapping[str, Any]) -> None:
+        """A tool call seen for the first time: its `tool_call` event, and, for a writing one,
+        its checkpoint (a tool that asks first gets one before the allow as well; one that does
+        not ask gets this one, taken while it may already run)."""
+        self._flush_message()
+        self._tools[call_id] = {key: value for key, value in call.items() if value is not None}
+        kind = str(call.get("kind") or "other")
+        self._emit(wire.TOOL_CALL, call_id=call_id, tool=kind, input=_shown_input(call),
+                   title=call.get("title"), locations=call.get("locations"))
+        if kind in WRITING_KINDS and call.get("status") in (None, "pending", "in_progress"):
+            self._spawn(self._checkpoint(kind, dict(call)))
 
     def _maybe_result(self, call_id: str, update: dict[str, Any]) -> bool:
         status = update.get("status")
@@ -709,6 +726,30 @@ def _outcome(options: list[Any], allow: bool) -> dict[str, Any]:
     return {"outcome": "cancelled"}
 
 
+def _shown_input(call: Mapping[str, Any]) -> object:
+    """What a tool call is given, for a UI: its raw input, else its title and locations (Gemini
+    CLI's permission requests carry no raw input)."""
+    if call.get("rawInput") is not None:
+        return call["rawInput"]
+    return {key: call[key] for key in ("title", "locations") if call.get(key) is not None}
+
+
+def _checkpoint_tool(kind: str, call: Mapping[str, Any]) -> tuple[str, dict[str, object]]:
+    """The tool the engine's checkpoint is taken for (checkpoints/auto.py takes one for a tool
+    that writes): a file edit names its file, anything else is taken as a command (a whole
+    checkpoint), whatever the ACP kind says, since an allowed tool may write."""
+    raw = call.get("rawInput")
+    raw = raw if isinstance(raw, dict) else {}
+    locations = call.get("locations")
+    paths = [location.get("path") for location in locations if isinstance(location, dict)] \
+        if isinstance(locations, list) else []
+    path = raw.get("file_path") or raw.get("path") or (paths[0] if paths else None)
+    if kind == "edit" and isinstance(path, str) and len(paths) <= 1:
+        return "Write", {"file_path": path}
+    command = raw.get("command")
+    return "Bash", {"command": command if isinstance(command, str) else call.get("title")}
+
+
 def _content_text(content: object) -> object:
     """A tool call's content as text where it is text (ACP `content` blocks), else as it is."""
     if not isinstance(content, list):
@@ -723,18 +764,24 @@ def _content_text(content: object) -> object:
     return "\n".join(texts)
 
 
-# ACP's usage names (and a `_meta.usage` in them or in cos's) → cos's usage names.
+# ACP's usage names, and Gemini CLI's in `_meta.quota.token_count` → cos's usage names.
 _USAGE_NAMES = {"inputTokens": "input", "outputTokens": "output",
                 "cachedReadTokens": "cached_input", "cachedWriteTokens": "cache_creation_input",
-                "thoughtTokens": "reasoning_output", "totalTokens": "total"}
+                "thoughtTokens": "reasoning_output", "totalTokens": "total",
+                "input_tokens": "input", "output_tokens": "output"}
 
 
 def _usage(result: dict[str, Any]) -> dict[str, Any] | None:
-    """The turn's token use, from the prompt's answer (`usage`, or `_meta.usage`)."""
+    """The turn's token use, from the prompt's answer: ACP's `usage`, else `_meta.usage`, else
+    Gemini CLI's `_meta.quota.token_count`."""
     meta = result.get("_meta")
+    meta = meta if isinstance(meta, dict) else {}
+    quota = meta.get("quota")
     usage = result.get("usage")
-    if not isinstance(usage, dict) and isinstance(meta, dict):
+    if not isinstance(usage, dict):
         usage = meta.get("usage")
+    if not isinstance(usage, dict) and isinstance(quota, dict):
+        usage = quota.get("token_count")
     if not isinstance(usage, dict):
         return None
     named: dict[str, Any] = {_USAGE_NAMES.get(str(key), str(key)): value
