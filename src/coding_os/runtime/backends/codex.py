@@ -1,16 +1,16 @@
 """The `codex` backend (DESIGN.md §6): the real Codex CLI driven through `codex app-server`.
 
-The app-server speaks JSON-RPC on stdio, one message a line, without the `jsonrpc` field. The
-backend sends `initialize` then the `initialized` notification, and `thread/start` (or
-`thread/resume`, or `thread/fork`) for the session; the thread id is the native id. A user input
-is `turn/start`, an interrupt `turn/interrupt`. The server tells what happens by notifications
-(`item/started`, `item/completed`, `turn/completed`, …) and asks for approvals by requests of its
-own, which `answer` responds to. Message shapes are those of the schema Codex 0.169 writes with
-`codex app-server generate-json-schema`. A permission mode sets both the approval policy and the
-sandbox (PERMISSION_MODES). A new thread also asks for the raw response items, the only trace of
-a command the sandbox refused: the backend reports such a command as a tool call and its result.
+This is the asynchronous transport of the one app-server client (adapters/codex/app_server.py:
+its messages, its handshake and the matching of answers to requests). The backend runs the
+client's `open_thread` dialogue (the handshake, then `thread/start`, `thread/resume` or
+`thread/fork` for the session); the thread id is the native id. A user input is `turn/start`, an
+interrupt `turn/interrupt`. The server tells what happens by notifications (`item/started`,
+`item/completed`, `turn/completed`, …) and asks for approvals by requests of its own, which
+`answer` responds to. A permission mode sets both the approval policy and the sandbox
+(PERMISSION_MODES). A new thread also asks for the raw response items, the only trace of a
+command the sandbox refused: the backend reports such a command as a tool call and its result.
 
-One reader task reads stdout: responses go to the request awaiting them, everything else becomes
+One reader task reads stdout: answers go to the request awaiting them, everything else becomes
 a `BackendEvent` on a queue that `events()` gives out, ending when stdout closes. A line that is
 not JSON becomes a `native` event; one longer than MAX_LINE is skipped with an `error` event.
 """
@@ -25,9 +25,11 @@ import re
 import shutil
 import signal
 from collections.abc import AsyncIterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from coding_os import jsonwire
+from coding_os.adapters.codex.app_server import (Answer, Client, Dialogue, Notification, Other,
+                                                 ServerRequest, ended, open_thread)
 from coding_os.errors import BackendError, InvalidInput
 from coding_os.runtime import children, wire
 from coding_os.runtime.backend import BackendConfig, BackendEvent
@@ -69,8 +71,8 @@ _APPROVALS = {
 # Model tools that run a command: a call of theirs that Codex reports no item for (its sandbox
 # refused the command) is reported from the raw response items.
 _SHELL_TOOLS = frozenset({"exec_command", "shell", "shell_command"})
+_T = TypeVar("_T")
 _EXIT_CODE = re.compile(r"^(?:Process exited with code|Exit code:) (-?\d+)$", re.MULTILINE)
-_METHOD_NOT_FOUND = -32601
 
 
 class CodexBackend:
@@ -83,7 +85,7 @@ class CodexBackend:
         self._process: asyncio.subprocess.Process | None = None
         self._thread_id: str | None = None
         self._turn_id: str | None = None
-        self._next_id = 1
+        self._client = Client()
         self._pending: dict[int, asyncio.Future[Any]] = {}
         self._approvals: dict[str, tuple[str | int, str, str]] = {}  # str(id) → id, allow, deny
         self._queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()
@@ -124,31 +126,15 @@ class CodexBackend:
             raise BackendError(f"codex: cannot run {found}: {error.strerror or error}") from None
         self._stderr_reader = asyncio.create_task(self._drain_stderr(config.options))
         self._reader = asyncio.create_task(self._read_stdout())
+        params: dict[str, Any] = {"cwd": config.cwd, "approvalPolicy": policy}
+        if config.model:
+            params["model"] = config.model
+        sandbox = config.options.get("sandbox") or default_sandbox
+        if sandbox:
+            params["sandbox"] = sandbox
         try:
-            from coding_os import __version__
-
-            # The experimental API gives the raw response items, the only trace of a command
-            # the sandbox refused (see _raw_item).
-            await self._request("initialize", {"clientInfo": {
-                "name": "coding-os", "title": "coding-os", "version": __version__},
-                "capabilities": {"experimentalApi": True}})
-            await self._send({"method": "initialized"})
-            params: dict[str, Any] = {"cwd": config.cwd, "approvalPolicy": policy}
-            if config.model:
-                params["model"] = config.model
-            sandbox = config.options.get("sandbox") or default_sandbox
-            if sandbox:
-                params["sandbox"] = sandbox
-            if config.native_id is None:
-                result = await self._request("thread/start",
-                                             {**params, "experimentalRawEvents": True})
-            else:
-                params.update(threadId=config.native_id, excludeTurns=True)
-                result = await self._request("thread/fork" if config.fork else "thread/resume",
-                                             params)
-            thread_id = result["thread"]["id"] if isinstance(result, dict) else None
-            if not isinstance(thread_id, str):
-                raise BackendError(f"codex: the app-server gave no thread id: {result!r:.200}")
+            thread_id = await self._run(open_thread(params, thread_id=config.native_id,
+                                                    fork=config.fork))
         except BaseException:
             await self.close()
             raise
@@ -196,7 +182,7 @@ class CodexBackend:
                 "message": f"codex: no approval request {request!r} is waiting", "fatal": False}))
             return
         native_id, accept, decline = pending
-        await self._send({"id": native_id, "result": {"decision": accept if allow else decline}})
+        await self._send(Client.respond(native_id, {"decision": accept if allow else decline}))
 
     async def events(self) -> AsyncIterator[BackendEvent]:
         """The events of the thread, in order, until the app-server's stdout closes."""
@@ -236,32 +222,52 @@ class CodexBackend:
 
     # -- JSON-RPC --------------------------------------------------------------------------------
 
-    async def _send(self, message: Mapping[str, Any]) -> None:
+    async def _run(self, dialogue: Dialogue[_T]) -> _T:
+        """Send `dialogue`'s steps in turn, each request's result sent back into it; what it
+        gives."""
+        result: Any = None
+        while True:
+            try:
+                step = dialogue.send(result)
+            except StopIteration as end:
+                value: _T = end.value
+                return value
+            if step.notification:
+                await self._send(Client.notify(step.method))
+                result = None
+            else:
+                result = await self._request(step.method, step.params)
+
+    async def _send(self, line: bytes) -> None:
         process = self._process
         if process is None or process.stdin is None:
             raise BackendError("codex: the app-server is not started")
         try:
             if process.stdin.is_closing():
                 raise BrokenPipeError
-            process.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
+            process.stdin.write(line)
             await process.stdin.drain()
         except (BrokenPipeError, ConnectionResetError):
             raise await self._ended() from None
 
-    async def _request(self, method: str, params: Mapping[str, Any]) -> Any:
-        request_id = self._next_id
-        self._next_id += 1
+    async def _request(self, method: str, params: Mapping[str, Any] | None) -> Any:
+        """The result of the answer to the request `method`.
+
+        Raises:
+            _Refused: the app-server answered with an error. BackendError: it is gone, or
+                gave no answer within REQUEST_TIMEOUT.
+        """
+        request_id, line = self._client.request(method, params)
         answer: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = answer
         try:
-            await self._send({"id": request_id, "method": method, "params": params})
+            await self._send(line)
             return await asyncio.wait_for(answer, REQUEST_TIMEOUT)
         except asyncio.TimeoutError:
             raise BackendError(f"codex: no answer to {method} in {REQUEST_TIMEOUT:.0f}s") from None
-        except _Refused as refused:
-            raise _Refused(f"codex: {method} refused: {refused}") from None
         finally:
             self._pending.pop(request_id, None)
+            self._client.forget(request_id)
 
     async def _read_stdout(self) -> None:
         process = self._process
@@ -290,8 +296,7 @@ class CodexBackend:
         assert process is not None
         if self._stderr_reader is not None:  # its last lines say why the process ended
             await asyncio.wait({self._stderr_reader}, timeout=1.0)
-        code = await _exit_code(process)
-        return BackendError(f"codex: the app-server ended (exit code {code}){self._stderr_hint()}")
+        return ended(await _exit_code(process), self._stderr_tail)
 
     async def _drain_stderr(self, options: Mapping[str, object]) -> None:
         process = self._process
@@ -313,74 +318,54 @@ class CodexBackend:
             if sink is not None:
                 sink.close()
 
-    def _stderr_hint(self) -> str:
-        # The bubblewrap and model-metadata warnings come first and say nothing of a failure.
-        lines = [line for line in self._stderr_tail
-                 if "bubblewrap" not in line and "PATH aliases" not in line]
-        return f": {lines[-1].strip()}" if lines else ""
-
     def _take(self, line: bytes) -> None:
-        """Route one line: a response to its request, anything else to the events."""
-        try:
-            message = jsonwire.loads(line)
-        except ValueError:
-            self._emit(wire.NATIVE, raw=line.decode("utf-8", errors="replace").rstrip("\n"))
-            return
-        if not isinstance(message, dict):
-            self._emit(wire.NATIVE, raw=message)
-            return
-        method = message.get("method")
-        if method is None and "id" in message:
+        """Route one line (Client.read): an answer to its request, anything else to the
+        events."""
+        message = self._client.read(line)
+        if isinstance(message, Answer):
             self._resolve(message)
-        elif isinstance(method, str) and "id" in message:
-            self._server_request(method, message)
-        elif isinstance(method, str):
-            self._notification(method, message)
-        else:
-            self._emit(wire.NATIVE, raw=message)
+        elif isinstance(message, ServerRequest):
+            self._server_request(message)
+        elif isinstance(message, Notification):
+            self._notification(message.method, message.params, message.message)
+        elif isinstance(message, Other):
+            self._emit(wire.NATIVE, raw=message.raw)
 
-    def _resolve(self, message: dict[str, Any]) -> None:
-        answer = self._pending.get(message["id"]) if isinstance(message["id"], int) else None
+    def _resolve(self, message: Answer) -> None:
+        answer = self._pending.get(message.id)
         if answer is None or answer.done():
-            self._emit(wire.NATIVE, raw=message)
-        elif "error" in message:
-            error = message["error"]
-            text = error.get("message") if isinstance(error, dict) else None
-            answer.set_exception(_Refused(str(text or error)))
+            self._emit(wire.NATIVE, raw=message.message)
+        elif message.error is not None:
+            answer.set_exception(_Refused(f"codex: {message.method} refused: {message.error}"))
         else:
-            answer.set_result(message.get("result"))
+            answer.set_result(message.result)
 
-    def _server_request(self, method: str, message: dict[str, Any]) -> None:
-        params = message.get("params")
-        if not isinstance(params, dict):
-            params = {}
-        approval = _APPROVALS.get(method)
+    def _server_request(self, request: ServerRequest) -> None:
+        approval = _APPROVALS.get(request.method)
         if approval is None:
             # Nothing cos can answer (user input forms, auth refresh…): refuse rather than let
             # the turn wait forever, and let UIs see it.
-            self._emit(wire.NATIVE, raw=message)
-            self._respond_later({"id": message["id"], "error": {
-                "code": _METHOD_NOT_FOUND, "message": f"coding-os does not handle {method}"}})
+            self._emit(wire.NATIVE, raw=request.message)
+            self._respond_later(Client.refuse(request))
             return
         tool, accept, decline = approval
-        self._approvals[str(message["id"])] = (message["id"], accept, decline)
-        call_id = params.get("itemId") or params.get("callId")
-        self._emit(wire.APPROVAL_REQUEST, request=message["id"], tool=tool,
-                   input=_approval_input(params, self._items.get(str(call_id))),
+        self._approvals[str(request.id)] = (request.id, accept, decline)
+        call_id = request.params.get("itemId") or request.params.get("callId")
+        self._emit(wire.APPROVAL_REQUEST, request=request.id, tool=tool,
+                   input=_approval_input(request.params, self._items.get(str(call_id))),
                    call_id=call_id)
 
-    def _respond_later(self, message: Mapping[str, Any]) -> None:
+    def _respond_later(self, line: bytes) -> None:
         async def respond() -> None:
             try:
-                await self._send(message)
+                await self._send(line)
             except BackendError:
                 pass  # the app-server is gone; events() is ending anyway
         task = asyncio.get_running_loop().create_task(respond())
         self._responses.add(task)
         task.add_done_callback(self._responses.discard)
 
-    def _notification(self, method: str, message: dict[str, Any]) -> None:
-        params = message.get("params")
+    def _notification(self, method: str, params: object, message: dict[str, Any]) -> None:
         if not isinstance(params, dict) or params.get("threadId") not in (None, self._thread_id):
             self._emit(wire.NATIVE, raw=message)  # another thread's (a subagent's) doing
             return
