@@ -197,3 +197,24 @@ def test_load_of_a_session_the_engine_ran_replays_its_events_with_their_seqs(
     assert "replayed" in said
     seqs = [u["_meta"]["cos/seq"] for u in updates]
     assert seqs == sorted(seqs) and all(isinstance(seq, int) for seq in seqs)
+
+
+def test_gemini_sessions_are_listed_and_loaded_with_their_tool_calls(
+        isolated_env: Path, project: Path) -> None:
+    import shutil
+
+    (project / ".coding-os").mkdir(mode=0o700, exist_ok=True)
+    fixtures = Path(__file__).resolve().parents[2] / "adapters" / "gemini" / "fixtures"
+    gemini = isolated_env / ".gemini"
+    shutil.copytree(fixtures / "gemini-home", gemini)
+    (gemini / "projects.json").write_text(json.dumps({"projects": {str(project): "project"}}),
+                                          encoding="utf-8")
+    (gemini / "tmp" / "project" / ".project_root").write_text(str(project), encoding="utf-8")
+    listed = [row for row in history.list_page(str(project))["sessions"]
+              if row["_meta"]["cos/agent"] == "gemini"]
+    assert listed
+    counts: Counter[str] = Counter()
+    for row in listed:
+        counts += _counts(list(history.load_updates(row["sessionId"], str(project))))
+    assert counts["user_message_chunk"] >= len(listed)
+    assert counts["tool_call"] == counts["tool_call_update"] > 0

@@ -398,6 +398,24 @@ def _codex_updates(path: str) -> Iterator[dict[str, Any]]:
             yield calls.end(str(payload.get("call_id")), output, failed)
 
 
+def _gemini_updates(path: str) -> Iterator[dict[str, Any]]:
+    from coding_os.adapters.gemini.sessions import read_conversation
+
+    calls = _Calls()
+    for entry in read_conversation(path).entries:
+        if entry.kind == "prompt" and entry.text:
+            yield _chunk("user_message_chunk", entry.text)
+        elif entry.kind == "assistant" and entry.text:
+            yield _chunk("agent_message_chunk", entry.text)
+        elif entry.kind == "thought":
+            yield _chunk("agent_thought_chunk", "\n".join(
+                part for part in (entry.subject, entry.text) if part))
+        elif entry.kind == wire.TOOL_CALL:
+            call_id = entry.call_id or f"{entry.message_id}-{entry.tool}"
+            yield calls.start(call_id, str(entry.tool), dict(entry.args or {}))
+            yield calls.end(call_id, entry.output or "", entry.ok is False)
+
+
 def _engine_updates(path: str, events: list[Mapping[str, Any]]) -> Iterator[dict[str, Any]]:
     """A session the engine ran: its stored events as the updates it sent live (mapping.py,
     each with its seq in `_meta`, so a client attached after the replay gets no duplicate),
@@ -439,7 +457,8 @@ def _cos_updates(path: str) -> Iterator[dict[str, Any]]:
             yield _chunk("agent_message_chunk", f"[{kind}] {entry.get('text') or ''}")
 
 
-_READERS = {"claude": _claude_updates, "codex": _codex_updates, "cos": _cos_updates}
+_READERS = {"claude": _claude_updates, "codex": _codex_updates, "gemini": _gemini_updates,
+            "cos": _cos_updates}
 
 
 def load_updates(session_id: str, cwd: str, env: Mapping[str, str] | None = None
