@@ -1,0 +1,157 @@
+"""`cos acp` (DESIGN.md §12.1) driven by real ACP clients: `acpx` (the headless client, pinned in
+tests/e2e/clients) over `cos acp --agent exec` and `--agent claude` (the real Claude Code
+against the scripted model server), and the ACP Python SDK's client side for exact checks of
+the messages (seq meta, a permission answered through the SDK, a resume from a cursor)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.harness import BIN_DIR, claude_env
+from tests.e2e.model_server import ModelServer, Text, ToolCall, when_prompted
+from tests.helpers import COS, require_clients
+
+pytestmark = pytest.mark.e2e
+
+ACPX = BIN_DIR / "acpx"
+WAIT_S = 120.0
+
+
+@pytest.fixture
+def scripted(isolated_env: Path) -> Iterator[ModelServer]:
+    require_clients()
+    server = ModelServer([]).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def claude_acp_env(server: ModelServer, home: Path) -> dict[str, str]:
+    """cos acp's environment: the scripted server for Claude Code, which is on PATH."""
+    env = dict(os.environ)
+    env.update(claude_env(server, home))
+    env["PATH"] = f"{BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def acpx(project: Path, agent: str, prompt: str, env: dict[str, str]) -> list[dict[str, Any]]:
+    """Every JSON-RPC message acpx sent and received, running one prompt against `cos acp`."""
+    proc = subprocess.run(
+        [str(ACPX), "--approve-all", "--format", "json", "--cwd", str(project), "--agent",
+         f"{COS} acp --agent {agent}", "exec", prompt],
+        cwd=project, env=env, capture_output=True, text=True, timeout=WAIT_S)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+
+
+def updates(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [m["params"]["update"] for m in messages if m.get("method") == "session/update"]
+
+
+def seqs(found: list[dict[str, Any]]) -> list[int]:
+    return [u["_meta"]["cos/seq"] for u in found if "cos/seq" in (u.get("_meta") or {})]
+
+
+def test_acpx_runs_an_exec_prompt_through_cos_acp(project: Path, isolated_env: Path) -> None:
+    require_clients()
+    messages = acpx(project, "exec", "echo from-acpx", dict(os.environ))
+    chunks = [u for u in updates(messages) if u["sessionUpdate"] == "agent_message_chunk"]
+    assert [c["content"]["text"] for c in chunks] == ["from-acpx\n"]
+    assert all(isinstance(c["_meta"]["cos/seq"], int) for c in chunks)
+    [answer] = [m for m in messages if "result" in m and "stopReason" in (m["result"] or {})]
+    assert answer["result"]["stopReason"] == "end_turn"
+    assert answer["result"]["_meta"]["cos/usage"] == {"exit_code": 0}
+
+
+def test_acpx_runs_claude_through_cos_acp_with_its_tool_call_and_permission(
+        project: Path, isolated_env: Path, scripted: ModelServer) -> None:
+    scripted.scripts[""] = [ToolCall("Bash", {"command": "echo ran > ran.txt",
+                                              "description": "run it"}), Text("Ran it.")]
+    messages = acpx(project, "claude", "run the command",
+                    claude_acp_env(scripted, isolated_env))
+    assert (project / "ran.txt").read_text(encoding="utf-8") == "ran\n"
+    found = updates(messages)
+    [call] = [u for u in found if u["sessionUpdate"] == "tool_call"]
+    assert call["kind"] == "execute" and call["rawInput"]["command"] == "echo ran > ran.txt"
+    assert call["title"].startswith("Bash")
+    done = [u for u in found if u["sessionUpdate"] == "tool_call_update"
+            and u["toolCallId"] == call["toolCallId"]]
+    assert done and done[-1]["status"] == "completed"
+    asked = [m for m in messages if m.get("method") == "session/request_permission"]
+    assert asked and asked[0]["params"]["toolCall"]["toolCallId"] == call["toolCallId"]
+    text = "".join(u["content"]["text"] for u in found
+                   if u["sessionUpdate"] == "agent_message_chunk")
+    assert "Ran it." in text
+    numbers = seqs(found)
+    assert numbers == sorted(set(numbers)) and len(numbers) >= 3
+    [answer] = [m for m in messages if "result" in m and "stopReason" in (m["result"] or {})]
+    assert answer["result"]["stopReason"] == "end_turn"
+    assert "cos/usage" in answer["result"]["_meta"]
+
+
+def test_the_python_sdk_client_resumes_a_claude_session_from_its_cursor(
+        project: Path, isolated_env: Path, scripted: ModelServer) -> None:
+    from acp import spawn_agent_process, text_block
+    from acp.schema import AllowedOutcome, RequestPermissionResponse
+
+    scripted.scripts[""] = [ToolCall("Bash", {"command": "echo one > one.txt",
+                                              "description": "first"}),
+                            when_prompted("now answer", Text("Second done."),
+                                          Text("First done."))]
+    env = claude_acp_env(scripted, isolated_env)
+
+    class Recorder:
+        """The client side: records the updates, allows once what is asked."""
+
+        def __init__(self) -> None:
+            self.updates: list[dict[str, Any]] = []
+
+        async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+            self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
+
+        async def request_permission(self, options: Any, session_id: str, tool_call: Any,
+                                     **kwargs: Any) -> RequestPermissionResponse:
+            return RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
+
+    async def run() -> tuple[Recorder, Recorder, int, dict[str, Any]]:
+        first = Recorder()
+        async with spawn_agent_process(first, COS, "acp", "--agent", "claude", cwd=project,
+                                       env=env) as (connection, _process):
+            await connection.initialize(protocol_version=1)
+            session = await connection.new_session(cwd=str(project), mcp_servers=[])
+            answer = await connection.prompt(session_id=session.session_id,
+                                             prompt=[text_block("run the first command")])
+            assert answer.stop_reason == "end_turn"
+        cursor = max(seqs(first.updates))
+        second = Recorder()
+        async with spawn_agent_process(second, COS, "acp", "--agent", "claude", cwd=project,
+                                       env=env) as (connection, _process):
+            await connection.initialize(protocol_version=1)
+            resumed = await connection.resume_session(
+                cwd=str(project), session_id=session.session_id, mcp_servers=[],
+                field_meta={"cos/since": cursor})
+            meta = dict(resumed.field_meta or {})
+            answer = await connection.prompt(session_id=session.session_id,
+                                             prompt=[text_block("now answer")])
+            assert answer.stop_reason == "end_turn"
+        return first, second, cursor, meta
+
+    first, second, cursor, meta = asyncio.run(asyncio.wait_for(run(), WAIT_S))
+    assert (project / "one.txt").read_text(encoding="utf-8") == "one\n"
+    # The task's end (after the last update) has no update of its own: the cursor is behind it.
+    assert meta["cos/last_seq"] >= cursor and meta["cos/turn"] == "idle"
+    later = seqs(second.updates)
+    assert later and min(later) > cursor and later == sorted(set(later))
+    text = "".join(u["content"]["text"] for u in second.updates
+                   if u["sessionUpdate"] == "agent_message_chunk")
+    assert "Second done." in text and "First done." not in text
