@@ -457,3 +457,150 @@ def test_attach_right_after_bg_waits_for_the_runner_and_follows_the_job(project:
     assert [e["msg"].get("text") for e in followed if e["msg"]["type"] == "agent_message"] == [
         "started", "ended"]
     assert followed == stored_events(project, job)
+
+
+def test_a_blocked_job_shows_its_request_in_cos_agents_and_cos_attach_answers_it(
+        project: Path) -> None:
+    job = bg(project, "--agent", ECHO, "--name", "asker", "write notes.txt: first line")["id"]
+    row = state_of(project, job, "blocked")
+    approval = row["approval"]
+    worktree = Path(row["worktree"])
+    assert approval["tool"] == "Write" and approval["path"] == str(worktree / "notes.txt")
+    assert approval["request"] is not None and approval["command"] is None
+    assert "+first line" in approval["diff"].splitlines()
+    table = cos("agents", cwd=project)
+    assert table.returncode == 0, table.stderr
+    line = next(line for line in table.stdout.splitlines() if "asks:" in line)
+    assert f"Write {worktree / 'notes.txt'} (request {approval['request']})" in line
+    assert f"cos approve {job}" in line
+    assert "      +first line" in table.stdout.splitlines()
+    term = Terminal(project, "attach", job)
+    try:
+        term.expect(f"job {job} asks to run Write {worktree / 'notes.txt'}")
+        term.expect("type allow or deny")
+        term.expect("+first line")
+        term.type("allow\n")
+        term.expect("▸ Write")
+        until(lambda: agents(project)[job]["state"] == "done", "the approved write to end")
+        term.type("\x04")  # Ctrl-D: detach
+        assert term.wait() == 0
+    finally:
+        term.end()
+    assert (worktree / "notes.txt").read_text() == "first line\n"
+    assert agents(project)[job]["approval"] is None
+    # Denied from the terminal: the tool does not run.
+    cos("reply", job, "write denied.txt: no", cwd=project)
+    state_of(project, job, "blocked")
+    term = Terminal(project, "attach", job)
+    try:
+        term.expect("asks to run Write")
+        term.expect("denied.txt")
+        term.type("deny\n")
+        term.expect("not allowed to write denied.txt")
+        term.type("\x04")
+        assert term.wait() == 0
+    finally:
+        term.end()
+    assert state_of(project, job, "done")["approval"] is None
+    assert not (worktree / "denied.txt").exists()
+
+
+def test_a_command_that_exits_non_zero_is_failed_with_its_exit_code(project: Path) -> None:
+    job = bg(project, "--exec", "echo trying; exit 3", "--name", "failing")["id"]
+    row = until(lambda: (r := agents(project)[job])["state"] == "failed" and r["pid"] is None
+                and r, "the command to fail")
+    assert row["exit_code"] == 3
+    table = cos("agents", cwd=project).stdout
+    line = next(line for line in table.splitlines() if line.startswith(job))
+    assert " failed " in line and "exit 3" in line
+    attached = cos("attach", job, cwd=project)
+    assert attached.returncode == 1 and "trying" in attached.stdout
+    # It ran to its end: `cos respawn --all` does not run it again.
+    assert json.loads(cos("respawn", "--all", "--json", cwd=project).stdout) == []
+    ok = bg(project, "--exec", "exit 0")["id"]
+    assert until(lambda: (r := agents(project)[ok])["pid"] is None and r, "the command to end"
+                 )["state"] == "done"
+
+
+def test_rm_removes_a_finished_idle_job_and_refuses_one_that_runs_a_task(
+        project: Path) -> None:
+    idle = bg(project, "--agent", ECHO, "--name", "idle", "hello")["id"]
+    row = state_of(project, idle, "done")
+    assert row["status"] == "idle" and row["pid"] is not None  # its runner waits for input
+    removed = cos("rm", idle, "--json", cwd=project)
+    assert removed.returncode == 0, removed.stderr
+    assert json.loads(removed.stdout)["id"] == idle
+    assert idle not in agents(project) and runners_of(idle) == []
+    assert not Path(row["worktree"]).exists()
+    busy = bg(project, "--agent", ECHO, "--name", "busy", "sleep 30")["id"]
+    state_of(project, busy, "working")
+    refused = cos("rm", busy, cwd=project)
+    assert refused.returncode == 7 and f"is running: cos stop {busy} first" in refused.stderr
+    assert busy in agents(project)
+    # A finished job whose worktree holds work is refused as it is: its runner goes on.
+    kept = bg(project, "--agent", ECHO, "--name", "kept", "write kept.txt: work")["id"]
+    state_of(project, kept, "blocked")
+    assert cos("approve", kept, cwd=project).returncode == 0
+    pid = state_of(project, kept, "done")["pid"]
+    at_risk = cos("rm", kept, cwd=project)
+    assert at_risk.returncode == 1 and "kept.txt" in at_risk.stderr
+    assert agents(project)[kept]["pid"] == pid and runners_of(kept) == [pid]
+    for job in (busy, kept):
+        assert cos("stop", job, cwd=project).returncode == 0
+
+
+def _dirty(project: Path) -> None:
+    """Uncommitted changes of every kind: unstaged, staged, untracked, ignored, deleted."""
+    (project / "README.md").write_text("hello, changed\n")
+    (project / "kept.txt").write_text("committed\n")
+    git(project, "add", "kept.txt")
+    git(project, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "kept")
+    (project / "staged.txt").write_text("staged\n")
+    git(project, "add", "staged.txt")
+    (project / "new").mkdir()
+    (project / "new" / "untracked.txt").write_text("untracked\n")
+    (project / ".gitignore").write_text("*.log\n")
+    (project / "noise.log").write_text("ignored\n")
+    (project / "kept.txt").unlink()
+
+
+def test_bg_in_a_dirty_tree_says_it_starts_from_head_and_carry_takes_the_changes_along(
+        project: Path) -> None:
+    clean = cos("bg", "--exec", "true", cwd=project)  # a clean tree: not a word of it
+    assert clean.returncode == 0 and clean.stderr == "", clean.stderr
+    _dirty(project)
+    status = git(project, "status", "--porcelain")
+    index = (project / ".git" / "index").read_bytes()
+    head = git(project, "rev-parse", "HEAD")
+    plain = cos("bg", "--exec", "true", cwd=project)
+    assert plain.returncode == 0, plain.stderr
+    [said] = plain.stderr.strip().splitlines()
+    assert said == (f"cos: the job starts from the last commit (HEAD {head[:12]}); the 5 "
+                    "uncommitted paths of this checkout stay here (cos bg --carry takes them "
+                    "along)")
+    job = plain.stdout.strip().split(" · ")[1]
+    worktree = Path(state_of(project, job, "done")["worktree"])
+    assert (worktree / "README.md").read_text() == "hello\n"
+    assert (worktree / "kept.txt").read_text() == "committed\n"
+    assert not (worktree / "staged.txt").exists() and not (worktree / "new").exists()
+    carried = cos("bg", "--carry", "--json", "--exec", "cat README.md staged.txt new/*.txt",
+                  cwd=project)
+    assert carried.returncode == 0, carried.stderr
+    assert carried.stderr.strip() == (
+        f"cos: the job starts from the last commit (HEAD {head[:12]}) with the 5 uncommitted "
+        "paths of this checkout carried into its worktree")
+    job = json.loads(carried.stdout)["id"]
+    worktree = Path(state_of(project, job, "done")["worktree"])
+    texts = [e["msg"].get("text") for e in stored_events(project, job)]
+    assert "hello, changed" in texts and "staged" in texts and "untracked" in texts
+    assert (worktree / "README.md").read_text() == "hello, changed\n"
+    assert (worktree / "staged.txt").read_text() == "staged\n"
+    assert (worktree / "new" / "untracked.txt").read_text() == "untracked\n"
+    assert (worktree / ".gitignore").read_text() == "*.log\n"
+    assert not (worktree / "noise.log").exists() and not (worktree / "kept.txt").exists()
+    assert git(worktree, "rev-parse", "HEAD") == head  # on the commit, the changes not staged
+    assert git(worktree, "diff", "--cached", "--name-only") == ""
+    # The checkout is as it was: its files, its index, its HEAD.
+    assert (project / ".git" / "index").read_bytes() == index
+    assert git(project, "status", "--porcelain") == status
+    assert (project / "noise.log").read_text() == "ignored\n"

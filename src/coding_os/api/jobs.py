@@ -32,10 +32,11 @@ def __getattr__(name: str) -> object:
 def bg_start(prompt: str | None, *, agent: str | None = None, command: str | None = None,
              name: str | None = None, isolation: str = "worktree", model: str | None = None,
              permission_mode: str | None = None, recipe: str | None = None,
-             params: list[str] | None = None, cwd: str | None = None,
+             params: list[str] | None = None, cwd: str | None = None, carry: bool = False,
              env: Mapping[str, str] | None = None) -> dict[str, object]:
     """`cos bg`: start `prompt` (or `command`, or the prompt `recipe` renders) as a background
-    job of `agent`; its row, at once.
+    job of `agent`; its row, at once. `carry`: the checkout's uncommitted changes go into the
+    job's worktree (control.start_job).
 
     Raises:
         InvalidInput: as control.start_job, or a bad agent. RecipeError: as
@@ -49,7 +50,7 @@ def bg_start(prompt: str | None, *, agent: str | None = None, command: str | Non
         command=command, recipe=recipe, params=params, model=model,
         permission_mode=permission_mode, cwd=cwd)
     job = control.start_job(settings, prompt, name=name, isolation=isolation, seed_ref=seed_ref,
-                            in_worktree=_worktree_hooks(settings), env=env)
+                            in_worktree=_worktree_hooks(settings), carry=carry, env=env)
     return jobs.row(job, alive=True)
 
 

@@ -19,6 +19,7 @@ from coding_os.interfaces.output import dump_json, visible
 __all__ = ["COMMANDS"]
 
 _T = TypeVar("_T")
+DIFF_LINES = 20  # lines of a waiting edit's diff the table shows
 
 
 def _echo(message: object = "", *, err: bool = False) -> None:
@@ -68,16 +69,20 @@ def _read_text(text: str | None, what: str) -> str | None:
               help="A value for a parameter of the recipe (repeat for each).")
 @click.option("--cwd", "cwd", type=click.Path(file_okay=False), metavar="P",
               help="The project and the agent's working directory (default: here).")
+@click.option("--carry", is_flag=True,
+              help="Carry this checkout's uncommitted changes (staged, unstaged, untracked "
+                   "files not ignored) into the job's worktree.")
 @_json_option
 @click.argument("prompt", required=False)
 def bg_command(agent: str | None, command: str | None, name: str | None, isolation: str,
                model: str | None, permission_mode: str | None, recipe: str | None,
-               params: tuple[str, ...], cwd: str | None, as_json: bool,
+               params: tuple[str, ...], cwd: str | None, carry: bool, as_json: bool,
                prompt: str | None) -> None:
     """Start PROMPT (`-`: read it from stdin) as a background job and return at once,
     printing `backgrounded · <id> · <name>`. The job runs in a runner process of its own under
-    the supervisor (started on demand), in its own worktree in a git repository; `cos agents`
-    lists the jobs, `cos attach` follows one."""
+    the supervisor (started on demand), in its own worktree in a git repository, from the last
+    commit: uncommitted changes stay in this checkout (said in one line) unless `--carry`;
+    `cos agents` lists the jobs, `cos attach` follows one."""
     if command is not None and (agent is not None or recipe is not None):
         raise InvalidInput("--exec runs a command: it takes no --agent or --recipe")
     if params and recipe is None:
@@ -86,7 +91,7 @@ def bg_command(agent: str | None, command: str | None, name: str | None, isolati
         raise InvalidInput("give a PROMPT, --exec CMD or --recipe FILE")
     row = api.bg_start(_read_text(prompt, "prompt"), agent=agent, command=command, name=name,
                        isolation=isolation, model=model, permission_mode=permission_mode,
-                       recipe=recipe, params=list(params), cwd=cwd)
+                       recipe=recipe, params=list(params), cwd=cwd, carry=carry)
     if as_json:
         _json(row)
         return
@@ -114,9 +119,10 @@ def _age(started: object) -> str:
 @_json_option
 def agents_command(every: bool, all_hosts: bool, cwd: str | None, as_json: bool) -> None:
     """List the background jobs: id, name, agent, state (working, blocked, done, failed,
-    stopped), what a live one waits for, its age and branch. `--json` rows are a superset of
-    `claude agents --json`; with `--all-hosts` each row has its `host` (and, from another
-    host, `publishedAt`)."""
+    stopped), what a live one waits for (a blocked job's request on the line below: tool,
+    command or path, an edit's diff, request id), a failed command's exit code, its age and
+    branch. `--json` rows are a superset of `claude agents --json` (`approval`: the request);
+    with `--all-hosts` each row has its `host` (and, from another host, `publishedAt`)."""
     if all_hosts:
         rows = api.agents_all_hosts(every=every, cwd=cwd)
     else:
@@ -131,12 +137,28 @@ def agents_command(every: bool, all_hosts: bool, cwd: str | None, as_json: bool)
         status = row["status"] or ""
         if row.get("waitingFor"):
             status = f"waiting for {row['waitingFor']}"
+        if row.get("exit_code") not in (None, 0) and not status:
+            status = f"exit {row['exit_code']}"
         where = row.get("branch") or row.get("cwd") or ""
         host = f"{str(row.get('host'))[:16]:<16} " if all_hosts else ""
         if "publishedAt" in row:
             where = f"{where}  (as published {_age(row['publishedAt'])} ago)"
         _echo(f"{host}{row['id']}  {str(row['name'])[:28]:<28}  {row['agent']:<7} "
               f"{row['state']:<8} {status:<28} {_age(row.get('startedAt')):>4}  {where}")
+        if isinstance(row.get("approval"), dict):
+            _approval_lines(row["id"], row["approval"])
+
+
+def _approval_lines(job: str, approval: dict[str, Any]) -> None:
+    """Under a blocked job's row: what it asks, how to answer, and an edit's diff."""
+    from coding_os.jobs.approvals import summary
+
+    _echo(f"    asks: {summary(approval)} · cos approve {job} [--deny]")
+    diff = str(approval.get("diff") or "").splitlines()
+    for line in diff[:DIFF_LINES]:
+        _echo(f"      {line}")
+    if len(diff) > DIFF_LINES:
+        _echo(f"      … {len(diff) - DIFF_LINES} more lines (--json has them)")
 
 
 def _here(command: str, job: str, call: Callable[[], _T]) -> _T:
@@ -155,9 +177,10 @@ def _here(command: str, job: str, call: Callable[[], _T]) -> _T:
               help="Replay the events after SEQ (default: from the start).")
 @_json_option
 def attach_command(job: str, since: int, as_json: bool) -> None:
-    """Show the job's events (replayed, then live) until it ends. On a terminal, type to reply,
-    Ctrl-C interrupts the task, Ctrl-D detaches (the job goes on). `--json`: the events as the
-    protocol sends them, one JSON object a line."""
+    """Show the job's events (replayed, then live) until it ends. An approval request is shown
+    (tool, command or path, an edit's diff). On a terminal, type to reply, `allow` or `deny`
+    to answer the request that waits, Ctrl-C interrupts the task, Ctrl-D detaches (the job goes
+    on). `--json`: the events as the protocol sends them, one JSON object a line."""
     from coding_os.interfaces.console import JsonView, TextView
 
     interactive = not as_json and sys.stdin.isatty() and sys.stdout.isatty()
@@ -256,8 +279,10 @@ def respawn_command(job: str | None, every: bool, as_json: bool) -> None:
               help="Remove the worktree even with uncommitted changes or unpushed commits.")
 @_json_option
 def rm_command(job: str, force: bool, as_json: bool) -> None:
-    """Remove a job that does not run, with its worktree and branch. Refused (exit 1) when the
-    worktree has uncommitted changes or commits no other branch holds, unless --force. The
+    """Remove a job that does not run, with its worktree and branch; a finished job (done,
+    its runner idle) is stopped first, one that runs a task or waits for an approval is
+    refused (exit 7: cos stop first). Refused (exit 1) when the worktree has uncommitted
+    changes or commits no other branch holds, unless --force. The
     checkpoints taken in the worktree go with it; the session's transcript and events log are
     kept."""
     removed = _here("rm", job, lambda: api.job_remove(job, force=force))

@@ -32,13 +32,16 @@ __all__ = [
     "stop", "respawn",
     "remove", "logs", "attach", "follow", "gc_jobs", "ensure_daemon", "Connection", "spawn",
     "agents", "agents_all_hosts", "attach_view", "JobFeed", "feed", "interrupt", "session_job",
-    "bg_run",
+    "bg_run", "ANSWERS",
 ]
 
 PROMPT_MAX = 1 << 20  # bytes of a first prompt
 CONNECT_TIMEOUT_S = 10.0
 READY_TIMEOUT_S = 30.0  # for a runner to open its socket
 APPROVAL_SETTLE_S = 2.0
+# What a line typed at `cos attach` answers an approval request with (True: allow).
+ANSWERS = {"allow": True, "y": True, "yes": True, "deny": False, "n": False, "no": False}
+DIFF_LINES = 40  # lines of a request's diff `cos attach` shows
 
 
 def ensure_daemon(env: Mapping[str, str] | None = None, made: Job | None = None) -> None:
@@ -122,12 +125,15 @@ def start_job(settings: SessionSettings, prompt: str | None, *,
               name: str | None = None, isolation: str = "worktree",
               seed_ref: Mapping[str, Any] | None = None,
               in_worktree: Callable[[str], Mapping[str, Any]] | None = None,
-              waiting: bool = False, env: Mapping[str, str] | None = None) -> Job:
+              waiting: bool = False, carry: bool = False,
+              env: Mapping[str, str] | None = None) -> Job:
     """Make a job running `settings` (in a worktree of its own unless `isolation` is `none`),
     start its runner and the supervisor, and give the job at once. `in_worktree(checkout)`
     gives options the agent needs beside its settings' when it runs in a worktree made from
     `checkout` (the cos hooks a worktree lacks). `waiting`: no prompt; the session starts and
-    waits for its first input (cos acp's session/new).
+    waits for its first input (cos acp's session/new). A worktree starts from the checkout's
+    commit: when the checkout has uncommitted changes, one line on stderr says so, and `carry`
+    takes them into the worktree (jobs/carry.py).
 
     Raises:
         InvalidInput: no prompt (nor command), a prompt over PROMPT_MAX, a bad name or
@@ -172,11 +178,15 @@ def start_job(settings: SessionSettings, prompt: str | None, *,
                 # Its files are the spare worktree's, ready at the same commit, or written by
                 # the runner (check_out): the command returns at once whatever the size of
                 # the tree.
+                left = _uncommitted(project, job, carry)
                 made = create_worktree(project, job.id, checkout=False, use_spare=True)
                 agent_cwd = made.cwd
                 changes: dict[str, Any] = {"cwd": agent_cwd, "worktree": made.path,
                                            "branch": made.branch,
                                            "checked_out": made.checked_out}
+                if left is not None:
+                    changes["carry"] = left[1]
+                    _say_uncommitted(made.base, len(left[0]), left[1] is not None)
                 if in_worktree is not None:
                     changes["options"] = {**job.state["options"], **in_worktree(project)}
                 job = jobs.update(job, **changes)
@@ -186,6 +196,35 @@ def start_job(settings: SessionSettings, prompt: str | None, *,
         raise
     ensure_daemon(env, job)
     return job
+
+
+def _uncommitted(project: str, job: Job, carry: bool) -> tuple[list[str], str | None] | None:
+    """The checkout's uncommitted paths and, with `carry`, the tree that carries them
+    (carry.snapshot); None when it has none.
+
+    Raises:
+        GitError: git failed.
+    """
+    from coding_os.jobs.carry import snapshot, uncommitted
+
+    paths = uncommitted(project)
+    if not paths:
+        return None
+    return paths, snapshot(project, job.folder) if carry else None
+
+
+def _say_uncommitted(base: str, count: int, carried: bool) -> None:
+    """One line on stderr: the job starts from the last commit, and what of the changes."""
+    import sys
+
+    changes = f"{count} uncommitted {'path' if count == 1 else 'paths'}"
+    if carried:
+        sys.stderr.write(f"cos: the job starts from the last commit (HEAD {base[:12]}) with "
+                         f"the {changes} of this checkout carried into its worktree\n")
+    else:
+        sys.stderr.write(f"cos: the job starts from the last commit (HEAD {base[:12]}); the "
+                         f"{changes} of this checkout stay here (cos bg --carry takes them "
+                         "along)\n")
 
 
 def spawn(job: Job, env: Mapping[str, str] | None = None) -> Job:
@@ -492,8 +531,9 @@ def respawn(key: str | None, *, every: bool = False, env: Mapping[str, str] | No
 
     from coding_os.jobs.supervisor import reap
 
-    chosen = ([job for job in roster.current(env) if job.state.get("state") == "failed"]
-              if every else [find_job(key or "", env)])
+    # A command that exited non-zero failed too, but ran to its end: `every` leaves it be.
+    chosen = ([job for job in roster.current(env) if job.state.get("state") == "failed"
+               and job.state.get("exit_code") is None] if every else [find_job(key or "", env)])
     out = []
     for job in chosen:
         reaped = reap(job)  # marked failed if its runner died; nothing of a runner left
@@ -516,11 +556,13 @@ def respawn(key: str | None, *, every: bool = False, env: Mapping[str, str] | No
 def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
            ) -> dict[str, Any]:
     """Remove a job that does not run: its worktree and branch (refused when that would lose
-    uncommitted changes or commits no other branch holds, unless `force`) and its folder. The
+    uncommitted changes or commits no other branch holds, unless `force`) and its folder. A
+    finished job whose runner waits for the next input (`done`, idle) is stopped first. The
     session's transcript and events log are kept.
 
     Raises:
-        Conflict: the job runs (stop it first). WorkAtRisk: its worktree holds work.
+        Conflict: the job runs a task, waits for an approval or is starting (stop it first).
+            WorkAtRisk: its worktree holds work.
     """
     import shutil
 
@@ -530,6 +572,10 @@ def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
 
     job = find_job(key, env)
     reaped = reap(job)  # nothing its runner started is left running in what is removed
+    if reaped is None and _finished(jobs.reload(job)):
+        _refuse_work_at_risk(job, force)  # before its runner is ended: a refusal changes nothing
+        stop(job.id, env)  # its runner only waits for the next input: ended first
+        reaped = reap(job)
     if reaped is None or reaped.state.get("state") == "starting":
         raise Conflict(f"job {job.id} ({job.name}) is running: cos stop {job.id} first")
     job = reaped
@@ -546,6 +592,30 @@ def remove(key: str, force: bool = False, env: Mapping[str, str] | None = None
     roster.current(env)
     removed["kept"] = [path for path in (job.state.get("events"),) if isinstance(path, str)]
     return removed
+
+
+def _finished(job: Job) -> bool:
+    """Whether the job's last task ended and its runner only waits for the next input (`done`
+    and idle): nothing of it runs that removing it would cut short."""
+    return job.state.get("state") == "done" and job.state.get("status") == "idle"
+
+
+def _refuse_work_at_risk(job: Job, force: bool) -> None:
+    """Raise as remove_worktree would when removing the job's worktree loses work.
+
+    Raises:
+        WorkAtRisk: it holds work and not `force`.
+    """
+    worktree, branch = job.state.get("worktree"), job.state.get("branch")
+    if force or not isinstance(worktree, str) or not isinstance(branch, str):
+        return
+    from coding_os.jobs.worktrees import WorkAtRisk, inspect_worktree
+
+    status = inspect_worktree(worktree, branch)
+    if status.at_risk:
+        raise WorkAtRisk(f"{worktree} holds work that removing it would lose: "
+                         f"{status.loss()}; nothing was removed (commit and push or merge it, "
+                         "or --force)")
 
 
 def _drop_checkpoints(project: str, worktree: str, env: Mapping[str, str] | None) -> list[str]:
@@ -701,7 +771,8 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
            interactive: bool = False, lines: Callable[[], str | None] | None = None) -> str:
     """Show the connection's events until the runner ends or the user detaches; how it ended:
     `ended` (the runner closed) or `detached`. `interactive`: each line `lines` gives is sent
-    as a reply, Ctrl-C interrupts the task, the end of `lines` (Ctrl-D) detaches. A runner
+    as a reply, or, while an approval request waits, `allow` (`y`) or `deny` (`n`) answers the
+    oldest one; Ctrl-C interrupts the task, the end of `lines` (Ctrl-D) detaches. A runner
     that dropped this client (it fell runner.CLIENT_BUFFER_MAX behind) is asked again for what
     came after the last event shown, while it serves."""
     import signal
@@ -713,6 +784,7 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
     sending = threading.Lock()
     detached = threading.Event()
     current = [connection]
+    asked: list[Any] = []  # the approval requests not answered yet, oldest first
 
     def send(op: Mapping[str, Any]) -> None:
         with sending:
@@ -733,7 +805,11 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
                     except OSError:
                         pass
                 return
-            if line.strip():
+            answer = ANSWERS.get(line.strip().lower())
+            if answer is not None and asked:
+                send({"type": wire.APPROVAL, "request": asked.pop(0),
+                      "decision": wire.ALLOW if answer else wire.DENY})
+            elif line.strip():
                 send({"type": wire.USER_INPUT, "text": line})
 
     previous = None
@@ -745,6 +821,7 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
             seen = None
             try:
                 for event in current[0].events():
+                    _track_requests(asked, event)
                     show(event)
                     if isinstance(event.get("seq"), int):
                         seen = event["seq"]
@@ -765,6 +842,21 @@ def follow(connection: Connection, show: Callable[[dict[str, Any]], None], *,
             signal.signal(signal.SIGINT, previous)
         current[0].close()
     return "detached" if detached.is_set() else "ended"
+
+
+def _track_requests(asked: list[Any], event: Mapping[str, Any]) -> None:
+    """Keep in `asked` the approval requests not answered yet, as the runner does: a request
+    waits until the agent goes on (a tool call or result, a message) or its task ends."""
+    from coding_os.runtime import wire
+
+    msg = event.get("msg") or {}
+    kind = msg.get("type")
+    if kind == wire.APPROVAL_REQUEST and event.get("seq") is not None:
+        if msg.get("request") not in asked:
+            asked.append(msg.get("request"))
+    elif kind in (wire.TASK_STARTED, *wire.TASK_ENDS, wire.TOOL_CALL, wire.TOOL_RESULT,
+                  wire.AGENT_MESSAGE):
+        asked.clear()
 
 
 def _resume(job: Job, after: int) -> Connection | None:
@@ -883,13 +975,36 @@ def attach_view(key: str, view: View, *, since: int = 0, interactive: bool = Fal
         view.note(f"job {found.id} ({found.name}) is {found.state.get('state')}: its runner "
                   "does not run")
     else:
-        how = follow(connection, view.show, interactive=interactive,
+        from coding_os.runtime import wire
+
+        def show(event: dict[str, Any]) -> None:
+            view.show(event)
+            msg = event.get("msg") or {}
+            if msg.get("type") == wire.APPROVAL_REQUEST and event.get("seq") is not None:
+                _say_request(view, found, msg, interactive)
+
+        how = follow(connection, show, interactive=interactive,
                      lines=_stdin_line if interactive else None)
         if how == "detached":
             view.note(f"detached from job {found.id}; it goes on (cos attach {found.id})")
             return 0
     state = jobs.reload(found).state.get("state")
     return 1 if state == "failed" else 0
+
+
+def _say_request(view: View, job: Job, msg: Mapping[str, Any], interactive: bool) -> None:
+    """Tell the attached user what the job asks (approvals.pending) and how to answer it."""
+    from coding_os.jobs.approvals import pending, summary
+
+    asked = pending(dict(msg))
+    how = ("type allow or deny" if interactive
+           else f"cos approve {job.id} [--deny] --request {asked['request']}")
+    view.note(f"job {job.id} asks to run {summary(asked)}: {how}")
+    diff = str(asked.get("diff") or "").splitlines()
+    for line in diff[:DIFF_LINES]:
+        view.note(f"  {line}")
+    if len(diff) > DIFF_LINES:
+        view.note(f"  … {len(diff) - DIFF_LINES} more lines (cos agents --json has them)")
 
 
 def _stdin_line() -> str | None:

@@ -2,8 +2,9 @@
 
 - `state.json`: the job's row, replaced atomically on every change (`update`). Its fields are
   those of DESIGN.md §6 (id, name, agent, state, status, waitingFor, cwd, worktree, branch, pid,
-  sessionId = the native id, cos_session, seed_ref, created/updated, exit_code) and what the
-  runner needs to start or resume the job (project, model, permission_mode, options, last_seq).
+  sessionId = the native id, cos_session, seed_ref, created/updated, exit_code), the request it
+  waits for (approval), and what the runner needs to start or resume the job (project, model,
+  permission_mode, options, last_seq, carry: the uncommitted changes it starts with).
 - `prompt.txt`: the first prompt (it may be large; the state stays small).
 - `runner.lock`: held (flock) by the job's runner for its whole life: the proof that it runs,
   and what keeps a second runner of the same job from starting. The runner that takes it writes
@@ -50,8 +51,10 @@ JOB_ID = re.compile(r"\A[0-9a-f]{8}\Z")
 STATE, PROMPT, LOCK, SOCKET, TMP, STDERR, SESSIONS = (
     "state.json", "prompt.txt", "runner.lock", "sock", "tmp", "stderr.log", "sessions")
 # `starting`: made, its runner not yet running; `working`: a task runs; `blocked`: it waits for
-# an approval; `done`: its last task ended (the runner waits for input, or has ended: a
-# command's job); `failed`: the runner or its agent died; `stopped`: `cos stop`. A running
+# an approval (`approval` says what it asks: jobs/approvals.py); `done`: its last task ended
+# (the runner waits for input, or has ended: a command's job that exited 0); `failed`: the
+# runner or its agent died, or a command's job exited non-zero (`exit_code`); `stopped`:
+# `cos stop`. A running
 # runner's pid is in the state; one that ends writes `pid: null`, and its last state, before it
 # lets go of its lock.
 STATES = ("starting", "working", "blocked", "done", "failed", "stopped")
@@ -61,7 +64,7 @@ NAME_MAX = 80
 # The fields `cos agents` shows, in order (a superset of `claude agents --json`).
 ROW_FIELDS = ("id", "name", "kind", "state", "status", "waitingFor", "cwd", "startedAt",
               "sessionId", "agent", "worktree", "branch", "pid", "exit_code", "cos_session",
-              "project", "last_seq")
+              "project", "last_seq", "approval")
 
 
 class JobError(CosError):
@@ -407,8 +410,8 @@ def socket_path(job: Job) -> str:
 
 
 def row(job: Job, alive: bool | None = None) -> dict[str, Any]:
-    """The job as `cos agents` shows it: `status` and `waitingFor` only while its runner
-    lives, and `pid` only then. A runner found gone since the state was read wrote its last
+    """The job as `cos agents` shows it: `status`, `waitingFor` and `approval` (the request it
+    waits for) only while its runner lives, and `pid` only then. A runner found gone since the state was read wrote its last
     state first: that one is shown."""
     if alive is None:
         alive = job.state.get("pid") is not None and runner_alive(job)
@@ -418,7 +421,7 @@ def row(job: Job, alive: bool | None = None) -> dict[str, Any]:
     out = {name: state.get(name) for name in ROW_FIELDS}
     out["kind"] = "background"
     if not alive:
-        out["status"] = out["waitingFor"] = out["pid"] = None
+        out["status"] = out["waitingFor"] = out["pid"] = out["approval"] = None
     return out
 
 

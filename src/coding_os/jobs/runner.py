@@ -10,7 +10,8 @@ job's state on every event that changes it. It ends:
 
 - on a client's `shutdown` op or SIGTERM (`cos stop`): the running task is aborted, the job is
   `stopped`;
-- when a command's job (`exec`) has run its command: `done`, with its exit code;
+- when a command's job (`exec`) has run its command: `done` with its exit code 0, `failed` with
+  another;
 - when the agent dies (a fatal `error`): `failed`; `cos respawn` resumes it.
 
 Every process its backends start dies with it (runtime/children.py): each in a session of its own
@@ -77,7 +78,8 @@ class Runner:
         self.stopping = asyncio.Event()
         self.stop_reason = "stopped"
         self.exit_code: int | None = None
-        self.pending: set[object] = set()  # approval requests not answered yet
+        # The approval requests not answered yet, oldest first: what each asks (approvals.py).
+        self.pending: dict[object, dict[str, Any]] = {}
         self.clients: set[asyncio.Task[None]] = set()
 
     def write(self, **changes: Any) -> None:
@@ -130,21 +132,28 @@ class Runner:
             self.pending.clear()
             changes.update(state="working", status="busy", waitingFor=None)
         elif kind == wire.APPROVAL_REQUEST:
-            self.pending.add(msg.get("request"))
-            changes.update(state="blocked", status="waiting", waitingFor="permission prompt")
+            from coding_os.jobs.approvals import pending
+
+            self.pending.setdefault(msg.get("request"), pending(dict(msg)))
+            changes.update(state="blocked", status="waiting", waitingFor="permission prompt",
+                           approval=next(iter(self.pending.values())))
         elif kind in (wire.TOOL_CALL, wire.TOOL_RESULT, wire.AGENT_MESSAGE) and self.pending:
             # The agent goes on: the request it waited for was answered.
             self.pending.clear()
-            changes.update(state="working", status="busy", waitingFor=None)
+            changes.update(state="working", status="busy", waitingFor=None, approval=None)
         elif kind in wire.TASK_ENDS:
             self.pending.clear()
-            changes.update(state="done", status="idle", waitingFor=None)
+            changes.update(state="done", status="idle", waitingFor=None, approval=None)
             if kind == wire.TASK_COMPLETE and self.job.state.get("agent") == "exec":
                 usage = msg.get("usage")
                 code = usage.get("exit_code") if isinstance(usage, dict) else None
                 self.exit_code = code if isinstance(code, int) else None
                 changes["exit_code"] = self.exit_code
-                self.stop("done")
+                if self.exit_code not in (None, 0):  # the command failed: so is its job
+                    changes["state"] = "failed"
+                    self.stop("failed")
+                else:
+                    self.stop("done")
             elif kind == wire.TURN_ABORTED and msg.get("reason") == wire.ABORT_BACKEND_EXIT:
                 changes["state"] = "failed"
                 self.stop("failed")
@@ -213,13 +222,19 @@ class Runner:
 
                 await asyncio.to_thread(check_out, str(self.job.state["worktree"]))
                 self.write(checked_out=True)
+            carry = self.job.state.get("carry")
+            if isinstance(carry, str) and not self.job.state.get("carried"):
+                from coding_os.jobs.carry import carry_into  # the changes it starts with
+
+                await asyncio.to_thread(carry_into, str(self.job.state["worktree"]), carry)
+                self.write(carried=True)
             first = self.open_core()
         except CosError as exc:
             self.write(state="failed", pid=None, error=str(exc))
             sys.stderr.write(f"cos runner {self.job.id}: {exc}\n")
             return 1
         self.write(pid=os.getpid(), state="done" if not first else "working",
-                   status="idle" if not first else "busy", waitingFor=None,
+                   status="idle" if not first else "busy", waitingFor=None, approval=None,
                    last_seq=self.core.last_seq)
         tracker = loop.create_task(self.track())
         path = jobs.socket_path(self.job)
@@ -246,7 +261,8 @@ class Runner:
             await asyncio.wait_for(tracker, 10)
             for task in list(self.clients):
                 task.cancel()
-            final: dict[str, Any] = {"pid": None, "status": None, "waitingFor": None}
+            final: dict[str, Any] = {"pid": None, "status": None, "waitingFor": None,
+                                     "approval": None}
             if self.stop_reason in ("stopped", "failed"):
                 final["state"] = self.stop_reason
             elif self.job.state.get("state") not in ("done", "failed"):

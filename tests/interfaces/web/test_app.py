@@ -290,6 +290,11 @@ def test_the_roster_lists_a_job_waiting_for_approval_and_approves_it_from_the_pa
     row = client.get("/roster/rows").text.split(f'data-job="{job["id"]}"')[1].split("</tr>")[0]
     assert '<span class="state state-blocked" data-testid="job-state">blocked</span>' in row
     assert '<span class="waiting" data-testid="job-waiting">permission prompt</span>' in row
+    # What it asks: the tool, the path, the request's id and the diff of the write.
+    [asked] = page(client, "/roster/rows").testid("job-approval")
+    assert asked["data-request"] == "r1"
+    assert f'<code data-testid="job-approval-path">{project / "notes.txt"}</code>' in row
+    assert "request r1" in row and "+from the web" in row
     assert re.search(r'<time datetime="[^"]+" title="\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC">'
                      r'(just now|\d+ min ago)</time>', row), row
     csrf = page(client, "/").csrf()
