@@ -106,12 +106,17 @@ def test_a_claude_a_codex_and_an_exec_job_run_at_once_each_in_its_own_worktree_a
         assert (blocked["status"], blocked["waitingFor"]) == ("waiting", "permission prompt")
         asked = [e["msg"] for e in jobs.events(job) if e["msg"]["type"] == "approval_request"]
         assert len(asked) == 1 and f"{agent}.txt" in json.dumps(asked[0]["input"])
+        # What it asks, in its row: the request, the tool and the command it would run.
+        approval = blocked["approval"]
+        assert approval["request"] == asked[0]["request"] and approval["tool"] == asked[0]["tool"]
+        assert f"echo {agent} > {agent}.txt" in approval["command"], approval
         assert not [e for e in jobs.events(job) if e["msg"]["type"] == "tool_result"]
         wrote = Path(started[agent]["worktree"]) / f"{agent}.txt"
         assert not wrote.exists()
         jobs.ok("approve", job)
         finished = jobs.until(job, lambda r: r["state"] == "done", "finished its task")
         assert finished["status"] == "idle" and finished["waitingFor"] is None
+        assert finished["approval"] is None
         got = jobs.events(job)
         called = [e["msg"]["call_id"] for e in got if e["msg"]["type"] == "tool_call"]
         ran = [e["msg"]["call_id"] for e in got if e["msg"]["type"] == "tool_result"]
