@@ -21,7 +21,7 @@ import pytest
 from tests.e2e.harness import JOB_WAIT as WAIT
 from tests.e2e.harness import Jobs, running_jobs, shell
 from tests.e2e.model_server import Text
-from tests.helpers import COS, git, tree
+from tests.helpers import COS, Terminal, git, tree
 
 pytestmark = pytest.mark.e2e
 
@@ -246,3 +246,27 @@ def test_a_killed_runner_fails_its_job_and_respawn_resumes_the_native_session(
     seqs = [event["seq"] for event in got]
     assert seqs == list(range(1, len(seqs) + 1))
     assert jobs.until(job, lambda r: r["state"] == "done", "finished")["pid"] == back["pid"]
+
+
+def test_cos_attach_shows_what_a_claude_job_asks_and_allow_typed_there_answers_it(
+        jobs: Jobs) -> None:
+    jobs.script("ATTACH-JOB", [shell("claude", "echo attached > attached.txt"),
+                               Text("It is written.")])
+    row = jobs.bg("--name", "attach-job", "ATTACH-JOB: write attached.txt")
+    job = row["id"]
+    jobs.until(job, lambda r: r["state"] == "blocked", "asked an approval")
+    table = jobs.ok("agents").stdout
+    assert "asks: Bash echo attached > attached.txt (request " in table, table
+    term = Terminal(jobs.project, "attach", job)
+    try:
+        term.expect(f"job {job} asks to run Bash echo attached > attached.txt", timeout=WAIT)
+        term.expect("type allow or deny")
+        term.type("allow\n")
+        term.expect("It is written.", timeout=WAIT)
+        term.type("\x04")  # Ctrl-D: detach, the job goes on
+        assert term.wait() == 0
+    finally:
+        term.end()
+    done = jobs.until(job, lambda r: r["state"] == "done", "finished its task")
+    assert done["approval"] is None
+    assert (Path(row["worktree"]) / "attached.txt").read_text(encoding="utf-8") == "attached\n"
