@@ -157,3 +157,35 @@ def test_an_interrupt_stops_gemini_during_a_slow_command_and_the_session_goes_on
         finally:
             process.end()
     assert not (project / "late.txt").exists()
+
+
+
+def test_a_claude_agent_acp_session_resumes_in_a_new_process_after_a_kill(
+        project: Path, tmp_path: Path) -> None:
+    """(Gemini CLI 0.61's session/load answers "No previous sessions found for this project"
+    for a session its own earlier process wrote here, so its resume is not tested.)"""
+    script = [Text("first answer"), Text("second answer")]
+    with ModelServer(script) as server:
+        env = claude_setup(tmp_path, server)
+        first = ProtocolProcess(project, "--agent", "acp:claude-agent-acp", env=env)
+        try:
+            first.send("configure")
+            configured = first.until_type("session_configured", timeout=120)[-1]
+            session, native_id = configured["session"], configured["msg"]["native_id"]
+            first.send("user_input", text="remember the word PELICAN")
+            last_seq = first.until_type("task_complete", timeout=120)[-1]["seq"]
+        finally:
+            first.end()  # killed: the next process resumes the agent's own session
+        second = ProtocolProcess(project, "--session", session, env=env)
+        try:
+            second.send("resume", session=session, last_seq=last_seq)
+            second.send("user_input", text="which word?")
+            got = second.until_type("task_complete", timeout=120)
+            second.send("shutdown")
+            assert second.proc.wait(timeout=60) == 0
+        finally:
+            second.end()
+        latest = json.dumps(server.requests[-1].body)
+    configured_again = [e["msg"] for e in got if e["msg"]["type"] == "session_configured"]
+    assert configured_again and configured_again[0]["native_id"] == native_id
+    assert "PELICAN" in latest and "which word?" in latest
