@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 CLIENTS := tests/e2e/clients
 
-.PHONY: demo test bench clients chromium typecheck clean
+.PHONY: demo test test-fast bench clients chromium typecheck clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -70,8 +70,14 @@ test: $(VENV)/.test-installed clients chromium
 		echo "make test: PostgreSQL at $(PG_TEST_URL) does not answer; its tests will be skipped" >&2; }
 	$(PY) -m compileall -q src
 	$(PY) -m mypy
-	$(PY) -m pytest -n auto --dist worksteal -m "not alone"
-	@$(PY) -m pytest -m alone || [ $$? -eq 5 ]  # 5: no test is marked alone
+	$(PY) -m pytest -n auto --dist worksteal
+
+# The loop while working: every test but those marked slow (crash loops, large trees, two-host
+# runs, long scenarios) and those driving the real clients (e2e), so neither the clients, nor
+# Chromium, nor PostgreSQL are needed (its tests are skipped without it); no mypy.
+test-fast: $(VENV)/.test-installed
+	$(PY) -m compileall -q src
+	$(PY) -m pytest -n auto --dist worksteal -m "not slow and not e2e"
 
 # The test extra brings what the benchmarks use beside the package (uv, for hook_latency.py).
 # Every benchmark runs and prints its figures, whatever the ones before it found; at the end the

@@ -16,7 +16,7 @@ from coding_os.state.tiers import Tiers
 from coding_os.storage.base import Storage
 from tests.helpers import (PG_URL, Host, copy_claude_fixtures, copy_codex_fixtures, git,
                            make_host, new_origin, pg_unreachable, replicator_stopped,
-                           stop_runners_of, with_schema)
+                           stop_daemons_of, stop_runners_of, with_schema)
 
 
 # Variables from the developer's shell that would change who `cos` thinks it is.
@@ -42,47 +42,6 @@ def isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Pa
         stop_runners_of(home)
     if (home / ".coding-os" / "daemon").exists():
         stop_daemons_of(home)
-
-
-def stop_daemons_of(home: Path) -> None:
-    """End every daemon of this HOME, also one a hook started on its own and that is still
-    starting (found by its command line): none outlives its test."""
-    import signal
-    import time
-
-    folder = str(home / ".coding-os" / "daemon")
-    for _ in range(2):
-        found = []
-        for pid in os.listdir("/proc"):
-            try:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    words = f.read().split(b"\0")
-            except OSError:
-                continue
-            line = b" ".join(words)
-            if b"coding_os.daemon.server" in line and os.fsencode(folder) in line:
-                found.append(int(pid))
-        for pid in found:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        deadline = time.monotonic() + 15
-        while found and time.monotonic() < deadline:
-            found = [pid for pid in found if os.path.exists(f"/proc/{pid}")
-                     and not _zombie(pid)]
-            time.sleep(0.02)
-        if not found:
-            return
-    raise AssertionError(f"daemons of {home} did not stop: {found}")
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except OSError:
-        return True
 
 
 @pytest.fixture

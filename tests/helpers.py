@@ -8,6 +8,7 @@ of the storage tests."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import select
@@ -86,6 +87,37 @@ def live(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except (OSError, IndexError):
         return False
+
+
+def stop_daemons_of(home: Path) -> None:
+    """End every daemon of this HOME, also one a hook started on its own and that is still
+    starting (found by its command line): none outlives its test."""
+    import signal
+
+    folder = str(home / ".coding-os" / "daemon")
+    for _ in range(2):
+        found = []
+        for name in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    words = f.read().split(b"\0")
+            except OSError:
+                continue
+            line = b" ".join(words)
+            if b"coding_os.daemon.server" in line and os.fsencode(folder) in line:
+                found.append(int(name))
+        for pid in found:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 15
+        while found and time.monotonic() < deadline:
+            found = [pid for pid in found if live(pid)]
+            time.sleep(0.02)
+        if not found:
+            return
+    raise AssertionError(f"daemons of {home} did not stop: {found}")
 
 
 def processes_with(text: str) -> list[int]:
@@ -171,6 +203,23 @@ def until(what: Callable[[], Any], message: str, timeout: float = 60.0,
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {message}")
         time.sleep(every)
+
+
+def waits_for_lock(path: str | os.PathLike[str]) -> bool:
+    """Whether some process is blocked taking a lock (flock or fcntl) on the file `path`: the
+    kernel lists it in /proc/locks with `->` before the lock it waits for."""
+    info = os.stat(path)
+    where = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    with open("/proc/locks", encoding="ascii") as f:
+        return any("->" in line and where in line.split() for line in f)
+
+
+def pipe_full(fd: int) -> bool:
+    """Whether the pipe read at `fd` holds as much as it can (its writer blocks)."""
+    import termios
+
+    waiting = fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0")
+    return int.from_bytes(waiting, sys.byteorder) >= fcntl.fcntl(fd, fcntl.F_GETPIPE_SZ)
 
 
 def _namespaces_work() -> bool:
@@ -670,7 +719,10 @@ def db_rows(repo: Path, sql: str, *params: object) -> list[tuple[object, ...]]:
 # -- the Claude Code fixtures ------------------------------------------------------------------
 
 
-CLAUDE_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "claude"
+# The shared fixtures (../shared/fixtures beside the checkout): real native logs, described in
+# their SOURCES.md. Every test finds them through this one path.
+SHARED_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures"
+CLAUDE_FIXTURES = SHARED_FIXTURES / "claude"
 MAIN_1053 = "89488521-e2e7-4d97-bc02-38197efdddc8"
 VIEWER = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7"
 SMALL = "ses_stage0_small"
@@ -749,7 +801,7 @@ def conversation(session: str, turns: int, start: int = 0, prefix: str = "",
 # -- the Codex fixtures ------------------------------------------------------------------------
 
 
-CODEX_FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "codex"
+CODEX_FIXTURES = SHARED_FIXTURES / "codex"
 COMPACTED = "019c8a59-e9dd-71f0-9ae3-4079fe9726a9"
 TRUNCATED = "019c8a70-dda7-7f33-98ea-f30553347322"
 TOOLS = "019e1625-789d-76c0-80ab-3724b5ddb799"

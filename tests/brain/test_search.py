@@ -21,6 +21,7 @@ from coding_os.brain.search import (
 from coding_os.errors import InvalidInput
 from coding_os.state.tiers import Tiers
 from coding_os.storage.sqlite import SQLiteStorage
+from tests.helpers import SHARED_FIXTURES
 
 
 SESSION = "ses-claude-20261129-100000-aaaa"
@@ -242,7 +243,7 @@ def test_a_sync_killed_midway_leaves_no_duplicates_and_the_next_sync_finishes_it
     assert sync_transcripts(storage, tiers) == 0
 
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures"
+FIXTURES = SHARED_FIXTURES
 
 
 def test_the_real_fixture_transcripts_are_indexed_and_searchable(

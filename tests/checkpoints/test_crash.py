@@ -13,7 +13,12 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import commit_all, cos, create, git, nothing_staged, tree
+
+
+pytestmark = pytest.mark.slow
 
 
 FILES = 300
@@ -86,7 +91,7 @@ def _lane(root: Path, kills: int, seed: int, results: dict[str, object]) -> None
     while proc.poll() is None:
         if journal.exists():
             window.append(time.monotonic() - start)
-        time.sleep(0.0005)
+        time.sleep(0.0005)  # the poll interval of this measurement of the journal's window
     code = proc.wait(timeout=60)
     error = proc.stderr.read() if proc.stderr else b""
     if proc.stderr:

@@ -33,6 +33,7 @@ from tests.helpers import (
     rewind_ok,
     temporaries,
     tree,
+    until,
 )
 
 
@@ -337,7 +338,10 @@ try:
     error = None
 except CosError as exc:
     error = [type(exc).__name__, str(exc)]
-time.sleep(0.2)
+# A thread that is ending has ended within the deadline; one that still works stays listed.
+deadline = time.monotonic() + 2
+while threading.active_count() > 1 and time.monotonic() < deadline:
+    time.sleep(0.001)
 print(json.dumps({"error": error, "failed": len(failed),
                   "threads": [t.name for t in threading.enumerate()
                               if t is not threading.main_thread()]}))
@@ -536,7 +540,8 @@ def test_a_running_executable_is_replaced_not_refused(project: Path) -> None:
     os.chmod(project / "tool", 0o755)
     running = subprocess.Popen([str(project / "tool"), "30"])
     try:
-        time.sleep(0.2)
+        until(lambda: os.readlink(f"/proc/{running.pid}/exe") == str(project / "tool"),
+              "the tool to run")
         with pytest.raises(OSError) as busy:
             os.open(project / "tool", os.O_WRONLY)
         assert busy.value.errno == 26  # ETXTBSY: writing over it would be refused
@@ -634,7 +639,7 @@ def overwrite(path, data):
     real(path, data)
     if path.endswith("journal.json.tmp"):
         open(sys.argv[2] + "/../staging-started", "w").close()
-        time.sleep(2)
+        time.sleep(2)  # not a wait: the rewind stays in its staging while the test checkpoints
 durable.overwrite = overwrite
 """
 

@@ -27,7 +27,8 @@ from coding_os.checkpoints.upkeep import collect, usage
 from coding_os.checkpoints.store import DamagedObject, ObjectStore, pack_entries, valid_oid
 from coding_os.errors import InvalidInput
 from coding_os.state.tiers import Tiers
-from tests.helpers import RESTORE_KILLS, cos, create, git, raw_bytes, rewind_ok, tree
+from tests.helpers import (RESTORE_KILLS, cos, create, git, raw_bytes, rewind_ok, tree, until,
+                           waits_for_lock)
 
 
 def test_put_then_get_returns_the_same_bytes_under_a_sha256_tagged_id(tmp_path: Path) -> None:
@@ -499,7 +500,8 @@ def test_gc_waits_for_a_rewind_holding_the_lock(project: Path) -> None:
             "from coding_os.state.tiers import Tiers\n"
             "print(collect(Tiers(sys.argv[1]), grace_s=0)['objects_removed'])\n"),
             str(project / ".coding-os")], stdout=subprocess.PIPE, text=True)
-        time.sleep(1.0)
+        until(lambda: proc.poll() is not None or waits_for_lock(folder / "restore.lock"),
+              "cos gc to wait for the restore lock")
         assert proc.poll() is None  # waiting on the lock
         assert os.path.exists(pack)
     out, _ = proc.communicate(timeout=60)

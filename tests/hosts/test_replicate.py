@@ -20,7 +20,8 @@ from coding_os.hosts.identity import project_key, project_keys
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import IndexRow, ReplicaSource, Storage
 from coding_os.storage.sqlite import SQLiteStorage
-from tests.helpers import ECHO_AGENT, claude_session, cos, each_backend, git
+from tests.helpers import (CLAUDE_FIXTURES, ECHO_AGENT, claude_session, cos, each_backend,
+                           git)
 
 SID = "ses-claude-20261129-100000-aaaa"
 
@@ -301,7 +302,7 @@ def test_replication_killed_at_any_moment_stores_every_line_once_in_order(
         child = subprocess.Popen([sys.executable, "-c", _CHILD, pg_url, tiers.state_dir],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         assert child.stdout is not None and child.stdout.readline() == b"ready\n"
-        time.sleep(rng.uniform(0, 0.05))
+        time.sleep(rng.uniform(0, 0.05))  # not a wait: the kill lands at a random moment
         child.send_signal(signal.SIGKILL)
         child.communicate()
         have = sum(len(watcher.replica_lines(p.stem, _stream(p))) for p in files)
@@ -551,7 +552,7 @@ def test_an_adopted_copy_that_no_longer_holds_the_stored_lines_starts_over(
     assert stored(storage, SID, "transcript") == path.read_bytes()
 
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "claude"
+FIXTURES = CLAUDE_FIXTURES
 FIXTURE_SESSION = "89488521-e2e7-4d97-bc02-38197efdddc8"
 FIXTURE_CWD = b"/Users/dain/workspace/claude-code-log"
 

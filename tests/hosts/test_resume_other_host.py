@@ -21,6 +21,9 @@ import pytest
 from tests.helpers import (COS, ECHO_AGENT, CuttingProxy, Host, claude_project_dir, make_host,
                            replica_lines, succeeded)
 
+
+pytestmark = pytest.mark.slow
+
 FIRST = "FIRST-PROMPT remember the word PELICAN"
 SECOND = "SECOND-PROMPT where are you now?"
 

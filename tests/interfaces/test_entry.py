@@ -21,7 +21,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +28,8 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import (
-    COS, PG_URL, RESTORE_KILLS, changed_after_checkpoint, cos, fire, git, log_lines,
-    replicator_stopped, rewind_in_child, run_shell, tree, until)
+    COS, PG_URL, RESTORE_KILLS, changed_after_checkpoint, cos, fire, git, log_lines, pipe_full,
+    replicator_stopped, rewind_in_child, run_shell, tree, until, waits_for_lock)
 
 
 # Runs `cos hook EVENT` as the console script does, and reports, at the moment the hook calls
@@ -320,7 +319,8 @@ def test_a_slow_reader_still_gets_the_whole_output(project: Path) -> None:
         assert proc.stdin is not None and proc.stdout is not None
         proc.stdin.write(body.encode())
         proc.stdin.close()
-        time.sleep(1.0)  # the hook is blocked on a full pipe now
+        out = proc.stdout.fileno()
+        until(lambda: pipe_full(out), "the hook to block on a full pipe")
         data = proc.stdout.read()
         assert proc.wait(timeout=60) == 0
     assert json.loads(data)["hookSpecificOutput"]["updatedInput"]["q"] == "z" * (1 << 20)
@@ -340,7 +340,8 @@ def test_a_hook_interrupted_while_waiting_ends_and_the_next_one_works(project: P
             assert proc.stdin is not None
             proc.stdin.write(body.encode())
             proc.stdin.close()
-            time.sleep(1.0)
+            until(lambda: proc.poll() is not None or waits_for_lock(panel),
+                  "the hook to wait for the panel lock")
             assert proc.poll() is None  # still waiting for the lock
             proc.send_signal(signal.SIGINT)
             code = proc.wait(timeout=30)

@@ -83,7 +83,7 @@ def test_a_runner_killed_at_random_moments_leaves_no_process_of_its_job(
     until(lambda: len(processes_with(word)) == running, "the command to run", timeout=WAIT)
     left = processes_with(word)
     assert cos("daemon", "stop", cwd=project).returncode == 0
-    time.sleep(rng.uniform(0, 0.3))
+    time.sleep(rng.uniform(0, 0.3))  # not a wait: the kill lands at a random moment
     kill_runner(job)
     until_done(["respawn", job], project)
     until(lambda: not [pid for pid in left if pid in processes_with(word)],
@@ -94,7 +94,7 @@ def test_a_runner_killed_at_random_moments_leaves_no_process_of_its_job(
 
     # And `cos rm --force` of a job whose runner was killed leaves nothing running.
     assert cos("daemon", "stop", cwd=project).returncode == 0
-    time.sleep(rng.uniform(0, 0.3))
+    time.sleep(rng.uniform(0, 0.3))  # not a wait: the kill lands at a random moment
     kill_runner(job)
     until_done(["rm", "--force", job], project)
     until(lambda: not processes_with(word), "what the killed runner left to be ended",

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from coding_os.jobs import jobs
-from tests.helpers import ECHO_AGENT, cos, until
+from tests.helpers import ECHO_AGENT, cos, live, until
 from tests.helpers import bg_job as bg
 
 ECHO = f"python:{ECHO_AGENT}"
@@ -165,7 +165,7 @@ def test_the_job_a_spare_took_survives_the_daemon_killed(project: Path) -> None:
     daemon = json.loads((daemon_folder() / "daemon.json").read_text())["pid"]
 
     os.kill(daemon, signal.SIGKILL)
-    time.sleep(0.5)
+    until(lambda: not live(daemon), "the daemon to be gone")
 
     assert runners_of(job) == [spare]
     assert cos("reply", job, "still here", cwd=project).returncode == 0

@@ -15,11 +15,10 @@ from coding_os.errors import InvalidInput, NotFound
 from coding_os.sessions import transcript
 from coding_os.sessions.export import branches, read_page, read_turns, render, stylesheet
 from coding_os.state.tiers import Tiers
-from tests.helpers import TOOLS, copy_codex_fixtures, cos
+from tests.helpers import CLAUDE_FIXTURES, CODEX_FIXTURES, TOOLS, copy_codex_fixtures, cos
 
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
-CLAUDE = FIXTURES / "claude" / "claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
-CODEX = FIXTURES / "codex" / ("madshn__localpush__rollout-2026-02-23T13-19-38-"
+CLAUDE = CLAUDE_FIXTURES / "claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+CODEX = CODEX_FIXTURES / ("madshn__localpush__rollout-2026-02-23T13-19-38-"
                               "019c8a70-dda7-7f33-98ea-f30553347322.jsonl")
 
 

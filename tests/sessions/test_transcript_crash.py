@@ -23,6 +23,9 @@ from coding_os.storage.sqlite import SQLiteStorage
 from tests.helpers import COS
 
 
+pytestmark = pytest.mark.slow
+
+
 KILLS = 200
 ROUNDS_PER_SESSION = 5  # a fresh transcript now and then keeps the files small
 LARGE = 4 * 1024 * 1024  # every other entry is this long: a write that takes a while
@@ -99,7 +102,7 @@ def kill_one(state_dir: str, session: str, kill: int, rng: random.Random,
             printed.append(line)
         time.sleep(rng.uniform(0, 0.001))  # writing 4 MB takes one to a few milliseconds
     else:
-        time.sleep(rng.uniform(0, 0.04))
+        time.sleep(rng.uniform(0, 0.04))  # not a wait: the kill lands at a random moment
     proc.send_signal(signal.SIGKILL)
     printed += proc.stdout.readlines()
     proc.wait(timeout=30)

@@ -16,6 +16,9 @@ from coding_os import clock
 from coding_os.state import hookslog
 from coding_os.state.statefile import MAX_VALUE, parse_state, write_state
 
+
+pytestmark = pytest.mark.slow
+
 KILLS = 200
 FIELDS = 16  # fields of MAX_VALUE characters in each line the log writer appends
 SID = "ses-claude-20261129-100000-abcd"
