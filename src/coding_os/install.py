@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from coding_os.adapters import HOOK_EVENTS
+from coding_os.adapters import hook_events
 from coding_os.adapters.mcp import MCP_FILES, MCP_SERVER_NAME
 from coding_os.errors import InvalidInput, NotFound, StateIOError
 from coding_os import durable, jsonwire
@@ -59,7 +59,7 @@ __all__ = [
     "is_python_script",
 ]
 
-TOOL_EVENTS = ("PreToolUse", "PostToolUse")
+TOOL_EVENTS = ("PreToolUse", "PostToolUse", "BeforeTool", "AfterTool")  # Gemini CLI's last
 
 HOOK_TIMEOUT_S = 30
 MANIFEST_VERSION = 1
@@ -70,6 +70,7 @@ AGENT_HOOK_FILES: dict[str, tuple[str, str | None]] = {
     "claude": (os.path.join(".claude", "settings.json"),
                os.path.join(".claude", "settings.local.json")),
     "codex": (os.path.join(".codex", "hooks.json"), None),
+    "gemini": (os.path.join(".gemini", "settings.json"), None),
 }
 # Marks the tables init adds to the user's Codex config (uninstall removes them whole).
 CODEX_TRUST_COMMENT = ("# coding-os (cos init --agent codex): Codex's trust of the hooks it wrote; "
@@ -133,9 +134,12 @@ def _group(agent: str, launcher: Launcher, event: str) -> dict[str, Any]:
 
 
 def _timeout(agent: str, event: str) -> int:
-    """A hook's timeout: Codex cuts SessionEnd's to 3 s, warning on every run when it is more."""
+    """A hook's timeout: Codex cuts SessionEnd's to 3 s, warning on every run when it is more;
+    Gemini CLI reads it in milliseconds."""
     from coding_os.adapters.codex.hook_trust import SESSION_END_MAX_TIMEOUT_S
 
+    if agent == "gemini":
+        return HOOK_TIMEOUT_S * 1000
     if agent == "codex" and event == "SessionEnd":
         return SESSION_END_MAX_TIMEOUT_S
     return HOOK_TIMEOUT_S
@@ -338,7 +342,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     previous_groups = {e["event"]: e["group"] for e in (record or {}).get("entries", [])}
     entries = []
     created_events = set((record or {}).get("created_events", []))
-    for event in HOOK_EVENTS:
+    for event in hook_events(agent):
         group = _group(agent, launcher, event)
         groups = hooks.get(event)
         if groups is None:
@@ -413,7 +417,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     if changed:
         _write_json(path, rendered)
 
-    if mcp_bytes is not None:
+    if mcp_file is not None and mcp_bytes is not None:
         _write_json(mcp_file, mcp_bytes)
     if trust is not None and trust.text is not None:
         try:
@@ -423,7 +427,7 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
             trust.steps.insert(0, trust.manual)
     report = InstallReport(agent=agent, file=path,
                            changed=changed or mcp_bytes is not None or launcher_changed,
-                           events=list(HOOK_EVENTS),
+                           events=list(hook_events(agent)),
                            command=hook_command(agent, launcher, "<Event>"), state_dir=state_dir,
                            mcp_file=None if mcp_foreign else mcp_file, launcher=launcher.path)
     if set_aside is not None:
@@ -835,15 +839,19 @@ def _codex_block(cos_path: str) -> str:
 
 
 def _plan_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any]
-              ) -> tuple[str, bytes | None, dict[str, Any] | None, bool]:
+              ) -> tuple[str | None, bytes | None, dict[str, Any] | None, bool]:
     """What registering `cos mcp` in the agent's project MCP file would write, read and checked
     before anything is written: (file, its new bytes, the new manifest record, whether a `cos`
-    entry there is the user's own); no bytes when it is registered already or the user's.
+    entry there is the user's own); no bytes when it is registered already or the user's; no
+    file for an agent cos registers no MCP server for (Gemini CLI: its servers are in the
+    settings file the hooks go to).
 
     Raises:
         InvalidInput: the file is not valid JSON / TOML.
         StateIOError: it cannot be read.
     """
+    if agent not in MCP_FILES:
+        return None, None, None, False
     path = os.path.join(checkout, MCP_FILES[agent])
     record = next((r for r in manifest.get("mcp", [])
                    if r.get("agent") == agent and r.get("file") == path), None)

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AdapterSpec", "ADAPTERS", "ADAPTER_NAMES", "PANEL_ENV_VARS", "FILE_TOOLS", "PATCH_TOOLS",
-    "SHELL_TOOLS", "WRITE_TOOLS", "PATCH_FILE_PREFIXES", "HOOK_EVENTS", "LOG_DIRS", "adapter",
-    "log_dir", "patch_files",
+    "SHELL_TOOLS", "WRITE_TOOLS", "PATCH_FILE_PREFIXES", "HOOK_EVENTS", "GEMINI_HOOK_EVENTS",
+    "EVENT_ALIASES", "LOG_DIRS", "adapter", "hook_events", "log_dir", "patch_files",
 ]
 
 
@@ -51,16 +51,26 @@ ADAPTERS = (
         runtime_markers=("CODEX_SESSION_ID", "CODEX_THREAD_ID", "CODEX_SANDBOX",
                          "CODEX_SANDBOX_NETWORK_DISABLED", "CODEX_CI", "CODEX_MANAGED_BY_NPM"),
     ),
+    AdapterSpec(
+        "gemini",
+        # Gemini CLI gives its hook processes GEMINI_SESSION_ID, and the shell commands it runs
+        # GEMINI_CLI=1 (checked with 0.61.0).
+        session_env=("GEMINI_SESSION_ID",),
+        runtime_markers=("GEMINI_CLI",),
+    ),
 )
 # Edit tools whose input names the one file they write, and the input key holding it.
 FILE_TOOLS = {"Edit": "file_path", "Write": "file_path", "MultiEdit": "file_path",
-              "NotebookEdit": "notebook_path"}
+              "NotebookEdit": "notebook_path",
+              # Gemini CLI's edit tools.
+              "write_file": "file_path", "replace": "file_path"}
 # Tools whose input is a patch (Codex's apply_patch, as its hooks report it: {"command": patch}).
 PATCH_TOOLS = ("apply_patch",)
 PATCH_FILE_PREFIXES = ("*** Add File: ", "*** Update File: ", "*** Delete File: ", "*** Move to: ")
 # Tools that run a shell command (Claude Code's Bash; Codex reports its exec_command as Bash to
-# hooks, older versions as shell, local_shell or unified_exec).
-SHELL_TOOLS = ("Bash", "shell", "exec_command", "local_shell", "unified_exec")
+# hooks, older versions as shell, local_shell or unified_exec; Gemini CLI's run_shell_command).
+SHELL_TOOLS = ("Bash", "shell", "exec_command", "local_shell", "unified_exec",
+               "run_shell_command")
 # Tools that may write to the working tree: a checkpoint is taken before each call.
 WRITE_TOOLS = (*FILE_TOOLS, *PATCH_TOOLS, *SHELL_TOOLS)
 # The hook events of Claude Code and Codex that cos installs and handles (DESIGN.md §9).
@@ -76,6 +86,16 @@ LOG_DIRS = {
     # Gemini CLI's GEMINI_CLI_HOME replaces the home directory its `.gemini` is found in.
     "gemini": (None, "GEMINI_CLI_HOME", ".gemini"),
 }
+# Gemini CLI's hook events (DESIGN.md §9), each with the event of Claude Code's that cos handles
+# it as: its tool events are PreToolUse and PostToolUse (a checkpoint before a writing tool),
+# BeforeAgent is a prompt, AfterAgent a turn's end.
+GEMINI_HOOK_EVENTS = {
+    "SessionStart": "SessionStart", "BeforeAgent": "UserPromptSubmit",
+    "BeforeTool": "PreToolUse", "AfterTool": "PostToolUse", "AfterAgent": "Stop",
+    "PreCompress": "PreCompact", "SessionEnd": "SessionEnd",
+}
+# An event name of another agent's that cos handles as one of HOOK_EVENTS.
+EVENT_ALIASES = {name: event for name, event in GEMINI_HOOK_EVENTS.items() if name != event}
 ADAPTER_NAMES = tuple(spec.name for spec in ADAPTERS)
 PANEL_ENV_VARS = tuple(var for spec in ADAPTERS for var in spec.session_env)
 
@@ -86,6 +106,11 @@ def adapter(name: str) -> AdapterSpec | None:
         if spec.name == name:
             return spec
     return None
+
+
+def hook_events(agent: str) -> tuple[str, ...]:
+    """The hook events `cos init --agent <agent>` installs, by the agent's own names."""
+    return tuple(GEMINI_HOOK_EVENTS) if agent == "gemini" else HOOK_EVENTS
 
 
 def log_dir(name: str, environ: Mapping[str, str]) -> str:

@@ -3,7 +3,8 @@ behind `cos hook` (the interface only reads stdin and writes stdout).
 
 Every event: the panel's session (sessions.py), its heartbeat, the hooks-log line and what it
 observed (spooled for the database), both with the secrets in their texts redacted first
-(redact.py; not with `redact: false` in `.coding-os.yaml`). PreToolUse: the policy gates (gates.py) and the attribution
+(redact.py; not with `redact: false` in `.coding-os.yaml`). Gemini CLI's events are handled as
+the ones they are (adapters.GEMINI_HOOK_EVENTS: BeforeTool as PreToolUse, …). PreToolUse: the policy gates (gates.py) and the attribution
 of a call of cos's own MCP tools. UserPromptSubmit, a writing PreToolUse and Stop: the automatic
 checkpoint (checkpoint.py).
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 import os
 
 from coding_os import durable, redact
-from coding_os.adapters import HOOK_EVENTS
+from coding_os.adapters import EVENT_ALIASES, HOOK_EVENTS
 from coding_os.errors import InvalidInput
 from coding_os.hooks.checkpoint import CHECKPOINT_EVENTS, take_checkpoint
 from coding_os.hooks.context import (
@@ -76,6 +77,9 @@ def handle(event: str, payload: dict[str, object], env: Mapping[str, str] | None
     """
     env = os.environ if env is None else env
     valid_event(event)
+    # Gemini CLI's names (BeforeTool, …) are handled as the events they are; the payload
+    # keeps the agent's own name, which the hooks log records beside (`payload_event`).
+    event = EVENT_ALIASES.get(event, event)
     validate_payload(payload)
     ctx = HookContext(event, payload, env, cwd, now)
     try:
@@ -207,7 +211,8 @@ def _observe(ctx: HookContext, log: dict[str, object]) -> dict[str, object] | No
                 "data": {"paths": paths, "ok": ok,
                          "tool_use_id": string(payload.get("tool_use_id"))}}
     if event == "Stop":
-        message = string(payload.get("last_assistant_message")) or ""
+        message = string(payload.get("last_assistant_message")) \
+            or string(payload.get("prompt_response")) or ""  # Gemini CLI's AfterAgent
         return {"text": _clip(ctx, message, _EXCERPT)}
     if event in ("SubagentStart", "SubagentStop"):
         agent_id = string(payload.get("agent_id"))

@@ -161,15 +161,15 @@ def hook(event: str) -> None:
 
 
 @cli.command()
-@click.option("--agent", type=click.Choice(["claude", "codex"]), required=True,
+@click.option("--agent", type=click.Choice(["claude", "codex", "gemini"]), required=True,
               help="The agent whose hooks to install.")
 @click.option("--local", is_flag=True,
               help="Claude Code: write .claude/settings.local.json (not committed).")
 @json_option
 def init(agent: str, local: bool, as_json: bool) -> None:
-    """Install coding-os hooks for AGENT in this project (idempotent). For Codex, also record
-    its trust of those hooks in ~/.codex/config.toml, and say the step left to you: trusting
-    the project in Codex."""
+    """Install coding-os hooks for AGENT in this project (idempotent): .claude/settings.json,
+    .codex/hooks.json or .gemini/settings.json. For Codex, also record its trust of those hooks
+    in ~/.codex/config.toml, and say the step left to you: trusting the project in Codex."""
     report = api.init(agent, local=local)
     if as_json:
         _emit_json(report.as_dict())
@@ -191,7 +191,8 @@ def init(agent: str, local: bool, as_json: bool) -> None:
 
 
 @cli.command()
-@click.option("--agent", type=click.Choice(["claude", "codex"]), help="Only this agent.")
+@click.option("--agent", type=click.Choice(["claude", "codex", "gemini"]),
+              help="Only this agent.")
 @json_option
 def uninstall(agent: str | None, as_json: bool) -> None:
     """Remove exactly the hook entries `cos init` added."""

@@ -8,9 +8,10 @@ transcript directly before it says "not found"; the report names the path that f
 was repaired. Sessions of another worktree of the same repository resume there (with a note);
 sessions of another project are refused with the command to run instead (`CrossProject`).
 
-Claude Code and Codex sessions hand over to their own CLI (`claude --resume <id>`, `codex resume
-<id>`; for a fork `claude --resume <id> --fork-session`, `codex fork <id>`) in the session's
-directory. A cos-native session has no external agent to hand over to.
+Claude Code, Codex and Gemini CLI sessions hand over to their own CLI (`claude --resume <id>`,
+`codex resume <id>`, `gemini --resume <id>`; for a fork `claude --resume <id> --fork-session`,
+`codex fork <id>`; Gemini CLI forks no session from its command line) in the session's directory.
+A cos-native session has no external agent to hand over to.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ __all__ = [
     "pr_number",
     "find_for_resume",
     "find_by_id",
+    "by_short_id",
     "place",
     "restored",
     "resume_handover",
@@ -61,7 +63,7 @@ __all__ = [
 # How a session was found: the index as it stood; a cos transcript read from disk (the import's
 # scan of changed transcripts, or the transcript at its path); an import of the agents' logs.
 FOUND_BY = ("index", "direct_scan", "native_import", "rewind")
-_AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex"}
+_AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
 # A pull request as a number, `#number`, or a URL ending in /pull/<n> (GitHub) or
 # /merge_requests/<n> (GitLab).
 _PR_URL = re.compile(r"/(?:pull|pulls|merge_requests)/([0-9]+)(?:[/?#].*)?$")
@@ -250,6 +252,27 @@ def _row_by_transcript(storage: Storage, tiers: Tiers, key: str) -> IndexRow | N
         if row is not None:
             storage.upsert_index_rows([row])
             return row
+    return _row_elsewhere(tiers, key) if is_session_id(key) else None
+
+
+def _row_elsewhere(tiers: Tiers, key: str) -> IndexRow | None:
+    """The row of the cos transcript `key` in another of this user's state dirs (another
+    project's, state/registry.py), read and not indexed here: found so that its project is
+    named (`place`), as a Claude Code or Codex session of another project is."""
+    from coding_os.sessions import index, transcript
+    from coding_os.state.registry import state_dirs
+    from coding_os.state.root import hub_dir
+    from coding_os.state.tiers import Tiers
+
+    agent = transcript.session_agent(key)
+    for state_dir in state_dirs(hub_dir()):
+        if os.path.realpath(state_dir) == os.path.realpath(tiers.state_dir):
+            continue
+        path = Tiers(state_dir).transcript_path(agent, key)
+        if os.path.isfile(path):
+            row, _ = index.cos_row(path)
+            if row is not None:
+                return row
     return None
 
 
@@ -299,7 +322,22 @@ def _find_by_id(storage: Storage, tiers: Tiers, key: str, refresher: _Refresher)
     if row is not None:
         return Found(row, "direct_scan",
                      [*refresher.notes, f"index: the row of {row.id} repaired from its transcript"])
-    return None
+    row = by_short_id(storage, key)
+    return None if row is None else Found(row, "index", list(refresher.notes))
+
+
+def by_short_id(storage: Storage, key: str) -> IndexRow | None:
+    """The indexed session `key` names as a table shows its id, or as a start of its id or of
+    its agent's own id (coding_os.state.shortid), or None.
+
+    Raises:
+        Ambiguous: several sessions match; the message lists them.
+    """
+    from coding_os.state.shortid import pick
+
+    rows = {row.id: row for row in storage.index_rows(search=key)}
+    chosen = pick(key, [(row.id, row.native_id) for row in rows.values()], "session")
+    return None if chosen is None else rows[chosen]
 
 
 def find_by_id(storage: Storage, tiers: Tiers, key: str,
@@ -537,12 +575,14 @@ def resume_handover(row: IndexRow, cwd: str) -> tuple[Handover | None, str | Non
     """The agent command that resumes `row` in `cwd`, or None and why there is none (also for
     a native id that is not one: nothing a row says becomes an option of the agent)."""
     native = row.native_id or row.id
-    if row.kind in ("claude", "codex") and not _NATIVE_ID.fullmatch(native):
+    if row.kind in _AGENT_NAMES and not _NATIVE_ID.fullmatch(native):
         return None, f"{native[:80]!r} is not a {_AGENT_NAMES[row.kind]} session id"
     if row.kind == "claude":
         return Handover(["claude", "--resume", native], cwd), None
     if row.kind == "codex":
         return Handover(["codex", "resume", native], cwd), None
+    if row.kind == "gemini":
+        return Handover(["gemini", "--resume", native], cwd), None
     return None, (f"{row.id} is a cos-native session: there is no external agent to hand over "
                   "to; its transcript is the restored context")
 
