@@ -181,3 +181,20 @@ def test_a_name_several_sessions_have_opens_the_picker_with_the_name_searched(
     assert pane.exit_code() == 0
     record = (tmp_path / "record.txt").read_text(encoding="utf-8").splitlines()
     assert record == [str(checkout[0]), "claude", "--resume", LATER]
+
+
+def test_the_all_projects_scope_shows_each_rows_project(
+        checkout: Project, isolated_env: Path, picker: Callable[..., Pane]) -> None:
+    _repo_sessions(checkout, isolated_env)
+    project = f"  {checkout[0].name:<20} "
+    pane = picker()
+    screen = pane.wait(lambda s: HERE in s, "the first screen")
+    assert project not in next(line for line in screen.splitlines() if HERE in line)
+    pane.keys("C-w", "C-w")
+    screen = pane.wait(lambda s: "all projects" in s and any(n in s for n in NATIVE_IDS),
+                       "sessions of other projects")
+    assert project in next(line for line in screen.splitlines() if HERE in line)
+    others = [line for line in screen.splitlines() if any(n in line for n in NATIVE_IDS)]
+    assert others and all(project not in line for line in others)
+    pane.keys("Escape")
+    assert pane.exit_code() == 130

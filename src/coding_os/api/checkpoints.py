@@ -210,17 +210,21 @@ def _tree(project: Project) -> tuple[str, Settings]:
 
 
 def _session(project: Project, session: str | None) -> str | None:
-    """`session` (a cos session id), or the caller's own (its panel's), or None.
+    """The cos id of `session` (its cos id, the agent's own id, the id as `cos sessions` shows
+    it or a start of either: sessions/lookup.py `session_id`), or the caller's own (its
+    panel's), or None.
 
     Raises:
-        InvalidId: `session` is not a cos session id.
+        InvalidId: `session` is malformed.
+        NotFound: no session has it.
+        Ambiguous: several sessions match it.
     """
-    from coding_os.errors import InvalidId
-    from coding_os.state.identity import is_session_id
+    from coding_os.sessions import lookup
 
-    if session is not None and not is_session_id(session):
-        raise InvalidId(f"not a cos session id: {session[:80]!r} (ses-<agent>-…)")
-    return session if session is not None else project.caller.session()
+    if session is None:
+        return project.caller.session()
+    return lookup.session_id(session, lambda key: project.index(
+        lambda storage: lookup.find(storage, key, project.refresher(storage)).id))
 
 
 def _engine(project: Project) -> EngineRewind:

@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from coding_os.state.gc import PanelGcReport
     from coding_os.state.statefile import StateCheck
 
-__all__ = ["where", "whoami", "state_set", "state_check", "state_get", "hooks_log", "hook",
+__all__ = ["where", "in_project", "whoami", "state_set", "state_check", "state_get", "hooks_log", "hook",
            "init", "uninstall_hooks", "gc_panels", "trust", "doctor", "daemon_start",
            "daemon_stop", "daemon_status"]
 
@@ -35,6 +35,19 @@ def where(env: Mapping[str, str] | None = None, cwd: str | None = None) -> dict[
     if caller.ownership.reason is not None:
         found["foreign_reason"] = caller.ownership.reason
     return found
+
+
+def in_project(env: Mapping[str, str] | None = None, cwd: str | None = None) -> bool:
+    """Whether the caller is in a project (a git checkout, or a state dir here or above);
+    nothing is created.
+
+    Raises:
+        Misroute: the state dir cannot be resolved safely.
+    """
+    from coding_os.state.root import is_project
+
+    project = Project(env, cwd, create=False, foreign_ok=True)
+    return is_project(project.resolution, project.caller.cwd, project.home)
 
 
 def whoami(env: Mapping[str, str] | None = None, cwd: str | None = None,

@@ -36,7 +36,7 @@ def check_request(checkpoint: str, against: str) -> None:
     if against not in AGAINST:
         raise InvalidInput(f"a checkpoint is compared with the tree or the previous one, not "
                            f"{against[:40]!r}")
-    if not points.valid_id(checkpoint):
+    if not points.valid_key(checkpoint):
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
 
 
@@ -59,6 +59,7 @@ def checkpoint_diff(tiers: Tiers, root: str, checkpoint: str, against: str, sett
 
     check_request(checkpoint, against)
     folder = tiers.checkpoints_dir
+    checkpoint = points.resolve(folder, checkpoint)
     record = points.load(folder, checkpoint)
     if record.get("root") != root:
         raise InvalidInput(f"checkpoint {checkpoint} is of {record.get('root')}, not of {root}")

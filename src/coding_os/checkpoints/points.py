@@ -31,6 +31,8 @@ __all__ = [
     "TRIGGERS",
     "new_id",
     "valid_id",
+    "valid_key",
+    "resolve",
     "write",
     "load",
     "all_records",
@@ -69,6 +71,39 @@ def valid_id(value: object) -> bool:
     return (isinstance(value, str) and len(value) == 27 and value.startswith("cp-")
             and set(value) <= _ID_CHARS and value[11] == "-" and value[18] == "-"
             and value[22] == "-" and value[3:11].isdigit() and value[12:18].isdigit())
+
+
+def valid_key(value: object) -> bool:
+    """Whether `value` can name a checkpoint as typed: a whole id, or a part of one as a table
+    shows it or a start of it (coding_os.state.shortid)."""
+    return isinstance(value, str) and 4 <= len(value) <= 27 and set(value) <= _ID_CHARS
+
+
+def resolve(checkpoints_dir: str, key: str) -> str:
+    """The id of the checkpoint `key` names: the whole id, its end as `cos checkpoints` shows
+    it, or a start of it.
+
+    Raises:
+        InvalidInput: `key` cannot name a checkpoint (checked first).
+        NotFound: no checkpoint matches.
+        Ambiguous: several do; the message lists them.
+    """
+    from coding_os.state.shortid import pick
+
+    if valid_id(key):
+        return key
+    if not valid_key(key):
+        raise InvalidInput(f"not a checkpoint id: {key[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
+    try:
+        names = os.listdir(_points(checkpoints_dir))
+    except (FileNotFoundError, NotADirectoryError):
+        names = []
+    known = [(name[:-5], None) for name in sorted(names, reverse=True)
+             if name.endswith(".json") and valid_id(name[:-5])]
+    found = pick(key, known, "checkpoint")
+    if found is None:
+        raise NotFound(f"no checkpoint {key}")
+    return found
 
 
 def _points(checkpoints_dir: str) -> str:

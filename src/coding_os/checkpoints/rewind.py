@@ -364,7 +364,7 @@ def check_request(checkpoint: str, part: str) -> None:
     """
     if part not in REWIND_PARTS:
         raise InvalidInput(f"rewind --code, --conversation or --both, not {part!r}")
-    if not points.valid_id(checkpoint):
+    if not points.valid_key(checkpoint):
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
 
 
@@ -392,6 +392,7 @@ def rewind(tiers: Tiers, root: str, checkpoint: str, part: str = "code", *,
         DamagedObject, GitError, StateIOError, BackendError: nothing changed.
     """
     check_request(checkpoint, part)
+    checkpoint = points.resolve(tiers.checkpoints_dir, checkpoint)
     record = points.load(tiers.checkpoints_dir, checkpoint)
     report: dict[str, Any] = {"checkpoint": checkpoint, "part": part, "dry_run": dry_run}
     plan = None

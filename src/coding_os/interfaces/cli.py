@@ -15,6 +15,7 @@ import click
 from coding_os import __version__, api
 from coding_os.errors import Ambiguous, CosError, InvalidInput
 from coding_os.interfaces.output import dump_json, error_exit, escape_json_controls, visible
+from coding_os.interfaces.topics import TopicGroup
 
 __all__ = ["cli", "run"]
 
@@ -36,14 +37,31 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON.")(func)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=TopicGroup, context_settings={"help_option_names": ["-h", "--help"],
+                                               "terminal_width": 80})
 @click.version_option(__version__, "--version", prog_name="cos")
 def cli() -> None:
     """coding-os: the session layer for coding agents.
 
     One project root and state dir for every agent and panel on a repository, state files
     that prove which session wrote them, and a hooks log of everything the agents did.
+    `cos COMMAND --help` says more of each command.
     """
+
+
+def _refuse_no_project() -> None:
+    """Stop a command that only reads, run outside any project, before it creates anything.
+
+    Raises:
+        NotFound: no git repository and no state dir here or above (exit 1).
+    """
+    if not api.in_project():
+        import os
+
+        from coding_os.errors import NotFound
+
+        raise NotFound(f"no project here: {os.getcwd()} is in no git repository and under no "
+                       ".coding-os/ (cd into a project, or cos init makes one here)")
 
 
 @cli.command()
@@ -137,6 +155,7 @@ def state_check(name: str, as_json: bool) -> None:
 def hooks_log(agent: str | None, session: str | None, event: str | None, limit: int | None,
               as_json: bool) -> None:
     """Show the hooks log: one line per hook fire, oldest first."""
+    _refuse_no_project()
     lines = api.hooks_log(agent=agent, session=session, limit=limit, event=event)
     if as_json:
         _emit_json(lines)
@@ -319,6 +338,7 @@ def export(session: str, fmt: str, output: str | None, branch: int | None) -> No
     A Claude Code transcript is a tree: its conversation is the chain ending at the live leaf;
     --branch N exports one of the branches beside it instead.
     """
+    _refuse_no_project()
     text = api.export_session(session, fmt, branch=branch)
     # JSON stays faithful (its escapes are data); Markdown and HTML show control characters.
     text = escape_json_controls(text) if fmt == "json" else visible(text)
@@ -338,6 +358,7 @@ def export(session: str, fmt: str, output: str | None, branch: int | None) -> No
 @json_option
 def observations(session: str | None, limit: int | None, as_json: bool) -> None:
     """Show what the hooks observed (prompts, tool calls, stops), oldest first."""
+    _refuse_no_project()
     rows = api.session_observations(session)
     if limit is not None:
         rows = rows[-limit:] if limit > 0 else []
@@ -419,13 +440,23 @@ def sync(as_json: bool) -> None:
         echo(f"unreadable: {path}: {why}", err=True)
 
 
-def _session_line(row: dict[str, Any], here: str | None = None) -> str:
-    label = row.get("name") or row.get("title") or "-"
-    when = str(row.get("last_active") or "-")[:16].replace("T", " ")
-    host = row.get("host")
-    marker = f"@{host} " if here is not None and host not in (None, here) else ""
-    return (f"{row['id']:<38} {row['agent']:<7} {when:<16} {row['messages']:>5}  "
-            f"{marker}{' '.join(str(label).split())[:80]}")
+def _session_table(rows: list[dict[str, Any]], here: str | None = None) -> list[str]:
+    """The sessions as a table under a header: the id as short as it stays unique (any command
+    taking a session accepts it), agent, last activity, messages, name or title (another
+    host's marked @HOST)."""
+    from coding_os.interfaces.output import table
+    from coding_os.state.shortid import abbreviate
+
+    short = abbreviate(str(row["id"]) for row in rows)
+    lines = []
+    for row in rows:
+        label = row.get("name") or row.get("title") or "-"
+        host = row.get("host")
+        marker = f"@{host} " if here is not None and host not in (None, here) else ""
+        lines.append((short[str(row["id"])], str(row["agent"]),
+                      str(row.get("last_active") or "-")[:16].replace("T", " "),
+                      str(row["messages"]), f"{marker}{' '.join(str(label).split())[:80]}"))
+    return table(("ID", "AGENT", "LAST ACTIVE", "MSGS", "TITLE"), lines, right=frozenset({3}))
 
 
 @cli.group("sessions", invoke_without_command=True)
@@ -452,6 +483,7 @@ def sessions(ctx: click.Context, scope: str, agent: str | None, search: str | No
     """
     if ctx.invoked_subcommand is not None:
         return
+    _refuse_no_project()
     rows = api.list_sessions(scope=scope, agent=agent, search=search, limit=limit,
                              this_branch=this_branch, host=host, all_hosts=all_hosts)
     if as_json:
@@ -459,9 +491,11 @@ def sessions(ctx: click.Context, scope: str, agent: str | None, search: str | No
         return
     from coding_os.hosts.identity import this_host
 
-    here = this_host()
-    for row in rows:
-        echo(_session_line(row, here))
+    if not rows:
+        echo("no sessions", err=True)
+        return
+    for line in _session_table(rows, this_host()):
+        echo(line)
 
 
 @sessions.command("show")
@@ -475,6 +509,7 @@ def sessions_show(session: str, as_json: bool) -> None:
     session also lists the branches beside its live conversation (a rewind or a
     --resume-session-at leaves them), numbered for `cos export ID --branch N` (--json: `tree`).
     """
+    _refuse_no_project()
     row = api.show_session(session)
     tree = api.session_branches(row)
     if as_json:
@@ -756,14 +791,27 @@ def _hand_over(handover: Any, relocation: str | None, doing: str) -> None:
 # -- checkpoints and rewind (DESIGN.md §5) --------------------------------------------------------
 
 
-def _checkpoint_line(row: dict[str, Any]) -> str:
-    changed = row.get("changed_count")
-    prompt = row.get("prompt") or ""
-    turn = row.get("turn")
-    return (f"{row['id']}  {row.get('ts')}  {row.get('mode'):<8}  {row.get('trigger') or '-':<14} "
-            f"turn {turn if turn is not None else '-':<3} "
-            f"{'-' if changed is None else changed:>4} changed  "
-            f"{row.get('session') or '-'}  {prompt[:60]}")
+def _checkpoint_table(rows: list[dict[str, Any]]) -> list[str]:
+    """The checkpoints as a table under a header: the id as short as it stays unique (`cos
+    rewind` accepts it), time, mode, trigger, turn, files changed, session (short too), prompt."""
+    from coding_os.interfaces.output import table
+    from coding_os.state.shortid import abbreviate
+
+    short = abbreviate(str(row["id"]) for row in rows)
+    sessions = abbreviate(str(row["session"]) for row in rows if row.get("session"))
+    lines = []
+    for row in rows:
+        changed, turn = row.get("changed_count"), row.get("turn")
+        cleared = row.get("from_cleared_session")
+        prompt = " ".join(str(row.get("prompt") or "").split())[:60]
+        lines.append((short[str(row["id"])], str(row.get("ts") or "-")[:19].replace("T", " "),
+                      str(row.get("mode")), str(row.get("trigger") or "-"),
+                      "-" if turn is None else str(turn),
+                      "-" if changed is None else str(changed),
+                      sessions.get(str(row.get("session")), "-"),
+                      prompt + (f"  (from the cleared session {cleared})" if cleared else "")))
+    return table(("ID", "TIME", "MODE", "TRIGGER", "TURN", "CHANGED", "SESSION", "PROMPT"),
+                 lines, right=frozenset({4, 5}))
 
 
 @cli.group("checkpoint")
@@ -807,19 +855,19 @@ def checkpoint_create(session: str | None, mode: str | None, paths_flag: bool,
 @click.pass_context
 def checkpoints(ctx: click.Context, session: str | None, as_json: bool) -> None:
     """List checkpoints, newest first: id, time, mode, trigger, turn, files changed since the
-    previous one, session, prompt."""
+    previous one, session, prompt. The ids are shown short; `cos rewind` takes them."""
     if ctx.invoked_subcommand is not None:
         return
+    _refuse_no_project()
     rows = api.checkpoint_list(session)
     if as_json:
         _emit_json(rows)
         return
-    for row in rows:
-        note = f"  (from the cleared session {row['from_cleared_session']})" \
-            if row.get("from_cleared_session") else ""
-        echo(_checkpoint_line(row) + note)
     if not rows:
         echo("no checkpoints", err=True)
+        return
+    for line in _checkpoint_table(rows):
+        echo(line)
 
 
 @checkpoints.command("verify")
@@ -975,6 +1023,7 @@ def tasks_group(ctx: click.Context, status: str | None, owner: str | None, after
     """List the project's shared tasks (TASK-<n>), by number."""
     if ctx.invoked_subcommand is not None:
         return
+    _refuse_no_project()
     page = api.task_list(status, owner, after, limit)
     if as_json:
         _emit_json(page)
@@ -1047,6 +1096,7 @@ def work_log_group(ctx: click.Context, session: str | None, task: str | None,
     """Show the project's work log, newest first."""
     if ctx.invoked_subcommand is not None:
         return
+    _refuse_no_project()
     page = api.work_log(session, task, before, limit)
     if as_json:
         _emit_json(page)
@@ -1081,6 +1131,7 @@ def work_log_add(text: str, task: str | None, as_json: bool) -> None:
 def search_command(query: str, kinds: tuple[str, ...], session: str | None, limit: int,
                    cursor: str | None, as_json: bool) -> None:
     """Find texts holding every word of QUERY: observations, work log, tasks, transcripts."""
+    _refuse_no_project()
     page = api.search(query, list(kinds) or None, session, cursor, limit,
                       progress=_progress())
     if as_json:

@@ -5,8 +5,10 @@ its control characters made visible (DESIGN.md §11)."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 
-__all__ = ["EXIT_INTERNAL", "error_exit", "dump_json", "escape_json_controls", "visible"]
+__all__ = ["EXIT_INTERNAL", "error_exit", "dump_json", "escape_json_controls", "visible",
+           "table"]
 
 EXIT_INTERNAL = 70
 
@@ -33,6 +35,19 @@ def visible(text: str) -> str:
     return shown
 
 
+def table(header: Sequence[str], rows: Sequence[Sequence[str]],
+          right: frozenset[int] = frozenset()) -> list[str]:
+    """`rows` under their `header` as aligned lines, each column as wide as its widest cell (the
+    last one not padded); the columns numbered in `right` are aligned right (numbers)."""
+    widths = [max(len(line[column]) for line in (header, *rows))
+              for column in range(len(header))]
+    last = len(header) - 1
+    return ["  ".join(cell.rjust(widths[column]) if column in right
+                      else cell if column == last else cell.ljust(widths[column])
+                      for column, cell in enumerate(line)).rstrip()
+            for line in (header, *rows)]
+
+
 def escape_json_controls(text: str) -> str:
     """JSON `text` with DEL and the C1 controls escaped (`\\u009b`): the same data once parsed,
     and nothing a terminal acts on."""
@@ -40,11 +55,18 @@ def escape_json_controls(text: str) -> str:
 
 
 def error_exit(exc: BaseException) -> int:
-    """Print `exc` as the one line cos prints for it on stderr; return its exit code."""
-    from coding_os.errors import CosError, NotTrusted
+    """Print `exc` as the one line cos prints for it on stderr (an ambiguous id: that line,
+    then the candidates, one a line); return its exit code."""
+    from coding_os.errors import Ambiguous, CosError, NotTrusted
 
     if isinstance(exc, NotTrusted):
         print(visible(exc.reason), file=sys.stderr)
+        return exc.exit_code
+    if isinstance(exc, Ambiguous):  # the candidates follow the message, one a line
+        first, *candidates = str(exc).split("\n")
+        print("\n".join([f"cos: {visible(' '.join(first.split()))}",
+                         *(f"  {visible(' '.join(line.split()))}" for line in candidates)]),
+              file=sys.stderr)
         return exc.exit_code
     if isinstance(exc, CosError):
         print(f"cos: {visible(' '.join(str(exc).split()))}", file=sys.stderr)

@@ -38,13 +38,18 @@ _STYLE = Style.from_dict({"header": "reverse", "selected": "reverse bold", "dim"
 Loader = Callable[[str, str | None, bool, int], list[dict[str, object]]]
 
 
-def session_row(row: dict[str, object], width: int) -> str:
-    """One listed session: id or name, agent, last active, messages, title (control
-    characters visible)."""
+def session_row(row: dict[str, object], width: int, project: bool = False) -> str:
+    """One listed session: id or name, agent, last active, messages, with `project` the
+    project it belongs to (its directory's name), title (control characters visible)."""
+    import os
+
     key = visible(str(row.get("name") or row["id"]))
     when = str(row.get("last_active") or "-")[:16].replace("T", " ")
     title = visible(" ".join(str(row.get("title") or "-").split()))
-    line = f"{key[:38]:<38} {str(row['agent'])[:7]:<7} {when:<16} {row['messages']!s:>5}  {title}"
+    where = str(row.get("project") or row.get("worktree") or row.get("cwd") or "-")
+    named = visible(os.path.basename(where.rstrip("/")) or where)[:20]
+    line = (f"{key[:38]:<38} {str(row['agent'])[:7]:<7} {when:<16} {row['messages']!s:>5}  "
+            + (f"{named:<20} " if project else "") + title)
     return line[:max(width, 1)]
 
 
@@ -155,7 +160,7 @@ def pick_session(search: str = "", scope: str = "worktree", load: Loader | None 
         lines: StyleAndTextTuples = []
         for number, row in enumerate(listing.rows[top:top + height], start=top):
             style = "class:selected" if number == listing.selected else ""
-            lines.append((style, session_row(row, width) + "\n"))
+            lines.append((style, session_row(row, width, listing.scope == "all") + "\n"))
         if listing.more and top + height >= len(listing.rows):
             lines.append(("class:dim", "…more below"))
         return lines

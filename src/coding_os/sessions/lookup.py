@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
     Refresh = Callable[[], RefreshReport | None]
 
-__all__ = ["validate_lookup", "check_name", "find", "show", "shown", "fork_of", "rename",
+__all__ = ["validate_lookup", "check_name", "find", "session_id", "show", "shown", "fork_of", "rename",
            "remove", "link_fork"]
 
 _AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex"}
@@ -53,19 +53,37 @@ def check_name(name: str) -> str:
 
 
 def find(storage: Storage, key: str, refresh: Refresh) -> IndexRow:
-    """The indexed session `key` names; a miss imports what changed (`refresh`) and looks
-    again.
+    """The indexed session `key` names (its id or native id, the id as a table shows it, a
+    start of either: sessions/resume.py `by_short_id`); a miss imports what changed
+    (`refresh`) and looks again.
 
     Raises:
         NotFound: no session has this id or native id.
+        Ambiguous: `key` is a short id several sessions match.
     """
+    from coding_os.sessions.resume import by_short_id
+
     row = storage.index_row(key)
     if row is None:
         refresh()
-        row = storage.index_row(key)
+        row = storage.index_row(key) or by_short_id(storage, key)
     if row is None:
         raise NotFound(f"no session {key}")
     return row
+
+
+def session_id(key: str, find_id: Callable[[str], str]) -> str:
+    """The cos id of the session `key` names: `key` itself when it is a cos id (a session the
+    index may not list, as one /clear ended), else what `find_id` (`find` in the index) says.
+
+    Raises:
+        InvalidId: `key` is malformed.
+        NotFound, Ambiguous: as `find`.
+    """
+    from coding_os.state.identity import is_session_id
+
+    validate_lookup(key)
+    return key if is_session_id(key) else find_id(key)
 
 
 def show(storage: Storage, tiers: Tiers, key: str, refresh: Refresh

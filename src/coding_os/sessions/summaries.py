@@ -373,7 +373,7 @@ def check_request(checkpoint: str, direction: str) -> None:
 
     if direction not in SUMMARY_DIRECTIONS:
         raise InvalidInput(f"summarize from or up-to, not {direction!r}")
-    if not points.valid_id(checkpoint):
+    if not points.valid_key(checkpoint):
         raise InvalidInput(f"not a checkpoint id: {checkpoint[:80]!r} (cp-YYYYMMDD-HHMMSS-…)")
 
 
@@ -399,6 +399,7 @@ def summarize_at(tiers: Tiers, checkpoint: str, direction: str, instructions: st
     from coding_os.checkpoints import points
 
     check_request(checkpoint, direction)
+    checkpoint = points.resolve(tiers.checkpoints_dir, checkpoint)
     record = points.load(tiers.checkpoints_dir, checkpoint)
     session = record.get("session")
     if not isinstance(session, str):

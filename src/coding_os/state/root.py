@@ -24,6 +24,7 @@ __all__ = [
     "Resolution",
     "resolve",
     "checkout_dir",
+    "is_project",
     "hub_dir",
     "linked_worktree_main",
 ]
@@ -154,6 +155,16 @@ def _walk(cwd: str, env: Mapping[str, str]) -> tuple[str, str]:
     if bare is not None:
         return "bare_walk", bare
     return "default", cwd
+
+
+def is_project(resolution: Resolution, cwd: str, home: str) -> bool:
+    """Whether a caller at `cwd` is in a project: a state dir decided where its state lives,
+    or its directory is in a git checkout (not one at `home` or `/`, a dotfiles repository).
+    Outside any, a command that only reads creates nothing."""
+    if resolution.rule != "default" or os.path.isdir(resolution.state_dir):
+        return True
+    top = checkout_root(cwd)
+    return top is not None and top not in (os.path.realpath(home), "/")
 
 
 def checkout_dir(resolution: Resolution, cwd: str, home: str) -> str:
