@@ -8,13 +8,14 @@ that command removed; the session is in the one list, and `cos resume` hands ove
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from tests.helpers import cos, git
 
-from .gemini_cli import gemini_env, require_gemini, run_gemini, write_gemini_settings
+from .gemini_cli import GEMINI_BIN, gemini_env, require_gemini, run_gemini, write_gemini_settings
 from .gemini_server import GeminiServer, Text, ToolCall
 
 
@@ -93,14 +94,14 @@ def test_cos_resume_of_a_gemini_session_hands_over_to_gemini_resume(
     first = run_gemini(project, "FIRST: say something", gemini_server, home)
     assert first.returncode == 0, first.stderr[-3000:]
     session_id = json.loads(first.stdout)["session_id"]
-    env = {**gemini_env(gemini_server, home), "COS_RESUME_PRINT": "1"}
-    shown = cos("resume", session_id, "--print", cwd=project, env=env)
-    assert shown.returncode == 0, shown.stderr
-    assert f"gemini --resume {session_id}" in shown.stdout
+    handover = cos_json(project, home, "resume", session_id)["handover"]
+    assert handover["argv"] == ["gemini", "--resume", session_id]
+    assert handover["cwd"] == str(project)
+    env = gemini_env(gemini_server, home)  # the user's gemini on PATH
+    env["PATH"] = f"{GEMINI_BIN.parent}{os.pathsep}{env['PATH']}"
     handed = subprocess.run(
-        [*shown.stdout.strip().splitlines()[-1].split(), "-p", "SECOND: and again",
-         "--output-format", "json", "--yolo"], cwd=project, capture_output=True, text=True,
-        timeout=120, env=gemini_env(gemini_server, home))
+        [*handover["argv"], "-p", "SECOND: and again", "--output-format", "json", "--yolo"],
+        cwd=handover["cwd"], capture_output=True, text=True, timeout=120, env=env)
     assert handed.returncode == 0, handed.stderr[-3000:]
     sent = json.dumps(gemini_server.agent_requests()[-1].body)
     assert "FIRST: say something" in sent and "First answer." in sent

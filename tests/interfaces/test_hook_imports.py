@@ -106,7 +106,12 @@ def test_a_tool_hook_on_postgresql_hands_over_to_the_replicator_importing_nothin
     try:
         assert fire("SessionStart", {"session_id": "s1", "source": "startup"}, cwd=repo,
                     env=env).returncode == 0
-        replicator_stopped(repo / ".coding-os")  # the probed fire starts the next one
+        # The replicator SessionStart started has taken its lock (its pid written there) and
+        # let it go: the probed fire starts the next one.
+        lock = repo / ".coding-os" / ".replicate.lock"
+        until(lambda: lock.exists() and lock.read_bytes().strip(),
+              "the first replicator to take its lock")
+        replicator_stopped(repo / ".coding-os")
         imported = hook_imports("PostToolUse", payload, repo, env)
     finally:
         replicator_stopped(repo / ".coding-os")

@@ -628,9 +628,10 @@ def resume(session: str | None, latest: bool, pr: str | None, replay: bool, reru
     this branch, Enter resumes, Esc cancels (exit 130). A name several sessions have opens it
     with the name searched.
 
-    Hands over to `claude --resume <id>` or `codex resume <id>` in the session's directory;
-    --json prints the restore report and --dry-run shows it, neither runs anything. A session of
-    another project exits 4 with the command to run there; several with one name exit 5.
+    Hands over to `claude --resume <id>`, `codex resume <id>` or `gemini --resume <id>` in the
+    session's directory; --json prints the restore report and --dry-run shows it, neither runs
+    anything. A session of another project exits 4 with the command to run there; several with
+    one name exit 5.
 
     A session another host wrote (shared PostgreSQL, docs/hosts.md) is first written here from
     its replicated lines, its paths mapped to this checkout (not on --dry-run), and moves here:
