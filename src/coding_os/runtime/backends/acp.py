@@ -28,11 +28,9 @@ group), and the backend shares the codex backend's shape (one stdout reader, a q
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import os
 import shlex
-import shutil
 import signal
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -42,7 +40,7 @@ from coding_os.adapters.acp_agents import acp_command
 from coding_os.errors import BackendError, InvalidInput
 from coding_os.runtime import children, wire
 from coding_os.runtime.backend import BackendConfig, BackendEvent
-from coding_os.runtime.lines import read_line
+from coding_os.runtime.backends.stdio import MAX_LINE, AgentProcess
 
 __all__ = ["MAX_LINE", "PERMISSION_MODES", "AcpBackend", "GeminiBackend"]
 
@@ -59,10 +57,8 @@ PERMISSION_MODES: dict[str, frozenset[str] | None] = {
 }
 ASKING_MODE = "default"  # the mode of Gemini CLI and Claude Code that asks before writing tools
 WRITING_KINDS = frozenset({"edit", "delete", "move", "execute"})
-MAX_LINE = 16 * 1024 * 1024
 REQUEST_TIMEOUT = 60.0  # seconds for the agent to answer a request of ours (not a prompt)
 CLOSE_TIMEOUT = 5.0
-STDERR_TAIL = 20
 OUTPUT_LIMIT = 1024 * 1024  # bytes of a terminal's output kept unless the agent says less
 
 _METHOD_NOT_FOUND = -32601
@@ -83,7 +79,7 @@ class AcpBackend:
     default_agent: str | None = None
 
     def __init__(self) -> None:
-        self._process: asyncio.subprocess.Process | None = None
+        self._agent = AgentProcess("acp")
         self._session_id: str | None = None
         self._cwd = ""
         self._env: dict[str, str] = {}
@@ -100,8 +96,6 @@ class AcpBackend:
         self._replaying = False  # session/load replays the conversation: not new events
         self._queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
-        self._stderr_reader: asyncio.Task[None] | None = None
-        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self._tasks: set[asyncio.Task[Any]] = set()
         self._terminals: dict[str, _Terminal] = {}
         self._closed = False
@@ -125,17 +119,7 @@ class AcpBackend:
         self._cwd = os.path.realpath(config.cwd)
         self._env = dict(config.env) if config.env is not None else dict(os.environ)
         argv = self._argv(config.options)
-        found = shutil.which(argv[0], path=self._env.get("PATH"))
-        if found is None:
-            raise BackendError(f"acp: program {argv[0]!r} not found on PATH")
-        try:
-            self._process = await asyncio.create_subprocess_exec(
-                found, *argv[1:], cwd=config.cwd, env=self._env, limit=MAX_LINE,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, **children.options())
-        except OSError as error:
-            raise BackendError(f"acp: cannot run {found}: {error.strerror or error}") from None
-        self._stderr_reader = asyncio.create_task(self._drain_stderr(config.options))
+        await self._agent.start(argv, config.cwd, self._env, config.options.get("stderr_path"))
         self._reader = asyncio.create_task(self._read_stdout())
         try:
             from coding_os import __version__
@@ -207,30 +191,12 @@ class AcpBackend:
 
     async def close(self) -> None:
         """Close the agent's stdin, wait a while, then end its process group and its terminals."""
-        process = self._process
-        if process is None or self._closed:
+        if self._agent.process is None or self._closed:
             return
         self._closed = True
         for terminal in list(self._terminals.values()):
             terminal.kill()
-        if process.stdin is not None and not process.stdin.is_closing():
-            process.stdin.close()
-        try:
-            await asyncio.wait_for(process.wait(), CLOSE_TIMEOUT)
-        except asyncio.TimeoutError:
-            _signal_group(process.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), CLOSE_TIMEOUT)
-            except asyncio.TimeoutError:
-                pass
-        _signal_group(process.pid, signal.SIGKILL)  # what the agent started and left behind
-        await process.wait()
-        for task in (self._reader, self._stderr_reader):
-            if task is not None:
-                try:
-                    await asyncio.wait_for(task, CLOSE_TIMEOUT)
-                except asyncio.TimeoutError:
-                    pass
+        await self._agent.close(self._reader)
 
     # -- the session -----------------------------------------------------------------------------
 
@@ -309,16 +275,8 @@ class AcpBackend:
     # -- JSON-RPC --------------------------------------------------------------------------------
 
     async def _send(self, message: Mapping[str, Any]) -> None:
-        process = self._process
-        if process is None or process.stdin is None:
-            raise BackendError("acp: the agent is not started")
-        try:
-            if process.stdin.is_closing():
-                raise BrokenPipeError
-            process.stdin.write(json.dumps(message).encode("utf-8") + b"\n")
-            await process.stdin.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            raise await self._ended() from None
+        if not await self._agent.write(json.dumps(message).encode("utf-8") + b"\n"):
+            raise await self._ended()
 
     async def _send_request(self, method: str, params: Mapping[str, Any]
                             ) -> tuple[int, asyncio.Future[Any]]:
@@ -346,11 +304,9 @@ class AcpBackend:
             self._pending.pop(request_id, None)
 
     async def _read_stdout(self) -> None:
-        process = self._process
-        assert process is not None and process.stdout is not None
         try:
             while True:
-                line, too_long = await read_line(process.stdout)
+                line, too_long = await self._agent.read()
                 if too_long:
                     self._emit(wire.ERROR, message=f"acp: a line over {MAX_LINE} bytes skipped",
                                fatal=False)
@@ -369,36 +325,8 @@ class AcpBackend:
             self._queue.put_nowait(None)
 
     async def _ended(self) -> BackendError:
-        process = self._process
-        assert process is not None
-        if self._stderr_reader is not None:
-            await asyncio.wait({self._stderr_reader}, timeout=1.0)
-        try:
-            code: int | str = await asyncio.wait_for(process.wait(), 1.0)
-        except asyncio.TimeoutError:
-            code = "unknown: still running"
-        hint = f": {self._stderr_tail[-1].strip()}" if self._stderr_tail else ""
-        return _Ended(f"acp: the agent ended (exit code {code}){hint}")
-
-    async def _drain_stderr(self, options: Mapping[str, object]) -> None:
-        process = self._process
-        assert process is not None and process.stderr is not None
-        path = options.get("stderr_path")
-        sink = open(str(path), "ab") if path else None
-        try:
-            while True:
-                chunk = await process.stderr.read(65536)
-                if not chunk:
-                    return
-                if sink is not None:
-                    sink.write(chunk)
-                    sink.flush()
-                for text in chunk.decode("utf-8", errors="replace").splitlines():
-                    if text.strip():
-                        self._stderr_tail.append(text[:500])
-        finally:
-            if sink is not None:
-                sink.close()
+        code, last = await self._agent.ended()
+        return _Ended(f"acp: the agent ended (exit code {code}){f': {last}' if last else ''}")
 
     def _take(self, line: bytes) -> None:
         """Route one line: a response to its request, a request of the agent's to its handler,

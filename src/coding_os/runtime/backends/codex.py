@@ -18,12 +18,9 @@ not JSON becomes a `native` event; one longer than MAX_LINE is skipped with an `
 from __future__ import annotations
 
 import asyncio
-import collections
 import json
 import os
 import re
-import shutil
-import signal
 from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
 
@@ -31,9 +28,9 @@ from coding_os import jsonwire
 from coding_os.adapters.codex.app_server import (Answer, Client, Dialogue, Notification, Other,
                                                  ServerRequest, ended, open_thread)
 from coding_os.errors import BackendError, InvalidInput
-from coding_os.runtime import children, wire
+from coding_os.runtime import wire
 from coding_os.runtime.backend import BackendConfig, BackendEvent
-from coding_os.runtime.lines import read_line
+from coding_os.runtime.backends.stdio import MAX_LINE, AgentProcess
 
 __all__ = ["MAX_LINE", "PERMISSION_MODES", "CodexBackend"]
 
@@ -53,10 +50,7 @@ PERMISSION_MODES: dict[str, tuple[str, str | None]] = {
     "never": ("never", "workspace-write"),
 }
 
-MAX_LINE = 16 * 1024 * 1024  # a resumed thread's history comes in one line; excludeTurns keeps it short
 REQUEST_TIMEOUT = 60.0  # seconds for the app-server to answer a request of ours
-CLOSE_TIMEOUT = 5.0  # seconds for the app-server to end once its stdin is closed
-STDERR_TAIL = 20  # lines of stderr kept for error messages
 OUTPUT_LIMIT = 64 * 1024  # characters of a command's output kept for its tool_result
 
 _TOOL_ITEMS = frozenset({"commandExecution", "fileChange", "mcpToolCall", "dynamicToolCall",
@@ -82,7 +76,7 @@ class CodexBackend:
     runs_hooks = False
 
     def __init__(self) -> None:
-        self._process: asyncio.subprocess.Process | None = None
+        self._agent = AgentProcess("codex")
         self._thread_id: str | None = None
         self._turn_id: str | None = None
         self._client = Client()
@@ -90,8 +84,6 @@ class CodexBackend:
         self._approvals: dict[str, tuple[str | int, str, str]] = {}  # str(id) → id, allow, deny
         self._queue: asyncio.Queue[BackendEvent | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
-        self._stderr_reader: asyncio.Task[None] | None = None
-        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL)
         self._items: dict[str, dict[str, Any]] = {}  # tool items started, by id
         self._announced: set[str] = set()  # ids of the turn's tool calls given as tool_call
         self._shell_calls: dict[str, dict[str, Any]] = {}  # the turn's raw shell calls, by call id
@@ -99,7 +91,6 @@ class CodexBackend:
         self._outputs: dict[str, list[str]] = {}  # output deltas of commands running, by item id
         self._usage: dict[str, Any] = {}  # the running turn's token usage
         self._responses: set[asyncio.Task[None]] = set()  # answers being sent to the server
-        self._closed = False
 
     # -- the Backend calls -----------------------------------------------------------------------
 
@@ -114,17 +105,8 @@ class CodexBackend:
         self._cwd = config.cwd
         env = dict(config.env) if config.env is not None else dict(os.environ)
         program = str(config.options.get("program") or "codex")
-        found = shutil.which(program, path=env.get("PATH"))
-        if found is None:
-            raise BackendError(f"codex: program {program!r} not found on PATH")
-        try:
-            self._process = await asyncio.create_subprocess_exec(
-                found, "app-server", cwd=config.cwd, env=env, limit=MAX_LINE,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, **children.options())
-        except OSError as error:
-            raise BackendError(f"codex: cannot run {found}: {error.strerror or error}") from None
-        self._stderr_reader = asyncio.create_task(self._drain_stderr(config.options))
+        await self._agent.start([program, "app-server"], config.cwd, env,
+                                config.options.get("stderr_path"))
         self._reader = asyncio.create_task(self._read_stdout())
         params: dict[str, Any] = {"cwd": config.cwd, "approvalPolicy": policy}
         if config.model:
@@ -194,31 +176,9 @@ class CodexBackend:
             yield event
 
     async def close(self) -> None:
-        """Close the app-server's stdin, wait a while for it to end, then end its process group."""
-        process = self._process
-        if process is None or self._closed:
-            return
-        self._closed = True
-        if process.stdin is not None and not process.stdin.is_closing():
-            process.stdin.close()
-        try:
-            await asyncio.wait_for(process.wait(), CLOSE_TIMEOUT)
-        except asyncio.TimeoutError:
-            _signal_group(process.pid, signal.SIGTERM)
-            try:
-                await asyncio.wait_for(process.wait(), CLOSE_TIMEOUT)
-            except asyncio.TimeoutError:
-                pass
-        # The npm shim starts the native binary as a child, and commands the agent started
-        # may still run: end whatever is left of the group.
-        _signal_group(process.pid, signal.SIGKILL)
-        await process.wait()
-        for task in (self._reader, self._stderr_reader):
-            if task is not None:
-                try:
-                    await asyncio.wait_for(task, CLOSE_TIMEOUT)
-                except asyncio.TimeoutError:
-                    pass
+        """Close the app-server's stdin, wait a while for it to end, then end its process group
+        (runtime/backends/stdio.py)."""
+        await self._agent.close(self._reader)
 
     # -- JSON-RPC --------------------------------------------------------------------------------
 
@@ -239,16 +199,8 @@ class CodexBackend:
                 result = await self._request(step.method, step.params)
 
     async def _send(self, line: bytes) -> None:
-        process = self._process
-        if process is None or process.stdin is None:
-            raise BackendError("codex: the app-server is not started")
-        try:
-            if process.stdin.is_closing():
-                raise BrokenPipeError
-            process.stdin.write(line)
-            await process.stdin.drain()
-        except (BrokenPipeError, ConnectionResetError):
-            raise await self._ended() from None
+        if not await self._agent.write(line):
+            raise await self._ended()
 
     async def _request(self, method: str, params: Mapping[str, Any] | None) -> Any:
         """The result of the answer to the request `method`.
@@ -270,11 +222,9 @@ class CodexBackend:
             self._client.forget(request_id)
 
     async def _read_stdout(self) -> None:
-        process = self._process
-        assert process is not None and process.stdout is not None
         try:
             while True:
-                line, too_long = await read_line(process.stdout)
+                line, too_long = await self._agent.read()
                 if too_long:
                     self._queue.put_nowait(BackendEvent(wire.ERROR, {
                         "message": f"codex: a line over {MAX_LINE} bytes skipped", "fatal": False}))
@@ -292,31 +242,8 @@ class CodexBackend:
 
     async def _ended(self) -> BackendError:
         """The error saying that the app-server has ended: its exit code and last stderr line."""
-        process = self._process
-        assert process is not None
-        if self._stderr_reader is not None:  # its last lines say why the process ended
-            await asyncio.wait({self._stderr_reader}, timeout=1.0)
-        return ended(await _exit_code(process), self._stderr_tail)
-
-    async def _drain_stderr(self, options: Mapping[str, object]) -> None:
-        process = self._process
-        assert process is not None and process.stderr is not None
-        path = options.get("stderr_path")
-        sink = open(str(path), "ab") if path else None
-        try:
-            while True:
-                chunk = await process.stderr.read(65536)
-                if not chunk:
-                    return
-                if sink is not None:
-                    sink.write(chunk)
-                    sink.flush()
-                for text in chunk.decode("utf-8", errors="replace").splitlines():
-                    if text.strip():
-                        self._stderr_tail.append(text[:500])
-        finally:
-            if sink is not None:
-                sink.close()
+        code, _ = await self._agent.ended()
+        return ended(code, self._agent.stderr_tail)
 
     def _take(self, line: bytes) -> None:
         """Route one line (Client.read): an answer to its request, anything else to the
@@ -566,17 +493,3 @@ def _approval_input(params: dict[str, Any], item: dict[str, Any] | None) -> dict
     elif item is not None and item.get("type") == "fileChange":
         shown["changes"] = item.get("changes")
     return shown
-
-
-async def _exit_code(process: asyncio.subprocess.Process) -> int | str:
-    try:
-        return await asyncio.wait_for(process.wait(), 1.0)
-    except asyncio.TimeoutError:
-        return "unknown: still running"
-
-
-def _signal_group(pid: int, signum: int) -> None:
-    try:
-        os.killpg(pid, signum)
-    except (ProcessLookupError, PermissionError):
-        pass
