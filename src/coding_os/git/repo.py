@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 __all__ = ["checkout_root", "git_dirs", "linked_worktrees", "head", "head_from_files",
-           "index_entries", "is_sha", "branch", "compares_raw", "config_raw",
+           "index_entries", "status_paths", "is_sha", "branch", "compares_raw", "config_raw",
            "plain_attributes", "inside_prefix", "relative", "commit_paths", "changed_between",
            "commit_files", "RULE_FILES", "INFO_RULE_FILES", "config_files", "IgnoreRules",
            "ignore_rules", "rules_changed", "tracked_in"]
@@ -275,6 +275,25 @@ def commit_paths(repo: str, *args: str, paths: list[str] | None = None) -> list[
         if name and name.startswith(within):
             names.append(name[len(within):])
     return names
+
+
+def status_paths(checkout: str, *options: str) -> list[str]:
+    """The paths `git status` shows staged, changed or untracked in `checkout` (a renamed or
+    copied file by its new path), with git's `options` (which untracked files, submodules).
+
+    Raises:
+        GitError: git failed.
+    """
+    out = git(checkout, "status", "--porcelain=v1", "-z", *options)
+    paths = []
+    entries = iter(out.split(b"\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:].decode("utf-8", "surrogateescape"))
+        if entry[:1] in (b"R", b"C"):
+            next(entries, None)  # the path it was renamed or copied from
+    return paths
 
 
 def inside_prefix(top: str) -> str:

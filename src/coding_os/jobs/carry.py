@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 
 from coding_os.git.command import git
+from coding_os.git.repo import status_paths
 
 __all__ = ["uncommitted", "snapshot", "carry_into"]
 
@@ -24,16 +25,7 @@ def uncommitted(checkout: str) -> list[str]:
     Raises:
         GitError: git failed.
     """
-    out = git(checkout, "status", "--porcelain=v1", "-z", "--untracked-files=all")
-    paths = []
-    entries = iter(out.split(b"\0"))
-    for entry in entries:
-        if len(entry) < 4:
-            continue
-        paths.append(entry[3:].decode("utf-8", "surrogateescape"))
-        if entry[:1] in (b"R", b"C"):
-            next(entries, None)  # the path it was renamed or copied from
-    return paths
+    return status_paths(checkout, "--untracked-files=all")
 
 
 def snapshot(checkout: str, scratch: str) -> str:

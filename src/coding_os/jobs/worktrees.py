@@ -34,7 +34,8 @@ import re
 from coding_os import durable
 from coding_os.errors import Conflict, CosError, ForeignState, InvalidId, InvalidInput
 from coding_os.git.command import git
-from coding_os.git.repo import checkout_root, git_dirs, head, inside_prefix
+from coding_os.git.repo import (checkout_root, git_dirs, head, inside_prefix,
+                                 status_paths)
 from coding_os.state import registry
 from coding_os.state.root import STATE_DIR_NAME, hub_dir, linked_worktree_main
 
@@ -549,16 +550,7 @@ def inspect_worktree(path: str, branch: str) -> WorktreeStatus:
 
 def _changed_paths(worktree: str) -> list[str]:
     """The paths `git status` shows changed, staged or untracked in `worktree`."""
-    out = git(worktree, "status", "--porcelain=v1", "-z", "--ignore-submodules=none")
-    paths = []
-    entries = iter(out.split(b"\0"))
-    for entry in entries:
-        if len(entry) < 4:
-            continue
-        paths.append(entry[3:].decode("utf-8", "surrogateescape"))
-        if entry[:1] in (b"R", b"C"):
-            next(entries, None)  # the path it was renamed or copied from
-    return paths
+    return status_paths(worktree, "--ignore-submodules=none")
 
 
 def _other_checkouts_heads(repo: str, path: str) -> list[str]:
