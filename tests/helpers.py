@@ -1275,6 +1275,85 @@ class Terminal:
         os.close(self.primary)
 
 
+TMUX_TIMEOUT_S = 15.0
+
+
+def require_tmux(what: str) -> None:
+    """Skip the calling test module when tmux is missing (fail in CI, where it must be)."""
+    if shutil.which("tmux") is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"tmux is required in CI for {what}", pytrace=False)
+        pytest.skip("tmux is not installed", allow_module_level=True)
+
+
+class Pane:
+    """A command running in a detached tmux session of its own server: the keys typed at it,
+    the screen it shows (`capture-pane`), and its exit code once it ends."""
+
+    def __init__(self, socket: str, exit_file: Path) -> None:
+        self.socket = socket
+        self.exit_file = exit_file
+
+    def tmux(self, *args: str) -> str:
+        return subprocess.run(["tmux", "-S", self.socket, *args], check=True,
+                              capture_output=True, text=True, timeout=10).stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "pane")
+
+    def keys(self, *keys: str, literal: bool = False) -> None:
+        self.tmux("send-keys", "-t", "pane", *(["-l"] if literal else []), *keys)
+
+    def wait(self, condition: Callable[[str], bool], what: str) -> str:
+        """The screen once `condition` holds for it; fails after TMUX_TIMEOUT_S."""
+        deadline = time.monotonic() + TMUX_TIMEOUT_S
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if condition(screen):
+                return screen
+            time.sleep(0.05)  # a poll interval, not a wait for something
+        raise AssertionError(f"timed out waiting for {what}; the screen:\n{screen}")
+
+    def exit_code(self) -> int:
+        deadline = time.monotonic() + TMUX_TIMEOUT_S
+        while time.monotonic() < deadline:
+            text = self.exit_file.read_text(encoding="utf-8") if self.exit_file.exists() else ""
+            if text.endswith("\n"):
+                return int(text)
+            time.sleep(0.05)
+        raise AssertionError(f"the command did not exit; the screen:\n{self.screen()}")
+
+
+@contextlib.contextmanager
+def tmux_panes(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
+    """A function starting a command (argv, cwd, env added to this one's) in a tmux pane of
+    160x40 on a tmux server of its own, killed on exit."""
+    import shlex
+    import tempfile
+
+    # The server's socket in a short private directory (sockets have a path limit).
+    socket_dir = tempfile.mkdtemp(prefix="cos-tmux-")
+    socket = os.path.join(socket_dir, "sock")
+
+    def start(argv: list[str], *, cwd: Path, env: Mapping[str, str] | None = None) -> Pane:
+        full = {**os.environ, **(env or {}), "TERM": "xterm-256color"}
+        full.pop("TMUX", None)
+        exit_file = tmp_path / "exit-code.txt"
+        exit_file.unlink(missing_ok=True)
+        command = f"{shlex.join(argv)}; echo $? > {shlex.quote(str(exit_file))}; sleep 60"
+        subprocess.run(["tmux", "-S", socket, "-f", "/dev/null", "new-session", "-d", "-x", "160",
+                        "-y", "40", "-s", "pane", "-c", str(cwd), command],
+                       check=True, env=full, timeout=10)
+        return Pane(socket, exit_file)
+
+    try:
+        yield start
+    finally:
+        subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, timeout=10)
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
 def on_terminal(*args: str, cwd: Path) -> tuple[int, bytes]:
     """Run `cos ARGS` with stdout and stderr on a pseudo-terminal; its exit code and the bytes
     the terminal received."""

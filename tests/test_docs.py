@@ -33,6 +33,38 @@ def test_readme_opens_with_the_two_commands() -> None:
     assert "make demo" in head and "make test" in head
 
 
+def readme_first_screen() -> str:
+    """The README up to its first section after the setup: what a new user reads first."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return text[:text.index("## What it does")]
+
+
+def test_readme_first_screen_says_how_to_install_and_each_agents_own_step() -> None:
+    head = readme_first_screen()
+    assert "uv tool install ./coding-os" in head and "pipx install ./coding-os" in head
+    assert "cos init --agent claude" in head and "cos init --agent codex" in head
+    assert "--local" in head and "commit it?" in head
+    assert 'trust_level = "trusted"' in head and "~/.codex/config.toml" in head
+
+
+def test_readme_first_screen_names_every_file_cos_init_writes(
+        repo: Path, isolated_env: Path) -> None:
+    for agent in ("claude", "codex"):
+        done = cos("init", "--agent", agent, cwd=repo)
+        assert done.returncode == 0, done.stderr
+    local = cos("init", "--agent", "claude", "--local", cwd=repo)
+    assert local.returncode == 0, local.stderr
+    written = {str(path.relative_to(repo)) for path in repo.rglob("*")
+               if path.is_file() and ".git" not in path.relative_to(repo).parts}
+    assert written - {"README.md"}, written
+    rows = [line for line in readme_first_screen().splitlines() if line.startswith("| `")]
+    for name in written - {"README.md"}:
+        top = name.split("/")[0] + "/" if name.startswith(".coding-os/") else name
+        assert any(f"`{top}`" in row for row in rows), (name, rows)
+    assert (isolated_env / ".codex" / "config.toml").is_file()
+    assert any("`~/.codex/config.toml`" in row for row in rows)
+
+
 @pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) for p in COMMANDS])
 def test_every_command_is_documented(path: tuple[str, ...]) -> None:
     assert f"cos {' '.join(path)}" in DOCS

@@ -26,6 +26,9 @@ def test_the_checkpoints_table_has_a_header_and_short_ids_rewind_takes(repo: Pat
     assert header == ["ID", "TIME", "MODE", "TRIGGER", "TURN", "CHANGED", "SESSION", "PROMPT"]
     assert [row[0] for row in rows] == [ids[1][-len(rows[0][0]):], ids[0][-len(rows[1][0]):]]
     assert all(8 <= len(row[0]) <= 12 for row in rows)
+    dry = cos("rewind", rows[1][0], "--code", "--dry-run", "--json", cwd=repo)
+    assert dry.returncode == 0 and f'"checkpoint": "{ids[0]}"' in dry.stdout, dry.stderr
+    assert (repo / "a.txt").read_text(encoding="utf-8") == "two\n"  # a dry run writes nothing
     rewound = cos("rewind", rows[1][0], "--code", cwd=repo)  # the plain form's fast path
     assert rewound.returncode == 0, rewound.stderr
     assert (repo / "a.txt").read_text(encoding="utf-8") == "one\n"

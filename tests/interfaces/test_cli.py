@@ -7,7 +7,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from tests.helpers import assistant, cos, on_terminal, user, write_jsonl
+from tests.helpers import assistant, cos, on_terminal, one_line_failure, user, write_jsonl
 
 SESSION = "e5c0e5c0-0000-4000-8000-000000000013"
 # What a transcript may carry: an OSC window title, a clear screen, a cursor move, a bell, and the
@@ -78,3 +78,22 @@ def test_an_argument_or_stdin_that_is_not_utf8_is_one_line_exit_2_and_starts_not
     jobs = Path(os.environ["HOME"]) / ".coding-os" / "jobs"
     assert not jobs.exists() or list(jobs.iterdir()) == []
     assert json.loads(cos("sessions", "--json", cwd=project).stdout) == []
+
+
+# The commands that only read, each as a user types it.
+READ_ONLY = (("sessions",), ("sessions", "--scope", "all"), ("sessions", "--json"),
+             ("sessions", "show", "a6dc7b35"), ("export", "a6dc7b35"), ("checkpoints",),
+             ("checkpoints", "--session", "a6dc7b35"), ("observations",), ("hooks-log",),
+             ("tasks",), ("work-log",), ("search", "marmoset"))
+
+
+def test_read_only_commands_outside_any_project_say_so_in_one_line_and_create_nothing(
+        tmp_path: Path, isolated_env: Path) -> None:
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for args in READ_ONLY:
+        line = one_line_failure(cos(*args, cwd=plain), 1)
+        assert line == (f"cos: no project here: {plain} is in no git repository and under no "
+                        ".coding-os/ (cd into a project, or cos init makes one here)"), args
+    assert list(plain.iterdir()) == []
+    assert not (isolated_env / ".coding-os").exists()

@@ -5,11 +5,7 @@ fixture layout of test_sessions_cli, keys go in with `send-keys` and the screen 
 from __future__ import annotations
 
 import os
-import shlex
-import shutil
 import subprocess
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -21,87 +17,33 @@ from tests.helpers import (
     LATER,
     NATIVE_IDS,
     WORKTREE,
+    Pane,
     claude_session,
     conversation,
     fake_agents,
     git,
+    require_tmux,
+    tmux_panes,
     write_jsonl,
 )
 
 
-TIMEOUT_S = 15.0
 Project = tuple[Path, dict[str, str]]
 
-if shutil.which("tmux") is None:
-    if os.environ.get("CI") == "true":
-        pytest.fail("tmux is required in CI for the picker tests", pytrace=False)
-    pytest.skip("tmux is not installed", allow_module_level=True)
-
-
-class Pane:
-    """`cos resume …` running in a detached tmux session of its own server."""
-
-    def __init__(self, socket: str, exit_file: Path) -> None:
-        self.socket = socket
-        self.exit_file = exit_file
-
-    def tmux(self, *args: str) -> str:
-        return subprocess.run(["tmux", "-S", self.socket, *args], check=True,
-                              capture_output=True, text=True, timeout=10).stdout
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "pick")
-
-    def keys(self, *keys: str, literal: bool = False) -> None:
-        self.tmux("send-keys", "-t", "pick", *(["-l"] if literal else []), *keys)
-
-    def wait(self, condition: Callable[[str], bool], what: str) -> str:
-        """The screen once `condition` holds for it; fails after TIMEOUT_S."""
-        deadline = time.monotonic() + TIMEOUT_S
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if condition(screen):
-                return screen
-            time.sleep(0.05)  # a poll interval, not a wait for something
-        raise AssertionError(f"timed out waiting for {what}; the screen:\n{screen}")
-
-    def exit_code(self) -> int:
-        deadline = time.monotonic() + TIMEOUT_S
-        while time.monotonic() < deadline:
-            text = self.exit_file.read_text(encoding="utf-8") if self.exit_file.exists() else ""
-            if text.endswith("\n"):
-                return int(text)
-            time.sleep(0.05)
-        raise AssertionError(f"cos resume did not exit; the screen:\n{self.screen()}")
+require_tmux("the picker tests")
 
 
 @pytest.fixture
 def picker(checkout: Project, tmp_path: Path) -> Iterator[Callable[..., Pane]]:
     """Start `cos resume [ARGS]` in tmux (160x40) in the project with the fake agents on PATH."""
-    # A server of its own, its socket in a short private directory (sockets have a path limit).
-    socket_dir = tempfile.mkdtemp(prefix="cos-tmux-")
-    socket = os.path.join(socket_dir, "sock")
     path_env, _ = fake_agents(tmp_path)
 
-    def start(*args: str, env: dict[str, str] | None = None) -> Pane:
-        full = {**os.environ, **checkout[1], **path_env, **(env or {}), "TERM": "xterm-256color"}
-        full.pop("TMUX", None)
-        exit_file = tmp_path / "exit-code.txt"
-        exit_file.unlink(missing_ok=True)
-        command = (f"{shlex.join([COS, 'resume', *args])}; "
-                   f"echo $? > {shlex.quote(str(exit_file))}; sleep 60")
-        pane = Pane(socket, exit_file)
-        subprocess.run(["tmux", "-S", socket, "-f", "/dev/null", "new-session", "-d", "-x", "160",
-                        "-y", "40", "-s", "pick", "-c", str(checkout[0]), command],
-                       check=True, env=full, timeout=10)
-        return pane
+    with tmux_panes(tmp_path) as start_pane:
+        def start(*args: str, env: dict[str, str] | None = None) -> Pane:
+            return start_pane([COS, "resume", *args], cwd=checkout[0],
+                              env={**checkout[1], **path_env, **(env or {})})
 
-    try:
         yield start
-    finally:
-        subprocess.run(["tmux", "-S", socket, "kill-server"], capture_output=True, timeout=10)
-        shutil.rmtree(socket_dir, ignore_errors=True)
 
 
 def _repo_sessions(checkout: Project, home: Path) -> Path:

@@ -1,5 +1,6 @@
 """`cos run` as a whole process: the events as JSON lines, text with approvals asked, Ctrl-C and
-further prompts on a real terminal (a pty that is the process's controlling terminal)."""
+further prompts on a real terminal (a pty that is the process's controlling terminal), and the
+running tool's line as the screen shows it (tmux)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ import select
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import COS, Terminal, on_terminal
+from tests.helpers import COS, Pane, Terminal, on_terminal, require_tmux, tmux_panes
 
 ROOT = Path(__file__).resolve().parents[2]
 ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
@@ -230,3 +231,85 @@ def test_an_agents_text_holding_a_lone_surrogate_is_shown_escaped_and_the_run_en
     done = run(project, "--agent", "python:odd.py:Odd", "hello")
     assert done.returncode == 0, done.stderr
     assert done.stdout == "caf\\ud800e\n"
+
+
+# A python agent with one tool call that runs until a file is there (`until PATH`) or for a
+# number of seconds (`for N`), then says so.
+SLOW_TOOL = """
+import asyncio, os
+
+class SlowTool:
+    async def run_turn(self, session, text):
+        how, _, what = text.partition(' ')
+        yield {'type': 'tool_call', 'call_id': 't1', 'tool': 'Bash',
+               'input': {'command': 'make slow'}}
+        if how == 'until':
+            while not os.path.exists(what):
+                await asyncio.sleep(0.05)
+        else:
+            await asyncio.sleep(float(what))
+        yield {'type': 'tool_result', 'call_id': 't1', 'ok': True, 'output': 'built'}
+        yield {'type': 'agent_message', 'text': 'the build is done'}
+"""
+
+
+def slow_tool_agent(folder: Path) -> str:
+    """The `--agent` naming SLOW_TOOL, written in `folder`."""
+    path = folder / "slow_tool.py"
+    path.write_text(SLOW_TOOL, encoding="utf-8")
+    return f"python:{path}:SlowTool"
+
+
+def running_lines(screen: str) -> list[str]:
+    return [line for line in screen.splitlines() if "· running" in line]
+
+
+@pytest.fixture
+def panes(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
+    require_tmux("the cos run screen tests")
+    with tmux_panes(tmp_path) as start:
+        yield start
+
+
+def test_on_a_terminal_the_running_tool_shows_its_growing_time_until_the_next_output_replaces_it(
+        panes: Callable[..., Pane], project: Path, tmp_path: Path) -> None:
+    release = tmp_path / "release"
+    pane = panes([COS, "run", "--agent", slow_tool_agent(tmp_path), f"until {release}"],
+                 cwd=project)
+    seen = set()
+    for wanted in ("running 1s", "running 2s"):
+        screen = pane.wait(lambda s: any(wanted in line for line in running_lines(s)),
+                           f"the tool's line at {wanted}")
+        [line] = running_lines(screen)
+        assert line.startswith("▸ Bash make slow · running "), screen
+        seen.add(line)
+        # the line is the last one shown: nothing under it
+        assert screen.rstrip("\n").splitlines()[-1] == line, screen
+    assert len(seen) == 2  # redrawn in place with the time grown, one line only
+    release.touch()
+    screen = pane.wait(lambda s: "the build is done" in s and s.rstrip().endswith("›"),
+                       "the next output and the prompt")
+    assert running_lines(screen) == [], screen
+    lines = screen.splitlines()
+    assert lines.index("▸ Bash make slow · ok") + 1 == lines.index("the build is done"), screen
+    pane.keys("C-d")
+    assert pane.exit_code() == 0
+
+
+def test_with_json_on_a_terminal_no_running_tool_line_is_written(
+        terminal: list[Terminal], project: Path, tmp_path: Path) -> None:
+    term = on_pty(terminal, project, "--json", "--agent", slow_tool_agent(tmp_path), "for 2.5")
+    assert term.wait(timeout=60) == 0
+    assert b'"the build is done"' in term.shown
+    assert b"running" not in term.shown and b"\x1b" not in term.shown
+
+
+def test_with_output_to_a_pipe_no_running_tool_line_is_written(
+        project: Path, tmp_path: Path) -> None:
+    done = subprocess.run([COS, "run", "--agent", slow_tool_agent(tmp_path), "for 2.5"],
+                          cwd=project, stdin=subprocess.DEVNULL, capture_output=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode() == "▸ Bash make slow · ok\nthe build is done\n"
+    assert b"\r" not in done.stdout + done.stderr
+    assert b"\x1b" not in done.stdout + done.stderr

@@ -511,8 +511,11 @@ def test_a_command_that_exits_non_zero_is_failed_with_its_exit_code(project: Pat
                 and r, "the command to fail")
     assert row["exit_code"] == 3
     table = cos("agents", cwd=project).stdout
+    assert table.splitlines()[0].split() == [
+        "ID", "NAME", "AGENT", "STATE", "STATUS", "AGE", "WHERE"]
     line = next(line for line in table.splitlines() if line.startswith(job))
     assert " failed " in line and "exit 3" in line
+    assert line.index("failed") == table.splitlines()[0].index("STATE")
     attached = cos("attach", job, cwd=project)
     assert attached.returncode == 1 and "trying" in attached.stdout
     # It ran to its end: `cos respawn --all` does not run it again.

@@ -5,6 +5,7 @@ project's cos id gets the command to run there (exit 4), as its native id does."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from coding_os import api
@@ -80,3 +81,22 @@ def test_another_projects_cos_id_gets_the_command_to_run_there(repo: Path,
     there = one_line_failure(cos("resume", ids[0], "--dry-run", cwd=other), 4)
     assert there == f"cos: cd {repo} && cos resume {ids[0]}"
     assert not (other / ".coding-os" / "claude" / "transcripts" / f"{ids[0]}.jsonl").exists()
+
+
+def test_another_projects_short_id_as_its_table_shows_it_gets_the_command_to_run_there(
+        repo: Path, tmp_path: Path) -> None:
+    ids = two_sessions(repo)
+    shown = {row[0]: next(full for full in ids if full.endswith(row[0]))
+             for row in table(repo, "sessions")[1:]}
+    other = tmp_path / "other"
+    other.mkdir()
+    git(other, "init", "-q")
+    for short, full in shown.items():
+        there = one_line_failure(cos("resume", short, "--dry-run", cwd=other), 4)
+        assert there == f"cos: cd {repo} && cos resume {full}"
+        assert f"id           {full}" in cos("sessions", "show", short, cwd=other).stdout
+    common = os.path.commonprefix(ids)  # the start both ids share: ambiguous there as here
+    refused = cos("resume", common, "--dry-run", cwd=other)
+    assert refused.returncode == 5, refused.stderr
+    assert sorted(line.strip() for line in refused.stderr.splitlines()[1:]) == sorted(ids)
+    assert "no session" in one_line_failure(cos("resume", "f00dfeed", "--dry-run", cwd=other), 1)

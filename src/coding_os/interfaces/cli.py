@@ -1234,9 +1234,10 @@ def run_command(agent: str | None, model: str | None, recipe: str | None,
                 params: tuple[str, ...], cwd: str | None, as_json: bool,
                 approvals: str | None, prompt: str | None) -> None:
     """Run PROMPT (or the prompt --recipe renders) in a new session in the foreground and show
-    what the agent does. On a terminal, approvals are asked (y/n, default no), Ctrl-C interrupts
-    the task (again at the prompt: quit) and further prompts are read until an empty line or
-    Ctrl-D. Exit 0 when the last task completed, 1 when it failed or was aborted, 130 after
+    what the agent does (with stdout a terminal, the running tool and its elapsed time on one
+    line the next output replaces). On a terminal, approvals are asked (y/n, default no), Ctrl-C
+    interrupts the task (again at the prompt: quit) and further prompts are read until an empty
+    line or Ctrl-D. Exit 0 when the last task completed, 1 when it failed or was aborted, 130 after
     Ctrl-C; 2 for a recipe or value refused (nothing run)."""
     from coding_os.jobs.recipes import parse_params
 
@@ -1271,7 +1272,7 @@ def _run_view(as_json: bool, approvals: str | None) -> tuple[Any, str]:
         os.dup2(2, 1)
         sys.stdout = sys.stderr
         return JsonView(out=wire), approvals
-    return TextView(interactive=interactive), approvals
+    return TextView(interactive=interactive, status=sys.stdout.isatty()), approvals
 
 
 # -- the daemon (DESIGN.md §6) ----------------------------------------------------------------------

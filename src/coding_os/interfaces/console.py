@@ -3,8 +3,11 @@ the protocol's JSON lines; on a terminal it also asks the approvals and reads fu
 
 Text: an agent's messages as they are, each tool call folded to one line (`▸ Tool summary ·
 ok`) when its result comes, errors and aborted tasks on stderr; everything from the agent with
-its control characters made visible. JSON: each event exactly as `cos protocol` sends it, one
-object per line, and nothing else on stdout.
+its control characters made visible. With `status` (stdout a terminal), the tool running and
+its elapsed time stay on one line below the output (`▸ Tool summary · running 3s`), redrawn
+about once a second and cleared before anything else is printed, so the next output replaces
+it. JSON: each event exactly as `cos protocol` sends it, one object per line, and nothing else
+on stdout.
 """
 
 from __future__ import annotations
@@ -12,18 +15,25 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
+import time
 from typing import Any, TextIO
 
 from coding_os import jsonwire
 from coding_os.interfaces.output import visible
 from coding_os.runtime import wire
 
-__all__ = ["TextView", "JsonView", "tool_summary"]
+__all__ = ["TextView", "JsonView", "tool_summary", "elapsed_text", "STATUS_EVERY_S"]
 
 Event = dict[str, Any]
 
 SUMMARY_MAX = 80
+STATUS_EVERY_S = 1.0  # how often the running tool's line is redrawn
+# The terminal's own sequences, written as they are (not through `visible`): back to the start
+# of the line, and erase from there to its end.
+_LINE_START = "\r"
+_ERASE_LINE = "\x1b[K"
 # The input fields that say what a tool call does, most telling first.
 _SUMMARY_FIELDS = ("command", "file_path", "path", "pattern", "query", "url", "description",
                    "prompt")
@@ -49,6 +59,16 @@ def tool_summary(tool: object, tool_input: object) -> str:
     if tool_input is None:
         return name
     return f"{name} {_one_line(str(tool_input))}"
+
+
+def elapsed_text(seconds: float) -> str:
+    """`7s`, `1m05s`, `2h03m`: a running tool's elapsed time, as its status line shows it."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"
 
 
 class _Terminal:
@@ -93,20 +113,90 @@ class _Terminal:
 
 class TextView:
     """Events as text on stdout (errors on stderr); with `interactive`, approvals asked and
-    further prompts read at the terminal on stdin."""
+    further prompts read at the terminal on stdin; with `status`, the running tool's line."""
 
-    def __init__(self, *, interactive: bool, out: TextIO | None = None,
+    def __init__(self, *, interactive: bool, status: bool = False, out: TextIO | None = None,
                  err: TextIO | None = None) -> None:
         self.interactive = interactive
+        self.status = status
         self._out = out or sys.stdout
         self._err = err or sys.stderr
         self._terminal = _Terminal() if interactive else None
         self._calls: dict[object, str] = {}  # call id → `Tool summary`, until its result
+        self._started: dict[object, float] = {}  # call id → when its tool_call came (monotonic)
+        self._drawn = False  # the status line is on the screen
+        self._asking = False  # a question waits on the terminal: no status line under it
+        self._ticker: asyncio.TimerHandle | None = None
 
     def _print(self, text: str, *, err: bool = False) -> None:
+        self._clear_status()
         stream = self._err if err else self._out
         stream.write(visible(text) + "\n")
         stream.flush()
+        self._draw_status()
+
+    def _status_text(self) -> str | None:
+        """`▸ Tool summary · running 3s` for the latest call still running, or None."""
+        if not self._started:
+            return None
+        call, started = max(self._started.items(), key=lambda item: item[1])
+        summary = self._calls.get(call) or f"tool {call}"
+        more = len(self._started) - 1
+        text = visible(f"▸ {summary} · running {elapsed_text(time.monotonic() - started)}"
+                       + (f" (and {more} more)" if more else ""))
+        try:
+            width = os.get_terminal_size(self._out.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            width = shutil.get_terminal_size().columns
+        # One column short of the width: a line that fills it would wrap, and a carriage
+        # return would then go back to the start of its second row only.
+        return text if len(text) < width else text[:max(width - 2, 0)] + "…"
+
+    def _draw_status(self) -> None:
+        if not self.status or self._asking:
+            return
+        text = self._status_text()
+        if text is None:
+            return
+        self._out.write(_LINE_START + text + _ERASE_LINE)
+        self._out.flush()
+        self._drawn = True
+
+    def _clear_status(self) -> None:
+        if self._drawn:
+            self._out.write(_LINE_START + _ERASE_LINE)
+            self._out.flush()
+            self._drawn = False
+
+    def _tick(self) -> None:
+        """Redraw the status line with its time, and again in STATUS_EVERY_S while a tool runs."""
+        self._ticker = None
+        if not self._started:
+            return
+        self._draw_status()
+        self._ticker = asyncio.get_running_loop().call_later(STATUS_EVERY_S, self._tick)
+
+    def _tool_started(self, call: object, summary: str) -> None:
+        self._calls[call] = summary
+        if not self.status:
+            return
+        self._started[call] = time.monotonic()
+        self._draw_status()
+        if self._ticker is None:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # shown outside an event loop: no redraws, the line stays
+                return
+            self._ticker = loop.call_later(STATUS_EVERY_S, self._tick)
+
+    def _tools_ended(self, *calls: object) -> None:
+        for call in calls:
+            self._started.pop(call, None)
+        if not self._started:
+            self._clear_status()
+            if self._ticker is not None:
+                self._ticker.cancel()
+                self._ticker = None
 
     def note(self, message: str) -> None:
         self._print(f"cos: {message}", err=True)
@@ -117,8 +207,9 @@ class TextView:
         if kind == wire.AGENT_MESSAGE:
             self._print(str(msg.get("text", "")))
         elif kind == wire.TOOL_CALL:
-            self._calls[msg.get("call_id")] = tool_summary(msg.get("tool"), msg.get("input"))
+            self._tool_started(msg.get("call_id"), tool_summary(msg.get("tool"), msg.get("input")))
         elif kind == wire.TOOL_RESULT:
+            self._tools_ended(msg.get("call_id"))
             summary = self._calls.pop(msg.get("call_id"), None) or f"tool {msg.get('call_id')}"
             if msg.get("ok"):
                 self._print(f"▸ {summary} · ok")
@@ -132,6 +223,7 @@ class TextView:
             self._print(f"cos: session {event.get('session')} ({msg.get('agent')}, "
                         f"{msg.get('cwd')})", err=True)
         elif kind in wire.TASK_ENDS:
+            self._tools_ended(*self._started)
             for summary in self._calls.values():  # calls the task ended without a result
                 self._print(f"▸ {summary} · no result")
             self._calls.clear()
@@ -149,15 +241,22 @@ class TextView:
         msg = event["msg"]
         if self._terminal is None:
             return False
-        self._err.write(visible(f"Allow {tool_summary(msg.get('tool'), msg.get('input'))}? "
-                                "[y/N] "))
-        self._err.flush()
-        answer = await self._terminal.read_line()
+        self._clear_status()
+        self._asking = True
+        try:
+            self._err.write(visible(f"Allow {tool_summary(msg.get('tool'), msg.get('input'))}? "
+                                    "[y/N] "))
+            self._err.flush()
+            answer = await self._terminal.read_line()
+        finally:
+            self._asking = False
+        self._draw_status()
         return answer is not None and answer.strip().lower() in ("y", "yes")
 
     async def next_prompt(self) -> str | None:
         if self._terminal is None:
             return None
+        self._clear_status()
         self._err.write("› ")
         self._err.flush()
         text = await self._terminal.read_line()

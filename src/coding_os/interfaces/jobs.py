@@ -14,7 +14,7 @@ import click
 
 from coding_os import api
 from coding_os.errors import InvalidInput, NotFound
-from coding_os.interfaces.output import dump_json, visible
+from coding_os.interfaces.output import dump_json, table, visible
 
 __all__ = ["COMMANDS"]
 
@@ -118,8 +118,8 @@ def _age(started: object) -> str:
               help="The jobs of the project of P (default: here).")
 @_json_option
 def agents_command(every: bool, all_hosts: bool, cwd: str | None, as_json: bool) -> None:
-    """List the background jobs: id, name, agent, state (working, blocked, done, failed,
-    stopped), what a live one waits for (a blocked job's request on the line below: tool,
+    """List the background jobs under a header row: id, name, agent, state (working, blocked,
+    done, failed, stopped), what a live one waits for (a blocked job's request on the line below: tool,
     command or path, an edit's diff, request id), a failed command's exit code, its age and
     branch. `--json` rows are a superset of `claude agents --json` (`approval`: the request);
     with `--all-hosts` each row has its `host` (and, from another host, `publishedAt`)."""
@@ -133,20 +133,35 @@ def agents_command(every: bool, all_hosts: bool, cwd: str | None, as_json: bool)
     if not rows:
         _echo("no background jobs (cos bg starts one)")
         return
+    header, cells = _agents_table(rows, all_hosts)
+    lines = table(header, cells, right=frozenset({header.index("AGE")}))
+    _echo(lines[0])
+    for row, line in zip(rows, lines[1:]):
+        _echo(line)
+        if isinstance(row.get("approval"), dict):
+            _approval_lines(row["id"], row["approval"])
+
+
+def _agents_table(rows: list[dict[str, Any]], all_hosts: bool
+                  ) -> tuple[list[str], list[list[str]]]:
+    """The header and the cells of `cos agents`'s table, one row per job (WHERE: its branch,
+    else its directory)."""
+    header = [*(["HOST"] if all_hosts else []), "ID", "NAME", "AGENT", "STATE", "STATUS", "AGE",
+              "WHERE"]
+    cells = []
     for row in rows:
         status = row["status"] or ""
         if row.get("waitingFor"):
             status = f"waiting for {row['waitingFor']}"
         if row.get("exit_code") not in (None, 0) and not status:
             status = f"exit {row['exit_code']}"
-        where = row.get("branch") or row.get("cwd") or ""
-        host = f"{str(row.get('host'))[:16]:<16} " if all_hosts else ""
+        where = str(row.get("branch") or row.get("cwd") or "")
         if "publishedAt" in row:
             where = f"{where}  (as published {_age(row['publishedAt'])} ago)"
-        _echo(f"{host}{row['id']}  {str(row['name'])[:28]:<28}  {row['agent']:<7} "
-              f"{row['state']:<8} {status:<28} {_age(row.get('startedAt')):>4}  {where}")
-        if isinstance(row.get("approval"), dict):
-            _approval_lines(row["id"], row["approval"])
+        cells.append([*([str(row.get("host"))[:16]] if all_hosts else []), str(row["id"]),
+                      str(row["name"])[:28], str(row["agent"]), str(row["state"]), status,
+                      _age(row.get("startedAt")), where])
+    return header, cells
 
 
 def _approval_lines(job: str, approval: dict[str, Any]) -> None:

@@ -276,6 +276,34 @@ def _row_elsewhere(tiers: Tiers, key: str) -> IndexRow | None:
     return None
 
 
+def _short_elsewhere(tiers: Tiers, key: str) -> IndexRow | None:
+    """The row of the cos transcript in another of this user's state dirs whose id `key` names
+    as a table shows it or as a start of it (coding_os.state.shortid), read and not indexed
+    here, as `_row_elsewhere` finds a whole id: a short id copied from `cos sessions` in another
+    project is named with its project too.
+
+    Raises:
+        Ambiguous: the ids of several such transcripts match; the message lists them.
+    """
+    from coding_os.sessions import index
+    from coding_os.state.registry import state_dirs
+    from coding_os.state.root import hub_dir
+    from coding_os.state.shortid import pick
+    from coding_os.state.tiers import Tiers
+
+    paths: dict[str, str] = {}
+    for state_dir in state_dirs(hub_dir()):
+        if os.path.realpath(state_dir) == os.path.realpath(tiers.state_dir):
+            continue
+        for path in index.cos_transcripts(Tiers(state_dir)):
+            paths.setdefault(os.path.basename(path).removesuffix(".jsonl"), path)
+    chosen = pick(key, [(session, None) for session in paths], "session")
+    if chosen is None:
+        return None
+    row, _ = index.cos_row(paths[chosen])
+    return row
+
+
 def _import_note(report: RefreshReport | None) -> str | None:
     if report is None:  # the logs were as the last import left them
         return None
@@ -323,7 +351,10 @@ def _find_by_id(storage: Storage, tiers: Tiers, key: str, refresher: _Refresher)
         return Found(row, "direct_scan",
                      [*refresher.notes, f"index: the row of {row.id} repaired from its transcript"])
     row = by_short_id(storage, key)
-    return None if row is None else Found(row, "index", list(refresher.notes))
+    if row is not None:
+        return Found(row, "index", list(refresher.notes))
+    row = _short_elsewhere(tiers, key)
+    return None if row is None else Found(row, "direct_scan", list(refresher.notes))
 
 
 def by_short_id(storage: Storage, key: str) -> IndexRow | None:
