@@ -51,7 +51,7 @@ def test_every_fixture_session_reads_as_a_native_session_with_sources_counts() -
     assert [sub.agent_type for sub in found[S].subagents] == ["generalist"]
     assert found[R].branches == 1  # one $rewindTo
     assert report.sessions == 6 and report.subagents == 1 and report.malformed_lines == 0
-    assert report.unreadable == [] and report.torn_files == []
+    assert report.unreadable == [] and report.torn_files == [] and report.unread_lines == {}
 
 
 def test_cos_sessions_lists_gemini_sessions_of_the_checkout_with_exact_counts(
