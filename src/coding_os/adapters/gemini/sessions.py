@@ -493,9 +493,8 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
     for message in messages:
         kind = str(message.get("type"))
         types[kind] = types.get(kind, 0) + 1
-        for name in message:
-            if name not in KNOWN_MESSAGE_FIELDS:
-                unknown_fields[f"message:{name}"] = unknown_fields.get(f"message:{name}", 0) + 1
+        for name in message.keys() - KNOWN_MESSAGE_FIELDS:
+            unknown_fields[f"message:{name}"] = unknown_fields.get(f"message:{name}", 0) + 1
         if isinstance(message.get("timestamp"), str):
             stamps.append(message["timestamp"])
         if kind == "user":
@@ -517,9 +516,11 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
                 models.append(model)
         elif kind in NOTICE_TYPES:
             counts["notice"] += 1
-    recorded = GeminiTokens()
-    for details in state.details.values():
-        recorded = recorded + (message_tokens(details.get("tokens")) or GeminiTokens())
+    # A live response's last recorded tokens are those counted above; the others are read.
+    recorded = tokens
+    for message_id, details in state.details.items():
+        if message_id not in tokens_by_id:
+            recorded = recorded + (message_tokens(details.get("tokens")) or GeminiTokens())
     entries = conversation_entries(messages) if with_entries else []
     tool_calls, thoughts, delegations = conversation_counts(messages)
     summary = _string(metadata.get("summary"))
