@@ -14,7 +14,8 @@ from typing import Any
 
 from tests.helpers import cos, git
 
-from .gemini_cli import gemini_env, require_gemini, run_gemini, write_gemini_settings
+from .gemini_cli import (GEMINI_BIN, gemini_env, require_gemini, run_gemini,
+                         write_gemini_settings)
 from .gemini_server import GeminiServer, Text, ToolCall
 
 
@@ -93,14 +94,16 @@ def test_cos_resume_of_a_gemini_session_hands_over_to_gemini_resume(
     first = run_gemini(project, "FIRST: say something", gemini_server, home)
     assert first.returncode == 0, first.stderr[-3000:]
     session_id = json.loads(first.stdout)["session_id"]
-    env = {**gemini_env(gemini_server, home), "COS_RESUME_PRINT": "1"}
-    shown = cos("resume", session_id, "--print", cwd=project, env=env)
+    shown = cos("resume", session_id, "--dry-run", "--json", cwd=project,
+                env=gemini_env(gemini_server, home))
     assert shown.returncode == 0, shown.stderr
-    assert f"gemini --resume {session_id}" in shown.stdout
+    handover = json.loads(shown.stdout)["handover"]
+    assert handover["argv"] == ["gemini", "--resume", session_id]
+    assert handover["cwd"] == str(project)
     handed = subprocess.run(
-        [*shown.stdout.strip().splitlines()[-1].split(), "-p", "SECOND: and again",
-         "--output-format", "json", "--yolo"], cwd=project, capture_output=True, text=True,
-        timeout=120, env=gemini_env(gemini_server, home))
+        [str(GEMINI_BIN), *handover["argv"][1:], "-p", "SECOND: and again",
+         "--output-format", "json", "--yolo"], cwd=handover["cwd"], capture_output=True,
+        text=True, timeout=120, env=gemini_env(gemini_server, home))
     assert handed.returncode == 0, handed.stderr[-3000:]
     sent = json.dumps(gemini_server.agent_requests()[-1].body)
     assert "FIRST: say something" in sent and "First answer." in sent
