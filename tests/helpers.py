@@ -833,6 +833,27 @@ def copy_codex_fixtures(codex_home: Path) -> Path:
     return codex_home
 
 
+GEMINI_FIXTURES = Path(__file__).resolve().parent / "adapters" / "gemini" / "fixtures"
+# Sessions the real Gemini CLI 0.61.0 wrote there (SOURCES.md): a tool call, a resume and a
+# summary; a /rewind; a subagent; a --session-file import of the first.
+GEMINI_PLAIN = "aa78fc04-dbe6-4180-b260-710d72261fc2"
+GEMINI_REWOUND = "72a406ac-b866-4cc2-b23d-a76a2f95a6d8"
+GEMINI_DELEGATED = "bc799a31-3bc5-47fe-81d0-7617d8169e3c"
+GEMINI_IMPORTED = "c2773ed1-7bf7-41f7-8b9a-1b2ea72289ae"
+
+
+def copy_gemini_fixtures(home: Path, project: Path, legacy: Path) -> Path:
+    """The fixtures' Gemini dir as `home/.gemini`, its two projects moved to `project` and
+    `legacy` (projects.json and each `.project_root` say where a slug's sessions ran)."""
+    target = home / ".gemini"
+    shutil.copytree(GEMINI_FIXTURES / "gemini-home", target)
+    (target / "projects.json").write_text(json.dumps(
+        {"projects": {str(project): "project", str(legacy): "legacy"}}), encoding="utf-8")
+    (target / "tmp" / "project" / ".project_root").write_text(str(project), encoding="utf-8")
+    (target / "tmp" / "legacy" / ".project_root").write_text(str(legacy), encoding="utf-8")
+    return target
+
+
 # -- the real clients (tests/e2e) --------------------------------------------------------------
 
 

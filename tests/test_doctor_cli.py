@@ -25,10 +25,12 @@ from tests.helpers import (
     RESTORE_KILLS,
     changed_after_checkpoint,
     conversation,
+    copy_gemini_fixtures,
     cos,
     cos_doctor as doctor,
     doctor_checks as by_name,
     fire,
+    GEMINI_REWOUND,
     git,
     needs_namespaces,
     rewind_in_child,
@@ -325,6 +327,36 @@ def test_a_database_at_an_older_migration_is_reported_not_migrated(healthy_proje
 
     ok(("sessions",), healthy_project)  # any command that uses it migrates it
     assert by_name(doctor(healthy_project)[1])["database"]["status"] == "ok"
+
+
+def test_gemini_lines_of_a_format_cos_cannot_read_are_counted_and_reported_never_a_lost_session(
+        healthy_project: Path, isolated_env: Path, tmp_path: Path) -> None:
+    chats = copy_gemini_fixtures(isolated_env, healthy_project, tmp_path / "legacy") / "tmp" \
+        / "project" / "chats"
+    ok(("sessions",), healthy_project)
+    clean = by_name(doctor(healthy_project)[1])["index"]
+    assert clean["status"] == "ok" and "unreadable_lines" not in clean["data"]
+    [rewound] = chats.glob(f"session-*-{GEMINI_REWOUND[:8]}.jsonl")
+    before = json.loads(cos("sessions", "show", GEMINI_REWOUND, "--json",
+                            cwd=healthy_project).stdout)
+    # What a newer Gemini CLI might write: a line that is no JSON object, a record of a kind
+    # 0.61 does not write; then a prompt as 0.61 writes one.
+    with rewound.open("a", encoding="utf-8") as log:
+        log.write('{"$compress": {"upTo": "m3"}}\n' + "\x00not json\n")
+        log.write(json.dumps({"id": "later", "timestamp": "2026-12-06T09:00:00.000Z",
+                              "type": "user", "content": [{"text": "LATER prompt"}]}) + "\n")
+    after = json.loads(cos("sessions", "show", GEMINI_REWOUND, "--json",
+                           cwd=healthy_project).stdout)
+    assert after["messages"] == before["messages"] + 1  # the session and its new prompt
+    check = by_name(doctor(healthy_project)[1])["index"]
+    assert check["status"] == "warn"
+    assert check["data"]["unreadable_lines"] == {"gemini": {str(rewound): 2}}
+    assert "2 line(s) of Gemini CLI's sessions could not be read" in check["detail"]
+    assert str(rewound) in check["detail"] and "update cos" in check["fix"]
+    rewound.write_bytes(b"".join(line + b"\n" for line in rewound.read_bytes().splitlines()
+                                 if b"$compress" not in line and b"not json" not in line))
+    ok(("sessions",), healthy_project)
+    assert by_name(doctor(healthy_project)[1])["index"]["status"] == "ok"
 
 
 def test_a_new_transcript_makes_the_index_stale_until_a_lookup_imports_it(

@@ -760,7 +760,36 @@ def _postgres(url: str) -> Check:
 # -- session index --------------------------------------------------------------------------------
 
 
+_AGENT_LOGS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"}
+
+
 def _index(ctx: _Context) -> Check:
+    """The index's freshness, and the lines of the agents' logs its last import could not read
+    (a format this cos does not know yet: counted, their sessions listed from the rest)."""
+    from coding_os.sessions.index import unreadable_lines
+
+    check = _index_freshness(ctx)
+    if check.status == "skip" or ctx.tiers is None:
+        return check
+    unread = unreadable_lines(ctx.tiers)
+    if not unread:
+        return check
+    parts = []
+    for agent, files in sorted(unread.items()):
+        worst = max(files, key=lambda path: files[path])
+        parts.append(f"{sum(files.values())} line(s) of {_AGENT_LOGS.get(agent, agent)}'s "
+                     f"sessions could not be read, in {len(files)} file(s) (most in {worst}: "
+                     f"{files[worst]})")
+    detail = "; ".join(parts) + ": written in a format this cos does not read (the sessions " \
+        "are listed from the lines it reads)"
+    data = {**check.data, "unreadable_lines": unread}
+    if check.status == "ok":
+        return Check("index", "warn", f"{check.detail}; but {detail}",
+                     "update cos (a newer one may read them); the files are only read, never changed", data)
+    return Check(check.name, check.status, f"{check.detail}; {detail}", check.fix, data)
+
+
+def _index_freshness(ctx: _Context) -> Check:
     """The last import saw the logs as they are now (a stat walk; nothing is imported)."""
     from coding_os.sessions import freshness
     from coding_os.sessions.database import native_dirs

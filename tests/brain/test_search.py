@@ -21,7 +21,8 @@ from coding_os.brain.search import (
 from coding_os.errors import InvalidInput
 from coding_os.state.tiers import Tiers
 from coding_os.storage.sqlite import SQLiteStorage
-from tests.helpers import SHARED_FIXTURES
+from tests.helpers import (GEMINI_PLAIN, GEMINI_REWOUND, SHARED_FIXTURES, copy_gemini_fixtures,
+                           cos_json_in)
 
 
 SESSION = "ses-claude-20261129-100000-aaaa"
@@ -405,3 +406,29 @@ def test_a_codex_thread_is_searched_along_its_live_history_only(
     assert said == ["prompt four, in place", "prompt one", "prompt six"]
     assert {h.session for h in storage.search(["prompt"])} == {thread}
     assert sync_transcripts(storage, tiers) == 0
+
+
+def test_cos_search_finds_what_was_typed_and_answered_in_a_gemini_session_but_not_a_rewound_prompt(
+        checkout: tuple[Path, dict[str, str]], isolated_env: Path, tmp_path: Path) -> None:
+    repo = checkout[0]
+    chats = copy_gemini_fixtures(isolated_env, repo, tmp_path / "legacy") / "tmp" / "project" \
+        / "chats"
+
+    def found(query: str) -> list[tuple[str, str]]:
+        page = cos_json_in(checkout, "search", query, "--kind", "transcript")
+        assert isinstance(page, dict)
+        return [(hit["session"], hit["snippet"]) for hit in page["results"]]
+
+    resumed = found("RESUMED notes")
+    assert (GEMINI_PLAIN, "RESUMED: what does notes.txt hold now?") in resumed
+    assert any(session == GEMINI_PLAIN and "alpha and gamma" in snippet
+               for session, snippet in found("gamma"))
+    assert (GEMINI_REWOUND, "REWIND third prompt") in found("REWIND third")
+    assert found("REWIND second") == []  # /rewind took it out of the conversation
+    assert found("session_context") == []  # the context Gemini CLI injects
+    # A session that goes on is searched as it is now.
+    plain = next(chats.glob(f"session-*-{GEMINI_PLAIN[:8]}.jsonl"))
+    with plain.open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"id": "later-prompt", "timestamp": "2026-12-06T09:00:00.000Z",
+                              "type": "user", "content": [{"text": "LATER: zebra"}]}) + "\n")
+    assert found("zebra") == [(GEMINI_PLAIN, "LATER: zebra")]

@@ -190,6 +190,21 @@ def test_a_codex_rollout_keeps_its_relative_path(storage: SQLiteStorage, tmp_pat
     assert lines[0]["payload"]["cwd"] == B and lines[1]["payload"]["cwd"] == B + "/pkg"
 
 
+def test_a_gemini_session_of_another_host_is_refused_in_one_line_and_nothing_is_written(
+        storage: SQLiteStorage, tmp_path: Path) -> None:
+    native = "aa78fc04-dbe6-4180-b260-710d72261fc2"
+    meta = json.dumps({"sessionId": native, "projectHash": "0" * 64, "kind": "main"}).encode()
+    source = stored(storage, [meta], agent="gemini", session=native,
+                    path=f"/home/ann/.gemini/tmp/proj/chats/session-2026-12-06T08-07-"
+                         f"{native[:8]}.jsonl")
+    row = IndexRow(id=native, agent="gemini", kind="gemini", native_id=native, cwd=A, host="a")
+    with pytest.raises(InvalidInput, match="does not yet materialise Gemini sessions"):
+        materialize(storage, row, [source], source_root=A, root=B, cwd=B,
+                    tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                    codex_dir=str(tmp_path / "codex"))
+    assert not (tmp_path / "c").exists() and not (tmp_path / "codex").exists()
+
+
 def test_a_conflicting_local_file_stops_everything_before_anything_is_written(
         storage: SQLiteStorage, tmp_path: Path) -> None:
     sid = "ses-claude-20261130-100000-abcd"

@@ -15,7 +15,8 @@ from coding_os.errors import InvalidInput, NotFound
 from coding_os.sessions import transcript
 from coding_os.sessions.export import branches, read_page, read_turns, render, stylesheet
 from coding_os.state.tiers import Tiers
-from tests.helpers import CLAUDE_FIXTURES, CODEX_FIXTURES, TOOLS, copy_codex_fixtures, cos
+from tests.helpers import (CLAUDE_FIXTURES, CODEX_FIXTURES, GEMINI_PLAIN, GEMINI_REWOUND, TOOLS,
+                           copy_codex_fixtures, copy_gemini_fixtures, cos)
 
 CLAUDE = CLAUDE_FIXTURES / "claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
 CODEX = CODEX_FIXTURES / ("madshn__localpush__rollout-2026-02-23T13-19-38-"
@@ -81,7 +82,7 @@ def test_bad_format_kind_and_missing_file_are_clear_errors(tmp_path: Path) -> No
     with pytest.raises(InvalidInput, match="format"):
         render({}, [], "pdf")
     with pytest.raises(InvalidInput, match="kind"):
-        read_turns(str(CLAUDE), "gemini")
+        read_turns(str(CLAUDE), "goose")
     with pytest.raises(NotFound):
         read_turns(str(tmp_path / "gone.jsonl"), "claude")
 
@@ -581,3 +582,39 @@ def test_cos_export_html_of_a_codex_session_says_its_facts_token_use_and_cost(
     dollars = ((6_055_836 - 4_929_536) * 5 + 4_929_536 * 0.5 + 9_118 * 30) / 1e6
     assert f'<span class="cost">${dollars:,.2f}</span>' in header
     assert "<code class=\"call\">$ sed -n &#x27;1,180p&#x27; /Users/Sample_User/.codex/" in page
+
+
+def test_a_gemini_session_exports_its_live_conversation_as_markdown_json_and_html(
+        checkout: tuple[Path, dict[str, str]], isolated_env: Path, tmp_path: Path) -> None:
+    repo, env = checkout
+    copy_gemini_fixtures(isolated_env, repo, tmp_path / "legacy")
+    done = cos("export", GEMINI_PLAIN[:8], "--format", "json", cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    exported = json.loads(done.stdout)
+    turns = [(t["role"], t["tool"], t["text"]) for t in exported["turns"]]
+    assert exported["meta"]["native_id"] == GEMINI_PLAIN
+    # Both prompts of the session and its resume, never the injected context.
+    assert [text for role, _, text in turns if role == "user"] == [
+        "PLAIN: create notes.txt with alpha and beta, then rename beta.",
+        "RESUMED: what does notes.txt hold now?"]
+    assert [tool for role, tool, _ in turns if role == "tool_call"] == [
+        "run_shell_command", "write_file", "replace", "run_shell_command"]
+    assert sum(1 for role, _, _ in turns if role == "tool_result") == 4
+    assert ("assistant", None, "notes.txt holds alpha and gamma.") in turns
+    assert not any("<session_context>" in text for _, _, text in turns)
+    markdown = cos("export", GEMINI_PLAIN, cwd=repo, env=env)
+    assert markdown.returncode == 0 and "## Tool call `replace`" in markdown.stdout
+    assert "RESUMED: what does notes.txt hold now?" in markdown.stdout
+    page = cos("export", GEMINI_PLAIN, "--format", "html", cwd=repo, env=env)
+    assert page.returncode == 0 and page.stdout.startswith("<!doctype html>")
+    assert "notes.txt holds alpha and gamma." in page.stdout
+
+
+def test_a_rewound_gemini_prompt_is_not_in_the_export(
+        checkout: tuple[Path, dict[str, str]], isolated_env: Path, tmp_path: Path) -> None:
+    repo, env = checkout
+    copy_gemini_fixtures(isolated_env, repo, tmp_path / "legacy")
+    done = cos("export", GEMINI_REWOUND, "--format", "json", cwd=repo, env=env)
+    assert done.returncode == 0, done.stderr
+    prompts = [t["text"] for t in json.loads(done.stdout)["turns"] if t["role"] == "user"]
+    assert prompts == ["REWIND: write rewind.txt with one line.", "REWIND third prompt"]

@@ -27,8 +27,10 @@ from tests.helpers import (
     claude_session,
     copy_claude_fixtures,
     copy_codex_fixtures,
+    copy_gemini_fixtures,
     damage_sqlite,
     fake_agents,
+    GEMINI_PLAIN,
     git,
     write_jsonl,
 )
@@ -499,3 +501,17 @@ def test_a_resume_killed_while_it_repairs_the_index_leaves_nothing_the_next_one_
         assert data(backend_checkout, "sessions", "--scope", "all") == listing, f"run {run_number}"
     assert killed >= RUNS // 2, f"only {killed} of {RUNS} runs were killed"
     assert mid_repair >= 3, f"only {mid_repair} kills landed before the import finished"
+
+
+def test_cos_fork_of_a_gemini_session_says_in_one_line_that_gemini_cli_has_no_fork(
+        checkout: Project, isolated_env: Path, tmp_path: Path) -> None:
+    copy_gemini_fixtures(isolated_env, checkout[0], tmp_path / "legacy")
+    for args in ((), ("--dry-run",), ("--json",)):
+        fork = run(checkout, "fork", GEMINI_PLAIN[:8], *args)
+        assert fork.returncode == 2 and fork.stdout == ""
+        assert fork.stderr == (f"cos: {GEMINI_PLAIN} is a Gemini CLI session, and Gemini CLI has "
+                               f"no fork on its command line: `cos resume {GEMINI_PLAIN}` "
+                               "continues it\n")
+    resume = data(checkout, "resume", GEMINI_PLAIN[:8], "--dry-run")
+    assert isinstance(resume, dict)
+    assert resume["handover"]["argv"] == ["gemini", "--resume", GEMINI_PLAIN]

@@ -391,6 +391,10 @@ class ScanReport:
     orphan_subagents: list[NativeSubagent] = field(default_factory=list)
     session_paths: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
+    # The files with lines the importer could not read (not a JSON object, or a record of a
+    # kind it does not know), each with how many (an importer that reads every file each
+    # time fills it: Gemini CLI's).
+    unread_lines: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         """The report as JSON."""

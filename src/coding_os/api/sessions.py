@@ -184,11 +184,13 @@ def rebuild_index(progress: Progress | None = None, env: Mapping[str, str] | Non
         Misroute, StorageError, StateIOError: as `import_sessions`.
     """
     from coding_os.sessions import index
+    from coding_os.sessions.database import gemini_dir
 
     project = Project(env, cwd)
     claude_dir, codex_dir = project.native_dirs
     return project.index(lambda storage: index.rebuild(
-        storage, project.tiers, claude_dir, codex_dir, progress=progress))
+        storage, project.tiers, claude_dir, codex_dir, progress=progress,
+        gemini_dir=gemini_dir(project.environ)))
 
 
 def list_sessions(scope: str = "worktree", agent: str | None = None, search: str | None = None,

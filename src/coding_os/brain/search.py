@@ -176,8 +176,9 @@ Progress = Callable[[str], None]
 
 def transcript_sources(tiers: Tiers) -> list[tuple[str, str]]:
     """(path, format) of every transcript the search reads: the main Claude Code transcripts
-    and Codex rollouts the index knows (from its import state), and cos's own."""
-    from coding_os.sessions.index import STATE_FILE, cos_transcripts
+    and Codex rollouts the index knows (from its import state), the Gemini CLI sessions of this
+    host its last refresh found, and cos's own."""
+    from coding_os.sessions.index import STATE_FILE, cos_transcripts, native_files
 
     sources: list[tuple[str, str]] = []
     try:
@@ -193,6 +194,8 @@ def transcript_sources(tiers: Tiers) -> list[tuple[str, str]]:
                 sources.append((path, "claude"))
             elif kind == "rollout":
                 sources.append((path, "codex"))
+    sources.extend((path, "gemini") for path, (session, agent, _) in native_files(tiers).items()
+                   if agent == "gemini" and session is not None)
     sources.extend((path, "cos") for path in cos_transcripts(tiers))
     return sources
 
@@ -204,6 +207,8 @@ def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None =
     Raises:
         StorageError: the database cannot be used.
     """
+    from coding_os.sessions.index import native_files
+
     say = progress or (lambda message: None)
     marks = storage.source_marks()
     added = 0
@@ -217,6 +222,7 @@ def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None =
     threads = {_session_of(path, fmt) for path, fmt in sources
                if fmt == "codex" and path not in marks}
     live: dict[str, set[tuple[object, object]] | None] = {}
+    sessions = {path: entry[0] for path, entry in native_files(tiers).items()}
     for path, fmt in sources:
         mark = marks.get(path)
         try:
@@ -227,6 +233,9 @@ def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None =
         again = thread in threads and mark is not None
         if not again and mark is not None and mark.inode == st.st_ino \
                 and mark.read_to == st.st_size:
+            continue
+        if fmt == "gemini":
+            added += _sync_gemini(storage, path, st, redacting, sessions.get(path))
             continue
         keep = None
         if thread is not None:
@@ -239,6 +248,34 @@ def sync_transcripts(storage: Storage, tiers: Tiers, progress: Progress | None =
         except OSError:
             continue  # unreadable now: the next sync retries from the stored mark
     return added
+
+
+def _sync_gemini(storage: Storage, path: str, st: os.stat_result, redacting: bool,
+                 session: str | None) -> int:
+    """Put the live conversation of a Gemini CLI session file in place of what was stored of
+    it: Gemini writes a message again as it grows and rewrites the conversation on a resume or
+    a rewind, so the file is read whole (adapters/gemini/sessions.py) whenever it changed; the
+    typed prompts and the answers are searchable, each named by the file and its place."""
+    from coding_os.adapters.gemini.sessions import read_conversation
+    from coding_os.errors import CosError
+
+    try:
+        conversation = read_conversation(path)
+    except CosError:
+        return 0  # unreadable now: the next sync retries
+    key = hashlib.blake2b(path.encode("utf-8", "surrogateescape"), digest_size=6).hexdigest()
+    owner = session or conversation.session.native_id
+    docs = []
+    for at, entry in enumerate(conversation.entries):
+        text = (entry.text or "").strip() if entry.kind in ("prompt", "assistant") else ""
+        if text:
+            docs.append(SearchDoc("transcript", f"{key}:{at}", owner, entry.timestamp or "",
+                                  (redact.redact(text) if redacting else text)[:MESSAGE_CHARS]))
+    with open(path, "rb") as handle:
+        handle.seek(max(0, st.st_size - _TAIL_BYTES))
+        tail = handle.read(min(st.st_size, _TAIL_BYTES))
+    return storage.add_source_docs(SourceMark(path, st.st_ino, st.st_size, _digest(tail)), docs,
+                                   restart=True)
 
 
 def _codex_live(path: str) -> set[tuple[object, object]] | None:

@@ -397,7 +397,14 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
         StorageError: the storage failed or went away (nothing written).
         Conflict: a local file differs from the replica (nothing written).
         StateIOError: a file could not be written (those before it stay whole).
+        InvalidInput: a Gemini CLI session (nothing written).
     """
+    if row.kind == "gemini":
+        # Gemini CLI finds a session by its project's slug in its own projects.json, which
+        # cos does not write: the session is not put where Gemini would not look for it.
+        raise InvalidInput(f"{row.id} is a Gemini CLI session of host {row.host}: cos does "
+                           "not yet materialise Gemini sessions on another host (resume it "
+                           "there)")
     from coding_os import durable
 
     wanted = [s for s in sources if _kind(s.stream) in _PATH_KEYS and s.lines > 0]

@@ -2,8 +2,9 @@
 
 Reads the session where it lives — a cos-native transcript (its visible conversation: rewound
 entries hidden), a Claude Code transcript (the chain ending at its live leaf, or one of the
-branches beside it: adapters/claude/tree.py), or a Codex thread (its live history, across the
-rollouts a fork or a revert continues: adapters/codex/rollouts.py) — into one list of turns, then
+branches beside it: adapters/claude/tree.py), a Codex thread (its live history, across the
+rollouts a fork or a revert continues: adapters/codex/rollouts.py), or a Gemini CLI session (its
+records replayed: adapters/gemini/sessions.py) — into one list of turns, then
 renders it. Native logs are only read, never changed. Sidechain (subagent) entries inline in a
 Claude transcript are left out, as they are from the session list. Secrets of known shapes in the
 conversation are redacted (redact.py), unless the project says `redact: false`. `read_page` gives
@@ -40,7 +41,7 @@ __all__ = ["Turn", "Page", "ReplicaLog", "FORMATS", "KINDS", "STYLESHEET", "bran
            "render", "stylesheet"]
 
 FORMATS = ("md", "json", "html")
-KINDS = ("cos", "claude", "codex")
+KINDS = ("cos", "claude", "codex", "gemini")
 TOOL_TEXT_MAX = 4000
 
 
@@ -370,6 +371,34 @@ def _codex_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
     return meta, turns
 
 
+def _gemini_turns(path: str) -> tuple[dict[str, Any], list[Turn]]:
+    """The live conversation of a Gemini CLI session file (adapters/gemini/sessions.py: its
+    records replayed as Gemini replays them): typed prompts, answers, tool calls with their
+    results, notices; the injected context, thoughts and `/commands` are left out."""
+    from coding_os.adapters.gemini.sessions import read_conversation
+
+    conversation = read_conversation(path)
+    session = conversation.session
+    meta: dict[str, Any] = {"native_id": session.native_id, "title": session.title}
+    if session.warnings:
+        meta["warnings"] = list(session.warnings)
+    turns: list[Turn] = []
+    for entry in conversation.entries:
+        if entry.kind == "prompt" and entry.text:
+            turns.append(Turn("user", entry.text, entry.timestamp))
+        elif entry.kind == "assistant" and entry.text:
+            turns.append(Turn("assistant", entry.text, entry.timestamp))
+        elif entry.kind == "tool_call":
+            turns.append(_call(entry.tool, dict(entry.args or {}), entry.timestamp))
+            if entry.output is not None:
+                turns.append(_result(entry.output, entry.timestamp))
+        elif entry.kind == "tool_result":
+            turns.append(_result(entry.output, entry.timestamp))
+        elif entry.kind == "notice" and entry.text:
+            turns.append(Turn("note", entry.text, entry.timestamp))
+    return meta, turns
+
+
 def _read(path: str, kind: str, branch: int | None) -> tuple[dict[str, Any], list[Turn]]:
     if kind not in KINDS:
         raise InvalidInput(f"unknown session kind {kind!r}: expected one of {', '.join(KINDS)}")
@@ -378,6 +407,8 @@ def _read(path: str, kind: str, branch: int | None) -> tuple[dict[str, Any], lis
     if branch is not None:
         raise InvalidInput(f"--branch: a {kind} session has no branches (only Claude Code "
                            "transcripts are trees)")
+    if kind == "gemini":
+        return _gemini_turns(path)
     return _cos_turns(path) if kind == "cos" else _codex_turns(path)
 
 

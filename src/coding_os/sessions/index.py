@@ -66,9 +66,14 @@ __all__ = [
     "cos_transcripts",
     "project_root",
     "native_files",
+    "UNREADABLE_LINES",
+    "unreadable_lines",
 ]
 
 NATIVE_FILES = ".native-files.json"
+UNREADABLE_LINES = ".unreadable-lines.json"
+"""The lines of the agents' logs the last refresh could not read, by agent and file (for the
+importers that read every file each time: Gemini CLI's), for `cos doctor`."""
 KINDS = ("cos", "claude", "codex", "gemini")
 TITLE_PREVIEW_CHARS = 120
 # Problems of a cos transcript that mean a line could not be used.
@@ -350,9 +355,39 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         durable.ensure_dir(tiers.state_dir)
         durable.atomic_write(natives_path, json.dumps(own, ensure_ascii=False,
                                                       separators=(",", ":")).encode("utf-8"))
+    _save_unreadable(tiers, {"gemini": gemini_scan.unread_lines})
     if mark is not None:
         freshness.save(tiers, mark)
     return report
+
+
+def _save_unreadable(tiers: Tiers, found: dict[str, dict[str, int]]) -> None:
+    """Keep what `unreadable_lines` reads (the file only when it changes; none when empty)."""
+    path = os.path.join(tiers.state_dir, UNREADABLE_LINES)
+    kept = {agent: files for agent, files in found.items() if files}
+    if not kept:
+        if os.path.lexists(path):
+            os.unlink(path)
+        return
+    data = json.dumps(kept, ensure_ascii=False, sort_keys=True).encode("utf-8")
+    if durable.read_small(path, 16 << 20) != data:
+        durable.ensure_dir(tiers.state_dir)
+        durable.atomic_write(path, data)
+
+
+def unreadable_lines(tiers: Tiers) -> dict[str, dict[str, int]]:
+    """The lines of each agent's logs the last refresh could not read (a line that is not a
+    JSON object, or too long: a format this cos does not know yet), by file; their sessions
+    are listed from the lines that could be read."""
+    data = _load(os.path.join(tiers.state_dir, UNREADABLE_LINES))
+    found: dict[str, dict[str, int]] = {}
+    for agent, files in data.items():
+        if isinstance(files, dict):
+            counts = {str(path): count for path, count in files.items()
+                      if isinstance(count, int) and not isinstance(count, bool) and count > 0}
+            if counts:
+                found[str(agent)] = counts
+    return found
 
 
 def _redacted(record: FileRecord) -> tuple[Any, Any]:

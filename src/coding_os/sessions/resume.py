@@ -775,7 +775,7 @@ def fork(storage: Storage, tiers: Tiers, scope: ResumeScope,
 
     Raises:
         InvalidInput: a bad seq or name; `at_seq`/`name` for a Claude Code or Codex session;
-            a sidechain of a fork.
+            a sidechain of a fork; a Gemini CLI session (it has no fork).
         NotFound, Ambiguous, CrossProject: as `find_for_resume` and `place`.
         StateIOError: the new transcript cannot be written.
     """
@@ -784,6 +784,9 @@ def fork(storage: Storage, tiers: Tiers, scope: ResumeScope,
 
     found = find_for_resume(storage, tiers, scope, refresh, key=key)
     row = found.row
+    if row.kind == "gemini":
+        raise InvalidInput(f"{row.id} is a Gemini CLI session, and Gemini CLI has no fork on "
+                           f"its command line: `cos resume {row.id}` continues it")
     where, relocation = place(row, scope, verb="fork")
     handover = fork_handover(row, where)
     report = ForkReport(path=found.path, source=asdict(row), session=None, transcript=None,

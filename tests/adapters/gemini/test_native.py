@@ -4,11 +4,10 @@ private HOME holding them where Gemini CLI keeps its logs."""
 
 from __future__ import annotations
 
-import json
-import shutil
 from pathlib import Path
 
 from coding_os.adapters.gemini.native import scan
+from tests.helpers import copy_gemini_fixtures
 from tests.helpers import cos_in as run
 from tests.helpers import cos_json_in as data
 
@@ -32,14 +31,8 @@ EXPECTED = {
 
 
 def gemini_home(home: Path, project: Path, legacy: Path) -> None:
-    """The fixtures' Gemini dir under `home`, its two projects moved to `project` and `legacy`
-    (projects.json and each `.project_root` say where a slug's sessions ran)."""
-    target = home / ".gemini"
-    shutil.copytree(HOME, target)
-    (target / "projects.json").write_text(json.dumps(
-        {"projects": {str(project): "project", str(legacy): "legacy"}}), encoding="utf-8")
-    (target / "tmp" / "project" / ".project_root").write_text(str(project), encoding="utf-8")
-    (target / "tmp" / "legacy" / ".project_root").write_text(str(legacy), encoding="utf-8")
+    """The fixtures' Gemini dir under `home`, its two projects at `project` and `legacy`."""
+    copy_gemini_fixtures(home, project, legacy)
 
 
 def test_every_fixture_session_reads_as_a_native_session_with_sources_counts() -> None:
@@ -58,7 +51,7 @@ def test_every_fixture_session_reads_as_a_native_session_with_sources_counts() -
     assert [sub.agent_type for sub in found[S].subagents] == ["generalist"]
     assert found[R].branches == 1  # one $rewindTo
     assert report.sessions == 6 and report.subagents == 1 and report.malformed_lines == 0
-    assert report.unreadable == [] and report.torn_files == []
+    assert report.unreadable == [] and report.torn_files == [] and report.unread_lines == {}
 
 
 def test_cos_sessions_lists_gemini_sessions_of_the_checkout_with_exact_counts(

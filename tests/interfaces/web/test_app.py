@@ -15,7 +15,9 @@ from pathlib import Path
 from coding_os import api
 from tests.helpers import WEB_WAIT as WAIT
 from tests.helpers import (ECHO_AGENT, TOOLS, VIEWER, Page, Web, bg_job, copy_claude_fixtures,
-                           copy_codex_fixtures, cos, job_session, page, python_session, until)
+                           copy_codex_fixtures, copy_gemini_fixtures, cos, job_session, page,
+                           python_session, until)
+from tests.helpers import GEMINI_PLAIN
 
 
 # -- pages with real data ------------------------------------------------------------------
@@ -145,6 +147,24 @@ def test_a_session_page_folds_each_tool_call_under_the_line_that_says_what_it_di
     # Unfolded, the call's whole input, its JSON indented.
     assert '<pre>{\n  &#34;pattern&#34;: &#34;**/*.md&#34;,' in client.get(
         f"/sessions/{VIEWER}").text
+
+
+def test_a_gemini_session_page_shows_its_live_conversation_with_each_tool_call_folded(
+        web: Web, project: Path, tmp_path: Path) -> None:
+    copy_gemini_fixtures(Path.home(), project, tmp_path / "legacy")
+    client = web.client()
+    shown = client.get(f"/sessions/{GEMINI_PLAIN}")
+    assert shown.status_code == 200
+    text = shown.text
+    assert "RESUMED: what does notes.txt hold now?" in text
+    assert "notes.txt holds alpha and gamma." in text
+    assert "&lt;session_context&gt;" not in text and "<session_context>" not in text
+    line = re.compile(r'data-role="tool_call">\s*<summary><span class="tool">([^<]*)</span>'
+                      r'<code class="call" data-testid="call-summary">([^<]*)</code>')
+    assert [tool for tool, _ in line.findall(text)] == [
+        "run_shell_command", "write_file", "replace", "run_shell_command"]
+    listed = client.get("/sessions").text
+    assert GEMINI_PLAIN[:8] in listed
 
 
 def test_times_read_as_how_long_ago_with_the_exact_time_on_hover(

@@ -26,6 +26,7 @@ __all__ = [
     "KNOWN_MESSAGE_TYPES",
     "GeminiEntry",
     "GeminiTokens",
+    "conversation_counts",
     "conversation_entries",
     "message_parts",
     "message_tokens",
@@ -53,13 +54,17 @@ class GeminiTokens:
     tool: int = 0
     total: int = 0
 
+    # Field by field: dataclasses.astuple deep-copies, and a scan adds once per response.
     def __add__(self, other: GeminiTokens) -> GeminiTokens:
-        return GeminiTokens(*(a + b for a, b in zip(dataclasses.astuple(self),
-                                                    dataclasses.astuple(other))))
+        return GeminiTokens(self.input + other.input, self.output + other.output,
+                            self.cached + other.cached, self.thoughts + other.thoughts,
+                            self.tool + other.tool, self.total + other.total)
 
     def __sub__(self, other: GeminiTokens) -> GeminiTokens:
-        return GeminiTokens(*(max(0, a - b) for a, b in zip(dataclasses.astuple(self),
-                                                            dataclasses.astuple(other))))
+        return GeminiTokens(max(0, self.input - other.input), max(0, self.output - other.output),
+                            max(0, self.cached - other.cached),
+                            max(0, self.thoughts - other.thoughts),
+                            max(0, self.tool - other.tool), max(0, self.total - other.total))
 
     def to_dict(self) -> dict[str, int]:
         """The totals as JSON."""
@@ -303,3 +308,37 @@ def conversation_entries(messages: Sequence[Mapping[str, Any]]) -> list[GeminiEn
             entries.append(GeminiEntry("other", **base, subject=str(kind),
                                        text=_text(parts) or None))
     return entries
+
+
+def conversation_counts(messages: Iterable[Mapping[str, Any]]
+                        ) -> tuple[int, int, tuple[tuple[str, str], ...]]:
+    """The tool calls and thoughts `conversation_entries` would give for the live messages,
+    and the (agent id, agent name) of each call that ran a subagent, without making the
+    entries (a scan of every session needs only these)."""
+    calls = thoughts = 0
+    delegations: list[tuple[str, str]] = []
+    for message in messages:
+        if message.get("type") != "gemini":
+            continue
+        parts: list[dict[str, Any]] | None = None
+        recorded = message.get("thoughts")
+        if isinstance(recorded, list) and recorded:
+            thoughts += sum(1 for thought in recorded if isinstance(thought, dict))
+        else:
+            parts = message_parts(message.get("content"))
+            thoughts += sum(1 for part in parts
+                            if part.get("thought") and isinstance(part.get("text"), str))
+        tool_calls = message.get("toolCalls")
+        if isinstance(tool_calls, list) and tool_calls:
+            for call in tool_calls:
+                if not isinstance(call, dict):
+                    continue
+                calls += 1
+                agent_id, args = call.get("agentId"), call.get("args")
+                if isinstance(agent_id, str) and agent_id and isinstance(args, dict):
+                    delegations.append((agent_id, str(args.get("agent_name", ""))))
+        else:
+            if parts is None:
+                parts = message_parts(message.get("content"))
+            calls += sum(1 for part in parts if isinstance(part.get("functionCall"), dict))
+    return calls, thoughts, tuple(delegations)

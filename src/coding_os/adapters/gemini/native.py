@@ -60,6 +60,15 @@ def _files(session: GeminiSession) -> list[str]:
     return files
 
 
+def _note_unread(report: ScanReport, session: GeminiSession) -> None:
+    """Count the lines of `session`'s file that hold no JSON object or a record of no kind
+    Gemini CLI 0.61 writes (a newer format): kept in the session's counts, never a lost
+    session."""
+    unread = session.unreadable_lines + session.record_counts.get("other", 0)
+    if unread:
+        report.unread_lines[session.path] = unread
+
+
 def scan(gemini_dir: str) -> tuple[list[NativeSession], ScanReport]:
     """Every Gemini CLI session under `gemini_dir` as a native session, and what was read;
     nothing raises on a bad file: it is in the report's `unreadable`."""
@@ -72,6 +81,7 @@ def scan(gemini_dir: str) -> tuple[list[NativeSession], ScanReport]:
         report.subagents += len(session.subagents)
         for item in [session, *session.subagents]:
             report.malformed_lines += item.unreadable_lines
+            _note_unread(report, item)
             if item.torn_tail:
                 report.torn_files.append(item.path)
     for path in {path for session in found.sessions for path in _files(session)} | \
@@ -86,5 +96,8 @@ def scan(gemini_dir: str) -> tuple[list[NativeSession], ScanReport]:
     report.orphans = len(found.orphans)
     report.orphan_subagents = [_subagent(orphan, orphan.parent or "")
                                for orphan in found.orphans]
+    for orphan in found.orphans:
+        report.malformed_lines += orphan.unreadable_lines
+        _note_unread(report, orphan)
     report.unreadable.extend((problem.split(":", 1)[0], problem) for problem in found.problems)
     return natives, report

@@ -121,9 +121,13 @@ class Replay:
         """The live messages in order, each with the DETAIL_FIELDS a rewrite left out filled
         from the last version of the same message that recorded them."""
         filled = []
+        details = self.details
         for message_id, message in self.messages.items():
-            missing = {name: value for name, value in self.details.get(message_id, {}).items()
-                       if not message.get(name)}
+            known = details.get(message_id)
+            if known is None:
+                filled.append(message)
+                continue
+            missing = {name: value for name, value in known.items() if not message.get(name)}
             filled.append({**message, **missing} if missing else message)
         return filled
 

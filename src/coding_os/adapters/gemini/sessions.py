@@ -47,6 +47,7 @@ from coding_os.adapters.gemini.messages import (
     NOTICE_TYPES,
     GeminiEntry,
     GeminiTokens,
+    conversation_counts,
     conversation_entries,
     message_parts,
     message_tokens,
@@ -81,6 +82,7 @@ MAX_REGISTRY_BYTES = 4 << 20
 PREVIEW_CHARS = 2000
 TITLE_CHARS = 200
 _READ_CHUNK = 1 << 20
+_WHOLE_READ = 8 << 20  # a file this small is read at once (less than MAX_LINE_BYTES)
 _IMPORTED = "Imported session from "
 _SESSION_NAME = re.compile(r"^session-.+-[0-9A-Za-z_-]{1,8}\.jsonl?$")
 _PROJECT_HASH = re.compile(r"^[0-9a-f]{64}$")
@@ -326,6 +328,23 @@ def _lines(fd: int, size: int, read: _Read) -> Iterator[bytes]:
     """The lines of the first `size` bytes of `fd` without their newline; a line longer than
     MAX_LINE_BYTES is counted and skipped. A last line without its newline is yielded when it
     holds a JSON object, else reported as a torn tail (a write cut off)."""
+    if size <= min(_WHOLE_READ, MAX_LINE_BYTES):  # most sessions: one read, split in C
+        chunks = []
+        offset = 0
+        while offset < size:
+            chunk = os.pread(fd, size - offset, offset)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            offset += len(chunk)
+        *whole, tail = b"".join(chunks).split(b"\n")
+        yield from whole
+        if tail.strip():
+            if jsonwire.loads_object(tail) is None:
+                read.torn_tail = True
+            else:
+                yield tail
+        return
     pending = bytearray()
     skipping = False
     offset = 0
@@ -452,8 +471,10 @@ def _native_id(path: str, metadata: Mapping[str, Any]) -> tuple[str, list[str]]:
 
 
 def _session_of(path: str, state: Replay, read: _Read, file_format: str,
-                project: str | None, parent: str | None
+                project: str | None, parent: str | None, with_entries: bool = False
                 ) -> tuple[GeminiSession, list[dict[str, Any]], list[GeminiEntry]]:
+    """The session of a replayed file, its live messages, and (`with_entries`, else none)
+    its conversation entries."""
     metadata = state.metadata
     first = state.first_metadata or {}
     native_id, warnings = _native_id(path, metadata)
@@ -472,9 +493,8 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
     for message in messages:
         kind = str(message.get("type"))
         types[kind] = types.get(kind, 0) + 1
-        for name in message:
-            if name not in KNOWN_MESSAGE_FIELDS:
-                unknown_fields[f"message:{name}"] = unknown_fields.get(f"message:{name}", 0) + 1
+        for name in message.keys() - KNOWN_MESSAGE_FIELDS:
+            unknown_fields[f"message:{name}"] = unknown_fields.get(f"message:{name}", 0) + 1
         if isinstance(message.get("timestamp"), str):
             stamps.append(message["timestamp"])
         if kind == "user":
@@ -496,13 +516,13 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
                 models.append(model)
         elif kind in NOTICE_TYPES:
             counts["notice"] += 1
-    recorded = GeminiTokens()
-    for details in state.details.values():
-        recorded = recorded + (message_tokens(details.get("tokens")) or GeminiTokens())
-    entries = conversation_entries(messages)
-    delegations = tuple((entry.agent_id, str(entry.args.get("agent_name", "")))
-                        for entry in entries if entry.kind == "tool_call" and entry.agent_id
-                        and entry.args is not None)
+    # A live response's last recorded tokens are those counted above; the others are read.
+    recorded = tokens
+    for message_id, details in state.details.items():
+        if message_id not in tokens_by_id:
+            recorded = recorded + (message_tokens(details.get("tokens")) or GeminiTokens())
+    entries = conversation_entries(messages) if with_entries else []
+    tool_calls, thoughts, delegations = conversation_counts(messages)
     summary = _string(metadata.get("summary"))
     first_prompt = prompts[0] if prompts else None
     title, source = None, None
@@ -537,8 +557,8 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
         messages=len(messages),
         user_messages=len(prompts),
         assistant_messages=counts["gemini"],
-        tool_calls=sum(1 for entry in entries if entry.kind == "tool_call"),
-        thoughts=sum(1 for entry in entries if entry.kind == "thought"),
+        tool_calls=tool_calls,
+        thoughts=thoughts,
         context_messages=counts["context"],
         tool_result_messages=counts["tool_result"],
         notices=counts["notice"],
@@ -599,7 +619,8 @@ def read_conversation(path: str | os.PathLike[str], *, project: str | None = Non
     """
     path = os.path.abspath(os.fspath(path))
     state, read, file_format = _replay_file(path)
-    session, messages, entries = _session_of(path, state, read, file_format, project, parent)
+    session, messages, entries = _session_of(path, state, read, file_format, project, parent,
+                                             with_entries=True)
     return GeminiConversation(session=session, entries=tuple(entries),
                               messages=tuple(messages), other_records=tuple(state.others))
 
@@ -703,7 +724,7 @@ def scan_gemini(gemini_dir: str | os.PathLike[str] | None = None) -> GeminiScan:
             scan.problems.append(str(exc))
     found = _merge_files(found)
     mains = [s for s in found if s.parent is None and s.kind != "subagent"]
-    agents = [s for s in found if s not in mains]
+    agents = [s for s in found if s.parent is not None or s.kind == "subagent"]
     mains = _link_forks(mains)
     names = {agent_id: name for main in mains for agent_id, name in main.delegations}
     by_parent: dict[str, list[GeminiSession]] = {}
