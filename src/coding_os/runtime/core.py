@@ -487,7 +487,7 @@ class SessionCore:
     async def _take_checkpoint(self, previous: asyncio.Task[None] | None, trigger: str,
                                reply_to: str | None, tool: str | None, tool_input: object,
                                prompt: str | None, seq: int) -> None:
-        if previous is not None:
+        if previous is not None and not previous.done():  # (a wait yields even for a done one)
             await asyncio.wait({previous})
         try:
             await asyncio.to_thread(self._checkpoint_now, trigger, tool, tool_input, prompt, seq)

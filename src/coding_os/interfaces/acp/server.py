@@ -466,6 +466,7 @@ class AcpAgent:
 
         job = await asyncio.to_thread(jobs.resolve, attached.job_id, self.env)
         if not (job.state.get("pid") is not None and jobs.runner_alive(job)):
+            await asyncio.to_thread(_until_runner_ended, job)
             await asyncio.to_thread(control.respawn, attached.job_id, env=self.env)
         attached.replay_end = attached.relayed
         attached.ending = False
@@ -686,6 +687,18 @@ def _helper(name: str) -> Any:
     import importlib
 
     return importlib.import_module(f"coding_os.interfaces.acp.{name}")
+
+
+def _until_runner_ended(job: Any) -> None:
+    """Wait (RUNNER_END_S at most) for a runner that wrote its last state to let go of the
+    job's lock: it closed its clients' connections a moment before (one runner per job)."""
+    import time
+
+    from coding_os.jobs import jobs
+
+    deadline = time.monotonic() + RUNNER_END_S
+    while jobs.runner_alive(job) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _stop_job(job_id: str, env: Mapping[str, str]) -> None:
