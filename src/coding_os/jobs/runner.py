@@ -112,7 +112,9 @@ class Runner:
             agent=state["agent"], cwd=state["cwd"], model=state.get("model"),
             permission_mode=state.get("permission_mode"),
             options=options if isinstance(options, dict) else {})
-        self.core = create_session(settings, env=self.env)
+        resume = state.get("resume_native")  # a session of the agent's own it goes on in
+        self.core = create_session(settings, env=self.env,
+                                   native_id=resume if isinstance(resume, str) else None)
         self.write(cos_session=self.core.session, events=self.core.events_path)
         return True
 

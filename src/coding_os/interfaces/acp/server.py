@@ -278,7 +278,7 @@ class AcpAgent:
                 "configOptions": _config_options(agent, approval)}
 
     async def _start(self, agent: str, approval: str, cwd: str,
-                     session_id: str | None = None) -> Attached:
+                     session_id: str | None = None, resume: str | None = None) -> Attached:
         from coding_os.jobs import control
         from coding_os.runtime.agents import settings_for
 
@@ -287,8 +287,14 @@ class AcpAgent:
         except CosError as exc:
             raise _invalid("agent", str(exc)) from None
         settings = replace(settings, permission_mode=APPROVAL_MODES[approval])
+        if settings.agent == "claude" and not await asyncio.to_thread(_claude_hooks, cwd):
+            # No `cos init` here: Claude Code runs no cos hook, so the engine takes the
+            # checkpoints (before the prompt, and before each writing tool it allows).
+            settings = replace(settings, options={**settings.options,
+                                                  "engine_checkpoints": True})
         job = await asyncio.to_thread(control.start_job, settings, None, name="acp",
-                                      isolation="none", waiting=True, env=self.env)
+                                      isolation="none", waiting=True, resume_native=resume,
+                                      env=self.env)
         attached = Attached(session_id="", job_id=job.id, cwd=cwd, agent=agent,
                             approval=approval)
         found = await self._connect(attached, 0)
@@ -632,7 +638,8 @@ class AcpAgent:
 
     async def load_session(self, params: Any) -> dict[str, Any]:
         """`session/load`: the whole conversation as updates, then the session attached when
-        a job serves it (history.py)."""
+        a job serves it, or, for a Claude Code or Codex session made outside cos, a job started
+        that goes on in it (history.py)."""
         from acp.schema import LoadSessionRequest
 
         try:
@@ -656,6 +663,12 @@ class AcpAgent:
                                 approval="ask", relayed=last, replay_end=last)
             self.sessions[request.session_id] = attached
             await self._connect(attached, last)
+        else:
+            native = await asyncio.to_thread(history.native_session, request.session_id, cwd)
+            if native is not None:  # made outside cos: a job goes on in it, under the engine
+                agent, native_id = native
+                self.sessions[request.session_id] = await self._start(
+                    agent, "ask", cwd, session_id=request.session_id, resume=native_id)
         self._spawn(self._commands_update(request.session_id))
         return {}
 
@@ -687,6 +700,14 @@ def _helper(name: str) -> Any:
     import importlib
 
     return importlib.import_module(f"coding_os.interfaces.acp.{name}")
+
+
+def _claude_hooks(cwd: str) -> bool:
+    """Whether cos's Claude Code hooks are installed in the checkout of `cwd`."""
+    from coding_os.git.repo import checkout_root
+    from coding_os.install import cos_hooks_settings
+
+    return cos_hooks_settings("claude", checkout_root(cwd) or cwd) is not None
 
 
 def _until_runner_ended(job: Any) -> None:
