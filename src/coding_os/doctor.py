@@ -7,7 +7,8 @@ hook), the state dir (resolution from the project root, the caller's directory a
 subdirectory agree), whether cos can write where its hooks and commands write, the database
 (integrity and migration level), the session index (fresh against the logs), orphaned panels,
 the checkpoint store, the MCP server (starts as an agent starts it and lists cos's tools), and
-`cos acp` (starts as an editor starts it and answers `initialize`, on a scratch state dir).
+`cos acp` (starts as an editor starts it and answers `initialize`, in a scratch folder with a
+scratch state dir).
 
 Doctor only reads, but for the probe of each folder cos writes to: a small file written,
 flushed and removed again (a read-only mount, a full disk or a folder of another user fails
@@ -1057,14 +1058,15 @@ def _acp(ctx: _Context, timeout_s: float) -> Check:
     request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
                "params": {"protocolVersion": 1, "clientCapabilities": {}}}
     with tempfile.TemporaryDirectory(prefix="cos-doctor-") as scratch:
-        # A state dir of its own: `initialize` needs none, and a cos command started in the
-        # project would complete an interrupted rewind there (doctor changes nothing).
+        # Started in a scratch folder with a state dir of its own: `initialize` needs neither
+        # the project nor its state, and a cos command started in the project would complete
+        # an interrupted rewind there (doctor changes nothing, nor runs what a checkout holds).
         env["COS_STATE_DIR"] = os.path.join(scratch, STATE_DIR_NAME)
         try:
             # stdin ends after the request: cos acp answers, then ends as at an editor's exit.
             proc = subprocess.run(argv, input=json.dumps(request) + "\n", capture_output=True,
                                   text=True, errors="replace", env=env, timeout=timeout_s,
-                                  cwd=_checkout(ctx) if ctx.resolution else ctx.cwd)
+                                  cwd=scratch)
         except subprocess.TimeoutExpired:
             return Check("acp", "fail", f"{shlex.join(argv)} did not answer initialize and end "
                          f"within {timeout_s:g}s", f"`{shlex.join(argv)}` in a terminal shows "
