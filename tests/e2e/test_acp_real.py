@@ -234,6 +234,36 @@ def test_a_claude_session_made_outside_cos_loads_then_goes_on_in_claude_under_th
     assert isinstance(checkpoints, list)
     triggers = [row["trigger"] for row in checkpoints]
     assert "prompt" in triggers and "tool:Bash" in triggers, triggers
+
+    async def again() -> tuple[Recorder, str]:
+        # A second editor loads it too: it attaches to that job, starts no other.
+        other = Recorder()
+        async with spawn_agent_process(other, COS, "acp", "--agent", "claude", cwd=project,
+                                       env=env) as (connection, _process):
+            await connection.initialize(protocol_version=1)
+            listed = await connection.list_sessions(cwd=str(project))
+            [row] = [row for row in listed.sessions
+                     if (row.field_meta or {}).get("cos/native_id") == native]
+            await connection.load_session(cwd=str(project), session_id=row.session_id,
+                                          mcp_servers=[])
+            answer = await connection.prompt(session_id=row.session_id,
+                                             prompt=[text_block("and after that?")])
+            return other, str(answer.stop_reason)
+
+    other, stop = asyncio.run(asyncio.wait_for(again(), WAIT_S))
+    assert stop == "end_turn"
+    # The whole conversation in one replay, then live: no update twice.
+    numbers = seqs(other.updates)
+    assert numbers == sorted(set(numbers))
+    starts = [u["toolCallId"] for u in other.updates if u["sessionUpdate"] == "tool_call"]
+    assert len(starts) == len(set(starts)) >= 2
+    assert any(u["sessionUpdate"] == "user_message_chunk" and "PELICAN" in u["content"]["text"]
+               for u in other.updates)
+    latest = json.dumps(scripted.requests[-1].body)
+    assert "now write the file" in latest and "and after that?" in latest
+    rows = cos_json("agents", "--all", cwd=project)
+    assert isinstance(rows, list)
+    assert [row["id"] for row in rows if row.get("sessionId") == native] == [job["id"]]
     before_second = next(row for row in checkpoints if row["trigger"] == "tool:Bash")
     rewound = subprocess.run([COS, "rewind", "--code", before_second["id"]], cwd=project,
                              env=env, capture_output=True, text=True, timeout=WAIT_S)

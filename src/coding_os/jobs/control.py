@@ -1112,11 +1112,17 @@ def interrupt(key: str, env: Mapping[str, str] | None = None) -> dict[str, objec
     return {"id": found.id, "name": found.name, "task": aborted}
 
 
-def session_job(session: str, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """The row of the background job whose session is `session`, or None."""
+def session_job(session: str, env: Mapping[str, str] | None = None,
+                native_id: str | None = None) -> dict[str, Any] | None:
+    """The row of the background job whose session is `session`, or, given `native_id`, of
+    the newest job that went on in that session of the agent's own (start_job's
+    `resume_native`); None when there is none."""
     from coding_os.jobs import roster
 
+    found = None
     for job in roster.current(env):
         if job.state.get("cos_session") == session:
             return jobs.row(job)
-    return None
+        if native_id is not None and job.state.get("resume_native") == native_id:
+            found = job
+    return jobs.row(found) if found is not None else None

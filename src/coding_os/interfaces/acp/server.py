@@ -519,13 +519,12 @@ class AcpAgent:
         `cos/turn`, and a permission request still open is sent again."""
         from acp.schema import ResumeSessionRequest
 
-        from coding_os.jobs import control
         from coding_os.runtime.events import read_since
 
         request = _params(ResumeSessionRequest, params)
         cwd = self._cwd(request.cwd)
         meta = request.field_meta or {}
-        row = await asyncio.to_thread(control.session_job, request.session_id, self.env)
+        row = await asyncio.to_thread(self._serving_job, request.session_id, cwd)
         if row is None:
             raise _error(SESSION_NOT_FOUND, f"session {request.session_id} not found (no job "
                                             "serves it)", {"sessionId": request.session_id})
@@ -652,12 +651,15 @@ class AcpAgent:
             request.session_id, cwd)))
         for update in updates:
             await self._notify(request.session_id, update)
-        from coding_os.jobs import control
 
-        row = await asyncio.to_thread(control.session_job, request.session_id, self.env)
+        row = await asyncio.to_thread(self._serving_job, request.session_id, cwd)
         if row is not None:
             seqs = [update.get("_meta", {}).get(mapping.SEQ) for update in updates]
             last = max([seq for seq in seqs if isinstance(seq, int)], default=0)
+            if not any(isinstance(seq, int) for seq in seqs):
+                # Replayed from the agent's own log (a Claude Code or Codex session a job goes
+                # on in): the turns the job ran were in it, so only what comes next is relayed.
+                last = await asyncio.to_thread(_job_last_seq, str(row["id"]), self.env)
             attached = Attached(session_id=request.session_id, job_id=str(row["id"]),
                                 cwd=cwd, agent=str(row.get("agent") or self.agent),
                                 approval="ask", relayed=last, replay_end=last)
@@ -671,6 +673,20 @@ class AcpAgent:
                     agent, "ask", cwd, session_id=request.session_id, resume=native_id)
         self._spawn(self._commands_update(request.session_id))
         return {}
+
+    def _serving_job(self, session_id: str, cwd: str) -> dict[str, Any] | None:
+        """The row of the job that serves `session_id`: its cos session, or, for a Claude Code
+        or Codex session made outside cos, the job that went on in it."""
+        from coding_os.jobs import control
+
+        row = control.session_job(session_id, self.env)
+        if row is not None:
+            return row
+        try:
+            native = _helper("history").native_session(session_id, cwd)
+        except (ImportError, CosError):
+            return None
+        return control.session_job(session_id, self.env, native[1]) if native else None
 
     async def rewind(self, params: Any) -> dict[str, Any]:
         """`_cos/rewind` (commands.py)."""
@@ -708,6 +724,15 @@ def _claude_hooks(cwd: str) -> bool:
     from coding_os.install import cos_hooks_settings
 
     return cos_hooks_settings("claude", checkout_root(cwd) or cwd) is not None
+
+
+def _job_last_seq(job_id: str, env: Mapping[str, str]) -> int:
+    """The last seq stored in the job's events log (0 for none)."""
+    from coding_os.jobs import jobs
+    from coding_os.runtime.events import last_seq
+
+    path = jobs.resolve(job_id, env).state.get("events")
+    return last_seq(path) if isinstance(path, str) and os.path.exists(path) else 0
 
 
 def _until_runner_ended(job: Any) -> None:
