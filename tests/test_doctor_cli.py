@@ -514,6 +514,53 @@ def test_a_cos_server_that_cannot_start_fails_with_its_stderr(
     assert "stderr: cannot start" in check.detail, check
 
 
+def test_cos_acp_starts_and_answers_initialize_as_an_editor_starts_it(
+        healthy_project: Path) -> None:
+    check = by_name(doctor(healthy_project)[1])["acp"]
+    assert check["status"] == "ok", check
+    assert check["data"]["command"][1:] == ["acp"]
+    assert check["data"]["agentInfo"]["name"] == "coding-os"
+    assert "answers initialize (protocol 1, coding-os" in check["detail"]
+
+
+def test_without_the_acp_sdk_the_acp_check_warns_with_the_line_that_installs_it(
+        healthy_project: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "no_acp"
+    blocker.mkdir()
+    (blocker / "acp.py").write_text("raise ModuleNotFoundError('no acp', name='acp')\n",
+                                    encoding="utf-8")
+    code, report = doctor(healthy_project, {**os.environ, "PYTHONPATH": str(blocker)})
+    check = by_name(report)["acp"]
+    assert code == 0 and check["status"] == "warn", check
+    assert check["fix"] == "pip install 'coding-os[acp]'"
+    assert "needs the ACP SDK" in check["detail"]
+
+
+def test_a_cos_acp_that_never_answers_fails_after_the_timeout(
+        healthy_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os import install
+    from coding_os.doctor import run_checks
+
+    script = fake_cos(tmp_path, "import time\ntime.sleep(600)")
+    monkeypatch.setattr(install, "installed_cos", lambda: str(script))
+    report = run_checks(dict(os.environ), str(healthy_project), acp_timeout_s=1)
+    check = {c.name: c for c in report.checks}["acp"]
+    assert check.status == "fail" and "within 1s" in check.detail, check
+
+
+def test_a_cos_acp_that_writes_other_than_json_rpc_to_stdout_fails(
+        healthy_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os import install
+    from coding_os.doctor import run_checks
+
+    script = fake_cos(tmp_path, "print('starting up')")
+    monkeypatch.setattr(install, "installed_cos", lambda: str(script))
+    report = run_checks(dict(os.environ), str(healthy_project), acp_timeout_s=20)
+    check = {c.name: c for c in report.checks}["acp"]
+    assert check.status == "fail" and "not JSON-RPC" in check.detail, check
+    assert "starting up" in check.detail
+
+
 def test_doctor_from_a_subdirectory_gives_the_same_answers(healthy_project: Path) -> None:
     deep = healthy_project / "src" / "pkg"
     deep.mkdir(parents=True)

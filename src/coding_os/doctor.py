@@ -6,7 +6,9 @@ console script, not a shim; and the agent will run them: Codex trusts the projec
 hook), the state dir (resolution from the project root, the caller's directory and a
 subdirectory agree), whether cos can write where its hooks and commands write, the database
 (integrity and migration level), the session index (fresh against the logs), orphaned panels,
-the checkpoint store, and the MCP server (starts as an agent starts it and lists cos's tools).
+the checkpoint store, the MCP server (starts as an agent starts it and lists cos's tools), and
+`cos acp` (starts as an editor starts it and answers `initialize`, in a scratch folder with a
+scratch state dir).
 
 Doctor only reads, but for the probe of each folder cos writes to: a small file written,
 flushed and removed again (a read-only mount, a full disk or a folder of another user fails
@@ -40,6 +42,8 @@ __all__ = [
     "CHECKS",
     "MCP_TOOLS",
     "MCP_TIMEOUT_S",
+    "ACP_TIMEOUT_S",
+    "ACP_INSTALL",
     "Check",
     "DoctorReport",
     "run_checks",
@@ -47,8 +51,10 @@ __all__ = [
 
 STATUSES = ("ok", "warn", "fail", "skip")
 CHECKS = ("hooks", "state_dir", "writable", "database", "index", "panels", "checkpoints",
-          "mcp")
+          "mcp", "acp")
 MCP_TIMEOUT_S = 20.0
+ACP_TIMEOUT_S = 20.0
+ACP_INSTALL = "pip install 'coding-os[acp]'"  # what `cos acp` says without the ACP SDK
 # Directories never searched for stray nested state dirs, and how deep the search goes.
 _SKIP_DIRS = {".git", "node_modules", ".venv", "venv", "__pycache__", STATE_DIR_NAME}
 _NESTED_DEPTH = 3
@@ -96,8 +102,8 @@ class _Context:
     initialised: bool
 
 
-def run_checks(env: Mapping[str, str], cwd: str,
-               mcp_timeout_s: float = MCP_TIMEOUT_S) -> DoctorReport:
+def run_checks(env: Mapping[str, str], cwd: str, mcp_timeout_s: float = MCP_TIMEOUT_S,
+               acp_timeout_s: float = ACP_TIMEOUT_S) -> DoctorReport:
     """Run every check for a caller in `cwd` with environment `env`; never raises for what it
     finds (a check that cannot run reports why as its own failure)."""
     misroute = ""
@@ -143,6 +149,7 @@ def run_checks(env: Mapping[str, str], cwd: str,
                            ("checkpoints", _checkpoints)):
             checks.append(_guarded(name, step, ctx))
     checks.append(_guarded("mcp", lambda c: _mcp(c, mcp_timeout_s), ctx))
+    checks.append(_guarded("acp", lambda c: _acp(c, acp_timeout_s), ctx))
     return DoctorReport(resolution.state_dir if resolution else None,
                         resolution.project_root if resolution else None, checks)
 
@@ -1055,6 +1062,91 @@ def _list_tools(command: str, args: list[str], env: dict[str, str], cwd: str,
         errlog.seek(0)
         lines = [line.strip() for line in errlog.read().splitlines() if line.strip()]
     raise _McpFailure(message, lines[-1][:300] if lines else None)
+
+
+# -- cos acp --------------------------------------------------------------------------------------
+
+
+def _acp(ctx: _Context, timeout_s: float) -> Check:
+    """This installation's `cos acp` starts and answers an `initialize` as an editor sends it,
+    on stdout JSON-RPC only; without the ACP SDK (an optional extra) it warns with the install
+    line `cos acp` itself prints."""
+    import json
+    import subprocess
+    import tempfile
+
+    from coding_os.install import installed_cos
+
+    try:
+        command = installed_cos()
+    except CosError as exc:
+        return Check("acp", "fail", _one_line(exc), "reinstall coding-os (pip install coding-os)")
+    argv = [command, "acp"]
+    data: dict[str, Any] = {"command": argv}
+    env = dict(ctx.env)
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": 1, "clientCapabilities": {}}}
+    with tempfile.TemporaryDirectory(prefix="cos-doctor-") as scratch:
+        # Started in a scratch folder with a state dir of its own: `initialize` needs neither
+        # the project nor its state, and a cos command started in the project would complete
+        # an interrupted rewind there (doctor changes nothing, nor runs what a checkout holds).
+        env["COS_STATE_DIR"] = os.path.join(scratch, STATE_DIR_NAME)
+        try:
+            # stdin ends after the request: cos acp answers, then ends as at an editor's exit.
+            proc = subprocess.run(argv, input=json.dumps(request) + "\n", capture_output=True,
+                                  text=True, errors="replace", env=env, timeout=timeout_s,
+                                  cwd=scratch)
+        except subprocess.TimeoutExpired:
+            return Check("acp", "fail", f"{shlex.join(argv)} did not answer initialize and end "
+                         f"within {timeout_s:g}s", f"`{shlex.join(argv)}` in a terminal shows "
+                         "why", data)
+    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
+    stderr_tail = lines[-1][:300] if lines else None
+    if proc.returncode != 0 and ACP_INSTALL in proc.stderr and not proc.stdout.strip():
+        return Check("acp", "warn", f"{shlex.join(argv)} needs the ACP SDK, which is not "
+                     "installed (the acp extra): editors cannot use cos as their agent",
+                     ACP_INSTALL, data)
+    answer, problem = _acp_answer(proc.stdout)
+    if problem is None and proc.returncode != 0:
+        problem = f"exited {proc.returncode} after answering"
+    if problem is not None:
+        detail = f"{shlex.join(argv)} {problem}"
+        if stderr_tail:
+            detail += f" (stderr: {stderr_tail})"
+        return Check("acp", "fail", detail, "upgrade or reinstall coding-os with the acp extra "
+                     f"({ACP_INSTALL}); `{shlex.join(argv)}` in a terminal shows why", data)
+    data["agentInfo"] = answer.get("agentInfo")
+    return Check("acp", "ok", f"{shlex.join(argv)} starts and answers initialize (protocol "
+                 f"{answer.get('protocolVersion')}, {answer['agentInfo'].get('name')} "
+                 f"{answer['agentInfo'].get('version')})", None, data)
+
+
+def _acp_answer(stdout: str) -> tuple[dict[str, Any], str | None]:
+    """The result `cos acp` gave the `initialize` (id 1), or what is wrong with its stdout."""
+    import json
+
+    result: dict[str, Any] | None = None
+    for line in stdout.splitlines():
+        if not line.strip():
+            continue
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return {}, f"wrote a line that is not JSON-RPC to stdout: {line[:120]!r}"
+        if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+            return {}, f"wrote a line that is not JSON-RPC to stdout: {line[:120]!r}"
+        if message.get("id") == 1:
+            if "error" in message:
+                return {}, f"refused initialize: {str(message['error'])[:200]}"
+            found = message.get("result")
+            result = found if isinstance(found, dict) else {}
+    if result is None:
+        return {}, "gave no answer to initialize"
+    info = result.get("agentInfo")
+    if result.get("protocolVersion") != 1 or not isinstance(info, dict) \
+            or info.get("name") != "coding-os":
+        return {}, f"answered initialize with no coding-os agent of protocol 1: {str(result)[:200]}"
+    return result, None
 
 
 def _leaf(exc: BaseException) -> BaseException:

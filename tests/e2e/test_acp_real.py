@@ -1,7 +1,8 @@
 """`cos acp` (DESIGN.md §12.1) driven by real ACP clients: `acpx` (the headless client, pinned in
 tests/e2e/clients) over `cos acp --agent exec` and `--agent claude` (the real Claude Code
 against the scripted model server), and the ACP Python SDK's client side for exact checks of
-the messages (seq meta, a permission answered through the SDK, a resume from a cursor)."""
+the messages (seq meta, a permission answered through the SDK, a resume from a cursor, and a
+Claude Code or Codex session made outside cos loaded, then continued in its own agent)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.harness import BIN_DIR, claude_env
+from tests.e2e.harness import (BIN_DIR, claude_env, codex_env, run_claude, run_codex, shell,
+                               write_codex_config)
 from tests.e2e.model_server import ModelServer, Text, ToolCall, when_prompted
-from tests.helpers import COS, require_clients
+from tests.helpers import COS, cos_json, require_clients
 
 pytestmark = pytest.mark.e2e
 
@@ -155,3 +157,189 @@ def test_the_python_sdk_client_resumes_a_claude_session_from_its_cursor(
     text = "".join(u["content"]["text"] for u in second.updates
                    if u["sessionUpdate"] == "agent_message_chunk")
     assert "Second done." in text and "First done." not in text
+
+
+def test_a_claude_session_made_outside_cos_loads_then_goes_on_in_claude_under_the_engine(
+        project: Path, isolated_env: Path, scripted: ModelServer) -> None:
+    from acp import spawn_agent_process, text_block
+    from acp.schema import AllowedOutcome, RequestPermissionResponse
+
+    scripted.scripts["OUTSIDE-COS"] = [
+        when_prompted("now write the file",
+                      ToolCall("Bash", {"command": "echo continued > continued.txt",
+                                        "description": "write it"}),
+                      Text("Noted: PELICAN.")),
+        ToolCall("Bash", {"command": "echo again >> continued.txt", "description": "add"}),
+        Text("Written.")]
+    made = run_claude(project, "OUTSIDE-COS: remember the word PELICAN", scripted,
+                      isolated_env)
+    assert made.returncode == 0, made.stderr[-2000:]
+    native = json.loads(made.stdout)["session_id"]
+    env = claude_acp_env(scripted, isolated_env)
+
+    class Recorder:
+        """The client side: records the updates and the permission requests, allows once."""
+
+        def __init__(self) -> None:
+            self.updates: list[dict[str, Any]] = []
+            self.asked: list[Any] = []
+
+        async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+            self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
+
+        async def request_permission(self, options: Any, session_id: str, tool_call: Any,
+                                     **kwargs: Any) -> RequestPermissionResponse:
+            self.asked.append(tool_call)
+            return RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
+
+    async def run() -> tuple[Recorder, int, str]:
+        client = Recorder()
+        async with spawn_agent_process(client, COS, "acp", "--agent", "claude", cwd=project,
+                                       env=env) as (connection, _process):
+            await connection.initialize(protocol_version=1)
+            listed = await connection.list_sessions(cwd=str(project))
+            [row] = [row for row in listed.sessions
+                     if (row.field_meta or {}).get("cos/native_id") == native]
+            await connection.load_session(cwd=str(project), session_id=row.session_id,
+                                          mcp_servers=[])
+            replayed = len(client.updates)
+            answer = await connection.prompt(session_id=row.session_id,
+                                             prompt=[text_block("now write the file")])
+            return client, replayed, str(answer.stop_reason)
+
+    client, replayed, stop = asyncio.run(asyncio.wait_for(run(), WAIT_S))
+    assert stop == "end_turn"
+    before, after = client.updates[:replayed], client.updates[replayed:]
+    said = {(u["sessionUpdate"], u["content"]["text"]) for u in before if "content" in u
+            and isinstance(u["content"], dict) and "text" in u["content"]}
+    assert ("user_message_chunk", "OUTSIDE-COS: remember the word PELICAN") in said
+    assert ("agent_message_chunk", "Noted: PELICAN.") in said
+    # It went on in Claude Code: the same native session, resumed, ran the tool and answered.
+    assert (project / "continued.txt").read_text(encoding="utf-8") == "continued\nagain\n"
+    call, _ = [u for u in after if u["sessionUpdate"] == "tool_call"]
+    assert call["kind"] == "execute" and call["rawInput"]["command"].startswith("echo continued")
+    assert client.asked and client.asked[0].tool_call_id == call["toolCallId"]
+    assert "Written." in "".join(u["content"]["text"] for u in after
+                                 if u["sessionUpdate"] == "agent_message_chunk")
+    latest = json.dumps(scripted.requests[-1].body)
+    assert "remember the word PELICAN" in latest and "now write the file" in latest
+    # Under the engine: a job whose session resumed that native id, with a checkpoint taken
+    # before the prompt and one before its second command (the first found the tree as the
+    # prompt's checkpoint has it), which holds what the first one wrote.
+    rows = cos_json("agents", "--all", cwd=project)
+    assert isinstance(rows, list)
+    [job] = [row for row in rows if row.get("sessionId") == native]
+    checkpoints = cos_json("checkpoints", "--session", job["cos_session"], cwd=project)
+    assert isinstance(checkpoints, list)
+    triggers = [row["trigger"] for row in checkpoints]
+    assert "prompt" in triggers and "tool:Bash" in triggers, triggers
+
+    async def again() -> tuple[Recorder, str]:
+        # A second editor loads it too: it attaches to that job, starts no other.
+        other = Recorder()
+        async with spawn_agent_process(other, COS, "acp", "--agent", "claude", cwd=project,
+                                       env=env) as (connection, _process):
+            await connection.initialize(protocol_version=1)
+            listed = await connection.list_sessions(cwd=str(project))
+            [row] = [row for row in listed.sessions
+                     if (row.field_meta or {}).get("cos/native_id") == native]
+            await connection.load_session(cwd=str(project), session_id=row.session_id,
+                                          mcp_servers=[])
+            answer = await connection.prompt(session_id=row.session_id,
+                                             prompt=[text_block("and after that?")])
+            return other, str(answer.stop_reason)
+
+    other, stop = asyncio.run(asyncio.wait_for(again(), WAIT_S))
+    assert stop == "end_turn"
+    # The whole conversation in one replay, then live: no update twice.
+    numbers = seqs(other.updates)
+    assert numbers == sorted(set(numbers))
+    starts = [u["toolCallId"] for u in other.updates if u["sessionUpdate"] == "tool_call"]
+    assert len(starts) == len(set(starts)) >= 2
+    assert any(u["sessionUpdate"] == "user_message_chunk" and "PELICAN" in u["content"]["text"]
+               for u in other.updates)
+    latest = json.dumps(scripted.requests[-1].body)
+    assert "now write the file" in latest and "and after that?" in latest
+    rows = cos_json("agents", "--all", cwd=project)
+    assert isinstance(rows, list)
+    assert [row["id"] for row in rows if row.get("sessionId") == native] == [job["id"]]
+    before_second = next(row for row in checkpoints if row["trigger"] == "tool:Bash")
+    rewound = subprocess.run([COS, "rewind", "--code", before_second["id"]], cwd=project,
+                             env=env, capture_output=True, text=True, timeout=WAIT_S)
+    assert rewound.returncode == 0, rewound.stderr
+    assert (project / "continued.txt").read_text(encoding="utf-8") == "continued\n"
+    stopped = subprocess.run([COS, "stop", job["id"]], cwd=project, env=env,
+                             capture_output=True, text=True, timeout=WAIT_S)
+    assert stopped.returncode == 0, stopped.stderr
+
+
+def test_a_codex_session_made_outside_cos_loads_then_goes_on_in_codex_under_the_engine(
+        project: Path, isolated_env: Path, scripted: ModelServer) -> None:
+    from acp import spawn_agent_process, text_block
+    from acp.schema import AllowedOutcome, RequestPermissionResponse
+
+    scripted.scripts["OUTSIDE-CODEX"] = [
+        when_prompted("now write the file", shell("codex", "echo continued > continued.txt"),
+                      Text("Noted: HERON.")),
+        shell("codex", "echo again >> continued.txt"),
+        Text("Written.")]
+    codex_home = isolated_env / ".codex"
+    made = run_codex(project, "OUTSIDE-CODEX: remember the word HERON", scripted, isolated_env,
+                     codex_home)
+    assert made.returncode == 0, made.stderr[-2000:]
+    write_codex_config(codex_home, scripted)
+    env = dict(os.environ)
+    env.update(codex_env(isolated_env, codex_home))
+    env["PATH"] = f"{BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.updates: list[dict[str, Any]] = []
+            self.asked: list[Any] = []
+
+        async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+            self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
+
+        async def request_permission(self, options: Any, session_id: str, tool_call: Any,
+                                     **kwargs: Any) -> RequestPermissionResponse:
+            self.asked.append(tool_call)
+            return RequestPermissionResponse(
+                outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
+
+    async def run() -> tuple[Recorder, int, str, str]:
+        client = Recorder()
+        async with spawn_agent_process(client, COS, "acp", "--agent", "codex", cwd=project,
+                                       env=env) as (connection, _process):
+            await connection.initialize(protocol_version=1)
+            listed = await connection.list_sessions(cwd=str(project))
+            [row] = [row for row in listed.sessions
+                     if (row.field_meta or {}).get("cos/agent") == "codex"]
+            await connection.load_session(cwd=str(project), session_id=row.session_id,
+                                          mcp_servers=[])
+            replayed = len(client.updates)
+            answer = await connection.prompt(session_id=row.session_id,
+                                             prompt=[text_block("now write the file")])
+            return client, replayed, str(answer.stop_reason), str(
+                (row.field_meta or {}).get("cos/native_id"))
+
+    client, replayed, stop, native = asyncio.run(asyncio.wait_for(run(), WAIT_S))
+    assert stop == "end_turn"
+    before, after = client.updates[:replayed], client.updates[replayed:]
+    said = " ".join(u["content"]["text"] for u in before if isinstance(u.get("content"), dict)
+                    and "text" in u["content"])
+    assert "remember the word HERON" in said and "Noted: HERON." in said
+    assert (project / "continued.txt").read_text(encoding="utf-8") == "continued\nagain\n"
+    assert [u for u in after if u["sessionUpdate"] == "tool_call"] and client.asked
+    latest = json.dumps(scripted.requests[-1].body)
+    assert "remember the word HERON" in latest and "now write the file" in latest
+    rows = cos_json("agents", "--all", cwd=project)
+    assert isinstance(rows, list)
+    [job] = [row for row in rows if row.get("sessionId") == native]
+    checkpoints = cos_json("checkpoints", "--session", job["cos_session"], cwd=project)
+    assert isinstance(checkpoints, list)
+    triggers = [row["trigger"] for row in checkpoints]
+    assert "prompt" in triggers and any(t.startswith("tool") for t in triggers), triggers
+    stopped = subprocess.run([COS, "stop", job["id"]], cwd=project, env=env,
+                             capture_output=True, text=True, timeout=WAIT_S)
+    assert stopped.returncode == 0, stopped.stderr

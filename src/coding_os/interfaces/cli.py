@@ -247,7 +247,8 @@ def trust(as_json: bool, revoke: bool) -> None:
 @json_option
 def doctor(as_json: bool) -> None:
     """Check this project's coding-os: hooks (and whether the agent will run them), state dir,
-    whether cos can write there, database, index, panels, checkpoints and the MCP server. Each
+    whether cos can write there, database, index, panels, checkpoints, the MCP server and
+    `cos acp` (it answers an editor's initialize). Each
     check says ok, warn, fail or skip, and the fix; nothing is changed. Exits 6 when any check
     fails (warnings exit 0)."""
     report = api.doctor()

@@ -125,7 +125,7 @@ def start_job(settings: SessionSettings, prompt: str | None, *,
               name: str | None = None, isolation: str = "worktree",
               seed_ref: Mapping[str, Any] | None = None,
               in_worktree: Callable[[str], Mapping[str, Any]] | None = None,
-              waiting: bool = False, carry: bool = False,
+              waiting: bool = False, carry: bool = False, resume_native: str | None = None,
               env: Mapping[str, str] | None = None) -> Job:
     """Make a job running `settings` (in a worktree of its own unless `isolation` is `none`),
     start its runner and the supervisor, and give the job at once. `in_worktree(checkout)`
@@ -133,7 +133,9 @@ def start_job(settings: SessionSettings, prompt: str | None, *,
     `checkout` (the cos hooks a worktree lacks). `waiting`: no prompt; the session starts and
     waits for its first input (cos acp's session/new). A worktree starts from the checkout's
     commit: when the checkout has uncommitted changes, one line on stderr says so, and `carry`
-    takes them into the worktree (jobs/carry.py).
+    takes them into the worktree (jobs/carry.py). `resume_native`: the session goes on in that
+    session of the agent's own (one made outside cos: Claude Code's `--resume`, Codex's
+    `thread/resume`).
 
     Raises:
         InvalidInput: no prompt (nor command), a prompt over PROMPT_MAX, a bad name or
@@ -165,6 +167,8 @@ def start_job(settings: SessionSettings, prompt: str | None, *,
         "worktree": None, "branch": None, "model": settings.model,
         "permission_mode": settings.permission_mode, "options": dict(settings.options),
         "isolation": isolation, "seed_ref": dict(seed_ref) if seed_ref else None}
+    if resume_native is not None:
+        fields["resume_native"] = resume_native
     if settings.agent == "exec" and not waiting:
         prompt = command if isinstance(command, str) else prompt
         fields["options"] = {key: value for key, value in settings.options.items()
@@ -1108,11 +1112,17 @@ def interrupt(key: str, env: Mapping[str, str] | None = None) -> dict[str, objec
     return {"id": found.id, "name": found.name, "task": aborted}
 
 
-def session_job(session: str, env: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    """The row of the background job whose session is `session`, or None."""
+def session_job(session: str, env: Mapping[str, str] | None = None,
+                native_id: str | None = None) -> dict[str, Any] | None:
+    """The row of the background job whose session is `session`, or, given `native_id`, of
+    the newest job that went on in that session of the agent's own (start_job's
+    `resume_native`); None when there is none."""
     from coding_os.jobs import roster
 
+    found = None
     for job in roster.current(env):
         if job.state.get("cos_session") == session:
             return jobs.row(job)
-    return None
+        if native_id is not None and job.state.get("resume_native") == native_id:
+            found = job
+    return jobs.row(found) if found is not None else None

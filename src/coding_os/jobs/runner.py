@@ -6,7 +6,8 @@ The runner takes the job's lock (a second runner of the same job finds it held a
 runs the job's session on the engine (runtime/core.py) — a new session given the job's first
 prompt, or, respawned, the job's session reopened so the next input resumes the native one —
 serves the protocol of §7 on the job's socket to any number of clients at once, and writes the
-job's state on every event that changes it. It ends:
+job's state on every event that changes it (in a thread, while the event goes to its clients).
+It ends:
 
 - on a client's `shutdown` op or SIGTERM (`cos stop`): the running task is aborted, the job is
   `stopped`;
@@ -32,6 +33,7 @@ import fcntl
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -81,8 +83,15 @@ class Runner:
         # The approval requests not answered yet, oldest first: what each asks (approvals.py).
         self.pending: dict[object, dict[str, Any]] = {}
         self.clients: set[asyncio.Task[None]] = set()
+        self.writing = threading.Lock()
 
     def write(self, **changes: Any) -> None:
+        """Write `changes` into the job's state (in the loop, or in a thread for the
+        tracker: one write at a time, each over the one before)."""
+        with self.writing:
+            self._write(changes)
+
+    def _write(self, changes: Mapping[str, Any]) -> None:
         try:
             self.job = jobs.update(self.job, **changes)
         except CosError as exc:  # a full disk: the events log keeps what happened
@@ -103,7 +112,9 @@ class Runner:
             agent=state["agent"], cwd=state["cwd"], model=state.get("model"),
             permission_mode=state.get("permission_mode"),
             options=options if isinstance(options, dict) else {})
-        self.core = create_session(settings, env=self.env)
+        resume = state.get("resume_native")  # a session of the agent's own it goes on in
+        self.core = create_session(settings, env=self.env,
+                                   native_id=resume if isinstance(resume, str) else None)
         self.write(cos_session=self.core.session, events=self.core.events_path)
         return True
 
@@ -114,17 +125,23 @@ class Runner:
             event = await subscription.get()
             if event is None:
                 return
-            self.on_event(event)
+            changes = self.on_event(event)
+            if changes is not None:
+                # In a thread: the loop goes on handing events to the clients meanwhile, so
+                # the write (an fsync) is not on any event's way to them (acp_latency.py).
+                await asyncio.to_thread(self.write, **changes)
 
-    def on_event(self, event: Mapping[str, Any]) -> None:
+    def on_event(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What `event` changes in the job's state (None: nothing worth a write); a job that
+        ends with it is stopped."""
         msg = event["msg"]
         kind = msg["type"]
         if event.get("seq") is None:  # not stored: the session halted (a full disk)
             if kind == wire.ERROR and msg.get("fatal"):
-                self.write(state="failed", status=None, waitingFor=None,
-                           error=msg.get("message"), last_seq=self.core.last_seq)
                 self.stop("failed")
-            return
+                return {"state": "failed", "status": None, "waitingFor": None,
+                        "error": msg.get("message"), "last_seq": self.core.last_seq}
+            return None
         changes: dict[str, Any] = {"last_seq": event["seq"]}
         if kind == wire.SESSION_CONFIGURED:
             changes["sessionId"] = msg.get("native_id")
@@ -164,7 +181,8 @@ class Runner:
                 self.stop("failed")
         if any(self.job.state.get(name) != value for name, value in changes.items()
                if name != "last_seq"):
-            self.write(**changes)  # the state changed; a bare new seq is not worth a write
+            return changes
+        return None  # a bare new seq is not worth a write
 
     def stop(self, reason: str) -> None:
         if not self.stopping.is_set():

@@ -487,7 +487,7 @@ class SessionCore:
     async def _take_checkpoint(self, previous: asyncio.Task[None] | None, trigger: str,
                                reply_to: str | None, tool: str | None, tool_input: object,
                                prompt: str | None, seq: int) -> None:
-        if previous is not None:
+        if previous is not None and not previous.done():  # (a wait yields even for a done one)
             await asyncio.wait({previous})
         try:
             await asyncio.to_thread(self._checkpoint_now, trigger, tool, tool_input, prompt, seq)
@@ -745,8 +745,11 @@ def _caller(cwd: str, env: Mapping[str, str] | None) -> Caller:
 
 def create_session(settings: SessionSettings, *, env: Mapping[str, str] | None = None,
                    timeouts: Timeouts = Timeouts(),
-                   durability: str = events.DEFAULT_DURABILITY) -> SessionCore:
-    """A new cos session for `settings.agent` in the project of `settings.cwd` (not started).
+                   durability: str = events.DEFAULT_DURABILITY,
+                   native_id: str | None = None) -> SessionCore:
+    """A new cos session for `settings.agent` in the project of `settings.cwd` (not started);
+    with `native_id`, its first start resumes that session of the agent's own (Claude Code's
+    `--resume`, Codex's `thread/resume`: one made outside cos).
 
     Raises:
         InvalidInput: no backend of that agent. Misroute, StateIOError: as the state dir.
@@ -766,7 +769,7 @@ def create_session(settings: SessionSettings, *, env: Mapping[str, str] | None =
         session = mint_session_id(settings.agent)
     lease, log = _serve(caller.tiers, session, durability)
     return SessionCore(caller.tiers, session, log, settings=settings, project=project,
-                       env=env, timeouts=timeouts, lease=lease)
+                       env=env, timeouts=timeouts, lease=lease, native_id=native_id)
 
 
 def _serve(tiers: Tiers, session: str, durability: str) -> tuple[events.Lease, events.EventLog]:

@@ -1,7 +1,7 @@
 """`cos acp` as a whole process (interfaces/acp/server.py): JSON-RPC on stdio, sessions that are
 background jobs, updates with their seq, cancel, resume from a cursor after the process died,
-two clients and one permission, and bad input. The client side here is plain JSON lines; the
-real clients are in tests/e2e/test_acp_real.py."""
+two clients and one permission, cos attach beside cos acp, and bad input. The client side here
+is plain JSON lines; the real clients are in tests/e2e/test_acp_real.py."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import COS
+from tests.helpers import COS, cos
 
 ROOT = Path(__file__).resolve().parents[3]
 ECHO = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
@@ -338,3 +338,64 @@ def test_cos_acp_without_the_sdk_says_how_to_install_it(project: Path, tmp_path:
     assert proc.returncode == 2
     assert "pip install 'coding-os[acp]'" in proc.stderr
     assert proc.stdout == "" and "Traceback" not in proc.stderr
+
+
+def test_cos_attach_beside_cos_acp_sees_the_same_updates_and_answers_its_permission(
+        clients: Callable[..., AcpClient], project: Path) -> None:
+    editor = clients("--agent", ECHO)
+    session = editor.new_session()
+    [row] = [r for r in json.loads(cos("agents", "--json", "--all", cwd=project).stdout)
+             if r["cos_session"] == session]
+    attach = subprocess.Popen([COS, "attach", row["id"], "--json"], cwd=project,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    events: queue.Queue[dict[str, Any]] = queue.Queue()
+
+    def pump() -> None:
+        assert attach.stdout is not None
+        for line in attach.stdout:
+            events.put(json.loads(line))
+
+    pumping = threading.Thread(target=pump, daemon=True)
+    pumping.start()
+    seen: list[dict[str, Any]] = []
+
+    def attached_until(done: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        while True:
+            event = events.get(timeout=WAIT_S)
+            seen.append(event)
+            if done(event):
+                return event
+
+    try:
+        answer = editor.call("session/prompt", prompt("hello from the editor", session))
+        assert answer["result"]["stopReason"] == "end_turn"
+        attached_until(lambda e: e["seq"] == answer["result"]["_meta"]["cos/seq"])
+        # A permission request reaches both; the answer typed beside the editor wins.
+        editor.send({"id": 90, "method": "session/prompt",
+                     "params": prompt("write notes.txt: a line", session)})
+        asked = editor.until(lambda m: m.get("method") == "session/request_permission")
+        request = attached_until(lambda e: e["msg"]["type"] == "approval_request")
+        assert request["msg"]["request"] == asked["params"]["_meta"]["cos/request"]
+        approved = cos("approve", row["id"], "--request", str(request["msg"]["request"]),
+                       cwd=project)
+        assert approved.returncode == 0, approved.stderr
+        done = editor.until(lambda m: m.get("id") == 90)
+        assert done["result"]["stopReason"] == "end_turn"
+        attached_until(lambda e: e["seq"] == done["result"]["_meta"]["cos/seq"])
+    finally:
+        attach.kill()
+        attach.wait()
+        pumping.join(timeout=WAIT_S)
+        for pipe in (attach.stdout, attach.stderr):
+            if pipe is not None:
+                pipe.close()
+    assert (project / "notes.txt").read_text(encoding="utf-8") == "a line\n"
+    # The same updates: each the editor got is an event cos attach showed, with its seq.
+    by_seq = {event["seq"]: event["msg"] for event in seen}
+    updates = [u for u in editor.updates() if "cos/seq" in u.get("_meta", {})]
+    assert updates and all(u["_meta"]["cos/seq"] in by_seq for u in updates)
+    said = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "agent_message_chunk"]
+    assert said == [msg["text"] for msg in by_seq.values() if msg["type"] == "agent_message"]
+    assert said == ["echo: hello from the editor", "wrote notes.txt"]
+    calls = [u for u in updates if u["sessionUpdate"] == "tool_call_update"]
+    assert calls and calls[-1]["status"] == "completed"

@@ -461,6 +461,27 @@ _READERS = {"claude": _claude_updates, "codex": _codex_updates, "gemini": _gemin
             "cos": _cos_updates}
 
 
+# The agents whose sessions made outside cos a job goes on in (the engine's backends resume them).
+RESUMABLE = ("claude", "codex")
+
+
+def native_session(session_id: str, cwd: str, env: Mapping[str, str] | None = None
+                   ) -> tuple[str, str] | None:
+    """(agent, native id) of a Claude Code or Codex session made outside cos, which a job
+    can go on in; None for any other session.
+
+    Raises:
+        InvalidId: a malformed session id. NotFound: no such session in the project of `cwd`.
+    """
+    from coding_os import api
+
+    row = api.show_session(session_id, env=env, cwd=cwd)
+    kind, native = str(row.get("kind")), row.get("native_id")
+    if kind in RESUMABLE and isinstance(native, str) and native:
+        return kind, native
+    return None
+
+
 def load_updates(session_id: str, cwd: str, env: Mapping[str, str] | None = None
                  ) -> Iterator[dict[str, Any]]:
     """The `session/update` payloads (`update` objects, without `sessionId`) that replay a

@@ -278,7 +278,7 @@ class AcpAgent:
                 "configOptions": _config_options(agent, approval)}
 
     async def _start(self, agent: str, approval: str, cwd: str,
-                     session_id: str | None = None) -> Attached:
+                     session_id: str | None = None, resume: str | None = None) -> Attached:
         from coding_os.jobs import control
         from coding_os.runtime.agents import settings_for
 
@@ -287,8 +287,14 @@ class AcpAgent:
         except CosError as exc:
             raise _invalid("agent", str(exc)) from None
         settings = replace(settings, permission_mode=APPROVAL_MODES[approval])
+        if settings.agent == "claude" and not await asyncio.to_thread(_claude_hooks, cwd):
+            # No `cos init` here: Claude Code runs no cos hook, so the engine takes the
+            # checkpoints (before the prompt, and before each writing tool it allows).
+            settings = replace(settings, options={**settings.options,
+                                                  "engine_checkpoints": True})
         job = await asyncio.to_thread(control.start_job, settings, None, name="acp",
-                                      isolation="none", waiting=True, env=self.env)
+                                      isolation="none", waiting=True, resume_native=resume,
+                                      env=self.env)
         attached = Attached(session_id="", job_id=job.id, cwd=cwd, agent=agent,
                             approval=approval)
         found = await self._connect(attached, 0)
@@ -466,6 +472,7 @@ class AcpAgent:
 
         job = await asyncio.to_thread(jobs.resolve, attached.job_id, self.env)
         if not (job.state.get("pid") is not None and jobs.runner_alive(job)):
+            await asyncio.to_thread(_until_runner_ended, job)
             await asyncio.to_thread(control.respawn, attached.job_id, env=self.env)
         attached.replay_end = attached.relayed
         attached.ending = False
@@ -512,13 +519,12 @@ class AcpAgent:
         `cos/turn`, and a permission request still open is sent again."""
         from acp.schema import ResumeSessionRequest
 
-        from coding_os.jobs import control
         from coding_os.runtime.events import read_since
 
         request = _params(ResumeSessionRequest, params)
         cwd = self._cwd(request.cwd)
         meta = request.field_meta or {}
-        row = await asyncio.to_thread(control.session_job, request.session_id, self.env)
+        row = await asyncio.to_thread(self._serving_job, request.session_id, cwd)
         if row is None:
             raise _error(SESSION_NOT_FOUND, f"session {request.session_id} not found (no job "
                                             "serves it)", {"sessionId": request.session_id})
@@ -631,7 +637,8 @@ class AcpAgent:
 
     async def load_session(self, params: Any) -> dict[str, Any]:
         """`session/load`: the whole conversation as updates, then the session attached when
-        a job serves it (history.py)."""
+        a job serves it, or, for a Claude Code or Codex session made outside cos, a job started
+        that goes on in it (history.py)."""
         from acp.schema import LoadSessionRequest
 
         try:
@@ -644,19 +651,42 @@ class AcpAgent:
             request.session_id, cwd)))
         for update in updates:
             await self._notify(request.session_id, update)
-        from coding_os.jobs import control
 
-        row = await asyncio.to_thread(control.session_job, request.session_id, self.env)
+        row = await asyncio.to_thread(self._serving_job, request.session_id, cwd)
         if row is not None:
             seqs = [update.get("_meta", {}).get(mapping.SEQ) for update in updates]
             last = max([seq for seq in seqs if isinstance(seq, int)], default=0)
+            if not any(isinstance(seq, int) for seq in seqs):
+                # Replayed from the agent's own log (a Claude Code or Codex session a job goes
+                # on in): the turns the job ran were in it, so only what comes next is relayed.
+                last = await asyncio.to_thread(_job_last_seq, str(row["id"]), self.env)
             attached = Attached(session_id=request.session_id, job_id=str(row["id"]),
                                 cwd=cwd, agent=str(row.get("agent") or self.agent),
                                 approval="ask", relayed=last, replay_end=last)
             self.sessions[request.session_id] = attached
             await self._connect(attached, last)
+        else:
+            native = await asyncio.to_thread(history.native_session, request.session_id, cwd)
+            if native is not None:  # made outside cos: a job goes on in it, under the engine
+                agent, native_id = native
+                self.sessions[request.session_id] = await self._start(
+                    agent, "ask", cwd, session_id=request.session_id, resume=native_id)
         self._spawn(self._commands_update(request.session_id))
         return {}
+
+    def _serving_job(self, session_id: str, cwd: str) -> dict[str, Any] | None:
+        """The row of the job that serves `session_id`: its cos session, or, for a Claude Code
+        or Codex session made outside cos, the job that went on in it."""
+        from coding_os.jobs import control
+
+        row = control.session_job(session_id, self.env)
+        if row is not None:
+            return row
+        try:
+            native = _helper("history").native_session(session_id, cwd)
+        except (ImportError, CosError):
+            return None
+        return control.session_job(session_id, self.env, native[1]) if native else None
 
     async def rewind(self, params: Any) -> dict[str, Any]:
         """`_cos/rewind` (commands.py)."""
@@ -686,6 +716,35 @@ def _helper(name: str) -> Any:
     import importlib
 
     return importlib.import_module(f"coding_os.interfaces.acp.{name}")
+
+
+def _claude_hooks(cwd: str) -> bool:
+    """Whether cos's Claude Code hooks are installed in the checkout of `cwd`."""
+    from coding_os.git.repo import checkout_root
+    from coding_os.install import cos_hooks_settings
+
+    return cos_hooks_settings("claude", checkout_root(cwd) or cwd) is not None
+
+
+def _job_last_seq(job_id: str, env: Mapping[str, str]) -> int:
+    """The last seq stored in the job's events log (0 for none)."""
+    from coding_os.jobs import jobs
+    from coding_os.runtime.events import last_seq
+
+    path = jobs.resolve(job_id, env).state.get("events")
+    return last_seq(path) if isinstance(path, str) and os.path.exists(path) else 0
+
+
+def _until_runner_ended(job: Any) -> None:
+    """Wait (RUNNER_END_S at most) for a runner that wrote its last state to let go of the
+    job's lock: it closed its clients' connections a moment before (one runner per job)."""
+    import time
+
+    from coding_os.jobs import jobs
+
+    deadline = time.monotonic() + RUNNER_END_S
+    while jobs.runner_alive(job) and time.monotonic() < deadline:
+        time.sleep(0.01)
 
 
 def _stop_job(job_id: str, env: Mapping[str, str]) -> None:

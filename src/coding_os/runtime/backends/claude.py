@@ -45,7 +45,9 @@ class ClaudeBackend:
 
     Options read from `BackendConfig.options`: `program` (default `claude` on the PATH of the
     agent's environment), `stderr_path` (append the agent's stderr there; by default it is
-    drained and its last lines kept for error messages) and `start_timeout` (seconds).
+    drained and its last lines kept for error messages), `start_timeout` (seconds) and
+    `engine_checkpoints` (true where cos's hooks are not installed: then it runs no cos hooks, and
+    the engine takes the checkpoints, as for Codex).
     """
 
     agent = "claude"
@@ -100,6 +102,7 @@ class ClaudeBackend:
         if isinstance(settings, str) and settings:
             argv += ["--settings", settings]  # more settings: a job's worktree gets cos's hooks
         self.native_id = native_id
+        self.runs_hooks = config.options.get("engine_checkpoints") is not True
         try:
             await self._spawn(argv, config, env)
             await self._initialize(_timeout_option(config.options, "start_timeout",

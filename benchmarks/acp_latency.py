@@ -1,0 +1,284 @@
+"""A prompt's first `session/update` through `cos acp` against the same prompt to the same agent
+through `cos protocol` (DESIGN.md §12.1, issue 27).
+
+Figure: the median time from writing a prompt to reading its first update made from one of the
+session's events, through `cos acp` (a `session/prompt` request → the first `session/update`
+carrying `cos/seq`: the agent's `agent_message_chunk`), divided by the same through `cos
+protocol` (a `user_input` op → the first `agent_message` event, the event that update is made
+from). The agent is the model-less python agent examples/echo_agent.py (`echo: <input>`), so
+the figure is cos's own: what `cos acp` adds is the hop through the session's runner (a
+background job, §6, whose socket `cos acp` relays) and the mapping of each event to an update.
+
+Each side is one process started before the timing, in a project of its own, its session made
+(and, for `cos acp`, the `available_commands_update` read) before the first round, and kept for
+every round; each round waits for the task's end before the next. After WARMUP rounds the sides
+run interleaved, each going first in turn, so drift on a shared machine hits them alike. A third
+side, printed but not the anchor, speaks cos's protocol to the runner of a job directly (as `cos
+attach` does): it splits the difference into the runner's part and `cos acp`'s own. At the end
+the jobs are stopped. Target: ratio <= 1.10.
+
+Where the difference goes: the echo agent answers at once, so a round is about 3 ms, most of it
+the prompt's checkpoint, and what `cos acp` adds is two more process hops (the prompt through `cos
+acp` to the runner, the event back through it), about 0.5-1 ms on a loaded 2-core machine;
+`cos acp`'s own work is about 0.2 ms for the prompt and 0.1 ms for the update. The runner wrote
+the job's state (an fsync) on the loop before it sent the event to its clients, at the task's
+start and end; it now writes it in a thread while the events go on (jobs/runner.py), and the
+prompt's checkpoint no longer waits a turn of the loop for the one before it when that one is
+done (runtime/core.py). With an agent behind a model (tens of milliseconds a turn) the same
+hops are a few percent.
+
+`BENCH_RUNS` (default 200) sets the timed rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from _jobs import COS, stop_jobs  # noqa: E402
+
+RUNS = int(os.environ.get("BENCH_RUNS", "200"))
+WARMUP = 10
+TARGET = 1.10
+WAIT = 60.0  # seconds any one line may take
+AGENT = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
+
+
+class Lines:
+    """A process spoken to in JSON lines on stdin and stdout, with bounded reads."""
+
+    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                     start_new_session=True)
+        self._buffer = b""
+        self.name = " ".join(argv[1:3])
+
+    def send(self, message: dict[str, Any]) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        fd = self.proc.stdout.fileno()
+        deadline = time.monotonic() + WAIT
+        while b"\n" not in self._buffer:
+            left = deadline - time.monotonic()
+            ready, _, _ = select.select([fd], [], [], max(left, 0))
+            if not ready:
+                raise SystemExit(f"cos {self.name}: no line in {WAIT}s")
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                raise SystemExit(f"cos {self.name} ended (exit {self.proc.wait()})")
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        found = json.loads(line)
+        return found if isinstance(found, dict) else {}
+
+    def until(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        while True:
+            message = self.read()
+            if match(message):
+                return message
+
+    def end(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, 9)
+            self.proc.wait()
+
+
+class ThroughAcp:
+    """`cos acp --agent <echo agent>` with one session; a round is one `session/prompt`."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.lines = Lines([COS, "acp", "--agent", AGENT], cwd, env)
+        self.next_id = 0
+        self.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        result = self.request("session/new", {"cwd": str(cwd), "mcpServers": []})
+        self.session = result["sessionId"]
+        self.lines.until(lambda m: _update(m).get("sessionUpdate") ==
+                         "available_commands_update")
+
+    def request(self, method: str, params: dict[str, Any]) -> Any:
+        self.next_id += 1
+        number = self.next_id
+        self.lines.send({"jsonrpc": "2.0", "id": number, "method": method, "params": params})
+        answer = self.lines.until(lambda m: m.get("id") == number and "method" not in m)
+        if "error" in answer:
+            raise SystemExit(f"cos acp {method}: {answer['error']}")
+        return answer["result"]
+
+    def round(self, text: str) -> float:
+        self.next_id += 1
+        number = self.next_id
+        start = time.perf_counter()
+        self.lines.send({"jsonrpc": "2.0", "id": number, "method": "session/prompt",
+                         "params": {"sessionId": self.session,
+                                    "prompt": [{"type": "text", "text": text}]}})
+        first = self.lines.until(lambda m: "cos/seq" in (_update(m).get("_meta") or {}))
+        elapsed = time.perf_counter() - start
+        assert _update(first)["content"]["text"] == f"echo: {text}", first
+        answer = self.lines.until(lambda m: m.get("id") == number)
+        assert answer.get("result", {}).get("stopReason") == "end_turn", answer
+        return elapsed
+
+    def end(self) -> None:
+        self.lines.end()
+
+
+class ThroughProtocol:
+    """`cos protocol` with the echo agent configured; a round is one `user_input`."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        self.lines = Lines([COS, "protocol"], cwd, env)
+        self.lines.send({"id": "c0", "op": {"type": "configure", "agent": "python",
+                                            "target": AGENT.partition(":")[2]}})
+        configured = self.lines.until(lambda e: _msg(e).get("type") in ("session_configured",
+                                                                         "error"))
+        if _msg(configured).get("type") != "session_configured":
+            raise SystemExit(f"cos protocol: {_msg(configured)}")
+        self.rounds = 0
+
+    def round(self, text: str) -> float:
+        self.rounds += 1
+        start = time.perf_counter()
+        self.lines.send({"id": f"c{self.rounds}", "op": {"type": "user_input", "text": text}})
+        first = self.lines.until(lambda e: _msg(e).get("type") == "agent_message")
+        elapsed = time.perf_counter() - start
+        assert _msg(first).get("text") == f"echo: {text}", first
+        self.lines.until(lambda e: _msg(e).get("type") in ("task_complete", "turn_aborted"))
+        return elapsed
+
+    def end(self) -> None:
+        self.lines.send({"id": "end", "op": {"type": "shutdown"}})
+        self.lines.end()
+
+
+class ThroughRunner:
+    """The session's runner spoken to directly: a second `cos acp` session whose editor left
+    (the job goes on), its runner's socket attached as `cos attach` does; a round is one
+    `user_input` op, to the first `agent_message`. Not the anchor: it says how much of the
+    difference is the runner's hop and how much `cos acp`'s own."""
+
+    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
+        from coding_os.jobs import control
+
+        editor = ThroughAcp(cwd, env)
+        editor.end()
+        row = control.session_job(editor.session, env)
+        if row is None:
+            raise SystemExit(f"no job serves {editor.session}")
+        job, connection, _ = control.attach(str(row["id"]), 0, env)
+        if connection is None:
+            raise SystemExit(f"job {job.id}: its runner does not run")
+        self.connection = connection
+        self.events = connection.events()
+        self.rounds = 0
+
+    def until(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+        for event in self.events:
+            if match(event):
+                return event
+        raise SystemExit("the runner's connection ended")
+
+    def round(self, text: str) -> float:
+        self.rounds += 1
+        start = time.perf_counter()
+        self.connection.send({"type": "user_input", "text": text}, f"r{self.rounds}")
+        first = self.until(lambda e: _msg(e).get("type") == "agent_message")
+        elapsed = time.perf_counter() - start
+        assert _msg(first).get("text") == f"echo: {text}", first
+        self.until(lambda e: _msg(e).get("type") in ("task_complete", "turn_aborted"))
+        return elapsed
+
+    def end(self) -> None:
+        self.connection.close()
+
+
+def _update(message: dict[str, Any]) -> dict[str, Any]:
+    if message.get("method") != "session/update":
+        return {}
+    update = message.get("params", {}).get("update")
+    return update if isinstance(update, dict) else {}
+
+
+def _msg(event: dict[str, Any]) -> dict[str, Any]:
+    msg = event.get("msg")
+    return msg if isinstance(msg, dict) else {}
+
+
+def _job_ids(env: dict[str, str], cwd: Path) -> list[str]:
+    proc = subprocess.run([COS, "agents", "--json", "--all"], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=60)
+    try:
+        rows = json.loads(proc.stdout or "[]")
+    except ValueError:
+        return []
+    return [str(row["id"]) for row in rows if isinstance(row, dict) and "id" in row]
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory() as scratch:
+        home = Path(scratch) / "home"
+        home.mkdir()
+        env = {**os.environ, "HOME": str(home)}
+        env.pop("COS_STATE_DIR", None)
+        projects = [Path(scratch) / name for name in ("acp", "protocol", "runner")]
+        for project in projects:  # each side's checkpoints in a store of their own
+            project.mkdir()
+            subprocess.run(["git", "init", "-q", str(project)], check=True)
+        sides: list[Any] = []
+        times: list[list[float]] = [[], [], []]
+        try:
+            for side, project in zip((ThroughAcp, ThroughProtocol, ThroughRunner), projects):
+                sides.append(side(project, env))
+            for index in range(WARMUP + RUNS):
+                # Each side goes first in turn: a turn's end leaves work behind it (its
+                # turn-end checkpoint, in a thread), which the side after it shares the
+                # machine with.
+                start = index % len(sides)
+                for number in (*range(start, len(sides)), *range(start)):
+                    elapsed = sides[number].round(f"round {index}: say hello")
+                    if index >= WARMUP:
+                        times[number].append(elapsed)
+        finally:
+            for side in sides:
+                side.end()
+            for project in projects:
+                stop_jobs(env, project, _job_ids(env, project))
+    through_acp, through_protocol, through_runner = (statistics.median(found)
+                                                     for found in times)
+    ratio = through_acp / through_protocol
+    print(f"acp first update: the echo agent, {RUNS} rounds each after {WARMUP} warm-ups, "
+          "interleaved")
+    print(f"  cos acp       session/prompt -> first session/update  median "
+          f"{through_acp * 1000:7.2f} ms (min {min(times[0]) * 1000:.2f})")
+    print(f"  cos protocol  user_input -> first agent_message       median "
+          f"{through_protocol * 1000:7.2f} ms (min {min(times[1]) * 1000:.2f})")
+    print(f"  (the runner   user_input -> first agent_message       median "
+          f"{through_runner * 1000:7.2f} ms (min {min(times[2]) * 1000:.2f}): cos protocol on "
+          "the job's socket, not the anchor)")
+    print(f"RESULT acp_latency.first_update ratio={ratio:.2f} target<={TARGET} "
+          f"{'OK' if ratio <= TARGET else 'OVER'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
