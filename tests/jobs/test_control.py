@@ -141,7 +141,8 @@ def test_stop_ends_the_runner_and_the_supervisor_never_restarts_the_job(project:
     stopped = cos("stop", "sleepy", cwd=project)
     assert stopped.returncode == 0, stopped.stderr
     assert stopped.stdout.strip() == f"stopped · {job} · sleepy"
-    assert not runners_of(job)
+    # cos stop returns once the runner has let go of the job; its process ends just after.
+    until(lambda: not runners_of(job), "the stopped runner to exit")
     kinds = [(e["msg"]["type"], e["msg"].get("reason")) for e in stored_events(project, job)]
     assert ("turn_aborted", "shutdown") in kinds
     time.sleep(2.5)  # more than one sweep of the supervisor
@@ -416,7 +417,9 @@ def test_a_full_disk_fails_the_job_with_its_reason_and_keeps_what_was_stored(
     job = bg(small_disk, "--isolation", "none", "--exec",
              "for i in $(seq 1 200000); do echo line $i of a job that fills the disk; done")["id"]
     row = state_of(small_disk, job, "failed")
-    assert row["pid"] is None and not runners_of(job)
+    assert row["pid"] is None
+    # The runner writes its last state, then exits: it is gone soon after.
+    until(lambda: not runners_of(job), "the failed job's runner to exit")
     state = jobs.load(job).state
     assert "can no longer be stored" in state["error"] and "no space left" in state["error"]
     events = stored_events(small_disk, job)
