@@ -200,8 +200,10 @@ def test_gemini_cli_runs_a_scripted_session_and_a_resume_sends_the_first_turn(
     assert "edit the files" in sent and "Edited both files." in sent
     assert "is new.txt still there?" in sent
 
-    [path] = [p for p in gemini_sessions(home, project)
-              if p.name.endswith(f"-{result['session_id'][:8]}.jsonl")]
+    # A resume that starts in another minute also writes a file of its own (named by that
+    # minute: its header and the injected context); the conversation goes on in the first one.
+    path = [p for p in gemini_sessions(home, project)
+            if p.name.endswith(f"-{result['session_id'][:8]}.jsonl")][0]
     conversation = read_conversation(path)
     session = conversation.session
     assert session.native_id == result["session_id"]
