@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,3 +192,23 @@ def sdk_record(i: int, session: str) -> dict[str, object]:
     return {"type": "user", **head, "message": {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": f"toolu_{i - 1}",
          "content": "a line of the file\n" * 8}]}}
+
+
+def plain_parse(paths: list[Path]) -> float:
+    """Seconds to `json.loads` every line of the files."""
+    loads = json.loads
+    start = time.perf_counter()
+    for path in paths:
+        with open(path, "rb") as handle:
+            for line in handle:
+                loads(line)
+    return time.perf_counter() - start
+
+
+def rebuild(env: dict[str, str], cwd: Path) -> tuple[float, dict[str, object]]:
+    """Seconds of one `api.rebuild_index`, and its report."""
+    from coding_os import api
+
+    start = time.perf_counter()
+    report = api.rebuild_index(env=env, cwd=str(cwd))
+    return time.perf_counter() - start, report.to_dict()

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import statistics
 import subprocess
 import sys
@@ -48,60 +47,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _jobs import COS, stop_jobs  # noqa: E402
+from _lines import Lines  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "200"))
 WARMUP = 10
 TARGET = 1.10
-WAIT = 60.0  # seconds any one line may take
 AGENT = f"python:{ROOT / 'examples' / 'echo_agent.py'}:EchoAgent"
-
-
-class Lines:
-    """A process spoken to in JSON lines on stdin and stdout, with bounded reads."""
-
-    def __init__(self, argv: list[str], cwd: Path, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                     start_new_session=True)
-        self._buffer = b""
-        self.name = " ".join(argv[1:3])
-
-    def send(self, message: dict[str, Any]) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(message).encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def read(self) -> dict[str, Any]:
-        assert self.proc.stdout is not None
-        fd = self.proc.stdout.fileno()
-        deadline = time.monotonic() + WAIT
-        while b"\n" not in self._buffer:
-            left = deadline - time.monotonic()
-            ready, _, _ = select.select([fd], [], [], max(left, 0))
-            if not ready:
-                raise SystemExit(f"cos {self.name}: no line in {WAIT}s")
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                raise SystemExit(f"cos {self.name} ended (exit {self.proc.wait()})")
-            self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
-        found = json.loads(line)
-        return found if isinstance(found, dict) else {}
-
-    def until(self, match: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
-        while True:
-            message = self.read()
-            if match(message):
-                return message
-
-    def end(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, 9)
-            self.proc.wait()
 
 
 class ThroughAcp:

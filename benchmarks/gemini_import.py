@@ -22,7 +22,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
@@ -73,26 +72,6 @@ def gemini_tree(gemini_dir: Path, project: Path, sessions: int) -> tuple[int, in
     return written, size, sessions
 
 
-def plain_parse(paths: list[Path]) -> float:
-    """Seconds to `json.loads` every line of the files."""
-    loads = json.loads
-    start = time.perf_counter()
-    for path in paths:
-        with open(path, "rb") as handle:
-            for line in handle:
-                loads(line)
-    return time.perf_counter() - start
-
-
-def rebuild(env: dict[str, str], cwd: Path) -> tuple[float, dict[str, object]]:
-    """Seconds of one `api.rebuild_index`, and its report."""
-    from coding_os import api
-
-    start = time.perf_counter()
-    report = api.rebuild_index(env=env, cwd=str(cwd))
-    return time.perf_counter() - start, report.to_dict()
-
-
 def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="cos-bench-gemini-"))
     try:
@@ -105,8 +84,8 @@ def main() -> None:
         assert len(paths) == files and sum(p.stat().st_size for p in paths) == total
 
         # Warm-up: one of each (page cache, imports, the database file and its migrations).
-        plain_parse(paths)
-        _, report = rebuild(env, cwd)
+        _fixtures.plain_parse(paths)
+        _, report = _fixtures.rebuild(env, cwd)
         if report["bytes_read"] != total or report["unreadable"] or report["malformed_lines"]:
             raise SystemExit(f"the refresh did not read the tree cleanly: {report}")
         if report["sessions"] != sessions or report["sessions_added"] != sessions:
@@ -116,8 +95,8 @@ def main() -> None:
         rebuild_times: list[float] = []
         plain_times: list[float] = []
         for _ in range(ROUNDS):
-            rebuild_times.append(rebuild(env, cwd)[0])
-            plain_times.append(plain_parse(paths))
+            rebuild_times.append(_fixtures.rebuild(env, cwd)[0])
+            plain_times.append(_fixtures.plain_parse(paths))
         rebuild_median = statistics.median(rebuild_times)
         plain_median = statistics.median(plain_times)
         rebuild_rate = total / MB / rebuild_median

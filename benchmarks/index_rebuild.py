@@ -12,13 +12,11 @@ Target: ratio (rebuild / plain) >= 0.5.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -30,26 +28,6 @@ CODEX_MB = int(os.environ.get("BENCH_CODEX_MB", "200"))
 CLAUDE_MB = int(os.environ.get("BENCH_CLAUDE_MB", "60"))
 TARGET = 0.5
 MB = 1_000_000
-
-
-def plain_parse(paths: list[Path]) -> float:
-    """Seconds to `json.loads` every line of the files."""
-    loads = json.loads
-    start = time.perf_counter()
-    for path in paths:
-        with open(path, "rb") as handle:
-            for line in handle:
-                loads(line)
-    return time.perf_counter() - start
-
-
-def rebuild(env: dict[str, str], cwd: Path) -> tuple[float, dict[str, object]]:
-    """Seconds of one `api.rebuild_index`, and its report."""
-    from coding_os import api
-
-    start = time.perf_counter()
-    report = api.rebuild_index(env=env, cwd=str(cwd))
-    return time.perf_counter() - start, report.to_dict()
 
 
 def main() -> None:
@@ -66,8 +44,8 @@ def main() -> None:
         assert total == claude.bytes + codex.bytes
 
         # Warm-up: one of each (page cache, imports, the database file and its migrations).
-        plain_parse(paths)
-        _, report = rebuild(env, cwd)
+        _fixtures.plain_parse(paths)
+        _, report = _fixtures.rebuild(env, cwd)
         if report["bytes_read"] != total or report["unreadable"] or report["malformed_lines"]:
             raise SystemExit(f"the rebuild did not read the tree cleanly: {report}")
         expected = claude.sessions + codex.sessions
@@ -78,8 +56,8 @@ def main() -> None:
         rebuild_times: list[float] = []
         plain_times: list[float] = []
         for _ in range(ROUNDS):
-            rebuild_times.append(rebuild(env, cwd)[0])
-            plain_times.append(plain_parse(paths))
+            rebuild_times.append(_fixtures.rebuild(env, cwd)[0])
+            plain_times.append(_fixtures.plain_parse(paths))
         rebuild_median = statistics.median(rebuild_times)
         plain_median = statistics.median(plain_times)
         rebuild_rate = total / MB / rebuild_median
