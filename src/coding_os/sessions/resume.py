@@ -252,51 +252,38 @@ def _row_by_transcript(storage: Storage, tiers: Tiers, key: str) -> IndexRow | N
         if row is not None:
             storage.upsert_index_rows([row])
             return row
-    return _row_elsewhere(tiers, key) if is_session_id(key) else None
-
-
-def _row_elsewhere(tiers: Tiers, key: str) -> IndexRow | None:
-    """The row of the cos transcript `key` in another of this user's state dirs (another
-    project's, state/registry.py), read and not indexed here: found so that its project is
-    named (`place`), as a Claude Code or Codex session of another project is."""
-    from coding_os.sessions import index, transcript
-    from coding_os.state.registry import state_dirs
-    from coding_os.state.root import hub_dir
-    from coding_os.state.tiers import Tiers
-
-    agent = transcript.session_agent(key)
-    for state_dir in state_dirs(hub_dir()):
-        if os.path.realpath(state_dir) == os.path.realpath(tiers.state_dir):
-            continue
-        path = Tiers(state_dir).transcript_path(agent, key)
-        if os.path.isfile(path):
-            row, _ = index.cos_row(path)
-            if row is not None:
-                return row
     return None
 
 
-def _short_elsewhere(tiers: Tiers, key: str) -> IndexRow | None:
-    """The row of the cos transcript in another of this user's state dirs whose id `key` names
-    as a table shows it or as a start of it (coding_os.state.shortid), read and not indexed
-    here, as `_row_elsewhere` finds a whole id: a short id copied from `cos sessions` in another
-    project is named with its project too.
+def _row_elsewhere(tiers: Tiers, key: str) -> IndexRow | None:
+    """The row of the cos transcript `key` names in another of this user's state dirs (another
+    project's, state/registry.py), read and not indexed here: by its whole id (its path looked
+    up), as a table shows it or a start of it (coding_os.state.shortid, every transcript
+    listed). Found so that its project is named (`place`), as a Claude Code or Codex session
+    of another project is.
 
     Raises:
-        Ambiguous: the ids of several such transcripts match; the message lists them.
+        Ambiguous: the ids of several such transcripts match a short key; the message lists
+            them.
     """
-    from coding_os.sessions import index
+    from coding_os.sessions import index, transcript
     from coding_os.state.registry import state_dirs
     from coding_os.state.root import hub_dir
     from coding_os.state.shortid import pick
     from coding_os.state.tiers import Tiers
 
+    here = os.path.realpath(tiers.state_dir)
+    others = [Tiers(state_dir) for state_dir in state_dirs(hub_dir())
+              if os.path.realpath(state_dir) != here]
     paths: dict[str, str] = {}
-    for state_dir in state_dirs(hub_dir()):
-        if os.path.realpath(state_dir) == os.path.realpath(tiers.state_dir):
-            continue
-        for path in index.cos_transcripts(Tiers(state_dir)):
-            paths.setdefault(os.path.basename(path).removesuffix(".jsonl"), path)
+    if is_session_id(key):
+        agent = transcript.session_agent(key)
+        paths = {key: path for other in others
+                 if os.path.isfile(path := other.transcript_path(agent, key))}
+    else:
+        for other in others:
+            for path in index.cos_transcripts(other):
+                paths.setdefault(os.path.basename(path).removesuffix(".jsonl"), path)
     chosen = pick(key, [(session, None) for session in paths], "session")
     if chosen is None:
         return None
@@ -353,7 +340,7 @@ def _find_by_id(storage: Storage, tiers: Tiers, key: str, refresher: _Refresher)
     row = by_short_id(storage, key)
     if row is not None:
         return Found(row, "index", list(refresher.notes))
-    row = _short_elsewhere(tiers, key)
+    row = _row_elsewhere(tiers, key)
     return None if row is None else Found(row, "direct_scan", list(refresher.notes))
 
 
