@@ -53,6 +53,7 @@ STATUSES = ("ok", "warn", "fail", "skip")
 CHECKS = ("hooks", "state_dir", "writable", "database", "index", "panels", "checkpoints",
           "mcp", "acp")
 MCP_TIMEOUT_S = 20.0
+_MCP_PROTOCOL = "2025-06-18"  # the MCP revision doctor's `initialize` asks for
 ACP_TIMEOUT_S = 20.0
 ACP_INSTALL = "pip install 'coding-os[acp]'"  # what `cos acp` says without the ACP SDK
 # Directories never searched for stray nested state dirs, and how deep the search goes.
@@ -123,6 +124,14 @@ def run_checks(env: Mapping[str, str], cwd: str, mcp_timeout_s: float = MCP_TIME
     initialised = bool(resolution and resolution.rule != "default" and foreign is None
                        and os.path.isdir(resolution.state_dir))
     ctx = _Context(env, cwd, resolution, tiers, initialised)
+    # The MCP server and `cos acp` are started at once, in threads, while the checks below
+    # read the state dir: those two are most of doctor's time, and they wait on other processes.
+    from concurrent.futures import ThreadPoolExecutor
+
+    probes = ThreadPoolExecutor(max_workers=2, thread_name_prefix="cos-doctor")
+    servers = [probes.submit(_guarded, "mcp", lambda c: _mcp(c, mcp_timeout_s), ctx),
+               probes.submit(_guarded, "acp", lambda c: _acp(c, acp_timeout_s), ctx)]
+    probes.shutdown(wait=False)
     checks: list[Check] = []
     if resolution is not None and foreign is not None:
         # Nothing is read from a state dir that is not this user's (DESIGN.md §11).
@@ -148,8 +157,7 @@ def run_checks(env: Mapping[str, str], cwd: str, mcp_timeout_s: float = MCP_TIME
                            ("writable", _writable), ("database", _database), ("index", _index), ("panels", _panels),
                            ("checkpoints", _checkpoints)):
             checks.append(_guarded(name, step, ctx))
-    checks.append(_guarded("mcp", lambda c: _mcp(c, mcp_timeout_s), ctx))
-    checks.append(_guarded("acp", lambda c: _acp(c, acp_timeout_s), ctx))
+    checks += [server.result() for server in servers]
     return DoctorReport(resolution.state_dir if resolution else None,
                         resolution.project_root if resolution else None, checks)
 
@@ -897,11 +905,10 @@ def _checkpoints(ctx: _Context) -> Check:
 
 def _mcp(ctx: _Context, timeout_s: float) -> Check:
     """cos's MCP server starts as an agent starts it and lists every tool."""
-    try:
-        import anyio  # noqa: F401
-        from mcp.client.stdio import StdioServerParameters  # noqa: F401
-    except ImportError as exc:
-        return Check("mcp", "fail", f"the MCP SDK cannot be imported ({exc})", "pip install mcp")
+    from importlib.util import find_spec
+
+    if find_spec("mcp") is None:
+        return Check("mcp", "fail", "the MCP SDK (mcp) is not installed", "pip install mcp")
     command, args, extra_env, source, problem = _mcp_command(ctx)
     data: dict[str, Any] = {"command": [command, *args] if command else None, "source": source}
     if problem:
@@ -1024,44 +1031,111 @@ def _list_tools(command: str, args: list[str], env: dict[str, str], cwd: str,
                 timeout_s: float) -> tuple[list[str], str | None]:
     """Start the server over stdio, initialise, list every tool (all pages) within `timeout_s`.
 
+    Doctor speaks the three messages of MCP's stdio transport itself (newline-delimited
+    JSON-RPC: `initialize`, `notifications/initialized`, `tools/list`), as an agent does, rather
+    than through the SDK's client, whose import alone costs about a second.
+
     Raises:
         _McpFailure: it did not start, answer or list in time (with the end of its stderr).
     """
+    import json
+    import selectors
+    import subprocess
     import tempfile
+    import time
 
-    import anyio
-    from mcp.client.session import ClientSession
-    from mcp.client.stdio import StdioServerParameters, stdio_client
-    from mcp_types import PaginatedRequestParams
-
-    params = StdioServerParameters(command=command, args=args, env=env, cwd=cwd)
-
-    async def listing() -> list[str]:
-        names: list[str] = []
-        with anyio.fail_after(timeout_s):
-            async with stdio_client(params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    cursor: str | None = None
-                    for _ in range(100):
-                        result = await session.list_tools(
-                            params=PaginatedRequestParams(cursor=cursor))
-                        names += [tool.name for tool in result.tools]
-                        cursor = result.next_cursor
-                        if not cursor:
-                            break
-        return names
-
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errlog:
+    deadline = time.monotonic() + timeout_s
+    with tempfile.TemporaryFile("w+b") as errlog:
         try:
-            return anyio.run(listing), None
+            proc = subprocess.Popen([command, *args], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=errlog, env=env, cwd=cwd)
+        except OSError as exc:
+            raise _McpFailure(f"failed: {_one_line(exc)}", None) from None
+        assert proc.stdin is not None and proc.stdout is not None
+        selector = selectors.DefaultSelector()
+        selector.register(proc.stdout, selectors.EVENT_READ)
+        buffered = b""
+
+        def send(message: dict[str, Any]) -> None:
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(message).encode() + b"\n")
+            proc.stdin.flush()
+
+        def answer(request_id: int) -> dict[str, Any]:
+            """The response to `request_id`; what else the server writes is passed over."""
+            nonlocal buffered
+            assert proc.stdout is not None
+            while True:
+                while b"\n" in buffered:
+                    line, buffered = buffered.split(b"\n", 1)
+                    try:
+                        message = json.loads(line)
+                    except ValueError:
+                        raise _Unanswered(f"wrote a line that is not JSON-RPC: {line[:120]!r}")
+                    if not isinstance(message, dict) or message.get("id") != request_id:
+                        continue
+                    if "error" in message:
+                        error = message["error"]
+                        text = error.get("message") if isinstance(error, dict) else error
+                        raise _Unanswered(f"failed: {str(text)[:200]}")
+                    result = message.get("result")
+                    return result if isinstance(result, dict) else {}
+                left = deadline - time.monotonic()
+                if left <= 0 or not selector.select(left):
+                    raise TimeoutError
+                chunk = os.read(proc.stdout.fileno(), 65536)
+                if not chunk:
+                    code = proc.wait()
+                    raise _Unanswered(f"failed: it exited with status {code} before answering")
+                buffered += chunk
+
+        names: list[str] = []
+        try:
+            send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                  "params": {"protocolVersion": _MCP_PROTOCOL, "capabilities": {},
+                             "clientInfo": {"name": "cos-doctor", "version": "1"}}})
+            answer(0)
+            send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            cursor: str | None = None
+            for page in range(1, 101):
+                params = {"cursor": cursor} if cursor else {}
+                send({"jsonrpc": "2.0", "id": page, "method": "tools/list", "params": params})
+                result = answer(page)
+                tools = result.get("tools")
+                names += [tool["name"] for tool in tools if isinstance(tool, dict)
+                          and isinstance(tool.get("name"), str)] if isinstance(tools, list) else []
+                next_cursor = result.get("nextCursor")
+                cursor = next_cursor if isinstance(next_cursor, str) and next_cursor else None
+                if cursor is None:
+                    break
+            return names, None
         except TimeoutError:
             message = f"did not list its tools within {timeout_s:g}s"
-        except Exception as exc:  # noqa: BLE001 - any failure of the server is the finding
-            message = f"failed: {_one_line(_leaf(exc))}"
+        except _Unanswered as exc:
+            message = str(exc)
+        except OSError as exc:  # its stdin closed: it stopped before reading
+            message = f"failed: {_one_line(exc)}"
+        finally:
+            selector.close()
+            # Its stdin closing is the end of the session for a stdio server.
+            for stream in (proc.stdin, proc.stdout):
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+            try:
+                proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
         errlog.seek(0)
-        lines = [line.strip() for line in errlog.read().splitlines() if line.strip()]
+        text = errlog.read().decode("utf-8", "replace")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     raise _McpFailure(message, lines[-1][:300] if lines else None)
+
+
+class _Unanswered(Exception):
+    """The server ended, refused or wrote what is not JSON-RPC before its answer."""
 
 
 # -- cos acp --------------------------------------------------------------------------------------
@@ -1147,10 +1221,3 @@ def _acp_answer(stdout: str) -> tuple[dict[str, Any], str | None]:
             or info.get("name") != "coding-os":
         return {}, f"answered initialize with no coding-os agent of protocol 1: {str(result)[:200]}"
     return result, None
-
-
-def _leaf(exc: BaseException) -> BaseException:
-    """The first real error inside (nested) exception groups from the client's task groups."""
-    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        exc = exc.exceptions[0]
-    return exc
