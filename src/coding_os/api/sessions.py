@@ -465,8 +465,8 @@ def session_events(session: str, since: int = 0, env: Mapping[str, str] | None =
 def session_tokens(session: str, env: Mapping[str, str] | None = None,
                    cwd: str | None = None) -> dict[str, Any]:
     """Token use per turn of a session: `source` ("engine": the usage its finished tasks
-    reported; "claude" or "codex": its native log; None: neither holds any) and `turns`, each
-    `turn`, `prompt`, `input`, `output`, `cached` (sessions/usage.py).
+    reported; "claude", "codex" or "gemini": its native log; None: neither holds any) and
+    `turns`, each `turn`, `prompt`, `input`, `output`, `cached` (sessions/usage.py).
 
     Raises:
         InvalidId, NotFound: as `show_session`; NotFound: its log cannot be read.
