@@ -483,9 +483,7 @@ def _register_mcp_in_settings(agent: str, path: str, data: dict[str, Any],
     entry = mcp_server_entry(agent, cos_path)
     current = servers.get(MCP_SERVER_NAME)
     if current is not None and current != entry and current != previous:
-        if created_key and not servers:
-            del data["mcpServers"]
-        return _SettingsServer(None, False, True)
+        return _SettingsServer(None, created_key, True)
     servers[MCP_SERVER_NAME] = entry
     return _SettingsServer(entry, created_key, False)
 
