@@ -496,3 +496,49 @@ def test_codex_session_end_hook_asks_for_no_more_time_than_codex_gives(repo: Pat
     hooks = json.loads((repo / ".codex" / "hooks.json").read_text(encoding="utf-8"))
     assert hooks["hooks"]["SessionEnd"][0]["hooks"][0]["timeout"] == 3
     assert hooks["hooks"]["Stop"][0]["hooks"][0]["timeout"] == 30
+
+
+def test_init_gemini_registers_the_mcp_server_in_its_settings_and_uninstall_takes_it_back(
+        repo: Path) -> None:
+    settings = repo / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    mine = {"mcpServers": {"docs": {"command": "docs-server"}}, "ui": {"theme": "mine"}}
+    settings.write_text(json.dumps(mine, indent=4) + "\n", encoding="utf-8")
+    before = settings.read_bytes()
+    report = cos_json("init", "--agent", "gemini", cwd=repo)
+    assert isinstance(report, dict) and report["mcp_file"] == str(settings)
+    written = json.loads(settings.read_text(encoding="utf-8"))
+    assert written["mcpServers"] == {
+        "docs": {"command": "docs-server"},
+        "cos": {"command": COS, "args": ["mcp"], "env": {"COS_AGENT": "gemini"}, "trust": True}}
+    first = settings.read_bytes()
+    again = cos_json("init", "--agent", "gemini", cwd=repo)
+    assert isinstance(again, dict) and again["changed"] is False
+    assert settings.read_bytes() == first
+    assert cos("uninstall", "--agent", "gemini", cwd=repo).returncode == 0
+    assert settings.read_bytes() == before
+
+
+def test_a_users_own_cos_server_in_the_gemini_settings_is_kept_and_not_reported(
+        repo: Path) -> None:
+    settings = repo / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    foreign = {"command": "sh", "args": ["-c", "echo pwned"]}
+    settings.write_text(json.dumps({"mcpServers": {"cos": foreign}}), encoding="utf-8")
+    report = cos_json("init", "--agent", "gemini", cwd=repo)
+    assert isinstance(report, dict) and report["mcp_file"] is None
+    assert any("did not write" in note for note in report["notes"])
+    assert json.loads(settings.read_text(encoding="utf-8"))["mcpServers"] == {"cos": foreign}
+    assert cos("uninstall", "--agent", "gemini", cwd=repo).returncode == 0
+    assert json.loads(settings.read_text(encoding="utf-8")) == {"mcpServers": {"cos": foreign}}
+
+
+def test_gemini_settings_whose_mcp_servers_is_not_an_object_are_refused_untouched(
+        repo: Path) -> None:
+    settings = repo / ".gemini" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text('{"mcpServers": []}', encoding="utf-8")
+    proc = cos("init", "--agent", "gemini", cwd=repo)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "mcpServers" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+    assert settings.read_text(encoding="utf-8") == '{"mcpServers": []}'

@@ -950,8 +950,10 @@ def _mcp_fix(source: str, command: list[str] | None = None,
     if stderr_tail and "No such command" in stderr_tail:
         return "upgrade coding-os: this cos has no `mcp` command"
     see = f"; `{shlex.join(command)}` in a terminal shows why it stops" if command else ""
-    for agent, name in (("claude", ".mcp.json"), ("codex", "config.toml")):
-        if source.endswith(name):
+    from coding_os.adapters.mcp import MCP_FILES
+
+    for agent, name in MCP_FILES.items():
+        if source.endswith(os.sep + name):
             return (f"cos init --agent {agent} (registers this installation's `cos mcp` "
                     f"again){see}")
     return f"reinstall coding-os (pip install coding-os){see}"
@@ -959,8 +961,8 @@ def _mcp_fix(source: str, command: list[str] | None = None,
 
 def _mcp_command(ctx: _Context) -> tuple[str | None, list[str], dict[str, str], str, str | None]:
     """(command, args, env, where it came from, why it cannot be used): this installation's
-    `cos mcp`, which the checkout's `.mcp.json` (Claude Code) or `.codex/config.toml` (Codex)
-    must register as `cos init` writes it. Doctor never runs what the checkout names, nor with
+    `cos mcp`, which the checkout's `.mcp.json` (Claude Code), `.codex/config.toml` (Codex) or
+    `.gemini/settings.json` (Gemini CLI) must register as `cos init` writes it. Doctor never runs what the checkout names, nor with
     the environment it gives (DESIGN.md §11): a registration that is not exactly this
     installation's is reported, and this installation's server is what is started."""
     from coding_os.adapters.mcp import MCP_FILES, read_registration

@@ -374,6 +374,10 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         if isinstance(enabled, list) and MCP_SERVER_NAME not in enabled:
             enabled.append(MCP_SERVER_NAME)
             enabled_added = True
+    in_settings = _register_mcp_in_settings(agent, path, data, record, cos_path) \
+        if MCP_FILES.get(agent) == rel else None
+    if in_settings is not None:
+        mcp_file, mcp_foreign = path, in_settings.foreign
     rendered = _render(data)
     changed = raw is None or (jsonwire.loads(raw) if raw.strip() else {}) != data
     written = rendered if changed else raw
@@ -394,6 +398,9 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
     if agent == "claude":
         record["enabled_mcp"] = enabled_added
         record["enabled_mcp_created"] = enabled_created
+    if in_settings is not None:
+        record["mcp_entry"] = in_settings.entry
+        record["mcp_created_key"] = in_settings.created_key
     record["cos"] = cos_path
     record["launcher"] = launcher.path
     record["written_sha256"] = hashlib.sha256(written).hexdigest()
@@ -443,6 +450,42 @@ def install(agent: str, *, local: bool = False, caller: Caller | None = None,
         if trust.project_step is not None:
             report.user_steps.append(trust.project_step)
     return report
+
+
+@dataclass
+class _SettingsServer:
+    """cos's MCP server entry in the agent's own settings file (Gemini CLI's `mcpServers`):
+    the entry init wrote there (None when the `cos` entry is the user's own), whether init
+    created the `mcpServers` key, and whether the entry there is the user's own."""
+
+    entry: dict[str, Any] | None
+    created_key: bool
+    foreign: bool
+
+
+def _register_mcp_in_settings(agent: str, path: str, data: dict[str, Any],
+                              record: dict[str, Any] | None, cos_path: str) -> _SettingsServer:
+    """Add cos's MCP server to `data`, the agent's settings (of `path`), unless a `cos` entry
+    there is the user's own: one init wrote (as the record says, or as this init would write
+    it) is replaced, anything else is kept.
+
+    Raises:
+        InvalidInput: `mcpServers` is not an object.
+    """
+    previous = (record or {}).get("mcp_entry")
+    created_key = bool((record or {}).get("mcp_created_key"))
+    servers = data.get("mcpServers")
+    if servers is None:
+        servers = data["mcpServers"] = {}
+        created_key = True
+    if not isinstance(servers, dict):
+        raise InvalidInput(f"{path}: \"mcpServers\" must be an object; nothing was changed")
+    entry = mcp_server_entry(agent, cos_path)
+    current = servers.get(MCP_SERVER_NAME)
+    if current is not None and current != entry and current != previous:
+        return _SettingsServer(None, created_key, True)
+    servers[MCP_SERVER_NAME] = entry
+    return _SettingsServer(entry, created_key, False)
 
 
 @dataclass
@@ -746,6 +789,13 @@ def _remove(record: dict[str, Any]) -> InstallReport:
             del hooks[entry["event"]]
     if record.get("created_hooks_key") and hooks == {} and "hooks" in data:
         del data["hooks"]
+    servers = data.get("mcpServers")
+    if record.get("mcp_entry") is not None and isinstance(servers, dict) \
+            and servers.get(MCP_SERVER_NAME) == record["mcp_entry"]:
+        del servers[MCP_SERVER_NAME]  # as init wrote it (else the user's now)
+        report.changed = True
+        if not servers and record.get("mcp_created_key"):
+            del data["mcpServers"]
     enabled = data.get("enabledMcpjsonServers")
     if record.get("enabled_mcp") and isinstance(enabled, list) and MCP_SERVER_NAME in enabled:
         enabled.remove(MCP_SERVER_NAME)
@@ -824,7 +874,13 @@ def _remove_exclude_line(exclude: str, line: str) -> None:
 
 
 def mcp_server_entry(agent: str, cos_path: str) -> dict[str, Any]:
-    """How an agent starts cos's MCP server: this installation's `cos mcp`, told its agent."""
+    """How an agent starts cos's MCP server: this installation's `cos mcp`, told its agent.
+    Gemini CLI takes a stdio server as the one with a `command` (its `type` names the URL
+    transports), and asks before each call of a server's tools unless it is `trust`ed: cos's
+    tools read the project's state or write its brain, as Claude Code's and Codex's hooks
+    allow them without asking."""
+    if agent == "gemini":
+        return {"command": cos_path, "args": ["mcp"], "env": {"COS_AGENT": agent}, "trust": True}
     return {"type": "stdio", "command": cos_path, "args": ["mcp"], "env": {"COS_AGENT": agent}}
 
 
@@ -843,15 +899,15 @@ def _plan_mcp(agent: str, checkout: str, cos_path: str, manifest: dict[str, Any]
     """What registering `cos mcp` in the agent's project MCP file would write, read and checked
     before anything is written: (file, its new bytes, the new manifest record, whether a `cos`
     entry there is the user's own); no bytes when it is registered already or the user's; no
-    file for an agent cos registers no MCP server for (Gemini CLI: its servers are in the
-    settings file the hooks go to).
+    file for an agent whose servers are in the settings file the hooks go to (Gemini CLI:
+    `_register_mcp_in_settings` adds it there).
 
     Raises:
         InvalidInput: the file is not valid JSON / TOML.
         StateIOError: it cannot be read.
     """
-    if agent not in MCP_FILES:
-        return None, None, None, False
+    if agent not in MCP_FILES or MCP_FILES[agent] in AGENT_HOOK_FILES[agent]:
+        return None, None, None, False  # in the settings file itself (_register_mcp_in_settings)
     path = os.path.join(checkout, MCP_FILES[agent])
     record = next((r for r in manifest.get("mcp", [])
                    if r.get("agent") == agent and r.get("file") == path), None)

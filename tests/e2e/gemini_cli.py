@@ -113,8 +113,10 @@ def gemini_env(server: GeminiServer, home: Path,
 
 def run_gemini(project_dir: Path, prompt: str, server: GeminiServer, home: Path,
                extra_args: Sequence[str] = (), timeout: float = DEFAULT_TIMEOUT,
-               env: Optional[Mapping[str, str]] = None) -> subprocess.CompletedProcess[str]:
-    """Run ``gemini -p PROMPT --output-format json --yolo`` in ``project_dir``; stdout is its
+               env: Optional[Mapping[str, str]] = None,
+               yolo: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``gemini -p PROMPT --output-format json --yolo`` in ``project_dir`` (without
+    ``--yolo`` when ``yolo`` is false); stdout is its
     JSON result (``session_id``, ``response``, ``stats``). ``extra_args`` come after the prompt
     (``("--resume", session_id)``, ``("--session-file", path)``); the settings file is written
     if there is none. The run is its own process group, killed whole on timeout.
@@ -125,7 +127,8 @@ def run_gemini(project_dir: Path, prompt: str, server: GeminiServer, home: Path,
     home = Path(home)
     if not (home / ".gemini" / "settings.json").exists():
         write_gemini_settings(home)
-    argv = [str(GEMINI_BIN), "-p", prompt, "--output-format", "json", "--yolo", *extra_args]
+    argv = [str(GEMINI_BIN), "-p", prompt, "--output-format", "json",
+            *(["--yolo"] if yolo else []), *extra_args]
     process = subprocess.Popen(argv, cwd=project_dir, env=gemini_env(server, home, env),
                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, start_new_session=True)

@@ -1,7 +1,7 @@
 """`cos resume` on host B of a session written on host A (DESIGN.md §8), two hosts simulated on
 this machine: two HOMEs, two clones of one repository at different paths, COS_HOST=a and b, one
-PostgreSQL schema. The real Claude Code and Codex run the session on A against the scripted model;
-`cos sync` replicates it; on B `cos resume` materialises it and hands over to the real client
+PostgreSQL schema. The real Claude Code, Codex and Gemini CLI run the session on A against the
+scripted model; `cos sync` replicates it; on B `cos resume` materialises it and hands over to the real client
 (through a shim on PATH that adds the non-interactive prompt), whose model request carries the
 earlier messages and runs in B's checkout. Bad input: a repository B does not have. The
 cos-native sessions, which need no client, are in tests/hosts/test_resume_other_host.py."""
@@ -26,6 +26,9 @@ from tests.e2e.harness import (
     run_codex,
     write_codex_config,
 )
+from tests.e2e.gemini_cli import (GEMINI_BIN, gemini_chats, gemini_env, gemini_sessions,
+                                  require_gemini, run_gemini, write_gemini_settings)
+from tests.e2e.gemini_server import GeminiServer, contents_text
 from tests.e2e.model_server import ModelServer, Text, ToolCall, tool_output_text, when_prompted
 from tests.helpers import (Host, claude_project_dir, make_host, new_origin, replica_lines,
                            replicator_stopped, require_clients, succeeded, until)
@@ -310,3 +313,68 @@ def test_a_codex_rollout_of_host_a_resumes_on_host_b_and_comes_back_to_a_with_ev
     assert stored[len(on_b):] == on_a[len(on_b):]
     again = a.cos_json("sync")
     assert again["restarted"] == [] and again["refused"] == [] and again["pushed"] == {}
+
+
+# -- Gemini CLI -----------------------------------------------------------------------------------
+
+
+def gemini_shim(host: Host, prompt: str) -> dict[str, str]:
+    """A `gemini` first on PATH that runs the real Gemini CLI non-interactively with `prompt`,
+    as `cos resume` execs it (`gemini --resume ID`)."""
+    folder = host.home / "shim"
+    folder.mkdir(exist_ok=True)
+    script = folder / "gemini"
+    script.write_text(f'#!/bin/sh\nexec {GEMINI_BIN} "$@" -p {json.dumps(prompt)} '
+                      '--output-format json --yolo\n', encoding="utf-8")
+    script.chmod(0o755)
+    return {"PATH": f"{folder}{os.pathsep}{os.environ['PATH']}"}
+
+
+def gemini_outputs(body: dict[str, Any]) -> list[str]:
+    """The outputs of the shell commands a Gemini request carries, in order."""
+    return [json.dumps(part["functionResponse"]) for content in body.get("contents") or []
+            for part in content.get("parts") or [] if "functionResponse" in part]
+
+
+@pytest.mark.slow
+def test_a_gemini_session_of_host_a_resumes_on_host_b_in_bs_checkout(
+        two_hosts: tuple[Host, Host]) -> None:
+    require_gemini()
+    a, b = two_hosts
+    script = [ToolCall("run_shell_command", {"command": "pwd"}), Text("first turn done"),
+              ToolCall("run_shell_command", {"command": "pwd"}), Text("second turn done")]
+    with GeminiServer(script) as server:
+        first = succeeded(run_gemini(a.checkout, FIRST, server, a.home, env={
+            "COS_HOST": "a", "COS_DATABASE_URL": a.env["COS_DATABASE_URL"]}))
+        native = json.loads(first.stdout)["session_id"]
+        (a_file,) = gemini_sessions(a.home, a.checkout)
+        succeeded(a.cos("sync"))
+        row = next(r for r in b.cos_json("sessions", "--all-hosts")
+                   if native in (r["id"], r["native_id"]))
+        assert (row["host"], row["agent"]) == ("a", "gemini")
+
+        write_gemini_settings(b.home)
+        env = {**gemini_env(server, b.home), **b.env, **gemini_shim(b, SECOND)}
+        resumed = b.cos("resume", native, env=env)
+        assert resumed.returncode == 0, resumed.stderr
+        assert json.loads(resumed.stdout)["session_id"] == native
+        body = server.agent_requests()[-1].body
+    target = gemini_chats(b.home, b.checkout) / a_file.name  # B's slug, registered as Gemini does
+    assert "from host: a" in resumed.stderr and str(target) in resumed.stderr
+    assert "moved: from host a to this one" in resumed.stderr
+    assert (target.parent.parent / ".project_root").read_text(encoding="utf-8") == \
+        str(b.checkout)
+    sent = contents_text(body)
+    assert FIRST in sent and "first turn done" in sent and SECOND in sent  # the earlier turns
+    outputs = gemini_outputs(body)
+    assert str(a.checkout) in outputs[0]  # the first turn ran on A
+    assert str(b.checkout) in outputs[-1]  # the resumed turn runs in B's checkout
+    # B owns the session now, and its sync pushes exactly the lines B's turn added.
+    report = b.cos_json("resume", native)
+    assert report["host"] is None and report["materialized"] == []
+    synced = b.cos_json("sync")
+    assert synced["refused"] == [] and synced["restarted"] == []
+    written = target.read_bytes().splitlines()
+    stored = replica_lines(b, row["id"], "native")
+    assert stored == written and stored[:len(a_file.read_bytes().splitlines())] == \
+        a_file.read_bytes().splitlines()

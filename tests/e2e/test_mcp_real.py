@@ -1,5 +1,5 @@
-"""cos's MCP server driven by the real Claude Code and Codex CLIs, and who its writes are filed
-under.
+"""cos's MCP server driven by the real Claude Code, Codex and Gemini CLIs, and who its writes are
+filed under.
 
 Each test runs a scripted model in a scratch repository where `cos init` installed the hooks and
 registered `cos mcp`. The model calls `cos_task_create`, then `cos_work_log_append` for the task
@@ -23,6 +23,10 @@ What the clients do, as checked with Claude Code 2.1.328 and Codex 0.169.0:
   are missing from a turn that starts before `cos mcp` is up. Codex rejects a PreToolUse output
   with `updatedInput` but no `"permissionDecision": "allow"` ("PreToolUse hook returned
   updatedInput without permissionDecision:allow"): hence cos's hook sends the allow.
+- Gemini CLI 0.61 starts the stdio server of the project's `.gemini/settings.json` in `-p` mode
+  before its first model request and declares its tools as `mcp_cos_<tool>`; its BeforeTool hook
+  gets that name (and `mcp_context.server_name`), and merges a `hookSpecificOutput.tool_input`
+  into the call's arguments. A `"trust": true` server's tools run without `--yolo`.
 """
 
 from __future__ import annotations
@@ -43,6 +47,8 @@ from typing import Any
 
 import pytest
 
+from tests.e2e.gemini_cli import require_gemini, run_gemini, write_gemini_settings
+from tests.e2e.gemini_server import GeminiServer, GeminiStep, contents_text
 from tests.e2e.harness import run_claude, run_codex
 from tests.e2e.model_server import Answer, ModelServer, Step, Text, ToolCall, tool_output_text
 from tests.helpers import COS, CosProject, new_project, require_clients, succeeded
@@ -480,3 +486,46 @@ def test_codex_calls_are_attributed_by_injection(
     [entry] = work_log(cp)
     assert entry["attributed_by"] == "injected"
     assert [line["attributed_by"] for line in mcp_log_lines(cp)] == ["injected"] * 2
+
+
+# -- Gemini CLI ------------------------------------------------------------------------------------
+
+GEMINI_CREATE = "mcp_cos_cos_task_create"
+
+
+def test_gemini_cli_calls_cos_tools_and_the_rows_are_filed_under_its_session_as_injected(
+        tmp_path: Path) -> None:
+    """`cos init --agent gemini` registers `cos mcp` in `.gemini/settings.json`; Gemini CLI
+    offers its tools as `mcp_cos_<tool>`, its BeforeTool hook gets that name, and cos's hook
+    hands the calling session back in `tool_input`, which Gemini merges into the call."""
+    require_gemini()
+    cp = new_project(tmp_path / "run", "gemini")
+    settings = json.loads((cp.project / ".gemini" / "settings.json").read_text(encoding="utf-8"))
+    assert settings["mcpServers"]["cos"] == {"command": COS, "args": ["mcp"],
+                                             "env": {"COS_AGENT": "gemini"}, "trust": True}
+    write_gemini_settings(cp.home)
+    script: list[GeminiStep] = [ToolCall(GEMINI_CREATE, {"title": "Gemini task"}),
+                                Text("Created.")]
+    with GeminiServer(script) as server:
+        # Without --yolo: the trusted server's tools need no confirmation.
+        result = succeeded(run_gemini(cp.project, "Plan the work", server, cp.home, yolo=False))
+        turns = [request.body for request in server.agent_requests()]
+    native = json.loads(result.stdout)["session_id"]
+    session = panel_session(cp, native)
+    declared = [function["name"] for tools in turns[0]["tools"]
+                for function in tools.get("functionDeclarations") or []]
+    assert GEMINI_CREATE in declared
+
+    shown = task(cp, "TASK-1")
+    assert (shown["title"], shown["created_by"], shown["attributed_by"]) == \
+        ("Gemini task", session, "injected")
+    answered = contents_text(turns[-1])
+    assert "TASK-1" in answered and session in answered  # what the model got back
+    hooked = [line for line in cp.log() if line.get("payload_event") == "BeforeTool"]
+    assert [(line["tool"], line["mcp_session"]) for line in hooked] == \
+        [(GEMINI_CREATE, session)]
+    assert [(line["tool"], line["session"], line["attributed_by"])
+            for line in mcp_log_lines(cp)] == [("cos_task_create", session, "injected")]
+
+    assert cp.cos("uninstall", "--agent", "gemini").returncode == 0
+    assert not (cp.project / ".gemini").exists()

@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 
 from coding_os import api
+from coding_os.state.caller import read_panel_session
 from tests.helpers import fire_in_process as fire
 from tests.helpers import hook_env as env
 from tests.helpers import panel_session as sid
@@ -149,3 +150,21 @@ def test_redact_false_keeps_the_texts_as_they_were(repo: Path, isolated_env: Pat
     fire(repo, isolated_env, "PostToolUse", "n1", tool_name="Bash",
          tool_input={"command": f"ANTHROPIC_API_KEY={SECRET} make"}, tool_response={})
     assert stored_texts(repo).count(SECRET) == 3  # the log's command, the two observations
+
+
+def test_a_gemini_call_of_a_cos_tool_gets_its_session_merged_into_the_tool_input(
+        repo: Path, isolated_env: Path) -> None:
+    gemini = {**env(isolated_env), "COS_AGENT": "gemini"}
+    api.hook("SessionStart", {"session_id": "g1", "source": "startup"}, env=gemini, cwd=str(repo))
+    session = read_panel_session(str(repo / ".coding-os" / "gemini" / "panels" / "g1"))
+    assert session is not None
+    result = api.hook("BeforeTool", {"session_id": "g1", "hook_event_name": "BeforeTool",
+                                     "tool_name": "mcp_cos_cos_task_create",
+                                     "tool_input": {"title": "t"}}, env=gemini, cwd=str(repo))
+    assert result.output == {"hookSpecificOutput": {
+        "hookEventName": "BeforeTool",
+        "tool_input": {"title": "t", "agent_session": session[0]}}}
+    other = api.hook("BeforeTool", {"session_id": "g1", "hook_event_name": "BeforeTool",
+                                    "tool_name": "mcp_other_cos_task_create",
+                                    "tool_input": {"title": "t"}}, env=gemini, cwd=str(repo))
+    assert other.output is None  # another server's tool of the same name is left alone

@@ -150,7 +150,7 @@ def test_a_claude_session_is_written_under_this_hosts_munged_cwd(
     claude, codex = tmp_path / "claude", tmp_path / "codex"
     done = materialize(storage, claude_row(), [source], source_root=A, root=B, cwd=B + "/pkg",
                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(claude),
-                       codex_dir=str(codex), batch=2)
+                       codex_dir=str(codex), gemini_dir=str(tmp_path / "gemini"), batch=2)
     path = claude / "projects" / "-srv-bob-work-proj-pkg" / f"{NATIVE}.jsonl"
     assert [(f.path, f.stream, f.lines, f.action) for f in done.files] == [
         (str(path), "native", 5, "written")]
@@ -160,7 +160,7 @@ def test_a_claude_session_is_written_under_this_hosts_munged_cwd(
                                                                       for i in range(5)]
     again = materialize(storage, claude_row(), [source], source_root=A, root=B, cwd=B + "/pkg",
                         tiers=Tiers(str(tmp_path / "state")), claude_dir=str(claude),
-                        codex_dir=str(codex))
+                        codex_dir=str(codex), gemini_dir=str(tmp_path / "gemini"))
     assert again.files[0].action == "unchanged"
 
 
@@ -168,7 +168,8 @@ def test_a_dry_run_writes_nothing(storage: SQLiteStorage, tmp_path: Path) -> Non
     source = stored(storage, [claude_line(A)])
     done = materialize(storage, claude_row(A), [source], source_root=A, root=B, cwd=B,
                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
-                       codex_dir=str(tmp_path / "x"), write=False)
+                       codex_dir=str(tmp_path / "x"),
+                       gemini_dir=str(tmp_path / "gemini"), write=False)
     assert done.files[0].action == "would write"
     assert not (tmp_path / "c").exists()
 
@@ -183,14 +184,45 @@ def test_a_codex_rollout_keeps_its_relative_path(storage: SQLiteStorage, tmp_pat
     row = IndexRow(id=native, agent="codex", kind="codex", native_id=native, cwd=A, host="a")
     done = materialize(storage, row, [source], source_root=A, root=B, cwd=B,
                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
-                       codex_dir=str(tmp_path / "codex"))
+                       codex_dir=str(tmp_path / "codex"), gemini_dir=str(tmp_path / "gemini"))
     path = tmp_path / "codex" / "sessions" / "2026" / "11" / "30" / name
     assert done.files[0].path == str(path)
     lines = [json.loads(x) for x in path.read_bytes().splitlines()]
     assert lines[0]["payload"]["cwd"] == B and lines[1]["payload"]["cwd"] == B + "/pkg"
 
 
-def test_a_gemini_session_of_another_host_is_refused_in_one_line_and_nothing_is_written(
+def test_a_gemini_session_of_another_host_is_written_under_the_slug_gemini_registers_here(
+        storage: SQLiteStorage, tmp_path: Path) -> None:
+    native = "aa78fc04-dbe6-4180-b260-710d72261fc2"
+    meta = json.dumps({"sessionId": native, "projectHash": "0" * 64, "kind": "main"}).encode()
+    name = f"session-2026-12-06T08-07-{native[:8]}.jsonl"
+    source = stored(storage, [meta, b'{"$set":{"messages":[]}}'], agent="gemini",
+                    session=native, path=f"/home/ann/.gemini/tmp/proj/chats/{name}")
+    row = IndexRow(id=native, agent="gemini", kind="gemini", native_id=native, cwd=A, host="a")
+    gemini = tmp_path / "gemini"
+    other = gemini / "tmp" / "proj"  # another project's folder of the same name here
+    other.mkdir(parents=True)
+    (other / ".project_root").write_text("/elsewhere/proj", encoding="utf-8")
+    tiers = Tiers(str(tmp_path / "state"))
+    preview = materialize(storage, row, [source], source_root=A, root=B, cwd=B, tiers=tiers,
+                          claude_dir=str(tmp_path / "c"), codex_dir=str(tmp_path / "codex"),
+                          gemini_dir=str(gemini), write=False)
+    target = gemini / "tmp" / "proj-1" / "chats" / name
+    assert [(f.path, f.action) for f in preview.files] == [(str(target), "would write")]
+    assert not (gemini / "projects.json").exists()  # a dry run writes nothing
+    done = materialize(storage, row, [source], source_root=A, root=B, cwd=B, tiers=tiers,
+                       claude_dir=str(tmp_path / "c"), codex_dir=str(tmp_path / "codex"),
+                       gemini_dir=str(gemini))
+    assert [(f.path, f.action) for f in done.files] == [(str(target), "written")]
+    assert target.read_bytes() == meta + b'\n{"$set":{"messages":[]}}\n'
+    registry = json.loads((gemini / "projects.json").read_text(encoding="utf-8"))
+    assert registry == {"projects": {B: "proj-1"}}
+    for base in ("tmp", "history"):
+        assert (gemini / base / "proj-1" / ".project_root").read_text(encoding="utf-8") == B
+    assert (other / ".project_root").read_text(encoding="utf-8") == "/elsewhere/proj"
+
+
+def test_a_gemini_registry_that_is_not_one_refuses_the_session_and_nothing_is_written(
         storage: SQLiteStorage, tmp_path: Path) -> None:
     native = "aa78fc04-dbe6-4180-b260-710d72261fc2"
     meta = json.dumps({"sessionId": native, "projectHash": "0" * 64, "kind": "main"}).encode()
@@ -198,11 +230,14 @@ def test_a_gemini_session_of_another_host_is_refused_in_one_line_and_nothing_is_
                     path=f"/home/ann/.gemini/tmp/proj/chats/session-2026-12-06T08-07-"
                          f"{native[:8]}.jsonl")
     row = IndexRow(id=native, agent="gemini", kind="gemini", native_id=native, cwd=A, host="a")
-    with pytest.raises(InvalidInput, match="does not yet materialise Gemini sessions"):
+    gemini = tmp_path / "gemini"
+    gemini.mkdir()
+    (gemini / "projects.json").write_text('{"projects": ["not", "a", "map"]}', encoding="utf-8")
+    with pytest.raises(InvalidInput, match="not a Gemini CLI project registry"):
         materialize(storage, row, [source], source_root=A, root=B, cwd=B,
                     tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
-                    codex_dir=str(tmp_path / "codex"))
-    assert not (tmp_path / "c").exists() and not (tmp_path / "codex").exists()
+                    codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+    assert sorted(p.name for p in gemini.iterdir()) == ["projects.json"]
 
 
 def test_a_conflicting_local_file_stops_everything_before_anything_is_written(
@@ -220,12 +255,14 @@ def test_a_conflicting_local_file_stops_everything_before_anything_is_written(
     row = IndexRow(id=sid, agent="claude", kind="cos", project=A, cwd=A, host="a")
     with pytest.raises(Conflict):
         materialize(storage, row, [transcript, events], source_root=A, root=B, cwd=B,
-                    tiers=tiers, claude_dir=str(tmp_path / "c"), codex_dir=str(tmp_path / "x"))
+                    tiers=tiers, claude_dir=str(tmp_path / "c"), codex_dir=str(tmp_path / "x"),
+                    gemini_dir=str(tmp_path / "gemini"))
     assert not Path(tiers.events_path("claude", sid)).exists()  # checked first, written after
     assert target.read_bytes() == b"something else\n"
     target.unlink()
     done = materialize(storage, row, [transcript, events], source_root=A, root=B, cwd=B,
-                       tiers=tiers, claude_dir=str(tmp_path / "c"), codex_dir=str(tmp_path / "x"))
+                       tiers=tiers, claude_dir=str(tmp_path / "c"), codex_dir=str(tmp_path / "x"),
+                       gemini_dir=str(tmp_path / "gemini"))
     assert [f.stream for f in done.files] == ["events", "transcript"]
     assert json.loads(target.read_bytes())["project"] == B
 
@@ -251,7 +288,7 @@ def test_nothing_replicated_is_not_found(storage: SQLiteStorage, tmp_path: Path)
     with pytest.raises(NotFound):
         materialize(storage, claude_row(), [], source_root=A, root=B, cwd=B,
                     tiers=Tiers(str(tmp_path)), claude_dir=str(tmp_path / "c"),
-                    codex_dir=str(tmp_path / "x"))
+                    codex_dir=str(tmp_path / "x"), gemini_dir=str(tmp_path / "gemini"))
 
 
 def test_a_native_id_that_cannot_name_a_file_is_refused(storage: SQLiteStorage,
@@ -262,7 +299,7 @@ def test_a_native_id_that_cannot_name_a_file_is_refused(storage: SQLiteStorage,
     with pytest.raises(InvalidId):
         materialize(storage, row, [source], source_root=A, root=B, cwd=B,
                     tiers=Tiers(str(tmp_path)), claude_dir=str(tmp_path / "c"),
-                    codex_dir=str(tmp_path / "x"))
+                    codex_dir=str(tmp_path / "x"), gemini_dir=str(tmp_path / "gemini"))
     assert not (tmp_path / "c").exists()
 
 
@@ -275,7 +312,7 @@ def test_a_subagent_stream_naming_a_file_claude_code_would_not_write_is_refused(
         with pytest.raises(InvalidId):
             materialize(storage, claude_row(), [main, sub], source_root=A, root=B, cwd=B,
                         tiers=Tiers(str(tmp_path)), claude_dir=str(tmp_path / "c"),
-                        codex_dir=str(tmp_path / "x"))
+                        codex_dir=str(tmp_path / "x"), gemini_dir=str(tmp_path / "gemini"))
         storage.remove_replica(NATIVE, f"subagent:{name}")
     assert not (tmp_path / "c").exists() and not (tmp_path / "escape.jsonl").exists()
 
@@ -311,7 +348,8 @@ def test_a_cwd_that_leads_out_of_this_checkout_is_refused_and_nothing_written(
         restore_report_elsewhere(
             storage, Found(claude_row(cwd), "index"), ResumeScope(str(here), [str(here)]),
             Tiers(str(here / ".coding-os")), local_host="b", local_root=str(here),
-            local_keys=lambda: [], claude_dir=str(claude), codex_dir=str(tmp_path / "codex"))
+            local_keys=lambda: [], claude_dir=str(claude), codex_dir=str(tmp_path / "codex"),
+            gemini_dir=str(tmp_path / "gemini"))
     message = str(refused.value)
     assert "not inside this checkout" in message and "\n" not in message
     assert refused.value.exit_code == 2
@@ -369,7 +407,8 @@ def test_a_session_written_on_two_hosts_is_materialised_on_a_third_with_its_path
     claude = tmp_path / "claude"
     done = materialize(storage, claude_row(), [source], source_root=A, root=c, cwd=c + "/pkg",
                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(claude),
-                       codex_dir=str(tmp_path / "codex"), roots=roots)
+                       codex_dir=str(tmp_path / "codex"),
+                       gemini_dir=str(tmp_path / "gemini"), roots=roots)
     written = Path(done.files[0].path).read_bytes()
     assert [json.loads(x)["cwd"] for x in written.splitlines()] == [c + "/pkg"] * 2
     assert (done.files[0].size, done.files[0].last) == (len(written),

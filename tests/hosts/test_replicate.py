@@ -508,7 +508,7 @@ def test_a_session_moved_here_goes_on_from_the_stored_lines_of_its_mapped_copy(
     assert row is not None
     done = materialize(storage, row, storage.replica_sources(SID), source_root=a_root,
                        root=b_root, cwd=b_root, tiers=beta, claude_dir=str(tmp_path / "claude"),
-                       codex_dir=str(tmp_path / "codex"))
+                       codex_dir=str(tmp_path / "codex"), gemini_dir=str(tmp_path / "gemini"))
     path = transcript_file(beta)
     assert a_root.encode() not in path.read_bytes()  # the copy holds B's paths
     assert storage.move_session(SID, "alpha", "beta")

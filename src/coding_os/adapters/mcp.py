@@ -14,8 +14,10 @@ __all__ = ["MCP_SERVER_NAME", "MCP_FILES", "MCP_TOOLS", "read_registration", "re
 
 MCP_SERVER_NAME = "cos"
 # agent -> the project file that registers MCP servers (Claude Code: .mcp.json; Codex: the
-# `mcp_servers` table of its project config, read in trusted projects).
-MCP_FILES = {"claude": ".mcp.json", "codex": os.path.join(".codex", "config.toml")}
+# `mcp_servers` table of its project config, read in trusted projects; Gemini CLI: the
+# `mcpServers` of the project settings its hooks are in).
+MCP_FILES = {"claude": ".mcp.json", "codex": os.path.join(".codex", "config.toml"),
+             "gemini": os.path.join(".gemini", "settings.json")}
 # The tools `cos mcp` serves (interfaces/mcp.py defines them; `cos doctor` expects them).
 MCP_TOOLS = ("cos_sessions_search", "cos_session_show", "cos_checkpoints_list",
              "cos_rewind_preview", "cos_task_create", "cos_task_move", "cos_task_list",

@@ -465,8 +465,8 @@ def session_events(session: str, since: int = 0, env: Mapping[str, str] | None =
 def session_tokens(session: str, env: Mapping[str, str] | None = None,
                    cwd: str | None = None) -> dict[str, Any]:
     """Token use per turn of a session: `source` ("engine": the usage its finished tasks
-    reported; "claude" or "codex": its native log; None: neither holds any) and `turns`, each
-    `turn`, `prompt`, `input`, `output`, `cached` (sessions/usage.py).
+    reported; "claude", "codex" or "gemini": its native log; None: neither holds any) and
+    `turns`, each `turn`, `prompt`, `input`, `output`, `cached` (sessions/usage.py).
 
     Raises:
         InvalidId, NotFound: as `show_session`; NotFound: its log cannot be read.
@@ -571,9 +571,12 @@ def _restore_elsewhere(project: Project, storage: Storage, scope: ResumeScope, h
     (hosts/remote.py, imported only for a shared storage); None for this host's own."""
     from coding_os.hosts.remote import restore_elsewhere
 
+    from coding_os.sessions.database import gemini_dir
+
     claude_dir, codex_dir = project.native_dirs
     return restore_elsewhere(storage, scope, project.tiers, found, host=host, root=project.root,
-                             claude_dir=claude_dir, codex_dir=codex_dir, write=write)
+                             claude_dir=claude_dir, codex_dir=codex_dir,
+                             gemini_dir=gemini_dir(project.environ), write=write)
 
 
 def _show(project: Project, session: str) -> dict[str, object]:

@@ -284,17 +284,24 @@ def _attribute_mcp_call(ctx: HookContext, session: str,
     session as `agent_session` to its input (one MCP server serves many panels and cannot
     tell them apart itself); None for any other tool."""
     tool = string(ctx.payload.get("tool_name"))
-    if not tool or not (tool.startswith("mcp__") or "." in tool):
+    if not tool or not (tool.startswith("mcp_") or "." in tool):
         return None  # no MCP tool: decided without importing anything
     from coding_os.adapters.mcp import MCP_SERVER_NAME
 
-    # cos's tools as Claude Code names them (`mcp__<server>__<tool>`) and as Codex may.
-    if not tool.startswith((f"mcp__{MCP_SERVER_NAME}__", f"{MCP_SERVER_NAME}.")):
+    # cos's tools as Claude Code names them (`mcp__<server>__<tool>`), as Codex may, and as
+    # Gemini CLI does (`mcp_<server>_<tool>`).
+    if not tool.startswith((f"mcp__{MCP_SERVER_NAME}__", f"{MCP_SERVER_NAME}.",
+                            f"mcp_{MCP_SERVER_NAME}_")):
         return None
     tool_input = ctx.payload.get("tool_input")
     updated = dict(tool_input) if isinstance(tool_input, dict) else {}
     updated["agent_session"] = session
     log["mcp_session"] = session
+    if ctx.agent == "gemini":
+        # Gemini CLI merges a BeforeTool hook's `tool_input` into the call's arguments; it
+        # reads no allow decision (whether it asks first is its own policy: init trusts cos's
+        # server).
+        return {"hookSpecificOutput": {"hookEventName": "BeforeTool", "tool_input": updated}}
     # Codex applies updatedInput only with an allow decision (and Claude Code skips its own
     # prompt for the call then); cos's tools read local state or write the brain. A deny or
     # ask rule of the user's still wins over a hook's allow.

@@ -8,7 +8,13 @@ written where its agent looks for it.
   its subagent transcripts (streams `subagent:<file>`) where Claude Code writes them, `<file>`
   under that same folder (`<id>/subagents/agent-<x>.jsonl`, or `agent-<x>.jsonl` beside it);
 - Codex: `$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<id>.jsonl` (the relative path it had on its
-  host), then `codex resume`.
+  host), then `codex resume`;
+- Gemini CLI: `<gemini dir>/tmp/<slug>/chats/session-<time>-<id8>.jsonl` (the name it had on its
+  host), the slug that of the directory the agent will run in, registered in Gemini's
+  `projects.json` (and `.project_root`) as Gemini CLI does (adapters/gemini/projects.py), then
+  `gemini --resume`. Its lines hold no path field: they are written as they are. Only the
+  session's main file is replicated (not the empty one a resume may start beside it, nor its
+  subagents).
 
 The path fields of each line (`cwd`; for a cos transcript or events log also `project` and
 `worktree`) are mapped when their value is the other host's root or under it; every other byte
@@ -72,6 +78,7 @@ _PATH_KEYS = {"transcript": ("cwd", "project", "worktree"),
 _NATIVE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _ROLLOUT_TAIL = re.compile(
     r"(?:^|/)([0-9]{4})/([0-9]{2})/([0-9]{2})/(rollout-[A-Za-z0-9._:-]{1,200}\.jsonl)$")
+_GEMINI_NAME = re.compile(r"^session-[0-9A-Za-z:-]{1,40}-([0-9A-Za-z_-]{1,8})\.jsonl$")
 # The order the files of a session are written in: the events before the transcript that
 # names them, a Claude session's subagents before its transcript.
 _ORDER = {"events": 0, "subagent:": 0, "native": 1, "transcript": 2}
@@ -347,12 +354,29 @@ def _rollout_relative(path: str, created: str | None, native: str) -> str:
     return f"{year}/{month}/{date}/rollout-{day}T00-00-00-{native}.jsonl"
 
 
+def _gemini_name(path: str, created: str | None, native: str) -> str:
+    """The name of a Gemini session file: the one it had on its host, else one made of the
+    session's start (`session-YYYY-MM-DDTHH-MM-<id8>.jsonl`, as Gemini CLI names it)."""
+    name = path.replace(os.sep, "/").rsplit("/", 1)[-1]
+    match = _GEMINI_NAME.match(name)
+    if match is not None and match.group(1) == native[:8]:
+        return name
+    start = (created or "")[:16].replace(":", "-")
+    if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}-[0-9]{2}", start):
+        from coding_os.clock import utc_now
+
+        start = utc_now()[:16].replace(":", "-")
+    return f"session-{start}-{native[:8]}.jsonl"
+
+
 def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude_dir: str,
-            codex_dir: str) -> str:
-    """Where `source` goes on this host.
+            codex_dir: str, gemini_dir: str) -> str:
+    """Where `source` goes on this host (a Gemini session: under the slug Gemini CLI takes for
+    `cwd`).
 
     Raises:
         InvalidId: the stored id cannot name a file.
+        InvalidInput, StateIOError: Gemini's `projects.json` is not a registry, or unreadable.
     """
     if source.stream in ("transcript", "events"):
         from coding_os.sessions.transcript import session_agent
@@ -376,6 +400,12 @@ def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude
     if row.kind == "codex" or source.agent == "codex":
         return os.path.join(codex_dir, "sessions",
                             *_rollout_relative(source.path, row.created, native).split("/"))
+    if row.kind == "gemini":
+        from coding_os.adapters.gemini import projects
+
+        slug = projects.find_slug(gemini_dir, cwd).name
+        return os.path.join(gemini_dir, "tmp", slug, "chats",
+                            _gemini_name(source.path, row.created, native))
     from coding_os.adapters.claude.transcripts import project_key as munge
 
     return os.path.join(claude_dir, "projects", munge(cwd), f"{native}.jsonl")
@@ -383,28 +413,24 @@ def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude
 
 def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource], *,
                 source_root: str | None, root: str, cwd: str, tiers: Tiers, claude_dir: str,
-                codex_dir: str, write: bool = True, batch: int = BATCH,
+                codex_dir: str, gemini_dir: str, write: bool = True, batch: int = BATCH,
                 roots: Sequence[str] = ()) -> Materialized:
     """Write the replicated files of `row` (another host's session) on this host, mapped from
     `source_root` (and every root of `roots`: the project's checkouts on the hosts that wrote
     the session) to `root`; `cwd` is where its agent will run. With `write` false nothing is
     written and the actions say what would be done.
 
-    Every file is read and checked first, then written, each atomically.
+    Every file is read and checked first, then written, each atomically; a Gemini session's
+    project is registered with Gemini CLI (`projects.json`) just before its file is written.
 
     Raises:
         NotFound: nothing of the session was replicated.
         StorageError: the storage failed or went away (nothing written).
         Conflict: a local file differs from the replica (nothing written).
         StateIOError: a file could not be written (those before it stay whole).
-        InvalidInput: a Gemini CLI session (nothing written).
+        InvalidInput: Gemini's `projects.json` is not a registry Gemini CLI writes (nothing
+            written).
     """
-    if row.kind == "gemini":
-        # Gemini CLI finds a session by its project's slug in its own projects.json, which
-        # cos does not write: the session is not put where Gemini would not look for it.
-        raise InvalidInput(f"{row.id} is a Gemini CLI session of host {row.host}: cos does "
-                           "not yet materialise Gemini sessions on another host (resume it "
-                           "there)")
     from coding_os import durable
 
     wanted = [s for s in sources if _kind(s.stream) in _PATH_KEYS and s.lines > 0]
@@ -416,7 +442,7 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
                        f"run `cos sync` on {row.host}")
     planned: list[tuple[str, bytes, MaterializedFile]] = []
     for source in sorted(wanted, key=lambda s: (_ORDER[_kind(s.stream)], s.stream)):
-        path = _target(source, row, tiers, cwd, claude_dir, codex_dir)
+        path = _target(source, row, tiers, cwd, claude_dir, codex_dir, gemini_dir)
         olds = [r for r in (source_root, *roots) if r]
         data, count = read_mapped(storage, source, olds, root, batch)
         action = file_action(path, data)
@@ -425,6 +451,9 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
                                                      source.session, source.agent, len(data),
                                                      last)))
     result = Materialized(host=str(row.host), source_root=source_root, root=root)
+    if write and row.kind == "gemini" and any(done.action in ("write", "extend")
+                                              for _, _, done in planned):
+        planned = _register_gemini(planned, cwd, gemini_dir)
     for path, data, done in planned:
         if done.action in ("write", "extend"):
             if write:
@@ -435,6 +464,28 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
                 done.action = f"would {done.action}"
         result.files.append(done)
     return result
+
+
+def _register_gemini(planned: list[tuple[str, bytes, MaterializedFile]], cwd: str,
+                     gemini_dir: str) -> list[tuple[str, bytes, MaterializedFile]]:
+    """`planned` once the project at `cwd` is registered with Gemini CLI; should the slug
+    differ from the one planned (Gemini registered the project meanwhile), its files are
+    placed and checked again under that slug.
+
+    Raises:
+        InvalidInput, StateIOError: as `projects.register`.
+        Conflict, NotFound: a file under the registered slug is in the way (`file_action`).
+    """
+    from coding_os.adapters.gemini import projects
+
+    slug = projects.register(gemini_dir, cwd).name
+    placed = []
+    for path, data, done in planned:
+        again = os.path.join(gemini_dir, "tmp", slug, "chats", os.path.basename(path))
+        if again != path:
+            done.path, done.action = again, file_action(again, data)
+        placed.append((again, data, done))
+    return placed
 
 
 def host_roots(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource],
@@ -503,8 +554,8 @@ def _mapped_row(row: IndexRow, source_root: str | Sequence[str] | None, root: st
 def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope, tiers: Tiers,
                              *, local_host: str, local_root: str,
                              local_keys: Callable[[], Sequence[str]],
-                             claude_dir: str, codex_dir: str, write: bool = True,
-                             batch: int = BATCH) -> RestoreReport:
+                             claude_dir: str, codex_dir: str, gemini_dir: str,
+                             write: bool = True, batch: int = BATCH) -> RestoreReport:
     """The restore report of another host's session, once its files are materialised here
     (`write` false: what would be written); `RestoreReport.host` names that host and
     `materialized` the files. A session with nothing replicated whose file is on this machine
@@ -539,8 +590,8 @@ def restore_report_elsewhere(storage: Storage, found: Found, scope: ResumeScope,
     mapped = inside_checkout(_mapped_row(row, [source_root or "", *roots], root), row, root)
     cwd, relocation = resume.place(mapped, scope)
     done = materialize(storage, row, sources, source_root=source_root, root=root, cwd=cwd,
-                       tiers=tiers, claude_dir=claude_dir, codex_dir=codex_dir, write=write,
-                       batch=batch, roots=roots)
+                       tiers=tiers, claude_dir=claude_dir, codex_dir=codex_dir,
+                       gemini_dir=gemini_dir, write=write, batch=batch, roots=roots)
     if write and row.host is not None:
         # The marks first: a replication run here (another cos command) that sees the session
         # this host's already finds them, and never takes the mapped copy for a rewrite. Should

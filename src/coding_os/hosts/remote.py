@@ -135,7 +135,7 @@ def scope_rows(storage: Storage, root: str, dirs: list[str] | None, here: str,
 
 def restore_elsewhere(storage: Storage, scope: ResumeScope, tiers: Tiers, found: Found, *,
                       host: str, root: str, claude_dir: str, codex_dir: str,
-                      write: bool = True) -> RestoreReport | None:
+                      gemini_dir: str, write: bool = True) -> RestoreReport | None:
     """The restore report of `found` when it is another host's session (this host is `host`)
     in a shared storage, materialised in this host's checkout at `root` (`write` false: what
     would be written; see materialize.restore_report_elsewhere); None for this host's own.
@@ -151,4 +151,5 @@ def restore_elsewhere(storage: Storage, scope: ResumeScope, tiers: Tiers, found:
 
     return restore_report_elsewhere(storage, found, scope, tiers, local_host=host,
                                     local_root=root, local_keys=lambda: project_keys(root),
-                                    claude_dir=claude_dir, codex_dir=codex_dir, write=write)
+                                    claude_dir=claude_dir, codex_dir=codex_dir,
+                                    gemini_dir=gemini_dir, write=write)

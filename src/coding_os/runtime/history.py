@@ -47,8 +47,8 @@ def events_after(tiers: Tiers, session: str, since: int = 0, limit: int | None =
 def tokens(tiers: Tiers, row: Mapping[str, Any],
            replica: Callable[[str | None], ReplicaLog | None]) -> dict[str, Any]:
     """Token use per turn of the session of `row` (its index row): `source` ("engine": the
-    usage its finished tasks reported; "claude" or "codex": its native log; None: neither holds
-    any) and `turns` (sessions/usage.py). `replica(stream)` is another host's copy of the
+    usage its finished tasks reported; "claude", "codex" or "gemini": its native log; None:
+    neither holds any) and `turns` (sessions/usage.py). `replica(stream)` is another host's copy of the
     session's log (None: its `native` or `transcript`; "events": its events log), None when the
     file is here.
 
@@ -73,7 +73,7 @@ def tokens(tiers: Tiers, row: Mapping[str, Any],
             turns = engine_turns(read_since(log, 0).events)
         if turns:
             return {"session": row["id"], "source": "engine", "turns": turns}
-    if kind in ("claude", "codex") and isinstance(source, str) and source:
+    if kind in ("claude", "codex", "gemini") and isinstance(source, str) and source:
         with log_path(source, replica(None)) as native:
             turns = native_turns(native, kind)
         if turns:

@@ -1,8 +1,9 @@
 """Token use per turn of a session's conversation (the chart on `cos web`'s session page): from
 the usage each finished task of a session the engine runs reported (its events log), else from
 the agent's own log — a Claude Code transcript's live chain (`message.usage` of the assistant
-messages, one turn from a prompt to the next) or a Codex thread's live history (its
-`token_count` events). The adapters read the usage; runtime/usage.py reads the engine's events.
+messages, one turn from a prompt to the next), a Codex thread's live history (its
+`token_count` events) or a Gemini CLI session's live conversation (the `tokens` of its model
+responses). The adapters read the usage; runtime/usage.py reads the engine's events.
 
 Each turn says what it cost, in US dollars, from the one table of model prices
 (adapters/prices.py); `cost` is None when that is not known — a model the table does not have,
@@ -18,7 +19,7 @@ from typing import Any
 
 from coding_os import jsonwire
 from coding_os.adapters.native import TokenTotals, TurnUsage, clip
-from coding_os.errors import NotFound
+from coding_os.errors import InvalidInput, NotFound, StateIOError
 
 __all__ = ["task_turn", "native_turns", "totals"]
 
@@ -84,8 +85,8 @@ _claude_remembered: dict[str, tuple[tuple[int, int, int, int], list[dict[str, An
 
 
 def native_turns(path: str, kind: str) -> list[dict[str, Any]]:
-    """Tokens per turn of a Claude Code (`kind` "claude") or Codex ("codex") session whose log
-    is at `path`: `turn`, `prompt` (clipped; "" for what came before the first), `input`
+    """Tokens per turn of a Claude Code (`kind` "claude"), Codex ("codex") or Gemini CLI
+    ("gemini") session whose log is at `path`: `turn`, `prompt` (clipped; "" for what came before the first), `input`
     (cache reads and writes included), `output` (reasoning included), `cached`, `cache_write`,
     `models` (those that answered) and `cost` (US dollars, None when not known); a session of
     another kind has none.
@@ -134,6 +135,14 @@ def _read_turns(path: str, kind: str) -> list[dict[str, Any]]:
             from coding_os.adapters.codex.rollouts import turn_usage as codex_usage
 
             found = codex_usage(read_history(path).live)
+        elif kind == "gemini":
+            from coding_os.adapters.gemini.native import turn_usage as gemini_usage
+            from coding_os.adapters.gemini.sessions import read_conversation
+
+            try:
+                found = gemini_usage(read_conversation(path).messages)
+            except (InvalidInput, StateIOError) as exc:
+                raise NotFound(f"cannot read the session log at {path}: {exc}") from None
         else:
             return []
     except FileNotFoundError:

@@ -88,3 +88,36 @@ def test_a_gemini_session_whose_file_is_deleted_leaves_the_list(
     rows = data(checkout, "sessions", "--scope", "all", "--agent", "gemini")
     assert isinstance(rows, list) and R not in {row["native_id"] for row in rows}
     assert run(checkout, "sessions", "--agent", "gemini").returncode == 0
+
+
+def test_turn_usage_adds_each_prompts_answers_up_and_prices_them_as_gemini_bills() -> None:
+    from coding_os.adapters.gemini.native import turn_usage
+
+    context = {"id": "c", "type": "user", "content": [{"text": "<session_context>x"}]}
+    messages = [
+        context,
+        {"id": "g0", "type": "gemini", "model": "gemini-2.5-pro", "content": "before",
+         "tokens": {"input": 7, "output": 1, "total": 8}},
+        {"id": "p1", "type": "user", "content": [{"text": "first"}]},
+        {"id": "g1", "type": "gemini", "model": "gemini-2.5-pro", "content": "",
+         "tokens": {"input": 100, "cached": 40, "output": 10, "thoughts": 2, "tool": 5,
+                    "total": 117}},
+        {"id": "r1", "type": "user", "content": [{"functionResponse": {"name": "ls"}}]},
+        {"id": "g2", "type": "gemini", "model": "gemini-2.5-pro", "content": "done"},
+        {"id": "p2", "type": "user", "content": "second"},
+        {"id": "g3", "type": "gemini", "model": "no-such-model", "content": "x",
+         "tokens": {"input": 3, "output": 1, "total": 4}},
+    ]
+    turns = turn_usage(messages)
+    assert [turn.prompt for turn in turns] == ["", "first", "second"]
+    first = turns[1]
+    # The tool-use prompt is input, the thoughts output; cached tokens are part of the input.
+    assert (first.tokens.input, first.tokens.cached, first.tokens.output,
+            first.tokens.reasoning) == (105, 40, 12, 2)
+    assert first.models == ("gemini-2.5-pro",)
+    # gemini-2.5-pro: $1.25 a million fresh input tokens, $0.125 cached, $10 output.
+    assert first.cost is not None
+    assert round(first.cost, 9) == round((65 * 1.25 + 40 * 0.125 + 12 * 10) / 1e6, 9)
+    assert turns[2].cost is None  # a model with no price: its tokens, no cost
+    assert turn_usage([context, {"id": "p", "type": "user", "content": "hi"}])[0].tokens.total \
+        == 0  # a prompt nothing answered yet is a turn of no tokens

@@ -376,3 +376,22 @@ def test_a_jobs_task_is_interrupted_and_its_session_page_sends_input_stops_and_r
     refused = client.post(f"/sessions/{plain}/input", data={"text": "x"}, headers=hx)
     assert refused.status_code == 409 and "not run by a background job" in refused.text
 
+
+
+def test_a_gemini_session_page_charts_tokens_per_turn_from_its_session_file(
+        web: Web, project: Path, tmp_path: Path) -> None:
+    copy_gemini_fixtures(Path.home(), project, tmp_path / "legacy")
+    shown = page(web.client(), f"/sessions/{GEMINI_PLAIN}")
+    [chart] = shown.testid("token-chart")
+    assert chart["data-source"] == "gemini"
+    assert "from the Gemini CLI session file" in "".join(shown.text)
+    bars = shown.testid("token-bar")
+    # Two prompts (PLAIN, then RESUMED). Every scripted answer reported 5 output tokens and a
+    # thought 3 (fixtures/SOURCES.md): the first turn's four answers and one thought, the
+    # resumed turn's two answers; the resume's rewrite of the first turn dropped its `tokens`,
+    # which are read from that turn's earlier lines.
+    assert [int(str(bar["data-output"])) for bar in bars] == [4 * 5 + 3, 2 * 5]
+    row = json.loads(cos("sessions", "show", GEMINI_PLAIN, "--json", cwd=project).stdout)
+    assert sum(int(str(bar["data-input"])) + int(str(bar["data-output"])) for bar in bars) \
+        == row["tokens"]  # the session's tokens as the one list counts them
+    assert max(int(str(bar["height"])) for bar in bars) == 100

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 import os
 
-from coding_os.adapters.gemini.messages import GeminiTokens
-from coding_os.adapters.gemini.sessions import GeminiSession, scan_gemini
-from coding_os.adapters.native import NativeSession, NativeSubagent, ScanReport, TokenTotals
+from collections.abc import Iterable, Mapping
+from typing import Any
 
-__all__ = ["AGENT", "scan", "native_session", "token_totals"]
+from coding_os.adapters.gemini.messages import GeminiTokens, message_tokens, prompt_text
+from coding_os.adapters.gemini.sessions import GeminiSession, scan_gemini
+from coding_os.adapters.native import (NativeSession, NativeSubagent, ScanReport, TokenTotals,
+                                       TurnUsage)
+
+__all__ = ["AGENT", "scan", "native_session", "token_totals", "turn_usage"]
 
 AGENT = "gemini"
 
@@ -25,6 +29,41 @@ def token_totals(tokens: GeminiTokens) -> TokenTotals:
     """Gemini's token counts as the normalised totals (thoughts are output, tool use input)."""
     return TokenTotals(input=tokens.input + tokens.tool, cached=tokens.cached,
                        output=tokens.output + tokens.thoughts, reasoning=tokens.thoughts)
+
+
+def turn_usage(messages: Iterable[Mapping[str, Any]]) -> list[TurnUsage]:
+    """Token use per turn of a session's live messages (`GeminiConversation.messages`, in
+    order): each turn's prompt (a message a person typed, `prompt_text`) and the `tokens` of
+    the model responses that answered it until the next prompt, with their models and cost
+    (adapters/prices.py: Gemini's cached tokens are part of its input, its thoughts are billed
+    as output). What comes before the first prompt is a turn of its own, prompt "" (none when
+    it used no tokens)."""
+    from coding_os.adapters.prices import cost
+
+    turns: list[TurnUsage] = [TurnUsage("", TokenTotals())]
+    for message in messages:
+        prompt = prompt_text(message)
+        if prompt is not None:
+            turns.append(TurnUsage(prompt, TokenTotals()))
+            continue
+        if message.get("type") != "gemini":
+            continue
+        recorded = message_tokens(message.get("tokens"))
+        if recorded is None:
+            continue
+        used = token_totals(recorded)
+        if used.total == 0:
+            continue
+        model = message.get("model") if isinstance(message.get("model"), str) \
+            and message.get("model") else None
+        spent = cost(model, max(0, used.input - used.cached), used.output, used.cached)
+        turn = turns[-1]
+        models = turn.models if model is None or model in turn.models else (*turn.models, model)
+        turns[-1] = TurnUsage(turn.prompt, turn.tokens + used, models,
+                              None if turn.cost is None or spent is None else turn.cost + spent)
+    if turns[0].tokens.total == 0:
+        turns.pop(0)
+    return turns
 
 
 def _subagent(agent: GeminiSession, parent: str) -> NativeSubagent:
