@@ -17,15 +17,20 @@ side, printed but not the anchor, speaks cos's protocol to the runner of a job d
 attach` does): it splits the difference into the runner's part and `cos acp`'s own. At the end
 the jobs are stopped. Target: ratio <= 1.10.
 
-Where the difference goes: the echo agent answers at once, so a round is about 3 ms, most of it
-the prompt's checkpoint, and what `cos acp` adds is two more process hops (the prompt through `cos
-acp` to the runner, the event back through it), about 0.5-1 ms on a loaded 2-core machine;
-`cos acp`'s own work is about 0.2 ms for the prompt and 0.1 ms for the update. The runner wrote
-the job's state (an fsync) on the loop before it sent the event to its clients, at the task's
-start and end; it now writes it in a thread while the events go on (jobs/runner.py), and the
-prompt's checkpoint no longer waits a turn of the loop for the one before it when that one is
-done (runtime/core.py). With an agent behind a model (tens of milliseconds a turn) the same
-hops are a few percent.
+Where the difference goes (medians of one run with a timestamp at each step, the state dir on
+tmpfs so that no fsync blurs it, on a loaded 2-core VM): a round is about 2 ms, most of it the
+prompt's checkpoint, and what `cos acp` adds is two more process hops, each a wakeup of a
+sleeping process (0.1-0.6 ms here: 0.1 when a core is free, more when the woken process waits
+for one, as it does right after a task's end, when the engine starts the turn-end checkpoint),
+and its own work: 0.19 ms for the prompt (0.13 of it the ACP SDK's dispatch; a prompt of text
+blocks skips the schema pass) and 0.07 ms for the update. The runner adds no time of its own
+(its side is as fast as `cos protocol`): it writes the job's state (a thread and an fsync)
+STATE_SETTLE_S after the events that change it, a task's quick changes as one write
+(jobs/runner.py), not as the task starts, where the write would slow the prompt's checkpoint by
+0.2 ms, nor at its end before its clients have the events. With the state on a disk, the fsyncs before the first event goes out (the agent's message in the transcript, the
+task's end in the events log) are 0.5-7 ms on a shared machine and set most of the figure; the
+job's deferred state write then falls in another side's round. With an agent behind a model
+(tens of milliseconds a turn) the same hops are a few percent.
 
 `BENCH_RUNS` (default 200) sets the timed rounds.
 """

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from coding_os.jobs import control, jobs
-from coding_os.jobs.runner import CLIENT_BUFFER_MAX
+from coding_os.jobs.runner import CLIENT_BUFFER_MAX, Runner
 from tests.helpers import cos, processes_with, runners_of, until
 from tests.helpers import bg_job as bg
 
@@ -177,3 +177,21 @@ def tail(path: Path) -> bytes:
         f.seek(max(0, path.stat().st_size - 4096))
         return f.read()
 
+
+def test_state_changes_not_yet_written_add_up_in_the_order_of_their_events(
+        tmp_path: Path) -> None:
+    # Written last: working. Then, within one STATE_SETTLE_S, the agent asks for approval
+    # (blocked) and, answered, goes on (working): what is to be written is working again.
+    written = {"agent": "python", "state": "working", "status": "busy", "waitingFor": None,
+               "approval": None, "last_seq": 4}
+    runner = Runner(jobs.Job(str(tmp_path), dict(written)), {})
+    runner.note({"seq": 5, "msg": {"type": "approval_request", "request": "r1",
+                                   "tool": "Write", "input": {"file_path": "a.txt"}}})
+    assert runner.unwritten["state"] == "blocked"
+    runner.note({"seq": 6, "msg": {"type": "tool_call", "call_id": "c1", "tool": "Write",
+                                   "input": {"file_path": "a.txt"}}})
+    assert {name: runner.unwritten[name] for name in written if name != "agent"} == {
+        "state": "working", "status": "busy", "waitingFor": None, "approval": None,
+        "last_seq": 6}
+    runner.note({"seq": 7, "msg": {"type": "agent_message", "text": "done"}})
+    assert runner.unwritten["last_seq"] == 6  # a bare new seq adds nothing to write

@@ -6,7 +6,9 @@ The runner takes the job's lock (a second runner of the same job finds it held a
 runs the job's session on the engine (runtime/core.py) — a new session given the job's first
 prompt, or, respawned, the job's session reopened so the next input resumes the native one —
 serves the protocol of §7 on the job's socket to any number of clients at once, and writes the
-job's state on every event that changes it (in a thread, while the event goes to its clients).
+job's state on every event that changes it: STATE_SETTLE_S after the event, with the changes of
+the events that came meanwhile, in a thread — so the write (an fsync) and its thread are on no
+event's way to the clients, and a task that starts and ends within that time is one write.
 It ends:
 
 - on a client's `shutdown` op or SIGTERM (`cos stop`): the running task is aborted, the job is
@@ -45,11 +47,15 @@ from coding_os.runtime import wire
 from coding_os.errors import CosError
 
 __all__ = ["main", "take_lock", "run_locked", "Runner", "LOCK_WAIT_S", "EXIT_RUNNING",
-           "CLIENT_BUFFER_MAX"]
+           "CLIENT_BUFFER_MAX", "STATE_SETTLE_S"]
 
 LOCK_WAIT_S = 5.0  # for a reader's momentary lock (jobs.runner_alive, unless_running) to go
 EXIT_RUNNING = 3  # another runner of the job holds its lock
 CLIENT_BUFFER_MAX = 8 << 20  # bytes waiting for a client; beyond, the client is dropped
+# How long after an event the job's state is written (with what the events after it changed):
+# the event reaches the clients (`cos acp`, then the editor) before the write and its thread take
+# the machine's time (acp_latency.py).
+STATE_SETTLE_S = 0.02
 
 
 def take_lock(job: Job) -> int | None:
@@ -84,6 +90,8 @@ class Runner:
         self.pending: dict[object, dict[str, Any]] = {}
         self.clients: set[asyncio.Task[None]] = set()
         self.writing = threading.Lock()
+        # What the events so far changed in the job's state and the tracker has yet to write.
+        self.unwritten: dict[str, Any] = {}
 
     def write(self, **changes: Any) -> None:
         """Write `changes` into the job's state (in the loop, or in a thread for the
@@ -119,21 +127,40 @@ class Runner:
         return True
 
     async def track(self) -> None:
-        """Follow the session's events into the job's state."""
+        """Follow the session's events into the job's state: what an event changes is written
+        STATE_SETTLE_S after it, together with what the events of that time changed, in a
+        thread; what is left is written when the session's events end."""
         subscription = self.core.subscribe(self.core.last_seq)
-        while True:
+        ended = False
+        while not ended:
             event = await subscription.get()
             if event is None:
-                return
-            changes = self.on_event(event)
-            if changes is not None:
-                # In a thread: the loop goes on handing events to the clients meanwhile, so
-                # the write (an fsync) is not on any event's way to them (acp_latency.py).
-                await asyncio.to_thread(self.write, **changes)
+                break
+            self.note(event)
+            if not self.unwritten:
+                continue
+            await asyncio.sleep(STATE_SETTLE_S)
+            while subscription.waiting():
+                event = await subscription.get()
+                if event is None:
+                    ended = True
+                    break
+                self.note(event)
+            changes, self.unwritten = self.unwritten, {}
+            await asyncio.to_thread(self.write, **changes)
+        if self.unwritten:
+            changes, self.unwritten = self.unwritten, {}
+            await asyncio.to_thread(self.write, **changes)
+
+    def note(self, event: Mapping[str, Any]) -> None:
+        """Add what `event` changes in the job's state to what is to be written."""
+        changes = self.on_event(event)
+        if changes is not None:
+            self.unwritten.update(changes)
 
     def on_event(self, event: Mapping[str, Any]) -> dict[str, Any] | None:
-        """What `event` changes in the job's state (None: nothing worth a write); a job that
-        ends with it is stopped."""
+        """What `event` changes in the job's state as written and still to be written (None:
+        nothing worth a write); a job that ends with it is stopped."""
         msg = event["msg"]
         kind = msg["type"]
         if event.get("seq") is None:  # not stored: the session halted (a full disk)
@@ -179,7 +206,8 @@ class Runner:
             if self.core is not None and self.core.task is None:
                 changes["state"] = "failed"
                 self.stop("failed")
-        if any(self.job.state.get(name) != value for name, value in changes.items()
+        known = {**self.job.state, **self.unwritten}
+        if any(known.get(name) != value for name, value in changes.items()
                if name != "last_seq"):
             return changes
         return None  # a bare new seq is not worth a write

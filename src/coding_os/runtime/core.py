@@ -101,6 +101,10 @@ class Subscription:
         if not self.closed:
             self._queue.put_nowait(event)
 
+    def waiting(self) -> bool:
+        """Whether `get` has something to give at once (an event, or the end)."""
+        return not self._queue.empty()
+
     def close(self) -> None:
         """End the stream: `get` gives what was pushed before, then None."""
         if not self.closed:

@@ -320,6 +320,9 @@ def test_bad_input_gets_json_rpc_errors_and_the_process_keeps_serving(
     assert resumed["error"]["code"] == -32002 and "ses-nope" in resumed["error"]["message"]
     no_prompt = client.call("session/prompt", {"sessionId": "x"})
     assert no_prompt["error"]["code"] == -32602 and "prompt" in no_prompt["error"]["message"]
+    no_text = client.call("session/prompt", {"sessionId": "x",
+                                             "prompt": [{"type": "text", "text": 5}]})
+    assert no_text["error"]["code"] == -32602 and "prompt" in no_text["error"]["message"]
     assert client.call("initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
     stderr = client.close()
     assert "Traceback" not in stderr

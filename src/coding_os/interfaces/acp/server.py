@@ -138,6 +138,22 @@ def _params(model: type[BaseModel], params: object) -> Any:
         raise _invalid(where, str(first.get("msg"))) from None
 
 
+def _plain_prompt(params: object) -> tuple[str, list[dict[str, Any]]] | None:
+    """The session id and the blocks of a `session/prompt` of text blocks only (the common
+    one), which the schema takes as they are: they skip its pass, the most of the prompt's own
+    time in this process on its way to the session's runner. None for any other."""
+    if not isinstance(params, dict) or params.keys() != {"sessionId", "prompt"}:
+        return None
+    session_id, blocks = params["sessionId"], params["prompt"]
+    if not isinstance(session_id, str) or not isinstance(blocks, list) or not blocks:
+        return None
+    for block in blocks:
+        if not (isinstance(block, dict) and block.keys() == {"type", "text"}
+                and block["type"] == "text" and isinstance(block["text"], str)):
+            return None
+    return session_id, blocks
+
+
 def _config_options(agent: str, approval: str) -> list[dict[str, Any]]:
     return [
         {"id": "agent", "name": "Agent", "type": "select", "currentValue": agent,
@@ -438,12 +454,17 @@ class AcpAgent:
     async def prompt(self, params: Any) -> dict[str, Any]:
         """`session/prompt`: the prompt as the job's next input (a slash command as its
         answer); `{stopReason}` when the task ends, its usage in `_meta`."""
-        from acp.schema import PromptRequest
+        plain = _plain_prompt(params)
+        if plain is None:
+            from acp.schema import PromptRequest
 
-        request = _params(PromptRequest, params)
-        attached = self._attached(request.session_id)
-        blocks = [block.model_dump(by_alias=True, exclude_none=True)
-                  for block in request.prompt]
+            request = _params(PromptRequest, params)
+            session_id = request.session_id
+            blocks = [block.model_dump(by_alias=True, exclude_none=True)
+                      for block in request.prompt]
+        else:
+            session_id, blocks = plain
+        attached = self._attached(session_id)
         text = mapping.prompt_text(blocks)
         if not text.strip():
             raise _invalid("prompt", "has no text")
