@@ -462,9 +462,11 @@ def test_an_mcp_server_that_never_answers_fails_after_the_timeout(
     monkeypatch.setattr(install, "installed_cos", lambda: str(script))
     (healthy_project / ".mcp.json").write_text(json.dumps(
         {"mcpServers": {"cos": {"command": str(script), "args": ["mcp"]}}}), encoding="utf-8")
-    report = run_checks(dict(os.environ), str(healthy_project), mcp_timeout_s=1)
-    check = {c.name: c for c in report.checks}["mcp"]
-    assert check.status == "fail" and "within 1s" in check.detail
+    report = run_checks(dict(os.environ), str(healthy_project), mcp_timeout_s=1,
+                        acp_timeout_s=1)
+    checks = {c.name: c for c in report.checks}
+    assert checks["mcp"].status == "fail" and "within 1s" in checks["mcp"].detail
+    assert checks["acp"].status == "fail" and "within 1s" in checks["acp"].detail
 
 
 def test_a_broken_registered_mcp_server_command_fails(healthy_project: Path,

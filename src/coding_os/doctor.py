@@ -1092,6 +1092,7 @@ def _list_tools(command: str, args: list[str], env: dict[str, str], cwd: str,
                 buffered += chunk
 
         names: list[str] = []
+        grace = 2.0  # for a server that answered to end once its stdin closes
         try:
             send({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                   "params": {"protocolVersion": _MCP_PROTOCOL, "capabilities": {},
@@ -1113,6 +1114,7 @@ def _list_tools(command: str, args: list[str], env: dict[str, str], cwd: str,
             return names, None
         except TimeoutError:
             message = f"did not list its tools within {timeout_s:g}s"
+            grace = 0.0
         except _Unanswered as exc:
             message = str(exc)
         except OSError as exc:  # its stdin closed: it stopped before reading
@@ -1126,7 +1128,7 @@ def _list_tools(command: str, args: list[str], env: dict[str, str], cwd: str,
                 except OSError:
                     pass
             try:
-                proc.wait(timeout=2)
+                proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
