@@ -147,6 +147,7 @@ def test_a_committed_trash_symlink_never_lets_gc_delete_outside(tmp_path: Path) 
     assert tree_state(place) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("link", ["checkpoints", "claude"])
 def test_committed_symlinks_in_the_state_dir_are_refused_and_doctor_says_so(
         tmp_path: Path, link: str) -> None:
@@ -167,6 +168,7 @@ def test_committed_symlinks_in_the_state_dir_are_refused_and_doctor_says_so(
     assert "not this user's" in checks["state_dir"]["detail"]
 
 
+@pytest.mark.slow
 def test_a_symlinked_hooks_log_fails_no_hook_and_doctor_reports_it(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere.log"
     target.write_text("", encoding="utf-8")
@@ -289,6 +291,7 @@ def summarize_setup(tmp_path: Path, proof: Path) -> tuple[Path, str]:
     return clone, str(listed[0]["id"])
 
 
+@pytest.mark.slow
 def test_a_summarizer_command_from_the_repository_runs_only_after_cos_trust(
         tmp_path: Path) -> None:
     proof = tmp_path / "pwned"
@@ -315,6 +318,7 @@ def test_a_summarizer_command_from_the_repository_runs_only_after_cos_trust(
     assert not proof.exists()
 
 
+@pytest.mark.slow
 def test_doctor_runs_no_mcp_server_the_repository_names(tmp_path: Path) -> None:
     proof = tmp_path / "pwned"
     script = (f"#!/usr/bin/env python3\nimport sys\nopen({str(proof)!r}, 'w').write('ran')\n")
@@ -518,6 +522,7 @@ def test_a_yaml_alias_bomb_in_the_configuration_is_refused_in_bounded_time_and_m
     assert tree_state(place) == before
 
 
+@pytest.mark.slow
 def test_json_nested_too_deeply_gives_one_line_and_its_exit_code_never_70(
         tmp_path: Path) -> None:
     from tests.helpers import claude_session
@@ -549,6 +554,7 @@ def test_json_nested_too_deeply_gives_one_line_and_its_exit_code_never_70(
     assert proc.stdout.startswith("# ") and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_a_manifest_naming_a_device_is_never_read_by_doctor(project: Path) -> None:
     import resource
 
@@ -575,6 +581,7 @@ def test_a_manifest_naming_a_device_is_never_read_by_doctor(project: Path) -> No
 # -- secrets are redacted before anything is stored -----------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("redacting", [True, False], ids=["redacted", "redact-false"])
 def test_secrets_in_commands_prompts_and_answers_are_stored_nowhere(
         tmp_path: Path, redacting: bool) -> None:
@@ -644,6 +651,7 @@ def test_secrets_in_commands_prompts_and_answers_are_stored_nowhere(
 # -- cos mcp --http: a bearer token ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_mcp_http_call_without_the_token_is_refused_and_the_database_gains_nothing(
         tmp_path: Path, isolated_env: Path) -> None:
     import sqlite3

@@ -70,6 +70,7 @@ def test_every_command_is_documented(path: tuple[str, ...]) -> None:
     assert f"cos {' '.join(path)}" in DOCS
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", COMMANDS, ids=[" ".join(p) for p in COMMANDS])
 def test_every_command_has_help(path: tuple[str, ...], tmp_path: Path) -> None:
     proc = cos(*path, "--help", cwd=tmp_path)

@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from coding_os.doctor import run_checks
 from tests.helpers import cos
 
@@ -17,6 +19,7 @@ def checks_in(project: Path) -> dict[str, dict[str, object]]:
     return {check["name"]: check for check in report["checks"]}  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_a_manifest_naming_a_device_fails_the_hooks_check_without_reading_it(
         project: Path) -> None:
     assert cos("init", "--agent", "claude", cwd=project).returncode == 0

@@ -76,6 +76,7 @@ def healthy_project(repo: Path) -> Path:
     return repo
 
 
+@pytest.mark.slow
 def test_a_healthy_project_passes_every_check_and_exits_0(healthy_project: Path) -> None:
     code, report = doctor(healthy_project)
     assert code == 0, report
@@ -84,6 +85,7 @@ def test_a_healthy_project_passes_every_check_and_exits_0(healthy_project: Path)
     assert all(check["fix"] is None for check in report["checks"])
 
 
+@pytest.mark.slow
 def test_the_json_report_has_every_check_in_order_with_status_detail_and_fix(
         healthy_project: Path) -> None:
     _, report = doctor(healthy_project)
@@ -97,6 +99,7 @@ def test_the_json_report_has_every_check_in_order_with_status_detail_and_fix(
     assert sum(report["counts"].values()) == len(CHECKS)
 
 
+@pytest.mark.slow
 def test_the_readable_report_shows_one_line_per_check_and_the_fixes(healthy_project: Path) -> None:
     (healthy_project / ".coding-os" / "coding-os.db").write_bytes(b"this is not a database" * 100)
     proc = cos("doctor", cwd=healthy_project, timeout=120)
@@ -108,6 +111,7 @@ def test_the_readable_report_shows_one_line_per_check_and_the_fixes(healthy_proj
     assert "1 fail" in lines[-1]
 
 
+@pytest.mark.slow
 def test_doctor_changes_nothing_in_a_healthy_project(healthy_project: Path) -> None:
     state = healthy_project / ".coding-os"
     before = snapshot(state)
@@ -133,6 +137,7 @@ def hook_launcher(project: Path) -> Path:
     return Path(shlex.split(settings["hooks"]["Stop"][0]["hooks"][0]["command"])[4])
 
 
+@pytest.mark.slow
 def test_hooks_an_older_init_wrote_warn_with_the_init_fix(healthy_project: Path) -> None:
     install_hooks_running(healthy_project, Path(COS))
     code, report = doctor(healthy_project)
@@ -145,6 +150,7 @@ def test_hooks_an_older_init_wrote_warn_with_the_init_fix(healthy_project: Path)
     assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_missing_hook_launcher_fails_with_the_init_fix(healthy_project: Path) -> None:
     launcher = hook_launcher(healthy_project)
     assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
@@ -160,6 +166,7 @@ def test_a_missing_hook_launcher_fails_with_the_init_fix(healthy_project: Path) 
     assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content", [
     b"import sys\nsys.exit(0)\n",  # not a launcher cos wrote
     None,  # what cos writes, for another sys.path
@@ -181,6 +188,7 @@ def test_a_stale_hook_launcher_fails_with_the_init_fix(healthy_project: Path,
     assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_hook_launcher_others_may_write_fails_and_init_makes_it_private(
         healthy_project: Path) -> None:
     launcher = hook_launcher(healthy_project)
@@ -192,6 +200,7 @@ def test_a_hook_launcher_others_may_write_fails_and_init_makes_it_private(
     assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_hooks_running_a_launcher_of_the_project_fail_and_it_is_never_run(
         healthy_project: Path, tmp_path: Path) -> None:
     marker = tmp_path / "ran.txt"
@@ -208,6 +217,7 @@ def test_hooks_running_a_launcher_of_the_project_fail_and_it_is_never_run(
     assert not marker.exists()
 
 
+@pytest.mark.slow
 def test_hooks_whose_interpreter_is_gone_fail(healthy_project: Path, tmp_path: Path) -> None:
     from coding_os.install import install
     from coding_os.launcher import Launcher, launcher_path
@@ -224,6 +234,7 @@ def test_hooks_whose_interpreter_is_gone_fail(healthy_project: Path, tmp_path: P
     assert "cos init --agent claude" in hooks["fix"]
 
 
+@pytest.mark.slow
 def test_hooks_of_another_installation_warn_and_its_launcher_is_only_read(
         healthy_project: Path, tmp_path: Path) -> None:
     from coding_os.install import install
@@ -258,6 +269,7 @@ def test_hooks_of_another_installation_warn_and_its_launcher_is_only_read(
     assert marker.exists()  # the hook itself runs that installation
 
 
+@pytest.mark.slow
 def test_hooks_running_a_deleted_cos_fail_with_the_init_fix(healthy_project: Path,
                                                             tmp_path: Path) -> None:
     gone = tmp_path / "old-venv" / "bin" / "cos"
@@ -308,6 +320,7 @@ def test_a_corrupt_sqlite_file_fails_and_is_left_byte_for_byte(healthy_project: 
     assert sorted(os.listdir(database.parent)) == listing  # nothing set aside, no -wal/-shm
 
 
+@pytest.mark.slow
 def test_a_database_at_an_older_migration_is_reported_not_migrated(healthy_project: Path) -> None:
     database = healthy_project / ".coding-os" / "coding-os.db"
     database.unlink()
@@ -329,6 +342,7 @@ def test_a_database_at_an_older_migration_is_reported_not_migrated(healthy_proje
     assert by_name(doctor(healthy_project)[1])["database"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_gemini_lines_of_a_format_cos_cannot_read_are_counted_and_reported_never_a_lost_session(
         healthy_project: Path, isolated_env: Path, tmp_path: Path) -> None:
     chats = copy_gemini_fixtures(isolated_env, healthy_project, tmp_path / "legacy") / "tmp" \
@@ -359,6 +373,7 @@ def test_gemini_lines_of_a_format_cos_cannot_read_are_counted_and_reported_never
     assert by_name(doctor(healthy_project)[1])["index"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_new_transcript_makes_the_index_stale_until_a_lookup_imports_it(
         healthy_project: Path, isolated_env: Path) -> None:
     entries = conversation(NATIVE, 1)
@@ -375,6 +390,7 @@ def test_a_new_transcript_makes_the_index_stale_until_a_lookup_imports_it(
     assert by_name(doctor(healthy_project)[1])["index"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_an_orphaned_panel_is_reported_with_the_gc_fix_and_kept(healthy_project: Path) -> None:
     panels = healthy_project / ".coding-os" / "claude" / "panels"
     [panel] = os.listdir(panels)
@@ -436,6 +452,7 @@ def test_an_interrupted_rewind_fails_the_check_and_doctor_leaves_its_journal(
     assert (healthy_project / "notes.txt").read_text(encoding="utf-8") == "untracked notes\n" * 20
 
 
+@pytest.mark.slow
 def test_the_mcp_server_starts_and_lists_every_cos_tool(healthy_project: Path) -> None:
     check = by_name(doctor(healthy_project)[1])["mcp"]
     assert check["status"] == "ok", check
@@ -452,6 +469,7 @@ def fake_cos(tmp_path: Path, body: str) -> Path:
     return script
 
 
+@pytest.mark.slow
 def test_an_mcp_server_that_never_answers_fails_after_the_timeout(
         healthy_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from coding_os import install
@@ -469,6 +487,7 @@ def test_an_mcp_server_that_never_answers_fails_after_the_timeout(
     assert checks["acp"].status == "fail" and "within 1s" in checks["acp"].detail
 
 
+@pytest.mark.slow
 def test_a_broken_registered_mcp_server_command_fails(healthy_project: Path,
                                                       tmp_path: Path) -> None:
     broken = tmp_path / "broken-cos"
@@ -489,6 +508,7 @@ def test_a_broken_registered_mcp_server_command_fails(healthy_project: Path,
     assert by_name(doctor(healthy_project)[1])["mcp"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_registered_server_that_is_not_cos_is_reported_and_never_run(
         healthy_project: Path, tmp_path: Path) -> None:
     marker = tmp_path / "ran.txt"
@@ -563,6 +583,7 @@ def test_a_cos_acp_that_writes_other_than_json_rpc_to_stdout_fails(
     assert "starting up" in check.detail
 
 
+@pytest.mark.slow
 def test_doctor_from_a_subdirectory_gives_the_same_answers(healthy_project: Path) -> None:
     deep = healthy_project / "src" / "pkg"
     deep.mkdir(parents=True)
@@ -573,6 +594,7 @@ def test_doctor_from_a_subdirectory_gives_the_same_answers(healthy_project: Path
     assert str(deep) in by_name(below)["state_dir"]["data"]["probes"]
 
 
+@pytest.mark.slow
 def test_a_linked_worktree_shares_the_state_dir_and_needs_its_own_hooks(
         healthy_project: Path, tmp_path: Path) -> None:
     worktree = tmp_path / "wt"
@@ -588,6 +610,7 @@ def test_a_linked_worktree_shares_the_state_dir_and_needs_its_own_hooks(
     assert by_name(doctor(worktree)[1])["hooks"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_a_stray_nested_state_dir_is_a_state_dir_failure(healthy_project: Path) -> None:
     nested = healthy_project / "tools"
     (nested / ".coding-os").mkdir(parents=True)
@@ -599,6 +622,7 @@ def test_a_stray_nested_state_dir_is_a_state_dir_failure(healthy_project: Path) 
     assert str(nested / ".coding-os") in check["fix"]
 
 
+@pytest.mark.slow
 def test_doctor_creates_nothing_in_a_directory_without_state(repo: Path,
                                                               isolated_env: Path) -> None:
     before, home_before = snapshot(repo), snapshot(isolated_env)
@@ -611,6 +635,7 @@ def test_doctor_creates_nothing_in_a_directory_without_state(repo: Path,
     assert by_name(report)["state_dir"]["fix"].startswith("cos init")
 
 
+@pytest.mark.slow
 def test_a_healthy_postgresql_backend_passes_and_an_empty_schema_is_not_created(
         healthy_project: Path, pg_schemas: Callable[[bool], str]) -> None:
     import psycopg
@@ -632,6 +657,7 @@ def test_a_healthy_postgresql_backend_passes_and_an_empty_schema_is_not_created(
     assert code == 0 and statuses(report)["index"] == "ok", report
 
 
+@pytest.mark.slow
 def test_an_unreachable_postgresql_fails_without_the_password(healthy_project: Path) -> None:
     url = "postgresql://cos:s3cret@127.0.0.1:1/nowhere?connect_timeout=2"
     code, report = doctor(healthy_project, {"COS_DATABASE_URL": url})
@@ -644,6 +670,7 @@ def test_an_unreachable_postgresql_fails_without_the_password(healthy_project: P
 # -- a restore killed while staging ------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_doctor_fails_on_a_stale_temporary_journal_until_the_next_cos_call(
         project: Path) -> None:
     checkpoint, _, before = changed_after_checkpoint(project)
@@ -665,6 +692,7 @@ def test_doctor_fails_on_a_stale_temporary_journal_until_the_next_cos_call(
 # -- can cos write here, will the agent run its hooks ---------------------------------------------
 
 
+@pytest.mark.slow
 @needs_namespaces
 def test_a_read_only_state_dir_fails_the_writable_check_with_its_fix(
         healthy_project: Path) -> None:
@@ -702,6 +730,7 @@ def project_with_a_finished_job(repo: Path) -> tuple[str, Path]:
     return job, Path(row["worktree"])
 
 
+@pytest.mark.slow
 def test_after_bg_stop_rm_no_checkpoint_is_damaged_and_doctor_agrees(repo: Path) -> None:
     job, worktree = project_with_a_finished_job(repo)
     taken = [p for p in json.loads(cos("checkpoints", "--json", cwd=repo).stdout)
@@ -721,6 +750,7 @@ def test_after_bg_stop_rm_no_checkpoint_is_damaged_and_doctor_agrees(repo: Path)
     assert code == 0 or by_name(report)["checkpoints"]["status"] != "fail"
 
 
+@pytest.mark.slow
 def test_checkpoints_of_a_job_worktree_removed_by_hand_warn_and_gc_drops_them(
         repo: Path) -> None:
     job, worktree = project_with_a_finished_job(repo)
@@ -743,6 +773,7 @@ def test_checkpoints_of_a_job_worktree_removed_by_hand_warn_and_gc_drops_them(
     assert by_name(doctor(repo)[1])["checkpoints"]["status"] in ("ok", "skip")
 
 
+@pytest.mark.slow
 def test_claude_code_settings_that_turn_every_hook_off_fail_the_hooks_check(
         healthy_project: Path, isolated_env: Path) -> None:
     # Claude Code 2.1.328 runs no hook at all with "disableAllHooks": true in the user's or the

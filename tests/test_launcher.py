@@ -94,6 +94,7 @@ def test_init_writes_commands_that_run_this_installations_launcher_in_the_hub(
     assert package == os.path.dirname(coding_os.__file__)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_every_event_fired_through_the_installed_command_is_handled(repo: Path,
                                                                     agent: str) -> None:
@@ -215,6 +216,7 @@ def test_a_long_hub_path_is_no_problem_for_the_command(repo: Path, tmp_path: Pat
 
 # The tool and prompt hooks (the hot path) import neither `site` nor `re`; SessionStart's own
 # work (the database, JSON) brings `re`, but never `site`.
+@pytest.mark.slow
 @pytest.mark.parametrize("event,unwanted", [
     ("PostToolUse", ("site", "sitecustomize", "usercustomize", "_distutils_hack", "re")),
     ("PreToolUse", ("site", "sitecustomize", "usercustomize", "_distutils_hack", "re")),

@@ -72,6 +72,7 @@ def one_line_error(proc: subprocess.CompletedProcess[str], code: int) -> str:
     (("work-log", "--before", "\u00b9"), "cursor"),
     (("tasks", "new", "red \x1b[31m alert"), "control characters"),
 ])
+@pytest.mark.slow
 def test_bad_input_exits_2_with_one_line(project: Path, args: tuple[str, ...],
                                          needle: str) -> None:
     assert needle in one_line_error(run(project, *args), 2)

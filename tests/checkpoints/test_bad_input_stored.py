@@ -111,6 +111,7 @@ def write_op(path: str) -> dict[str, object]:
             "mode": 0o100644, "oid": None, "layer": "", "replaces": False}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ["../evil", "a/../../evil", "ABS"])
 @pytest.mark.parametrize("command", [("checkpoints",), ("checkpoint", "create"),
                                      ("checkpoints", "du")])

@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from coding_os import jsonwire
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.state.hookslog import parse_line
@@ -198,6 +200,7 @@ print(rounds)
 '''
 
 
+@pytest.mark.slow
 def test_checkpoints_taken_during_a_rewind_see_the_whole_tree_before_or_after_never_a_mix(
         project: Path) -> None:
     a = state_a(project)

@@ -64,6 +64,7 @@ def test_an_unchanged_small_tree_is_checkpointed_without_git(session_repo: Path,
     assert fields["checkpoint"] == first["checkpoint"] and fields.get("checkpoint_reused") == "1"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("change", ["rewrite-same-size", "chmod", "new-file", "delete",
                                     "rename", "new-dir"])
 def test_any_change_where_a_snapshot_looks_is_seen(session_repo: Path, tmp_path: Path,

@@ -11,6 +11,7 @@ import tempfile
 
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+import pytest
 
 from coding_os.daemon.client import ask_watcher
 from coding_os.checkpoints.take import create
@@ -73,6 +74,7 @@ QUICK = settings(max_examples=25, deadline=None,
 # Edit sequences that keep every path a file or a directory throughout: these pass today.
 
 
+@pytest.mark.slow
 @QUICK
 @given(**scenario)
 def test_rewinding_a_git_repository_to_any_checkpoint_reproduces_its_tree(
@@ -80,6 +82,7 @@ def test_rewinding_a_git_repository_to_any_checkpoint_reproduces_its_tree(
     run_scenario(initial, edits, True, order, same_shape=True)
 
 
+@pytest.mark.slow
 @QUICK
 @given(**scenario)
 def test_rewinding_a_plain_directory_to_any_checkpoint_reproduces_its_tree(
@@ -91,6 +94,7 @@ def test_rewinding_a_plain_directory_to_any_checkpoint_reproduces_its_tree(
 # examples are the smallest cases of those shapes.
 
 
+@pytest.mark.slow
 @QUICK
 @given(**scenario)
 @example(initial=[("write", "a/b", b"", False)], edits=[("write", "a", b"", False)], order=[0])
@@ -100,6 +104,7 @@ def test_rewinding_a_git_repository_whose_files_became_directories_and_back_repr
     run_scenario(initial, edits, True, order)
 
 
+@pytest.mark.slow
 @QUICK
 @given(**scenario)
 @example(initial=[("write", "a/b", b"", False)], edits=[("write", "a", b"", False)], order=[0])

@@ -136,6 +136,7 @@ def _verify_ok(project: Path) -> None:
 # -- killed at each point of `restore` ---------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("point", list(RESTORE_KILLS))
 def test_a_restore_killed_at_each_point_is_completed_or_rolled_back_with_nothing_left(
         project: Path, point: str) -> None:
@@ -182,6 +183,7 @@ api.rewind(sys.argv[1], "code", cwd=sys.argv[2])
 """
 
 
+@pytest.mark.slow
 def test_a_restore_killed_in_a_directory_to_file_swap_is_completed_by_the_next_call(
         project: Path) -> None:
     (project / "base.txt").write_text("base\n")
@@ -205,6 +207,7 @@ def test_a_restore_killed_in_a_directory_to_file_swap_is_completed_by_the_next_c
     assert not (project / ".coding-os" / "checkpoints" / "journal.json").exists()
 
 
+@pytest.mark.slow
 def test_a_killed_restore_of_a_non_utf8_name_is_completed_and_undone(project: Path) -> None:
     name = os.fsdecode(b"caf\xe9.txt")
     (project / "base.txt").write_text("base\n")
@@ -348,6 +351,7 @@ print(json.dumps({"error": error, "failed": len(failed),
 """
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part,errno_name", [
     ("/objects/", "EIO"),   # the snapshot's objects
     ("/staging/", "ENOSPC"),  # the staged bytes
@@ -644,6 +648,7 @@ durable.overwrite = overwrite
 """
 
 
+@pytest.mark.slow
 def test_a_checkpoint_taken_while_a_rewind_stages_waits_and_sees_one_whole_tree(
         project: Path) -> None:
     checkpoint, at, before = changed_after_checkpoint(project)

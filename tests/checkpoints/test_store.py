@@ -285,6 +285,7 @@ def _rewound(project: Path) -> tuple[str, str]:
     return checkpoint, changed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["flip", "truncate", "index"])
 def test_a_damaged_pack_is_reported_by_verify_and_read_as_damaged(project: Path,
                                                                   damage: str) -> None:
@@ -607,6 +608,7 @@ def test_a_young_pack_is_left_alone_by_cos_gc_and_an_old_one_moved_out(project: 
     assert (project / "notes.txt").read_text(encoding="utf-8") == CHANGED
 
 
+@pytest.mark.slow
 def test_a_rewind_killed_once_its_pack_is_in_place_leaves_an_orphan_gc_removes(
         project: Path) -> None:
     (project / "notes.txt").write_text("at the checkpoint\n", encoding="utf-8")
@@ -724,6 +726,7 @@ def _bad_pack(kind: str, folder: Path, tmp_path: Path) -> Path:
     return name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["empty", "not a pack", "truncated header", "huge header line",
                                   "wrong lengths", "directory", "dangling symlink"])
 def test_a_bad_file_named_like_a_pack_is_reported_left_alone_and_blocks_nothing(

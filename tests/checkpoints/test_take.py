@@ -6,9 +6,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import cos, create, killed_create, rewind_ok
 
 
+@pytest.mark.slow
 def test_a_checkpoint_killed_before_its_flush_leaves_no_record_and_the_next_one_works(
         project: Path) -> None:
     killed_create(project)

@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from coding_os.checkpoints import points
 from coding_os.checkpoints.store import ObjectStore
 from coding_os.state.hookslog import parse_line
@@ -164,6 +166,7 @@ def _capped(project: Path) -> None:
         f"checkpoints:\n  max_total_bytes: {CAP}\n", encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_over_the_cap_the_oldest_checkpoints_are_pruned_never_the_new_one_and_said_so(
         project: Path) -> None:
     _capped(project)

@@ -771,6 +771,7 @@ def _hook(project: Path, panel: tuple[str, str, dict[str, str]], event: str,
     return _last_log(project)
 
 
+@pytest.mark.slow
 def test_hooks_of_two_panels_with_a_rewind_and_its_undo_between_stay_true(
         project: Path, running: dict[str, object]) -> None:
     """Real `cos hook` processes of two panels take every checkpoint of the tree; each is the
@@ -1328,6 +1329,7 @@ op_st = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=30, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @example(initial=[], batches=[[("write", "a/a", b"", False), ("ignore", "a/")],
@@ -1419,6 +1421,7 @@ sub_op_st = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=25, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(initial=st.lists(st.tuples(st.just("write"), path_st, content_st, st.booleans()),

@@ -35,6 +35,7 @@ def test_a_stopped_daemon_delays_a_checkpoint_only_by_the_client_timeout(
     same(stored(tiers, record), whole(tiers, str(project)))
 
 
+@pytest.mark.slow
 def test_status_of_a_hung_daemon_exits_0(running: dict[str, object], tmp_path: Path) -> None:
     pid = int(str(running["pid"]))
     os.kill(pid, signal.SIGSTOP)

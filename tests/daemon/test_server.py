@@ -245,6 +245,7 @@ def test_the_daemon_socket_answers_no_other_user(
     assert json.loads(raw_request(running, b'{"op": "ping"}\n'))["ok"] is True
 
 
+@pytest.mark.slow
 def test_a_killed_daemon_leaves_checkpoints_working_and_can_be_started_again(
         project: Path, running: dict[str, object]) -> None:
     cos_create(project)

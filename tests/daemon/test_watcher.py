@@ -125,6 +125,7 @@ def test_a_tree_replaced_by_renaming_its_parent_is_not_trusted(
 # -- an overflowed event queue -----------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_an_overflowed_event_queue_makes_the_next_checkpoint_scan(
         project: Path, running: dict[str, object]) -> None:
     """The daemon is stopped (SIGSTOP) while more events happen than the kernel queues."""
@@ -147,6 +148,7 @@ def test_an_overflowed_event_queue_makes_the_next_checkpoint_scan(
     assert cos_create(project)["scan"] == "watcher"
 
 
+@pytest.mark.slow
 def test_a_directory_made_while_the_queue_overflowed_is_watched_afterwards(
         project: Path, running: dict[str, object]) -> None:
     import signal

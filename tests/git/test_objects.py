@@ -65,6 +65,7 @@ def repo_with_history(repo: Path) -> Path:
     return repo
 
 
+@pytest.mark.slow
 def test_loose_objects_read_as_git_gives_them(repo_with_history: Path) -> None:
     assert not list((repo_with_history / ".git" / "objects" / "pack").glob("*.pack"))
     objects = objects_of(str(repo_with_history))
@@ -72,6 +73,7 @@ def test_loose_objects_read_as_git_gives_them(repo_with_history: Path) -> None:
     assert assert_reads_as_git(repo_with_history, objects) > 100
 
 
+@pytest.mark.slow
 def test_packed_objects_with_deep_delta_chains_read_as_git_gives_them(
         repo_with_history: Path) -> None:
     git(repo_with_history, "repack", "-adfq", "--depth=60", "--window=50")
@@ -84,6 +86,7 @@ def test_packed_objects_with_deep_delta_chains_read_as_git_gives_them(
                                Objects(str(repo_with_history / ".git" / "objects"))) > 100
 
 
+@pytest.mark.slow
 def test_objects_spread_over_several_packs_and_loose_ones_are_all_found(
         repo_with_history: Path) -> None:
     git(repo_with_history, "repack", "-dq")
@@ -120,6 +123,7 @@ def test_ref_deltas_of_a_thin_pack_made_whole_are_read(tmp_path: Path,
             assert objects.read(sha) == (kind, git_bytes(clone, "cat-file", kind, sha))
 
 
+@pytest.mark.slow
 def test_alternates_and_linked_worktrees_read_the_shared_objects(tmp_path: Path,
                                                                  repo_with_history: Path) -> None:
     git(repo_with_history, "repack", "-adq")
@@ -138,6 +142,7 @@ def test_alternates_and_linked_worktrees_read_the_shared_objects(tmp_path: Path,
         0o100644, git(linked, "rev-parse", "HEAD:a.txt"))
 
 
+@pytest.mark.slow
 def test_tree_entries_are_those_git_ls_tree_lists(repo_with_history: Path) -> None:
     git(repo_with_history, "repack", "-adq")
     history(repo_with_history, 2, seed=5)
@@ -158,6 +163,7 @@ def test_tree_entries_are_those_git_ls_tree_lists(repo_with_history: Path) -> No
         assert objects.tree_entry(head, absent) is None
 
 
+@pytest.mark.slow
 def test_a_repack_in_the_same_process_is_followed(repo_with_history: Path) -> None:
     first = objects_of(str(repo_with_history))
     assert first is not None
@@ -245,6 +251,7 @@ def test_an_alternate_repacked_after_the_first_read(tmp_path: Path, repo: Path) 
         pass  # left to git: fine
 
 
+@pytest.mark.slow
 def test_a_repository_packed_with_ref_deltas_only_reads_as_git(repo: Path) -> None:
     _revisions(repo, 60)
     git(repo, "-c", "repack.useDeltaBaseOffset=false", "repack", "-adfq", "--depth=50",

@@ -53,6 +53,7 @@ def wait_until_it_answers(home: Path) -> dict[str, object]:
     raise AssertionError("the daemon started by the hook never answered")
 
 
+@pytest.mark.slow
 def test_a_large_tree_starts_the_watcher_and_later_checkpoints_ask_it(
         project: Path, isolated_env: Path) -> None:
     committed_tree(project, WATCHER_FROM_FILES)
@@ -160,6 +161,7 @@ def test_the_hook_that_starts_the_daemon_leaves_no_child_behind(
     wait_until_it_answers(isolated_env)
 
 
+@pytest.mark.slow
 def test_after_cos_daemon_stop_the_hooks_start_none_until_cos_daemon_start(
         project: Path, isolated_env: Path) -> None:
     committed_tree(project, WATCHER_FROM_FILES)
@@ -181,6 +183,7 @@ def test_after_cos_daemon_stop_the_hooks_start_none_until_cos_daemon_start(
     wait_until_it_answers(isolated_env)  # so that the teardown finds it to stop it
 
 
+@pytest.mark.slow
 def test_the_daemon_a_hook_starts_imports_the_hooks_own_coding_os(
         project: Path, isolated_env: Path, tmp_path: Path) -> None:
     # The hook as `cos init` installs it, with a `coding_os` package on PYTHONPATH and one in

@@ -194,6 +194,7 @@ PROTECT = "gates:\n  protect_paths: ['secrets/**', '.env', 'config/*.pem']\n"
     ("Bash", {"command": "dd if=/dev/zero of=secrets/blob bs=1 count=1"}),
     ("Bash", {"command": "touch ./secrets/new"}),
 ])
+@pytest.mark.slow
 def test_protect_paths_blocks_writes_to_protected_paths(repo: Path, isolated_env: Path, tool: str,
                                                         tool_input: dict[str, object]) -> None:
     configure(repo, PROTECT)
@@ -303,6 +304,7 @@ SHELL_WRITES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command,writes", SHELL_WRITES)
 def test_protect_paths_blocks_every_redirect_that_writes_and_no_read(
         repo: Path, isolated_env: Path, tmp_path: Path, command: str, writes: bool) -> None:

@@ -148,6 +148,7 @@ def test_another_hosts_session_is_reported_once_while_the_local_file_stays_as_it
     assert stored(storage, SID, "transcript") == b"alpha 1\n"
 
 
+@pytest.mark.slow
 def test_a_host_whose_clock_is_behind_keeps_order_by_seq_and_lists_right(
         pg_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from coding_os import clock
@@ -203,6 +204,7 @@ def _planted(session: str, root: Path, source_path: str) -> IndexRow:
                     last_active="2099-01-01T00:00:00.000Z", source_path=source_path)
 
 
+@pytest.mark.slow
 @each_backend
 def test_a_row_of_the_shared_index_never_names_a_file_this_host_pushes(
         storage: Storage, tmp_path: Path, isolated_env: Path) -> None:
@@ -275,6 +277,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_replication_killed_at_any_moment_stores_every_line_once_in_order(
         pg_url: str, tmp_path: Path) -> None:
     tiers = Tiers(str(tmp_path / ".coding-os"))
@@ -355,6 +358,7 @@ def _clone(origin: Path, target: Path, *args: str) -> Path:
     return target.resolve()
 
 
+@pytest.mark.slow
 def test_two_hosts_writing_sessions_at_once_replicate_both_completely_and_apart(
         pg_url: str, repo: Path, tmp_path: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage
@@ -397,6 +401,7 @@ def test_two_hosts_writing_sessions_at_once_replicate_both_completely_and_apart(
             host: str(root) for host, root in checkouts.items()}
 
 
+@pytest.mark.slow
 def test_a_project_is_recognised_across_hosts_by_root_commit_or_by_origin_when_shallow(
         pg_url: str, repo: Path, tmp_path: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage
@@ -434,6 +439,7 @@ def test_cos_sync_with_an_invalid_host_name_fails_with_one_line(project: Path) -
 
 
 
+@pytest.mark.slow
 def test_every_import_on_postgresql_pushes_what_it_found(pg_url: str, project: Path,
                                                          tmp_path: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage
@@ -452,6 +458,7 @@ def test_every_import_on_postgresql_pushes_what_it_found(pg_url: str, project: P
     assert (again["lines"], again["unchanged"]) == (0, 2)
 
 
+@pytest.mark.slow
 @each_backend
 def test_two_runs_of_one_host_at_once_store_every_line_once(
         storage: Storage, tiers: Tiers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
@@ -557,6 +564,7 @@ FIXTURE_SESSION = "89488521-e2e7-4d97-bc02-38197efdddc8"
 FIXTURE_CWD = b"/Users/dain/workspace/claude-code-log"
 
 
+@pytest.mark.slow
 def test_a_claude_sessions_subagent_transcripts_reach_the_host_that_resumes_it(
         pg_url: str, repo: Path, tmp_path: Path) -> None:
     from coding_os.adapters.claude.transcripts import project_key as munge

@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 from coding_os.hosts import replicator
 from coding_os.state.caller import Caller
 from coding_os.storage.base import Storage
@@ -61,6 +63,7 @@ def host_env(pg_url: str) -> dict[str, str]:
     return {"COS_DATABASE_URL": pg_url, "COS_HOST": "alpha"}
 
 
+@pytest.mark.slow
 def test_a_hook_on_postgresql_hands_the_lines_over_and_they_arrive_with_no_command(
         pg_url: str, project: Path, isolated_env: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage
@@ -91,6 +94,7 @@ def test_a_hook_on_postgresql_hands_the_lines_over_and_they_arrive_with_no_comma
     assert not any("event=replicate " in line or "replicator_error" in line for line in log)
 
 
+@pytest.mark.slow
 def test_one_replicator_runs_at_a_time_and_serves_a_request_made_while_it_runs(
         pg_url: str, project: Path, isolated_env: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage
@@ -119,6 +123,7 @@ def test_one_replicator_runs_at_a_time_and_serves_a_request_made_while_it_runs(
     assert not replicator_running(tiers.state_dir)
 
 
+@pytest.mark.slow
 def test_a_replicator_killed_at_random_moments_loses_and_repeats_no_line(
         pg_url: str, project: Path, isolated_env: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage

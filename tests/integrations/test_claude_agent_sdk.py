@@ -54,6 +54,7 @@ def _new_project(root: Path, counter: itertools.count[int]) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_sdks_session_store_conformance_suite_passes_with_every_optional_method(
         tmp_path: Path, backend: str) -> None:
     counter = itertools.count()
@@ -67,6 +68,7 @@ def test_the_sdks_session_store_conformance_suite_passes_with_every_optional_met
         lambda: CosSessionStore(project=_new_project(tmp_path, counter))))
 
 
+@pytest.mark.slow
 def test_a_session_stored_through_it_is_listed_by_cos_sessions_exported_searched_and_forked(
         project: Path, backend: str) -> None:
     async def store() -> None:
@@ -176,6 +178,7 @@ asyncio.run(main(int(sys.argv[1])))
 """
 
 
+@pytest.mark.slow
 def test_several_processes_appending_to_one_session_each_land_whole_and_in_order(
         project: Path) -> None:
     writers = [subprocess.Popen([sys.executable, "-c", _WRITER, str(w), str(project)])
@@ -242,6 +245,7 @@ def _tiers(project: Path) -> Any:
     return Tiers(str(project / ".coding-os"))
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_a_real_sdk_session_resumes_from_cos_where_the_cli_has_no_transcript_of_it(
         project: Path, tmp_path: Path) -> None:

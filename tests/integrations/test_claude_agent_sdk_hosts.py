@@ -64,6 +64,7 @@ def _run(work: Any) -> Any:
     return asyncio.run(work)
 
 
+@pytest.mark.slow
 def test_a_session_stored_on_one_host_is_loaded_listed_and_continued_on_another(
         project: Path, tmp_path: Path, pg_url: str) -> None:
     a, b = _two_hosts(project, tmp_path, pg_url)
@@ -103,6 +104,7 @@ def test_a_session_stored_on_one_host_is_loaded_listed_and_continued_on_another(
     assert "remember the word pelican" in exported and "which word?" in exported
 
 
+@pytest.mark.slow
 def test_the_subagents_transcripts_of_a_session_come_along(project: Path, tmp_path: Path,
                                                            pg_url: str) -> None:
     a, b = _two_hosts(project, tmp_path, pg_url)
@@ -138,6 +140,7 @@ def test_the_subagents_transcripts_of_a_session_come_along(project: Path, tmp_pa
     assert [e["uuid"] for e in _run(a.store().load(a.key()))] == ["u1"]
 
 
+@pytest.mark.slow
 def test_what_another_host_appends_later_is_loaded_too(project: Path, tmp_path: Path,
                                                       pg_url: str) -> None:
     a, b = _two_hosts(project, tmp_path, pg_url)
@@ -191,6 +194,7 @@ def test_on_sqlite_each_host_keeps_its_own_sessions(project: Path, tmp_path: Pat
     assert [e["uuid"] for e in _run(a.store().load(a.key()))] == ["u1"]
 
 
+@pytest.mark.slow
 @pytest.mark.e2e
 def test_a_real_sdk_client_resumes_on_another_host_a_session_written_on_the_first(
         project: Path, tmp_path: Path, pg_url: str) -> None:

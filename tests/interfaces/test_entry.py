@@ -183,6 +183,7 @@ def pg_url_and_schema() -> Iterator[tuple[str, str]]:
         admin.close()
 
 
+@pytest.mark.slow
 def test_postgres_hooks_commit_close_their_connection_and_leave_nothing_at_os_exit(
         project: Path, pg_url_and_schema: tuple[str, str]) -> None:
     import psycopg
@@ -238,6 +239,7 @@ def _garbage_of_first_checkpoint(base: Path, files: int) -> tuple[int, str]:
     return int(info["garbage"]), log_lines(root)[-1]
 
 
+@pytest.mark.slow
 def test_a_first_checkpoint_of_a_large_tree_leaves_no_more_cyclic_garbage_than_a_small_one(
         tmp_path: Path) -> None:
     small, _ = _garbage_of_first_checkpoint(tmp_path, 40)
@@ -476,6 +478,7 @@ def told(proc: subprocess.CompletedProcess[str], project: Path,
     return proc.returncode, plain(proc.stdout), plain(proc.stderr)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("as_json", [True, False])
 @pytest.mark.usefixtures("same_dates")
 def test_the_plain_rewind_says_and_does_what_the_click_cli_does(tmp_path: Path,
@@ -563,6 +566,7 @@ def test_the_plain_forms_load_neither_click_nor_json_nor_threading_nor_openssl(
         assert plain_cos(*args, cwd=project).returncode == 0, args
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [
     ["rewind", "CP", "--code", "--dry-run"], ["rewind", "CP", "--both"],
     ["rewind", "CP", "--code", "--json", "--json"], ["rewind", "CP", "--code", "--help"],
@@ -576,6 +580,7 @@ def test_every_other_form_is_left_to_the_click_cli(project: Path, args: list[str
     assert "coding_os.interfaces.cli" in modules and "click" in modules
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("as_json", [True, False])
 def test_the_plain_forms_started_with_stdout_closed_do_their_work_and_exit_as_click_does(
         project: Path, as_json: bool) -> None:

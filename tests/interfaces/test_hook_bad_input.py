@@ -127,6 +127,7 @@ DRIFTED_FIELDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event", ["PostToolUse", "SessionStart", "UserPromptSubmit"])
 @pytest.mark.parametrize("field,value", DRIFTED_FIELDS.values(), ids=DRIFTED_FIELDS.keys())
 def test_a_field_of_an_unexpected_type_is_logged_and_ignored(
@@ -140,6 +141,7 @@ def test_a_field_of_an_unexpected_type_is_logged_and_ignored(
     assert fields is not None and fields["event"] == event and fields["bad_fields"] == field
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event", ["PostToolUse", "SessionStart"])
 @pytest.mark.parametrize("data", BAD_PAYLOADS.values(), ids=BAD_PAYLOADS.keys())
 def test_a_bad_payload_exits_1_with_one_line_and_changes_no_stored_state(
@@ -153,6 +155,7 @@ def test_a_bad_payload_exits_1_with_one_line_and_changes_no_stored_state(
     assert logged["event"] == event and logged["error"] == message
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args", [["../x"], [""], ["Post Tool"], ["Pre-ToolUse"], ["a" * 65],
                                   ["Événement"], ["PostToolUse", "extra"], []],
                          ids=["dotdot", "empty", "space", "dash", "too long", "non-ascii",
@@ -170,6 +173,7 @@ def test_an_invalid_event_name_argument_exits_1_and_changes_no_stored_state(
     assert all(e is None or re.fullmatch("[A-Za-z0-9]{1,64}", e) for e in events), events
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["../x", "..", "Claude", "panels", "a" * 40, "claude/../x"])
 def test_an_invalid_cos_agent_exits_1_and_creates_no_directory(
         repo: Path, tmp_path: Path, agent: str) -> None:
@@ -204,6 +208,7 @@ REFUSABLE_IDS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("event", ["SessionStart", "PostToolUse"])
 @pytest.mark.parametrize("raw", [*HOSTILE_IDS.values(), *REFUSABLE_IDS.values()],
                          ids=[*HOSTILE_IDS, *REFUSABLE_IDS])
@@ -235,6 +240,7 @@ def test_a_hostile_session_id_never_creates_a_directory_outside_the_panels_dir(
     assert last["native"] == (raw if len(raw) <= MAX_VALUE else raw[:MAX_VALUE - 1] + "…")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("raw", ["../x", "..", "x" * 10_000, "/tmp/evil", "a/../../b"])
 def test_a_hostile_cos_panel_id_never_creates_a_directory_outside_the_panels_dir(
         repo: Path, tmp_path: Path, raw: str) -> None:

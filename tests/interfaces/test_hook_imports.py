@@ -97,6 +97,7 @@ def test_tool_and_prompt_hooks_import_only_the_hot_path_modules(repo: Path, even
         assert heavy not in imported
 
 
+@pytest.mark.slow
 def test_a_tool_hook_on_postgresql_hands_over_to_the_replicator_importing_nothing_more(
         repo: Path, pg_url: str) -> None:
     env = {"COS_DATABASE_URL": pg_url, "COS_HOST": "alpha"}

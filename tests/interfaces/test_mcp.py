@@ -59,6 +59,7 @@ async def error(client: Client, tool: str, args: dict[str, Any]) -> str:
     return "\n".join(getattr(block, "text", "") for block in result.content)
 
 
+@pytest.mark.slow
 def test_the_server_lists_exactly_the_nine_tools_each_with_an_object_schema(
         project: Path) -> None:
     async def body(client: Client) -> list[Any]:
@@ -77,6 +78,7 @@ def test_the_server_lists_exactly_the_nine_tools_each_with_an_object_schema(
     assert by_name["cos_search"]["required"] == ["query"]
 
 
+@pytest.mark.slow
 def test_every_tool_answers_a_good_call(project: Path, isolated_env: Path) -> None:
     from tests.helpers import conversation, write_jsonl
 
@@ -126,6 +128,7 @@ def test_every_tool_answers_a_good_call(project: Path, isolated_env: Path) -> No
         assert f"tool={tool}" in log, tool
 
 
+@pytest.mark.slow
 def test_writes_are_attributed_to_the_injected_session_or_else_the_panels(project: Path) -> None:
     assert fire("SessionStart", {"session_id": "native-1", "source": "startup"}, cwd=project,
                 env={"COS_PANEL_ID": "mcp-test-panel"}).returncode == 0
@@ -197,6 +200,7 @@ def test_bad_arguments_are_error_results_naming_the_argument_and_the_server_keep
     assert created["id"] == "TASK-1"  # nothing the bad calls sent was stored
 
 
+@pytest.mark.slow
 def test_cos_errors_are_error_results_with_their_one_line_message(project: Path) -> None:
     async def body(client: Client) -> list[str]:
         await call(client, "cos_task_create", {"title": "exists"})
@@ -314,6 +318,7 @@ def test_search_next_cursor_can_be_passed_back_exactly_as_it_came(project: Path)
     assert len(with_server(project, body)) == 5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("tool,cursor", [
     ("cos_search", 10 ** 23), ("cos_search", "9" * 23), ("cos_search", "\u00b2"),
     ("cos_sessions_search", "\u00b2"), ("cos_checkpoints_list", "9" * 23),
@@ -341,6 +346,7 @@ def test_a_state_dir_problem_is_an_error_result_with_its_message(project: Path) 
     assert "COS_STATE_MISROUTE" in message
 
 
+@pytest.mark.slow
 def test_stdout_carries_only_json_rpc_messages(project: Path) -> None:
     from mcp_types import LATEST_PROTOCOL_VERSION
 
@@ -412,6 +418,7 @@ def pg_env(pg_url: str) -> dict[str, str]:
     return server_env(COS_DATABASE_URL=pg_url)
 
 
+@pytest.mark.slow
 def test_create_move_and_search_work_the_same_on_postgres(project: Path,
                                                           pg_env: dict[str, str]) -> None:
     async def body(client: Client) -> tuple[dict[str, Any], ...]:
@@ -434,6 +441,7 @@ def test_create_move_and_search_work_the_same_on_postgres(project: Path,
     assert not (project / ".coding-os" / "coding-os.db").exists()
 
 
+@pytest.mark.slow
 def test_sql_looking_searches_leave_postgres_tables_intact(project: Path,
                                                            pg_env: dict[str, str]) -> None:
     pages, star, after = with_server(project, sql_queries_body, pg_env)
@@ -479,6 +487,7 @@ def test_over_http_a_call_without_the_bearer_token_is_refused_with_401_and_runs_
     assert task_titles(project) == []
 
 
+@pytest.mark.slow
 def test_over_http_a_wrong_token_is_refused_with_401(project: Path) -> None:
     from tests.helpers import mcp_http_call, mcp_http_server
 
@@ -526,6 +535,7 @@ def test_over_http_a_client_sending_the_token_is_served(project: Path) -> None:
     assert "Traceback" not in errors
 
 
+@pytest.mark.slow
 def test_the_http_token_is_kept_0600_in_the_hub_and_the_same_at_the_next_start(
         project: Path, isolated_env: Path) -> None:
     from tests.helpers import mcp_http_server
@@ -544,6 +554,7 @@ def test_the_http_token_is_kept_0600_in_the_hub_and_the_same_at_the_next_start(
     assert f"Authorization: Bearer {first.token}" in line and str(path) in line
 
 
+@pytest.mark.slow
 def test_a_token_file_others_could_read_is_replaced_by_a_private_one(
         project: Path, isolated_env: Path) -> None:
     from tests.helpers import mcp_http_call, mcp_http_server
@@ -587,6 +598,7 @@ print(read, status)
 """
 
 
+@pytest.mark.slow
 def test_another_local_user_can_neither_read_the_http_token_nor_call_the_server(
         project: Path) -> None:
     import shutil

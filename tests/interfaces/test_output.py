@@ -49,6 +49,7 @@ def test_json_carries_no_raw_control_character_and_reads_back_the_same(data: obj
 _scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text()
 
 
+@pytest.mark.slow
 @given(st.lists(st.dictionaries(st.text(), _scalars, min_size=1), min_size=1)
        | st.lists(st.dictionaries(st.text(), _scalars | st.lists(_scalars))))
 def test_a_listing_prints_as_the_indented_encoder_writes_it(rows: list[dict[str, object]]) -> None:

@@ -296,6 +296,7 @@ def test_on_a_terminal_the_running_tool_shows_its_growing_time_until_the_next_ou
     assert pane.exit_code() == 0
 
 
+@pytest.mark.slow
 def test_with_json_on_a_terminal_no_running_tool_line_is_written(
         terminal: list[Terminal], project: Path, tmp_path: Path) -> None:
     term = on_pty(terminal, project, "--json", "--agent", slow_tool_agent(tmp_path), "for 2.5")
@@ -304,6 +305,7 @@ def test_with_json_on_a_terminal_no_running_tool_line_is_written(
     assert b"running" not in term.shown and b"\x1b" not in term.shown
 
 
+@pytest.mark.slow
 def test_with_output_to_a_pipe_no_running_tool_line_is_written(
         project: Path, tmp_path: Path) -> None:
     done = subprocess.run([COS, "run", "--agent", slow_tool_agent(tmp_path), "for 2.5"],

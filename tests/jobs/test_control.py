@@ -51,6 +51,7 @@ def checkout_files(project: Path) -> dict[str, bytes]:
             if not name.startswith((".git/", ".coding-os/"))}
 
 
+@pytest.mark.slow
 def test_bg_returns_at_once_and_the_job_runs_in_its_own_worktree(project: Path) -> None:
     before = checkout_files(project)
     status_before = git(project, "status", "--porcelain")
@@ -85,6 +86,7 @@ def test_bg_returns_at_once_and_the_job_runs_in_its_own_worktree(project: Path) 
     assert row["cos_session"] in listed.stdout
 
 
+@pytest.mark.slow
 def test_two_attached_clients_see_the_same_events_as_the_stored_log(project: Path) -> None:
     row = bg(project, "--exec", "for i in $(seq 1 30); do echo line $i; sleep 0.05; done")
     job = row["id"]
@@ -107,6 +109,7 @@ def test_two_attached_clients_see_the_same_events_as_the_stored_log(project: Pat
     assert beyond.returncode == 2 and "beyond the end" in beyond.stderr
 
 
+@pytest.mark.slow
 def test_an_approval_blocks_the_job_until_cos_approve_then_a_reply_starts_the_next_task(
         project: Path) -> None:
     job = bg(project, "--agent", ECHO, "write notes.txt: first line")["id"]
@@ -135,6 +138,7 @@ def test_an_approval_blocks_the_job_until_cos_approve_then_a_reply_starts_the_ne
     assert not (worktree / "denied.txt").exists()
 
 
+@pytest.mark.slow
 def test_stop_ends_the_runner_and_the_supervisor_never_restarts_the_job(project: Path) -> None:
     job = bg(project, "--agent", ECHO, "--name", "sleepy", "sleep 30")["id"]
     state_of(project, job, "working")
@@ -152,6 +156,7 @@ def test_stop_ends_the_runner_and_the_supervisor_never_restarts_the_job(project:
     assert refused.returncode == 7 and "cos respawn" in refused.stderr
 
 
+@pytest.mark.slow
 def test_a_job_stopped_while_its_runner_takes_it_stays_stopped_and_leaves_no_process(
         project: Path) -> None:
     # A tree large enough that the runner, holding the job, writes the worktree's files for a
@@ -184,6 +189,7 @@ def _cmdline(pid: str) -> bytes:
         return b""
 
 
+@pytest.mark.slow
 def test_a_killed_runner_is_marked_failed_and_respawn_resumes_the_same_job_once(
         project: Path) -> None:
     job = bg(project, "--agent", ECHO, "first")["id"]
@@ -208,6 +214,7 @@ def test_a_killed_runner_is_marked_failed_and_respawn_resumes_the_same_job_once(
     assert seqs == list(range(1, len(seqs) + 1))
 
 
+@pytest.mark.slow
 def test_a_second_runner_of_a_job_exits_and_leaves_the_first_serving(project: Path) -> None:
     job = bg(project, "--agent", ECHO, "first")["id"]
     row = state_of(project, job, "done")
@@ -220,6 +227,7 @@ def test_a_second_runner_of_a_job_exits_and_leaves_the_first_serving(project: Pa
     assert agents(project)[job]["pid"] == row["pid"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(2))
 def test_the_daemon_killed_at_random_moments_loses_no_job_and_no_event(
         project: Path, seed: int) -> None:
@@ -262,6 +270,7 @@ def test_a_deleted_or_damaged_roster_is_rebuilt_with_the_same_rows(project: Path
     assert json.loads(roster.read_text())["version"] == 1
 
 
+@pytest.mark.slow
 def test_rm_refuses_a_worktree_with_work_unless_forced_and_keeps_the_session(
         project: Path) -> None:
     job = bg(project, "--exec", "echo dirty > dirty.txt")["id"]
@@ -283,6 +292,7 @@ def test_rm_refuses_a_worktree_with_work_unless_forced_and_keeps_the_session(
     assert cos("export", row["cos_session"], cwd=project).returncode == 0
 
 
+@pytest.mark.slow
 def test_ids_are_ids_unique_prefixes_or_names_and_an_ambiguous_one_lists_the_candidates(
         project: Path) -> None:
     first = bg(project, "--exec", "echo a", "--name", "twin")["id"]
@@ -462,6 +472,7 @@ def test_attach_right_after_bg_waits_for_the_runner_and_follows_the_job(project:
     assert followed == stored_events(project, job)
 
 
+@pytest.mark.slow
 def test_a_blocked_job_shows_its_request_in_cos_agents_and_cos_attach_answers_it(
         project: Path) -> None:
     job = bg(project, "--agent", ECHO, "--name", "asker", "write notes.txt: first line")["id"]
@@ -508,6 +519,7 @@ def test_a_blocked_job_shows_its_request_in_cos_agents_and_cos_attach_answers_it
     assert not (worktree / "denied.txt").exists()
 
 
+@pytest.mark.slow
 def test_a_command_that_exits_non_zero_is_failed_with_its_exit_code(project: Path) -> None:
     job = bg(project, "--exec", "echo trying; exit 3", "--name", "failing")["id"]
     row = until(lambda: (r := agents(project)[job])["state"] == "failed" and r["pid"] is None
@@ -530,6 +542,7 @@ def test_a_command_that_exits_non_zero_is_failed_with_its_exit_code(project: Pat
     assert ended["state"] == "done" and ended["exit_code"] in (0, None)
 
 
+@pytest.mark.slow
 def test_rm_removes_a_finished_idle_job_and_refuses_one_that_runs_a_task(
         project: Path) -> None:
     idle = bg(project, "--agent", ECHO, "--name", "idle", "hello")["id"]
@@ -572,6 +585,7 @@ def _dirty(project: Path) -> None:
     (project / "kept.txt").unlink()
 
 
+@pytest.mark.slow
 def test_bg_in_a_dirty_tree_says_it_starts_from_head_and_carry_takes_the_changes_along(
         project: Path) -> None:
     clean = cos("bg", "--exec", "true", cwd=project)  # a clean tree: not a word of it

@@ -74,6 +74,7 @@ def hosts(isolated_env: Path, project: Path, tmp_path: Path,
     yield from _hosts(isolated_env, project, tmp_path, pg_url)
 
 
+@pytest.mark.slow
 def test_every_hosts_jobs_are_listed_with_their_host_this_hosts_live(
         hosts: tuple[Host, Host]) -> None:
     a, b = hosts
@@ -102,6 +103,7 @@ def test_every_hosts_jobs_are_listed_with_their_host_this_hosts_live(
     assert listed[on_b]["host"] == "b" and listed[on_a]["host"] == "a"
 
 
+@pytest.mark.slow
 def test_a_job_that_ends_on_its_host_is_published_by_that_hosts_daemon(
         hosts: tuple[Host, Host]) -> None:
     a, b = hosts
@@ -129,6 +131,7 @@ def test_another_project_does_not_list_the_repositorys_jobs_unless_all(
     assert b.rows("--all-hosts", cwd=other) == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", [("attach",), ("reply", "hello"), ("approve",), ("stop",),
                                      ("logs",), ("respawn",), ("rm",)])
 def test_a_command_for_a_job_of_another_host_is_refused_naming_the_command_to_run_there(
@@ -153,6 +156,7 @@ def test_a_job_no_host_has_is_still_not_found(hosts: tuple[Host, Host]) -> None:
     assert done.returncode == 1 and "no job 'no-such-job'" in done.stderr
 
 
+@pytest.mark.slow
 def test_on_sqlite_all_hosts_lists_this_hosts_jobs_with_their_host(
         isolated_env: Path, project: Path, tmp_path: Path) -> None:
     for a, _ in _hosts(isolated_env, project, tmp_path, None):

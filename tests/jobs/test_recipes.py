@@ -109,6 +109,7 @@ def test_a_missing_required_parameter_is_refused(project: Path, tmp_path: Path) 
     nothing_started(project)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("param, says", [
     ("nope=1", "the recipe has no such parameter"),
     ("n=ten", "'ten' is not a number"),
@@ -126,6 +127,7 @@ def test_an_unknown_key_or_a_value_not_of_its_type_is_refused(
     nothing_started(project)
 
 
+@pytest.mark.slow
 def test_a_file_parameter_outside_the_project_is_refused(project: Path, tmp_path: Path) -> None:
     secret = tmp_path / "secret.txt"
     secret.write_text("secret", encoding="utf-8")
@@ -143,6 +145,7 @@ def test_a_file_parameter_outside_the_project_is_refused(project: Path, tmp_path
     nothing_started(project)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("text, says", [
     ("title: [unclosed\n", "not valid YAML"),
     ("- a list\n", "expected a mapping at the top level"),
@@ -223,6 +226,7 @@ def test_a_recipe_that_allocates_without_bound_is_refused_and_the_process_stays_
     nothing_started(project)
 
 
+@pytest.mark.slow
 def test_a_recipe_that_loops_without_output_is_stopped_at_the_time_bound(
         project: Path, tmp_path: Path) -> None:
     path = recipe(tmp_path / "recipes", f"title: T\nprompt: {json.dumps(SPIN)}\n")
@@ -322,6 +326,7 @@ def test_rerun_dry_run_and_json_show_the_plan_and_make_nothing(project: Path,
         p for p in (project / ".coding-os" / "worktrees").iterdir() if p.is_dir()]
 
 
+@pytest.mark.slow
 def test_rerun_refuses_a_recipe_changed_since_the_seed_unless_forced(
         project: Path, tmp_path: Path) -> None:
     session, path = seeded_session(project, tmp_path)
@@ -333,6 +338,7 @@ def test_rerun_refuses_a_recipe_changed_since_the_seed_unless_forced(
     assert "changed    yes" in forced.stdout
 
 
+@pytest.mark.slow
 def test_replay_resumes_the_transcript_and_says_mode_replay(project: Path,
                                                             tmp_path: Path) -> None:
     session, path = seeded_session(project, tmp_path)
@@ -344,6 +350,7 @@ def test_replay_resumes_the_transcript_and_says_mode_replay(project: Path,
     assert report["seed_ref"]["path"] == str(path)
 
 
+@pytest.mark.slow
 def test_a_recipe_session_resumed_without_a_mode_off_a_terminal_names_both_flags(
         project: Path, tmp_path: Path) -> None:
     session, _ = seeded_session(project, tmp_path)
@@ -389,6 +396,7 @@ def test_a_recipe_session_resumed_on_a_terminal_asks_which_mode(project: Path,
     assert asked and b"mode       replay" in shown
 
 
+@pytest.mark.slow
 def test_replay_or_rerun_of_a_session_not_from_a_recipe_is_refused(project: Path) -> None:
     events = run_json(project, "plain prompt")
     session = str(events[0]["session"])
@@ -457,6 +465,7 @@ def test_a_template_that_loops_past_the_time_bound_is_stopped(
         recipes.render(load(tmp_path, SPIN), {})  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 def test_rendering_from_a_thread_is_bounded_too(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     """cos web renders the new-job form's recipe in a server thread: there the renderer is a

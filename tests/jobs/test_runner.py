@@ -52,6 +52,7 @@ def until_done(step: list[str], project: Path) -> None:
     until(ran, f"cos {' '.join(step)} to succeed", timeout=WAIT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_a_runner_killed_at_random_moments_leaves_no_process_of_its_job(
         project: Path, seed: int) -> None:
@@ -103,6 +104,7 @@ def test_a_runner_killed_at_random_moments_leaves_no_process_of_its_job(
         cos("agents", "--json", cwd=project).stdout)}
 
 
+@pytest.mark.slow
 def test_a_client_that_stops_reading_is_dropped_and_the_runner_stays_small(
         project: Path) -> None:
     size = 3 * CLIENT_BUFFER_MAX
@@ -135,6 +137,7 @@ def test_a_client_that_stops_reading_is_dropped_and_the_runner_stays_small(
         stalled.close()
 
 
+@pytest.mark.slow
 def test_an_attached_client_dropped_for_falling_behind_resumes_with_no_gap(
         project: Path) -> None:
     size = 3 * CLIENT_BUFFER_MAX

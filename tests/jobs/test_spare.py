@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from coding_os.jobs import jobs
 from tests.helpers import ECHO_AGENT, cos, live, until
 from tests.helpers import bg_job as bg
@@ -88,6 +90,7 @@ def echoed(project: Path, job: str, text: str) -> bool:
                for event in json.loads(done.stdout)["events"])
 
 
+@pytest.mark.slow
 def test_a_spare_runner_takes_the_next_job_and_runs_it_as_its_only_runner(
         project: Path) -> None:
     first = bg(project, "--agent", ECHO, "--isolation", "none", "first")["id"]
@@ -117,6 +120,7 @@ def test_a_job_made_while_no_spare_waits_gets_a_runner_of_its_own(project: Path)
     until(lambda: echoed(project, job, "alone"), "the job to answer")
 
 
+@pytest.mark.slow
 def test_jobs_started_side_by_side_with_one_spare_each_run_exactly_once(project: Path) -> None:
     import threading
 
@@ -143,6 +147,7 @@ def test_jobs_started_side_by_side_with_one_spare_each_run_exactly_once(project:
     assert len(pids) == 4
 
 
+@pytest.mark.slow
 def test_a_spare_holding_no_job_ends_when_the_daemon_is_killed(project: Path) -> None:
     row_of(project, bg(project, "--agent", ECHO, "--isolation", "none", "warm")["id"], "done")
     spare = waiting_spare()
@@ -157,6 +162,7 @@ def test_a_spare_holding_no_job_ends_when_the_daemon_is_killed(project: Path) ->
     until(lambda: echoed(project, job, "after"), "the job after the daemon's death to answer")
 
 
+@pytest.mark.slow
 def test_the_job_a_spare_took_survives_the_daemon_killed(project: Path) -> None:
     row_of(project, bg(project, "--agent", ECHO, "--isolation", "none", "warm")["id"], "done")
     spare = waiting_spare()
@@ -172,6 +178,7 @@ def test_the_job_a_spare_took_survives_the_daemon_killed(project: Path) -> None:
     until(lambda: echoed(project, job, "still here"), "the job to answer after the kill")
 
 
+@pytest.mark.slow
 def test_a_spare_refuses_a_hand_off_of_another_installation_and_keeps_waiting(
         project: Path) -> None:
     row_of(project, bg(project, "--agent", ECHO, "--isolation", "none", "warm")["id"], "done")
@@ -189,6 +196,7 @@ def test_a_spare_refuses_a_hand_off_of_another_installation_and_keeps_waiting(
     assert row_of(project, job, "done")["pid"] == spare
 
 
+@pytest.mark.slow
 def test_the_supervisor_keeps_a_spare_worktree_that_the_next_job_takes(project: Path) -> None:
     from tests.helpers import git, tree
 

@@ -445,6 +445,7 @@ class StreamingBackend(ScriptedBackend):
         self.queue.put_nowait(BackendEvent("task_complete", {"usage": None}))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_a_client_that_leaves_at_a_random_seq_and_resumes_sees_with_the_other_the_whole_log(
         project: Path, seed: int) -> None:
@@ -520,6 +521,7 @@ def test_a_forked_python_agent_is_given_the_conversation_up_to_the_fork(project:
     run(work)
 
 
+@pytest.mark.slow
 def test_a_command_that_never_takes_its_large_input_is_killed_and_reaped_when_the_submit_times_out(
         project: Path) -> None:
     command = ('read first; echo "$$" >> pids.txt; '

@@ -189,6 +189,7 @@ def write_log(directory: str, appended: list[tuple[str, dict[str, object]]],
     return events.events_path(tiers, SESSION), stored
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(appended=st.lists(EVENT, max_size=40), data=st.data())
 def test_replay_from_any_seq_gives_exactly_the_later_events_in_order(
@@ -349,6 +350,7 @@ while True:
 '''
 
 
+@pytest.mark.slow
 def test_writers_killed_at_random_moments_leave_a_dense_log_and_set_aside_what_they_tore(
         tiers: Tiers) -> None:
     rng = random.Random(15)

@@ -115,6 +115,7 @@ def test_shutdown_ends_the_process_with_exit_status_zero(protocol: Start,
     assert client.proc.wait(timeout=15) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("run", range(3))
 def test_a_new_process_resumes_after_a_sigkill_mid_task_with_no_gap_and_no_duplicate(
         protocol: Start, backend: Any, project: Path, run: int) -> None:
@@ -317,6 +318,7 @@ def test_an_agent_that_cannot_start_is_a_stored_fatal_error_and_the_process_keep
     assert "here now" in [e["msg"].get("text") for e in got]
 
 
+@pytest.mark.slow
 def test_a_process_started_with_session_serves_it_from_now_on(protocol: Start,
                                                                backend: Any) -> None:
     first = protocol()
@@ -344,6 +346,7 @@ def drained(client: Any) -> None:
             return
 
 
+@pytest.mark.slow
 def test_fifty_sigkills_at_random_moments_replay_every_stored_event_and_invent_none(
         protocol: Start, project: Path) -> None:
     (project / "ticker.py").write_text(

@@ -152,6 +152,7 @@ def test_an_event_the_engine_refuses_is_one_the_schema_refuses(msg: dict[str, An
     assert (wire.event_problem(msg) is None) == (problems(msg, "msg") == [])
 
 
+@pytest.mark.slow
 @settings(max_examples=1000)
 @given(messages(wire.OP_FIELDS))
 def test_an_op_cos_protocol_refuses_is_one_the_schema_refuses(op: dict[str, Any]) -> None:

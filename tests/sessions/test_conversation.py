@@ -109,6 +109,7 @@ def test_a_dry_run_conversation_rewind_appends_nothing(project: Path) -> None:
     assert report["conversation"]["applied"] is False  # type: ignore[index]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", ["claude", "codex"])
 def test_an_agents_checkpoint_whose_log_is_gone_rewinds_nothing_with_both(
         project: Path, agent: str) -> None:
@@ -240,6 +241,7 @@ def test_a_summarizer_command_not_on_path_exits_1_with_one_line(project: Path) -
     assert "no-such-summarizer-anywhere" in line
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", [("--conversation",), ("--summarize-up-to",),
                                  ("--summarize-from",)])
 def test_a_checkpoint_of_no_session_exits_2_for_conversation_and_summaries(

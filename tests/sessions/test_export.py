@@ -234,6 +234,7 @@ def test_random_trees_export_exactly_their_live_chain(
     assert [t["text"] for t in data["turns"] if t["role"] == "user"] == prompts
 
 
+@pytest.mark.slow
 def test_sessions_show_lists_the_branches_and_export_takes_one(
         repo: Path, isolated_env: Path) -> None:
     from tests.helpers import cos, write_jsonl
@@ -471,6 +472,7 @@ def test_a_read_of_the_visible_conversation_continues_where_an_earlier_one_stopp
     assert not replaced.resumed
 
 
+@pytest.mark.slow
 @settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow,
                                                   HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(0, 25), st.booleans(),

@@ -469,6 +469,7 @@ def test_the_projects_root_is_registered_once_per_database_not_on_every_refresh(
         assert key is not None and other.project_hosts(key) == {"alpha": str(project)}
 
 
+@pytest.mark.slow
 def test_a_lookup_after_switching_to_a_shared_database_imports_this_hosts_sessions(
         pg_url: str, project: Path, tmp_path: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage
@@ -611,6 +612,7 @@ CHANGES = st.lists(st.lists(st.tuples(st.sampled_from(["append", "cut", "torn", 
                             min_size=1, max_size=3), min_size=1, max_size=4)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(CHANGES)
 @example([[("cut", "76c6ad64d4b2.jsonl", 12)]])  # the fork's base loses what it continues

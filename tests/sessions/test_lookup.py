@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from coding_os import api
 from tests.helpers import cos, git, one_line_failure
 
@@ -26,6 +28,7 @@ def table(repo: Path, *args: str) -> list[list[str]]:
     return [line.split() for line in listed.stdout.splitlines()]
 
 
+@pytest.mark.slow
 def test_the_sessions_table_has_a_header_and_short_ids_every_command_takes(repo: Path) -> None:
     ids = two_sessions(repo)
     header, *rows = table(repo, "sessions")
@@ -83,6 +86,7 @@ def test_another_projects_cos_id_gets_the_command_to_run_there(repo: Path,
     assert not (other / ".coding-os" / "claude" / "transcripts" / f"{ids[0]}.jsonl").exists()
 
 
+@pytest.mark.slow
 def test_another_projects_short_id_as_its_table_shows_it_gets_the_command_to_run_there(
         repo: Path, tmp_path: Path) -> None:
     ids = two_sessions(repo)

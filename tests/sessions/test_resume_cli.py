@@ -210,6 +210,7 @@ def test_a_session_whose_worktree_vanished_resumes_in_the_project_with_a_note(
 # -- by name --------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_resume_by_exact_name_and_several_sessions_with_one_name_exit_5_listing_the_ids(
         backend_checkout: Project, isolated_env: Path) -> None:
     claude_session(isolated_env, HERE, backend_checkout[0])
@@ -226,6 +227,7 @@ def test_resume_by_exact_name_and_several_sessions_with_one_name_exit_5_listing_
 # -- --continue -----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_continue_picks_the_latest_of_this_checkout_but_not_the_callers_own_session(
         backend_checkout: Project, isolated_env: Path, tmp_path: Path) -> None:
     claude_session(isolated_env, HERE, backend_checkout[0])
@@ -254,6 +256,7 @@ def test_resume_without_a_way_to_find_the_session_is_a_usage_error(
 # -- --from-pr ------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_from_pr_finds_the_session_whose_log_links_the_pull_request(
         backend_checkout: Project, isolated_env: Path) -> None:
     claude_session(isolated_env, HERE, backend_checkout[0])
@@ -286,6 +289,7 @@ def test_a_cos_native_session_restores_its_transcript_and_has_no_handover(
     assert readable.returncode == 0 and "7 transcript entries, 2 compacts" in readable.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["delete", "corrupt"])
 def test_a_deleted_or_corrupt_index_is_rebuilt_and_a_direct_scan_finds_the_session(
         backend_checkout: Project, damage: str) -> None:
@@ -355,6 +359,7 @@ def test_resume_without_the_agent_on_path_is_one_clear_line(
 # -- fork -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fork_of_a_cos_native_session_starts_with_a_fork_entry_and_leaves_the_source(
         backend_checkout: Project) -> None:
     sid = cos_session(backend_checkout)
@@ -461,6 +466,7 @@ def killed_resume(backend_checkout: Project, args: list[str], delay: float) -> i
     return proc.wait(timeout=60)
 
 
+@pytest.mark.slow
 def test_a_resume_killed_while_it_repairs_the_index_leaves_nothing_the_next_one_trips_on(
         backend_checkout: Project, isolated_env: Path) -> None:
     """`cos resume` (by native id, by cos id, --continue) SIGKILLed at delays spread over one

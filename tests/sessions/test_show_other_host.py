@@ -120,6 +120,7 @@ def web_reads(host: Host, native: str) -> dict[str, Any]:
             "tree": api.session_branches(row, **where)}
 
 
+@pytest.mark.slow
 def test_show_and_export_on_host_b_read_the_replica_of_a_session_only_host_a_has(
         hosts: tuple[Host, Host]) -> None:
     a, b = hosts
@@ -163,6 +164,7 @@ def test_show_and_export_on_host_b_read_the_replica_of_a_session_only_host_a_has
             assert {s.host for s in storage.replica_sources(row.id)} == {"a"}
 
 
+@pytest.mark.slow
 def test_on_host_b_a_session_not_replicated_is_not_found_and_postgresql_gone_is_exit_6(
         hosts: tuple[Host, Host]) -> None:
     a, b = hosts
@@ -192,6 +194,7 @@ def test_on_host_b_a_session_not_replicated_is_not_found_and_postgresql_gone_is_
         assert "run `cos sync` on a" in one_line_failure(b.cos(*args), 1)
 
 
+@pytest.mark.slow
 def test_a_row_of_another_host_naming_a_file_here_is_read_from_its_replica_never_from_the_file(
         hosts: tuple[Host, Host]) -> None:
     import dataclasses

@@ -407,6 +407,7 @@ def concrete(fields: dict[str, Any], seq: int) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.tuples(ENTRY, EXTRA), min_size=1, max_size=12),
        st.sampled_from(transcript.DURABILITY_MODES))

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
+import pytest
+
 from coding_os import api
 from coding_os.state.hookslog import parse_line
 from coding_os.state.statefile import parse_state
@@ -118,6 +120,7 @@ def run_together(argvs: list[list[str]], cwd: Path, timeout: float) -> list[tupl
     return results
 
 
+@pytest.mark.slow
 def test_sixteen_processes_firing_hooks_keep_log_lines_whole_and_panels_private(
         repo: Path) -> None:
     pairs = [(agent, p) for agent in AGENTS for p in range(PANELS)]
@@ -196,6 +199,7 @@ storage.close()
 '''
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_first_openers_of_a_fresh_database_all_see_the_latest_schema(
         tmp_path: Path) -> None:
     import sqlite3

@@ -251,6 +251,7 @@ def run_installed(command: str, body: Mapping[str, object], *, cwd: Path,
 # --- normal session: solo Claude, solo Codex ----------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_normal_session_leaves_one_session_id_an_ended_presence_a_heartbeat_and_the_active_session(
         repo: Path, agent: str) -> None:
@@ -328,6 +329,7 @@ def test_a_shell_command_without_a_session_sees_no_trusted_state(repo: Path, age
 # --- agent switch: two agents one after the other ------------------------------------------------
 
 
+@pytest.mark.slow
 def test_codex_after_claude_gets_its_own_agent_dir_session_and_active_session(repo: Path) -> None:
     claude = Panel(repo, "claude")
     sid_c = claude.normal_session()
@@ -363,6 +365,7 @@ def test_codex_after_claude_gets_its_own_agent_dir_session_and_active_session(re
     assert (rows[sid_c]["agent"], rows[sid_x]["agent"]) == ("claude", "codex")
 
 
+@pytest.mark.slow
 def test_each_agents_task_marker_is_trusted_only_by_its_own_session(repo: Path) -> None:
     claude, codex = Panel(repo, "claude"), Panel(repo, "codex")
     sid_c = claude.start()
@@ -446,6 +449,7 @@ def _pair(repo: Path, agents: tuple[str, str], pinned: bool) -> tuple[Panel, Pan
     return Panel(repo, agents[0]), Panel(repo, agents[1])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("agents", "pinned"), PAIRS)
 def test_interleaved_hook_fires_of_two_panels_are_never_cross_attributed(
         repo: Path, agents: tuple[str, str], pinned: bool) -> None:
@@ -491,6 +495,7 @@ def test_interleaved_hook_fires_of_two_panels_are_never_cross_attributed(
             p.panel, p.native, "ended")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("agents", "pinned"), PAIRS[:2])
 def test_hook_fires_running_at_the_same_time_write_whole_lines_for_their_own_panel(
         repo: Path, agents: tuple[str, str], pinned: bool) -> None:
@@ -641,6 +646,7 @@ FIRST_HOOKS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("agent", "project_dir"), FIRST_HOOKS)
 def test_first_hooks_after_init_fired_from_a_subdirectory_use_the_state_dir_at_the_root(
         repo: Path, agent: str, project_dir: bool) -> None:
@@ -804,6 +810,7 @@ def test_a_startup_summarises_another_panels_session_whose_agent_process_is_gone
         assert sid_a not in summaries(repo)  # left for the panel itself, or `cos gc`
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_gc_reaps_only_the_panel_whose_heartbeat_aged_past_the_ttl_and_summarises_its_session(
         repo: Path, agent: str) -> None:
@@ -828,6 +835,7 @@ def test_gc_reaps_only_the_panel_whose_heartbeat_aged_past_the_ttl_and_summarise
 # --- compact → same id and state kept ----------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_compaction_keeps_the_session_id_and_its_task_and_reinjects_the_session_state_line(
         repo: Path, agent: str) -> None:
@@ -894,6 +902,7 @@ def _two_panels(repo: Path, agent: str, pinned: bool) -> tuple[Panel, Panel]:
     return Panel(repo, agent), Panel(repo, agent)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pinned", PANEL_MODES)
 @pytest.mark.parametrize("agent", AGENTS)
 def test_state_set_in_one_panel_is_not_trusted_by_the_other_panel_of_the_same_agent(
@@ -922,6 +931,7 @@ def test_state_set_in_one_panel_is_not_trusted_by_the_other_panel_of_the_same_ag
     assert (a_line["session"], a_line["task"]) == (sid_a, "task-of-a")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pinned", PANEL_MODES)
 @pytest.mark.parametrize("agent", AGENTS)
 def test_clear_mints_a_new_session_for_that_panel_while_the_other_panel_keeps_its_own(

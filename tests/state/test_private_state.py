@@ -94,6 +94,7 @@ def turn_with_checkpoints(project: Path) -> None:
             (project / "README.md").write_text("hi\n", encoding="utf-8")
 
 
+@pytest.mark.slow
 def test_a_whole_session_under_umask_022_leaves_every_folder_0700_and_every_file_0600(
         repo: Path, isolated_env: Path, umask_022: None) -> None:
     state, hub = repo / ".coding-os", isolated_env / ".coding-os"

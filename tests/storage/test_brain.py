@@ -290,6 +290,7 @@ def test_migration_4_makes_the_observations_stored_before_it_searchable(
         storage.close()
 
 
+@pytest.mark.slow
 def test_of_sixteen_connections_claiming_one_task_at_once_exactly_one_wins(
         storage: Storage, open_database: Callable[[], Storage]) -> None:
     storage.create_task("Contended", "", "todo", None, None, "cli", TS)

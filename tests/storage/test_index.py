@@ -241,6 +241,7 @@ def test_rehosting_the_index_gives_every_named_row_to_one_host(storage: Storage)
     assert storage.rehost_index("beta") == 0
 
 
+@pytest.mark.slow
 def test_clearing_one_hosts_index_leaves_the_other_hosts_rows(storage: Storage) -> None:
     storage.upsert_index_rows([index_row("a", host="alpha"), index_row("b", host="beta"),
                                index_row("old")])
@@ -253,6 +254,7 @@ def test_clearing_one_hosts_index_leaves_the_other_hosts_rows(storage: Storage) 
     assert storage.index_count() == 0
 
 
+@pytest.mark.slow
 def test_migration_6_leaves_earlier_rows_without_a_host_and_lists_them_as_the_local_hosts(
         storage_backend: str, open_database: Callable[[], Storage],
         monkeypatch: pytest.MonkeyPatch) -> None:

@@ -49,6 +49,7 @@ def test_postgres_creates_the_schema_named_in_the_url_and_records_each_migration
     assert {"sessions", "observations", "session_summaries", "meta", "schema_migrations"} <= tables
 
 
+@pytest.mark.slow
 def test_sixteen_concurrent_first_openers_of_a_fresh_postgres_schema_all_succeed(
         pg_schemas: Callable[[bool], str]) -> None:
     from coding_os.storage.postgres import PostgresStorage

@@ -85,6 +85,7 @@ def test_a_session_has_one_source_per_stream_and_removing_one_keeps_the_others(
     assert storage.replica_source("s1", "transcript").lines == 1  # type: ignore[union-attr]
 
 
+@pytest.mark.slow
 def test_two_hosts_replicating_one_session_id_at_once_never_mix_lines(
         storage: Storage, open_database: Callable[[], Storage]) -> None:
     stores = [storage, open_database()]

@@ -134,6 +134,7 @@ def seqs(updates: list[Message]) -> list[int]:
     return [u["_meta"]["cos/seq"] for u in updates if "cos/seq" in u.get("_meta", {})]
 
 
+@pytest.mark.slow
 def test_initialize_says_protocol_1_and_the_session_capabilities(
         clients: Callable[..., AcpClient]) -> None:
     client = clients("--agent", "exec")
@@ -148,6 +149,7 @@ def test_initialize_says_protocol_1_and_the_session_capabilities(
     assert capabilities["promptCapabilities"]["embeddedContext"] is True
 
 
+@pytest.mark.slow
 def test_an_exec_prompt_streams_its_lines_with_increasing_seqs_and_ends_with_its_usage(
         clients: Callable[..., AcpClient]) -> None:
     client = clients("--agent", "exec")
@@ -166,6 +168,7 @@ def test_an_exec_prompt_streams_its_lines_with_increasing_seqs_and_ends_with_its
     assert "Traceback" not in client.close()
 
 
+@pytest.mark.slow
 def test_session_new_offers_the_agent_and_approval_options(
         clients: Callable[..., AcpClient]) -> None:
     client = clients("--agent", "exec")
@@ -184,6 +187,7 @@ def test_session_new_offers_the_agent_and_approval_options(
     assert bad["error"]["code"] == -32602 and "value" in bad["error"]["message"]
 
 
+@pytest.mark.slow
 def test_cancel_interrupts_the_running_task_and_the_prompt_ends_cancelled(
         clients: Callable[..., AcpClient]) -> None:
     client = clients("--agent", "exec")
@@ -197,6 +201,7 @@ def test_cancel_interrupts_the_running_task_and_the_prompt_ends_cancelled(
     assert "never" not in client.text()
 
 
+@pytest.mark.slow
 def test_the_task_outlives_a_killed_cos_acp_and_a_resume_from_its_cursor_has_no_gap_or_duplicate(
         clients: Callable[..., AcpClient], project: Path) -> None:
     gate = project / "gate"
@@ -224,6 +229,7 @@ def test_the_task_outlives_a_killed_cos_acp_and_a_resume_from_its_cursor_has_no_
     assert min(seqs(second.updates())) > cursor
 
 
+@pytest.mark.slow
 def test_resume_from_zero_replays_the_whole_session_then_prompts_go_on(
         clients: Callable[..., AcpClient], project: Path) -> None:
     first = clients("--agent", "exec")
@@ -241,6 +247,7 @@ def test_resume_from_zero_replays_the_whole_session_then_prompts_go_on(
     assert second.text() == "kept\nmore\n"
 
 
+@pytest.mark.slow
 def test_two_clients_see_one_permission_request_and_the_first_answer_wins(
         clients: Callable[..., AcpClient], project: Path) -> None:
     first = clients("--agent", ECHO)
@@ -267,6 +274,7 @@ def test_two_clients_see_one_permission_request_and_the_first_answer_wins(
                  and m["params"]["update"].get("sessionUpdate") == "tool_call_update")
 
 
+@pytest.mark.slow
 def test_a_permission_still_open_is_asked_again_after_a_resume(
         clients: Callable[..., AcpClient], project: Path) -> None:
     first = clients("--agent", ECHO)
@@ -343,6 +351,7 @@ def test_cos_acp_without_the_sdk_says_how_to_install_it(project: Path, tmp_path:
     assert proc.stdout == "" and "Traceback" not in proc.stderr
 
 
+@pytest.mark.slow
 def test_cos_attach_beside_cos_acp_sees_the_same_updates_and_answers_its_permission(
         clients: Callable[..., AcpClient], project: Path) -> None:
     editor = clients("--agent", ECHO)

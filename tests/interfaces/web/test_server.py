@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.helpers import WEB_WAIT as WAIT
 from tests.helpers import OTHER_UID, as_other_user, start_web, stop_web, until
@@ -62,6 +63,7 @@ def test_another_users_connections_are_reset_unread_and_said_once(project: Path)
     assert err.count(f"uid {OTHER_UID}") == 1, err
 
 
+@pytest.mark.slow
 def test_idle_connections_are_closed_and_never_starve_the_owner(project: Path) -> None:
     def few_files() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
