@@ -168,3 +168,8 @@ def test_a_gemini_call_of_a_cos_tool_gets_its_session_merged_into_the_tool_input
                                     "tool_name": "mcp_other_cos_task_create",
                                     "tool_input": {"title": "t"}}, env=gemini, cwd=str(repo))
     assert other.output is None  # another server's tool of the same name is left alone
+    # A server of the user's named `cos_tools` gives names that start like cos's own.
+    lookalike = api.hook("BeforeTool", {"session_id": "g1", "hook_event_name": "BeforeTool",
+                                        "tool_name": "mcp_cos_tools_cos_task_create",
+                                        "tool_input": {"title": "t"}}, env=gemini, cwd=str(repo))
+    assert lookalike.output is None

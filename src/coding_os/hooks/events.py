@@ -286,12 +286,14 @@ def _attribute_mcp_call(ctx: HookContext, session: str,
     tool = string(ctx.payload.get("tool_name"))
     if not tool or not (tool.startswith("mcp_") or "." in tool):
         return None  # no MCP tool: decided without importing anything
-    from coding_os.adapters.mcp import MCP_SERVER_NAME
+    from coding_os.adapters.mcp import MCP_SERVER_NAME, MCP_TOOLS
 
     # cos's tools as Claude Code names them (`mcp__<server>__<tool>`), as Codex may, and as
-    # Gemini CLI does (`mcp_<server>_<tool>`).
-    if not tool.startswith((f"mcp__{MCP_SERVER_NAME}__", f"{MCP_SERVER_NAME}.",
-                            f"mcp_{MCP_SERVER_NAME}_")):
+    # Gemini CLI does (`mcp_<server>_<tool>`: one underscore, so a server of the user's named
+    # `cos_x` would share the prefix; only cos's own tool names are taken).
+    gemini_prefix = f"mcp_{MCP_SERVER_NAME}_"
+    if not (tool.startswith((f"mcp__{MCP_SERVER_NAME}__", f"{MCP_SERVER_NAME}."))
+            or (tool.startswith(gemini_prefix) and tool[len(gemini_prefix):] in MCP_TOOLS)):
         return None
     tool_input = ctx.payload.get("tool_input")
     updated = dict(tool_input) if isinstance(tool_input, dict) else {}
