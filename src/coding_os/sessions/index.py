@@ -73,8 +73,8 @@ __all__ = [
 
 NATIVE_FILES = ".native-files.json"
 UNREADABLE_LINES = ".unreadable-lines.json"
-"""The lines of the agents' logs the last refresh could not read, by agent and file (for the
-importers that read every file each time: Gemini CLI's), for `cos doctor`."""
+"""The lines of the agents' logs the last refresh could not read (not a JSON object, or a record
+of a kind the importer does not know), by agent and file, for `cos doctor`."""
 KINDS = ("cos", "claude", "codex", "gemini")
 TITLE_PREVIEW_CHARS = 120
 # Problems of a cos transcript that mean a line could not be used.
@@ -369,7 +369,8 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         durable.ensure_dir(tiers.state_dir)
         durable.atomic_write(natives_path, json.dumps(own, ensure_ascii=False,
                                                       separators=(",", ":")).encode("utf-8"))
-    _save_unreadable(tiers, {"gemini": gemini_scan.unread_lines})
+    _save_unreadable(tiers, {**_unread_lines(state.files.values()),
+                             "gemini": gemini_scan.unread_lines})
     if mark is not None:
         freshness.save(tiers, mark)
     return report
@@ -401,6 +402,21 @@ def _linked_sessions(storage: Storage, natives: Sequence[NativeSession]
     return linked
 
 
+def _unread_lines(records: Iterable[FileRecord]) -> dict[str, dict[str, int]]:
+    """Per agent, the Claude Code and Codex files with lines their importer could not read
+    (not a JSON object) or whose record type it does not know, each with how many: what the
+    files' heads count (`malformed`, `unknown`), of every file, read this time or before."""
+    found: dict[str, dict[str, int]] = {}
+    for record in records:
+        unread = 0
+        for counts in (record.head.get("malformed"), record.head.get("unknown")):
+            if isinstance(counts, dict):
+                unread += sum(n for n in counts.values() if isinstance(n, int))
+        if unread:
+            found.setdefault(record.agent, {})[record.path] = unread
+    return found
+
+
 def _save_unreadable(tiers: Tiers, found: dict[str, dict[str, int]]) -> None:
     """Keep what `unreadable_lines` reads (the file only when it changes; none when empty)."""
     path = os.path.join(tiers.state_dir, UNREADABLE_LINES)
@@ -417,8 +433,9 @@ def _save_unreadable(tiers: Tiers, found: dict[str, dict[str, int]]) -> None:
 
 def unreadable_lines(tiers: Tiers) -> dict[str, dict[str, int]]:
     """The lines of each agent's logs the last refresh could not read (a line that is not a
-    JSON object, or too long: a format this cos does not know yet), by file; their sessions
-    are listed from the lines that could be read."""
+    JSON object, or too long, or a record of a kind its importer does not know: a format this
+    cos does not know yet), by file; their sessions are listed from the lines that could be
+    read."""
     data = _load(os.path.join(tiers.state_dir, UNREADABLE_LINES))
     found: dict[str, dict[str, int]] = {}
     for agent, files in data.items():
