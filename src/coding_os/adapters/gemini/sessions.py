@@ -548,9 +548,10 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
     messages = state.live()
     types: dict[str, int] = {}
     unknown_fields: dict[str, int] = {}
-    for name in metadata:
-        if name not in KNOWN_METADATA_FIELDS:
-            unknown_fields[f"metadata:{name}"] = 1
+    if not KNOWN_METADATA_FIELDS.issuperset(metadata):
+        for name in metadata:
+            if name not in KNOWN_METADATA_FIELDS:
+                unknown_fields[f"metadata:{name}"] = 1
     prompts: list[str] = []
     counts = {"context": 0, "tool_result": 0, "gemini": 0, "notice": 0}
     totals = [0] * 6  # GeminiTokens' fields, in order
@@ -650,7 +651,8 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
         rewound_messages=state.rewound,
         delegations=delegations,
         message_types=dict(sorted(types.items())),
-        unknown_types={k: v for k, v in sorted(types.items()) if k not in KNOWN_MESSAGE_TYPES},
+        unknown_types={} if KNOWN_MESSAGE_TYPES.issuperset(types) else
+        {k: v for k, v in sorted(types.items()) if k not in KNOWN_MESSAGE_TYPES},
         unknown_fields=dict(sorted(unknown_fields.items())),
         record_counts=dict(state.counts),
         malformed_lines=dict(sorted(read.malformed.items())),
