@@ -366,9 +366,11 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         importstate.save(tiers.state_dir, state, extras, loaded,
                          _redacted if redacting else None, again=redacting and not redacted)
     if own != {path: list(entry) for path, entry in found_before.items()}:
-        durable.ensure_dir(tiers.state_dir)
-        durable.atomic_write(natives_path, json.dumps(own, ensure_ascii=False,
-                                                      separators=(",", ":")).encode("utf-8"))
+        data = json.dumps(own, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # A rebuild starts from nothing and mostly finds what the file holds: kept as it is.
+        if durable.read_small(natives_path, len(data) + 1) != data:
+            durable.ensure_dir(tiers.state_dir)
+            durable.atomic_write(natives_path, data)
     _save_unreadable(tiers, {**_unread_lines(state.files.values()),
                              "gemini": gemini_scan.unread_lines})
     if mark is not None:

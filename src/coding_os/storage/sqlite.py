@@ -308,8 +308,9 @@ class SQLiteStorage(Storage):
                   "WHERE session_index.host IS NULL OR excluded.host IS NULL "
                   "OR session_index.host = excluded.host")
         fields = operator.attrgetter(*columns)
-        values = [[storable_text(v) if isinstance(v, str) else v for v in fields(row)]
-                  for row in rows]
+        # ASCII text is storable as it is (the common case, without a call).
+        values = [[storable_text(v) if isinstance(v, str) and not v.isascii() else v
+                   for v in fields(row)] for row in rows]
         with self._transaction() as conn:
             ids = [storable_text(row.id) for row in rows]
             if self._deletes_nothing(conn, rows, ids):

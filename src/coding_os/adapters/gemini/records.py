@@ -148,9 +148,13 @@ class Replay:
                 self._note(message)
 
     def _note(self, message: Mapping[str, Any]) -> None:
-        found = {name: message[name] for name in DETAIL_FIELDS if message.get(name)}
-        if found:
-            self.details.setdefault(message["id"], {}).update(found)
+        known = self.details.get(message["id"])
+        for name in DETAIL_FIELDS:
+            value = message.get(name)
+            if value:
+                if known is None:
+                    known = self.details[message["id"]] = {}
+                known[name] = value
 
     def _merge(self, fields: Mapping[str, Any]) -> None:
         if "messages" in fields:

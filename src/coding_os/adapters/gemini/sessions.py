@@ -720,15 +720,17 @@ def _session_files(gemini_dir: str, problems: list[str]
             continue
         chats = os.path.join(tmp, slug, "chats")
         project = projects.get(slug)
+        # Names listed are of one part: joined by a separator (os.path.join, per file, costs).
         for name, sub_dir in _entries(chats, problems):
             if sub_dir:
                 if name.lower() in _RESERVED_DIRS:
                     continue
-                for agent_file, agent_dir in _entries(os.path.join(chats, name), problems):
+                folder = chats + os.sep + name
+                for agent_file, agent_dir in _entries(folder, problems):
                     if not agent_dir and agent_file.endswith((".jsonl", ".json")):
-                        yield os.path.join(chats, name, agent_file), project, name
+                        yield folder + os.sep + agent_file, project, name
             elif _SESSION_NAME.match(name):
-                yield os.path.join(chats, name), project, None
+                yield chats + os.sep + name, project, None
 
 
 def _replaced(session: GeminiSession, **changes: Any) -> GeminiSession:
@@ -761,10 +763,10 @@ def _merge_files(found: list[GeminiSession]) -> list[GeminiSession]:
         by_id.setdefault((session.parent, session.native_id), []).append(session)
     merged = []
     for files in by_id.values():
-        files.sort(key=_fullness, reverse=True)
         best = files[0]
         if len(files) > 1:
-            best = _replaced(best, paths=tuple(s.path for s in files),
+            files.sort(key=_fullness, reverse=True)
+            best = _replaced(files[0], paths=tuple(s.path for s in files),
                              bytes_read=sum(s.bytes_read for s in files))
         merged.append(best)
     return merged
