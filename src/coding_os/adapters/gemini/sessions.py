@@ -500,7 +500,7 @@ def _replay_file(path: str) -> tuple[Replay, _Read, str]:
         # Not the one document of the old format: read it as lines, as Gemini CLI does first.
         _feed(data.splitlines(), read, state)
         return state, read, "json"
-    fd, size = durable.open_snapshot(path, "Gemini session")
+    fd, size = durable.open_log(path, "Gemini session")  # Gemini CLI takes no lock
     read.size = size
     try:
         _replay_lines(fd, size, read, state)
