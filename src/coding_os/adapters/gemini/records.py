@@ -137,8 +137,12 @@ class Replay:
             if known is None:
                 filled.append(message)
                 continue
-            missing = {name: value for name, value in known.items() if not message.get(name)}
-            filled.append({**message, **missing} if missing else message)
+            for name in known:
+                if not message.get(name):  # left out: a copy with what was recorded
+                    message = {**message, **{name: value for name, value in known.items()
+                                             if not message.get(name)}}
+                    break
+            filled.append(message)
         return filled
 
     def _put(self, messages: Iterable[Any]) -> None:
