@@ -38,7 +38,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AnyStr
 
 from coding_os import durable, jsonwire
 from coding_os.adapters import log_dir
@@ -92,6 +92,8 @@ _RESERVED_DIRS = frozenset({"chats", "logs", "tool-outputs"})
 # it; with a time of these characters alone it is read without the JSON parser.
 _LAST_UPDATED = b'{"$set":{"lastUpdated":"'
 _STAMP_BYTES = b"0123456789-:.+TZ"
+_LAST_UPDATED_TEXT = _LAST_UPDATED.decode("ascii")
+_STAMP_TEXT = _STAMP_BYTES.decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -405,22 +407,27 @@ def _lines(fd: int, size: int, read: _Read) -> Iterator[bytes]:
             yield line
 
 
-def _feed(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
-    """`state` fed the records of `lines`; a line that holds no JSON object is counted in
-    `read` (blank lines are skipped). The loop of every line of every session a scan reads."""
+def _feed(lines: Iterable[AnyStr], read: _Read, state: Replay, head: AnyStr,
+          stamp: AnyStr, end: AnyStr) -> None:
+    """`state` fed the records of `lines` (text, or bytes read as UTF-8); a line that holds no
+    JSON object is counted in `read` (blank lines are skipped). `head`, `stamp` and `end` are
+    _LAST_UPDATED, _STAMP_BYTES and its end in the type of the lines. The loop of every line
+    of every session a scan reads."""
     loads = jsonwire.loads
     feed = state.feed
-    head, start = _LAST_UPDATED, len(_LAST_UPDATED)
+    start = len(head)
     for line in lines:
-        if line.startswith(head) and line.endswith(b'"}}') and len(line) >= start + 3 \
-                and not line[start:-3].translate(None, _STAMP_BYTES):
+        if line.startswith(head) and line.endswith(end) and len(line) >= start + len(end) \
+                and not line[start:-len(end)].strip(stamp):
             # What the parser would make of it (a string of these characters has no escape).
-            feed({"$set": {"lastUpdated": line[start:-3].decode("ascii")}})
+            at = line[start:-len(end)]
+            feed({"$set": {"lastUpdated": at.decode("ascii") if isinstance(at, bytes) else at}})
             continue
         try:
             value = loads(line)
         except ValueError:
-            if line.strip():
+            # Blank as bytes are (ASCII whitespace): a line of other spaces is no record.
+            if (line.encode("utf-8") if isinstance(line, str) else line).strip():
                 read.bad("not_json")
             continue
         if not isinstance(value, dict):
@@ -429,6 +436,11 @@ def _feed(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
         if read.imported_from is None and value.get("type") == "info":
             _note_import(value, read)
         feed(value)
+
+
+def _feed_bytes(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
+    """`_feed` of lines read as bytes."""
+    _feed(lines, read, state, _LAST_UPDATED, _STAMP_BYTES, b'"}}')
 
 
 def _whole(fd: int, size: int) -> bytes:
@@ -451,11 +463,20 @@ def _replay_lines(fd: int, size: int, read: _Read, state: Replay) -> None:
         OSError: the file cannot be read.
     """
     if size > min(_WHOLE_READ, MAX_LINE_BYTES):
-        _feed(_lines(fd, size, read), read, state)
+        _feed_bytes(_lines(fd, size, read), read, state)
         return
-    # Most sessions: one read, split in C, each line parsed once.
-    *whole, tail = _whole(fd, size).split(b"\n")
-    _feed(whole, read, state)
+    # Most sessions: one read, decoded at once (a line that is not UTF-8: each line apart),
+    # split in C, each line parsed once.
+    data = _whole(fd, size)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        *whole, tail = data.split(b"\n")
+        _feed_bytes(whole, read, state)
+    else:
+        *lines, tail_text = text.split("\n")
+        _feed(lines, read, state, _LAST_UPDATED_TEXT, _STAMP_TEXT, '"}}')
+        tail = tail_text.encode("utf-8")
     if tail.strip():
         record = jsonwire.loads_object(tail)
         if record is None:
@@ -498,7 +519,7 @@ def _replay_file(path: str) -> tuple[Replay, _Read, str]:
             state.load(document)
             return state, read, "json"
         # Not the one document of the old format: read it as lines, as Gemini CLI does first.
-        _feed(data.splitlines(), read, state)
+        _feed_bytes(data.splitlines(), read, state)
         return state, read, "json"
     fd, size = durable.open_log(path, "Gemini session")  # Gemini CLI takes no lock
     read.size = size
