@@ -854,6 +854,27 @@ def copy_gemini_fixtures(home: Path, project: Path, legacy: Path) -> Path:
     return target
 
 
+def gemini_twin(session_file: Path, at: str) -> Path:
+    """The second file Gemini CLI 0.61 writes for a session it resumes in another minute than
+    the session's first run (`session-<minute>-<id8>.jsonl` beside `session_file`): the
+    header line and a `$set` of the injected context, timed `at` (`YYYY-MM-DDTHH:MM:SS.mmmZ`);
+    the conversation goes on in `session_file`. Made of `session_file`'s own first two lines,
+    which are these two records of its first run; the shape is that of the real twin in
+    adapters/gemini/fixtures (`session-2026-12-06T08-08-5bea7116.jsonl`, SOURCES.md step 7)
+    and of the pair tests/e2e/test_gemini_server.py makes when the minutes differ."""
+    header, context = (json.loads(line) for line in
+                       session_file.read_text(encoding="utf-8").splitlines()[:2])
+    header["startTime"] = header["lastUpdated"] = at
+    context["$set"]["lastUpdated"] = at
+    for message in context["$set"]["messages"]:
+        message["timestamp"] = at
+    short = header["sessionId"][:8]
+    twin = session_file.with_name(f"session-{at[:10]}T{at[11:13]}-{at[14:16]}-{short}.jsonl")
+    twin.write_text("".join(json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"
+                            for record in (header, context)), encoding="utf-8")
+    return twin
+
+
 # -- the real clients (tests/e2e) --------------------------------------------------------------
 
 

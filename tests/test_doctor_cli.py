@@ -25,6 +25,8 @@ from tests.helpers import (
     RESTORE_KILLS,
     changed_after_checkpoint,
     conversation,
+    copy_claude_fixtures,
+    copy_codex_fixtures,
     copy_gemini_fixtures,
     cos,
     cos_doctor as doctor,
@@ -33,6 +35,8 @@ from tests.helpers import (
     GEMINI_REWOUND,
     git,
     needs_namespaces,
+    TOOLS as CODEX_TOOLS,
+    VIEWER,
     rewind_in_child,
     tree,
     write_jsonl,
@@ -371,6 +375,48 @@ def test_gemini_lines_of_a_format_cos_cannot_read_are_counted_and_reported_never
                                  if b"$compress" not in line and b"not json" not in line))
     ok(("sessions",), healthy_project)
     assert by_name(doctor(healthy_project)[1])["index"]["status"] == "ok"
+
+
+@pytest.mark.slow
+def test_claude_and_codex_lines_cos_cannot_read_are_counted_per_agent_never_a_lost_session(
+        healthy_project: Path, isolated_env: Path) -> None:
+    claude = copy_claude_fixtures(isolated_env / ".claude") / "projects"
+    codex = copy_codex_fixtures(isolated_env / ".codex") / "sessions"
+    transcript = claude / "-path-to-Demo" / f"{VIEWER}.jsonl"
+    [rollout] = codex.rglob(f"rollout-*-{CODEX_TOOLS}.jsonl")
+    ok(("sessions",), healthy_project)
+    clean = by_name(doctor(healthy_project)[1])["index"]
+    unread_before = clean["data"].get("unreadable_lines", {})
+    assert str(transcript) not in unread_before.get("claude", {})
+    assert "codex" not in unread_before  # the real rollouts: every line read
+    shown = {native: json.loads(cos("sessions", "show", native, "--json",
+                                    cwd=healthy_project).stdout)
+             for native in (VIEWER, CODEX_TOOLS)}
+    # What a newer Claude Code or Codex might write: a line that is no JSON object, and a
+    # record of a type this cos does not know.
+    with transcript.open("a", encoding="utf-8") as log:
+        log.write("\x00garbled {\n" + json.dumps(
+            {"type": "frame-next", "timestamp": "2026-12-06T09:00:00.000Z"}) + "\n")
+    with rollout.open("a", encoding="utf-8") as log:
+        log.write(json.dumps({"timestamp": "2026-12-06T09:00:00.000Z", "type": "thread_rollup",
+                              "payload": {"turns": 1}}) + "\n" + "not json\n")
+    for native, before in shown.items():  # kept, with what it held
+        after = json.loads(cos("sessions", "show", native, "--json",
+                               cwd=healthy_project).stdout)
+        assert after["messages"] == before["messages"] and after["id"] == before["id"]
+    code, report = doctor(healthy_project)
+    check = by_name(report)["index"]
+    assert check["status"] == "warn" and code == 0
+    unread = check["data"]["unreadable_lines"]
+    assert unread["claude"][str(transcript)] == 2 and unread["codex"] == {str(rollout): 2}
+    counts = check["data"]["unreadable_line_counts"]
+    assert counts == {agent: sum(files.values()) for agent, files in unread.items()}
+    assert counts["codex"] == 2 and counts["claude"] >= 2
+    assert f"{counts['claude']} line(s) of Claude Code's sessions could not be read" \
+        in check["detail"]
+    assert "2 line(s) of Codex's sessions could not be read" in check["detail"]
+    plain = cos("doctor", cwd=healthy_project, timeout=120)
+    assert "2 line(s) of Codex's sessions could not be read" in plain.stdout
 
 
 @pytest.mark.slow

@@ -780,7 +780,8 @@ _AGENT_LOGS = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI"
 
 def _index(ctx: _Context) -> Check:
     """The index's freshness, and the lines of the agents' logs its last import could not read
-    (a format this cos does not know yet: counted, their sessions listed from the rest)."""
+    (no JSON object, or a record of a kind this cos does not know yet: counted per agent and
+    file, their sessions listed from the rest)."""
     from coding_os.sessions.index import unreadable_lines
 
     check = _index_freshness(ctx)
@@ -797,7 +798,9 @@ def _index(ctx: _Context) -> Check:
                      f"{files[worst]})")
     detail = "; ".join(parts) + ": written in a format this cos does not read (the sessions " \
         "are listed from the lines it reads)"
-    data = {**check.data, "unreadable_lines": unread}
+    data = {**check.data, "unreadable_lines": unread,
+            "unreadable_line_counts": {agent: sum(files.values())
+                                       for agent, files in sorted(unread.items())}}
     if check.status == "ok":
         return Check("index", "warn", f"{check.detail}; but {detail}",
                      "update cos (a newer one may read them); the files are only read, never changed", data)

@@ -26,6 +26,7 @@ __all__ = [
     "atomic_write", "locked_append", "ensure_dir", "read_small", "read_small_stat", "io_error",
     "read_regular", "sync_files", "overwrite", "signatures", "unlink_quietly", "write_all",
     "last_line_start", "set_aside_torn", "private", "private_dir", "open_private",
+    "open_log",
     "open_snapshot",
 ]
 
@@ -452,9 +453,10 @@ def unlink_quietly(path: str) -> None:
         pass  # best effort: a stray temp file is ignored by readers and reaped by gc
 
 
-def open_snapshot(path: str, what: str) -> tuple[int, int]:
-    """An fd of the line log at `path` (a transcript, an events log: `what`, for messages)
-    and its length at a moment no append was in progress. The caller closes the fd.
+def open_log(path: str, what: str) -> tuple[int, int]:
+    """An fd of the regular file at `path` (a log: `what`, for messages), opened without
+    following a final symlink and without blocking, and its length now. The caller closes the
+    fd. For a log whose writer takes no lock (another program's); cos's own: `open_snapshot`.
 
     Raises:
         NotFound: no file at `path`.
@@ -472,6 +474,22 @@ def open_snapshot(path: str, what: str) -> tuple[int, int]:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
             raise StateIOError(f"cannot read {what} {path}: not a regular file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, info.st_size
+
+
+def open_snapshot(path: str, what: str) -> tuple[int, int]:
+    """An fd of the line log at `path` (a transcript, an events log: `what`, for messages)
+    and its length at a moment no append was in progress. The caller closes the fd.
+
+    Raises:
+        NotFound: no file at `path`.
+        StateIOError: it cannot be read, is a symlink or not a regular file.
+    """
+    fd, _ = open_log(path, what)
+    try:
         # Appenders hold the exclusive lock for one line: under the shared lock the length is
         # at a line boundary (unless a crash left a torn tail), and the read never blocks them.
         fcntl.flock(fd, fcntl.LOCK_SH)

@@ -74,8 +74,10 @@ def loads(text: str | bytes) -> object:
         stop += 1
     if stop != end:
         raise ValueError(f"Extra data: char {stop}")
-    # Fewer brackets than the limit cannot nest deeper than it: one pass in C for most texts.
-    if text.count("[") + text.count("{") > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+    # Fewer brackets than the limit (in fewer characters, too) cannot nest deeper than it: one
+    # pass in C for most texts.
+    if end > MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH \
+            and _deeper_than(value, MAX_DEPTH):
         raise ValueError(_TOO_DEEP)
     return value
 

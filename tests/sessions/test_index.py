@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from coding_os.sessions import index, transcript
-from coding_os.adapters.native import NativeSession, NativeSubagent, TokenTotals
+from coding_os.adapters.native import STATE_VERSION, NativeSession, NativeSubagent, TokenTotals
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import SessionRecord
 from coding_os.storage.sqlite import SQLiteStorage
@@ -178,7 +178,7 @@ def test_every_fixture_is_indexed_once_and_subagents_are_never_rows(
     assert not any("3be551df" in r.id for r in rows)
     assert [r.last_active for r in rows] == sorted((r.last_active for r in rows), reverse=True)
     saved = json.loads((tiers.state_dir / Path(index.STATE_FILE)).read_text(encoding="utf-8"))
-    assert saved["version"] == 2 and len(saved["files"]) == 8
+    assert saved["version"] == STATE_VERSION and len(saved["files"]) == 8
     assert (Path(tiers.state_dir) / saved["pack"]).is_file()
 
 

@@ -83,6 +83,25 @@ def test_a_native_row_linked_to_a_cos_id_later_replaces_its_native_row(storage: 
     assert [r.id for r in storage.index_rows()] == ["ses-claude-20261129-100000-aaaa"]
 
 
+def test_the_rows_of_one_upsert_apply_in_order_as_upserts_one_by_one(storage: Storage) -> None:
+    storage.upsert_index_rows([index_row("old", native_id="n-old", title="kept")])
+    many = [index_row(f"b-{i}", native_id=f"n-b-{i}") for i in range(600)]
+    batch = [index_row("u-1", native_id="u-1", title="native"),
+             index_row("x", native_id="n-x", title="first"),
+             index_row("ses-claude-20261129-100000-aaaa", native_id="u-1", title="linked"),
+             index_row("x", native_id="n-x", title="second"), *many]
+    assert storage.upsert_index_rows(batch) == 3 + 600
+    assert {r.id: r.title for r in storage.index_rows() if not r.id.startswith("b-")} == {
+        "old": "kept", "x": "second", "ses-claude-20261129-100000-aaaa": "linked"}
+    # Many rows (more than one query's worth of ids), new ones and one already indexed.
+    again = [index_row(f"c-{i}", native_id=f"n-c-{i}") for i in range(600)]
+    assert storage.upsert_index_rows(
+        [*again, index_row("b-0", native_id="n-b-0", title="again")]) == 600
+    found = storage.index_row("b-0")
+    assert found is not None and found.title == "again"
+    assert storage.index_count() == 1203
+
+
 def test_a_user_set_name_survives_upserts_and_a_cleared_index(storage: Storage) -> None:
     storage.upsert_index_rows([index_row("a"), index_row("b")])
     assert storage.set_name("a", "my work") is True

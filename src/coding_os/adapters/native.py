@@ -55,7 +55,8 @@ __all__ = [
 
 AGENTS = ("claude", "codex")
 # 2: heads kept apart from the whole aggregates (an older state is read again from the logs).
-STATE_VERSION = 2
+# 3: a head counts its file's lines of an unknown type (`unknown`) beside the unusable ones.
+STATE_VERSION = 3
 # Bytes before the resume offset that must be unchanged for an append to be trusted.
 _TAIL_BYTES = 64
 # First and last prompts are previews: long pastes are cut to this many characters.

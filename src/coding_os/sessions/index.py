@@ -39,9 +39,10 @@ prompt) have their secrets redacted (redact.py), unless the project says `redact
 
 from __future__ import annotations
 
+import gc
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -52,7 +53,7 @@ from coding_os.hosts.identity import register_project, this_host
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.sessions.importstate import STATE_FILE, KeptState
-from coding_os.storage.base import IndexRow, Storage, storable_text
+from coding_os.storage.base import IndexRow, SessionRecord, Storage, storable_text
 
 __all__ = [
     "STATE_FILE",
@@ -72,8 +73,8 @@ __all__ = [
 
 NATIVE_FILES = ".native-files.json"
 UNREADABLE_LINES = ".unreadable-lines.json"
-"""The lines of the agents' logs the last refresh could not read, by agent and file (for the
-importers that read every file each time: Gemini CLI's), for `cos doctor`."""
+"""The lines of the agents' logs the last refresh could not read (not a JSON object, or a record
+of a kind the importer does not know), by agent and file, for `cos doctor`."""
 KINDS = ("cos", "claude", "codex", "gemini")
 TITLE_PREVIEW_CHARS = 120
 # Problems of a cos transcript that mean a line could not be used.
@@ -157,6 +158,11 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
     from coding_os.sessions import importstate
 
     kept = importstate.KeptState() if full else importstate.load(tiers.state_dir)
+    # What an import reads and keeps (parsed lines, sessions, rows) holds no reference cycle:
+    # the cyclic collector, which would walk all of it again and again as it grows, is off
+    # until the refresh is done (as it was, if something else had turned it off).
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         try:
             report = _refresh(storage, tiers, kept, claude_dir, codex_dir, full, progress, host,
@@ -174,6 +180,8 @@ def refresh(storage: Storage, tiers: Tiers, claude_dir: str | None = None,
         return report
     finally:
         kept.close()
+        if collecting:
+            gc.enable()
 
 
 def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str | None,
@@ -206,7 +214,8 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         # One host's database: rows under another name are this host's, indexed before it was
         # renamed (COS_HOST set or changed, a new hostname); they become this name's.
         storage.rehost_index(host)
-    everything = full or not storage.index_rows(limit=1, hosts=[host], local_host=host)
+    empty_before = not storage.index_rows(limit=1, hosts=[host], local_host=host)
+    everything = full or empty_before
     natives_path = os.path.join(tiers.state_dir, NATIVE_FILES)
     found_before = {} if everything else native_files(tiers)
 
@@ -236,10 +245,12 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
     own: dict[str, list[str | None]] = {
         path: list(found_before[path]) for scan in scans
         for path in scan.session_paths if path in found_before}
-    for native in (*claude, *codex, *gemini):
+    natives = (*claude, *codex, *gemini)
+    linked_to = _linked_sessions(storage, natives)
+    for native in natives:
         for name, count in native.unknown_types.items():
             report.unknown_types[name] = report.unknown_types.get(name, 0) + count
-        linked = storage.session_by_native(native.agent, native.native_id)
+        linked = linked_to(native.agent, native.native_id)
         native_index_row = native_row(native, linked.id if linked else None,
                                       linked.status if linked else None, project_of, redacting)
         rows.append(native_index_row)
@@ -315,7 +326,10 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         if is_session_id(session) and storage.remove_index_row(session):
             report.sessions_removed += 1
     found_gemini = {native.native_id for native in gemini}
-    for row in storage.index_rows(kind=gemini_native.AGENT, hosts=[host], local_host=host):
+    # Into a database of one host that was empty (a rebuild emptied it), the Gemini rows are
+    # those just written.
+    for row in [] if empty_before and not storage.shared else storage.index_rows(
+            kind=gemini_native.AGENT, hosts=[host], local_host=host):
         if row.native_id not in found_gemini and row.id not in foreign \
                 and storage.remove_index_row(row.id):
             report.sessions_removed += 1  # a Gemini session whose files are gone
@@ -352,13 +366,57 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         importstate.save(tiers.state_dir, state, extras, loaded,
                          _redacted if redacting else None, again=redacting and not redacted)
     if own != {path: list(entry) for path, entry in found_before.items()}:
-        durable.ensure_dir(tiers.state_dir)
-        durable.atomic_write(natives_path, json.dumps(own, ensure_ascii=False,
-                                                      separators=(",", ":")).encode("utf-8"))
-    _save_unreadable(tiers, {"gemini": gemini_scan.unread_lines})
+        data = json.dumps(own, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        # A rebuild starts from nothing and mostly finds what the file holds: kept as it is.
+        if durable.read_small(natives_path, len(data) + 1) != data:
+            durable.ensure_dir(tiers.state_dir)
+            durable.atomic_write(natives_path, data)
+    _save_unreadable(tiers, {**_unread_lines(state.files.values()),
+                             "gemini": gemini_scan.unread_lines})
     if mark is not None:
         freshness.save(tiers, mark)
     return report
+
+
+_BULK_LOOKUP = 64
+"""More native sessions than this to file: the hooks' sessions of their agents are read in one
+query per agent instead of one each."""
+
+
+def _linked_sessions(storage: Storage, natives: Sequence[NativeSession]
+                     ) -> Callable[[str, str], SessionRecord | None]:
+    """What `storage.session_by_native` answers for the sessions of `natives` (the cos session
+    the hooks linked to a native one: the latest active)."""
+    if len(natives) <= _BULK_LOOKUP:
+        return storage.session_by_native
+    by_agent: dict[str, dict[str, SessionRecord]] = {}
+
+    def linked(agent: str, native_id: str) -> SessionRecord | None:
+        known = by_agent.get(agent)
+        if known is None:
+            known = by_agent[agent] = {}
+            for record in storage.sessions(agent):  # the latest active first
+                if record.native_id is not None:
+                    known.setdefault(record.native_id, record)
+        key = storable_text(native_id)  # as the table keeps it
+        return None if key is None else known.get(key)
+
+    return linked
+
+
+def _unread_lines(records: Iterable[FileRecord]) -> dict[str, dict[str, int]]:
+    """Per agent, the Claude Code and Codex files with lines their importer could not read
+    (not a JSON object) or whose record type it does not know, each with how many: what the
+    files' heads count (`malformed`, `unknown`), of every file, read this time or before."""
+    found: dict[str, dict[str, int]] = {}
+    for record in records:
+        unread = 0
+        for counts in (record.head.get("malformed"), record.head.get("unknown")):
+            if isinstance(counts, dict):
+                unread += sum(n for n in counts.values() if isinstance(n, int))
+        if unread:
+            found.setdefault(record.agent, {})[record.path] = unread
+    return found
 
 
 def _save_unreadable(tiers: Tiers, found: dict[str, dict[str, int]]) -> None:
@@ -377,8 +435,9 @@ def _save_unreadable(tiers: Tiers, found: dict[str, dict[str, int]]) -> None:
 
 def unreadable_lines(tiers: Tiers) -> dict[str, dict[str, int]]:
     """The lines of each agent's logs the last refresh could not read (a line that is not a
-    JSON object, or too long: a format this cos does not know yet), by file; their sessions
-    are listed from the lines that could be read."""
+    JSON object, or too long, or a record of a kind its importer does not know: a format this
+    cos does not know yet), by file; their sessions are listed from the lines that could be
+    read."""
     data = _load(os.path.join(tiers.state_dir, UNREADABLE_LINES))
     found: dict[str, dict[str, int]] = {}
     for agent, files in data.items():

@@ -24,8 +24,8 @@ class StorageError(StateIOError):
 def storable_text(value: str | None) -> str | None:
     """`value` with lone surrogates (which UTF-8 cannot encode; JSON's "\\ud800" makes them)
     replaced by U+FFFD, so one odd character never makes a batch fail again and again."""
-    if value is None:
-        return None
+    if value is None or value.isascii():
+        return value
     try:
         value.encode("utf-8")
         return value

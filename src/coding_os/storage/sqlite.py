@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import operator
 import os
 import sqlite3
 import time
@@ -306,22 +307,66 @@ class SQLiteStorage(Storage):
                   f"ON CONFLICT (id) DO UPDATE SET {updates} "
                   "WHERE session_index.host IS NULL OR excluded.host IS NULL "
                   "OR session_index.host = excluded.host")
-        added = 0
+        fields = operator.attrgetter(*columns)
+        # ASCII text is storable as it is (the common case, without a call).
+        values = [[storable_text(v) if isinstance(v, str) and not v.isascii() else v
+                   for v in fields(row)] for row in rows]
         with self._transaction() as conn:
-            for row in rows:
+            ids = [storable_text(row.id) for row in rows]
+            if self._deletes_nothing(conn, rows, ids):
+                # The DELETE of each row would remove none: the inserts alone, in one call.
+                known = self._known_ids(conn, ids)
+                conn.executemany(insert, [[*row_values, row_id]
+                                          for row_values, row_id in zip(values, ids)])
+                return len(set(ids) - known)
+            added = 0
+            for row, row_values, row_id in zip(rows, values, ids):
                 if row.native_id is not None:
                     conn.execute("DELETE FROM session_index WHERE agent = ? AND native_id = ? "
                                  "AND id <> ? AND kind <> 'cos' "
                                  "AND (host IS NULL OR ? IS NULL OR host = ?)",
-                                 (row.agent, storable_text(row.native_id), storable_text(row.id),
+                                 (row.agent, storable_text(row.native_id), row_id,
                                   row.host, row.host))
-                known = conn.execute("SELECT 1 FROM session_index WHERE id = ?",
-                                     (storable_text(row.id),)).fetchone()
-                values = [storable_text(v) if isinstance(v, str) else v
-                          for v in (getattr(row, c) for c in columns)]
-                conn.execute(insert, [*values, storable_text(row.id)])
-                added += known is None
+                known_row = conn.execute("SELECT 1 FROM session_index WHERE id = ?",
+                                         (row_id,)).fetchone()
+                conn.execute(insert, [*row_values, row_id])
+                added += known_row is None
         return added
+
+    @staticmethod
+    def _deletes_nothing(conn: sqlite3.Connection, rows: Sequence[IndexRow],
+                         ids: Sequence[str | None]) -> bool:
+        """Whether no row's DELETE of another row of its native session (in `upsert_index_rows`,
+        row by row) could remove a row: no two of `rows` name one native session under two ids,
+        and no row already indexed names one of theirs under another id."""
+        owner: dict[tuple[str, str | None], str | None] = {}
+        for row, row_id in zip(rows, ids):
+            if row.native_id is None:
+                continue
+            key = (row.agent, storable_text(row.native_id))
+            if owner.setdefault(key, row_id) != row_id:
+                return False
+        natives = sorted({native for _, native in owner if native is not None})
+        for start in range(0, len(natives), 500):
+            chunk = natives[start:start + 500]
+            for row_id, agent, native_id in conn.execute(
+                    "SELECT id, agent, native_id FROM session_index WHERE native_id IN "
+                    f"({', '.join('?' * len(chunk))})", chunk):
+                if (agent, native_id) in owner and owner[(agent, native_id)] != row_id:
+                    return False
+        return True
+
+    @staticmethod
+    def _known_ids(conn: sqlite3.Connection, ids: Sequence[str | None]) -> set[str | None]:
+        """Those of `ids` the index holds."""
+        keys = sorted({key for key in ids if key is not None})
+        known: set[str | None] = set()
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            known.update(row_id for (row_id,) in conn.execute(
+                f"SELECT id FROM session_index WHERE id IN ({', '.join('?' * len(chunk))})",
+                chunk))
+        return known
 
     def index_rows(self, *, agent: str | None = None, search: str | None = None,
                    cwd_under: Sequence[str] | None = None, kind: str | None = None,

@@ -4,10 +4,12 @@ private HOME holding them where Gemini CLI keeps its logs."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from coding_os.adapters.gemini.native import scan
-from tests.helpers import copy_gemini_fixtures
+from coding_os.sessions.index import native_row
+from tests.helpers import copy_gemini_fixtures, gemini_twin
 from tests.helpers import cos_in as run
 from tests.helpers import cos_json_in as data
 
@@ -52,6 +54,23 @@ def test_every_fixture_session_reads_as_a_native_session_with_sources_counts() -
     assert found[R].branches == 1  # one $rewindTo
     assert report.sessions == 6 and report.subagents == 1 and report.malformed_lines == 0
     assert report.unreadable == [] and report.torn_files == [] and report.unread_lines == {}
+
+
+def test_a_resumes_twin_file_leaves_one_row_whose_transcript_is_the_first_file(
+        tmp_path: Path) -> None:
+    home = tmp_path / ".gemini"
+    shutil.copytree(HOME, home)
+    first = home / "tmp" / "project" / "chats" / "session-2026-12-06T08-07-aa78fc04.jsonl"
+    twin = gemini_twin(first, "2026-12-06T08:08:02.000Z")
+    natives, report = scan(str(home))
+    assert [native.native_id for native in natives].count(A) == 1
+    assert report.sessions == 6 and report.unread_lines == {}
+    native = next(native for native in natives if native.native_id == A)
+    assert native.paths == (str(first), str(twin))
+    row = native_row(native)
+    prompts, answers, tokens, title = EXPECTED[A]
+    assert (row.id, row.source_path, row.messages, row.tokens, row.title) == (
+        A, str(first), prompts + answers, tokens, title)
 
 
 def test_cos_sessions_lists_gemini_sessions_of_the_checkout_with_exact_counts(

@@ -23,6 +23,7 @@ from coding_os.adapters.gemini.sessions import (
     scan_gemini,
 )
 from coding_os.errors import CosError
+from tests.helpers import gemini_twin
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HOME = FIXTURES / "gemini-home"
@@ -169,6 +170,26 @@ def test_the_empty_twin_of_a_fork_is_one_of_its_paths_not_a_session() -> None:
     fork = by_id(scan_gemini(HOME).sessions)[F]
     assert [os.path.basename(p) for p in fork.paths] == [
         "session-1796544463414-c2773ed1.jsonl", "session-2026-12-06T08-07-c2773ed1.jsonl"]
+
+
+def test_the_twin_a_resume_in_another_minute_writes_is_neither_a_session_nor_the_transcript(
+        tmp_path: Path) -> None:
+    home = chats_copy(tmp_path)
+    first = home / "tmp" / "project" / "chats" / "session-2026-12-06T08-07-aa78fc04.jsonl"
+    # Resumed a minute later and left at once: the twin is the newest file of the session.
+    twin = gemini_twin(first, "2026-12-06T08:08:02.000Z")
+    alone = read_session(twin)
+    assert (alone.native_id, alone.user_messages, alone.assistant_messages,
+            alone.context_messages) == (A, 0, 0, 1)
+    scan = scan_gemini(home)
+    assert [s.native_id for s in scan.sessions].count(A) == 1
+    session = by_id(scan.sessions)[A]
+    assert session.path == str(first) and session.paths == (str(first), str(twin))
+    _, _, prompts, assistant, calls, thoughts, live, spent, title, source = EXPECTED[0]
+    assert (session.user_messages, session.assistant_messages, session.tool_calls,
+            session.thoughts, session.messages) == (prompts, assistant, calls, thoughts, live)
+    assert tokens(session) == spent and (session.title, session.title_source) == (title, source)
+    assert session.started == "2026-12-06T08:07:03.685Z"
 
 
 def test_sessions_serialise_as_json() -> None:

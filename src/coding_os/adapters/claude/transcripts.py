@@ -280,7 +280,8 @@ class ClaudeTranscript(LineCounts):
         first entry, roots, summaries, inline subagents and the entry a compact summary at its
         start continues; a subagent file's session), without its entries."""
         data = self.data
-        head: dict[str, Any] = {"lines": data["lines"], "malformed": data["malformed"]}
+        head: dict[str, Any] = {"lines": data["lines"], "malformed": data["malformed"],
+                                "unknown": data["unknown"]}
         if not self.split:
             head["owner"] = _majority(data["session_ids"])
             return head

@@ -142,7 +142,7 @@ _TOKEN_KEYS = ("input_tokens", "cached_input_tokens", "cache_write_input_tokens"
                "output_tokens", "reasoning_output_tokens")
 # What a rollout's head holds: enough to tell its thread, its place in a history and whether it
 # is a subagent's, without its events (and of its `session_meta`, only that).
-_HEAD = ("lines", "malformed", "first_ts", "last_ts", "next_ordinal")
+_HEAD = ("lines", "malformed", "unknown", "first_ts", "last_ts", "next_ordinal")
 _HEAD_META = ("id", "timestamp", "forked_from", "history_base", "parent", "subagent")
 
 

@@ -26,6 +26,7 @@ __all__ = [
     "KNOWN_MESSAGE_TYPES",
     "GeminiEntry",
     "GeminiTokens",
+    "add_tokens",
     "conversation_counts",
     "conversation_entries",
     "message_parts",
@@ -71,16 +72,29 @@ class GeminiTokens:
         return dataclasses.asdict(self)
 
 
+_TOKEN_FIELDS = ("input", "output", "cached", "thoughts", "tool", "total")
+
+
+def add_tokens(totals: list[int], value: object) -> bool:
+    """Add the `tokens` a model response recorded (`value`) to `totals`, six counts in the
+    order of GeminiTokens' fields; whether it recorded any (`message_tokens` is not None). A
+    scan adds every response's tokens this way, without a GeminiTokens for each."""
+    if not isinstance(value, dict):
+        return False
+    for index, name in enumerate(_TOKEN_FIELDS):
+        number = value.get(name)
+        if number.__class__ is int and number > 0:
+            totals[index] += number
+    return True
+
+
 def message_tokens(value: object) -> GeminiTokens | None:
     """The `tokens` a model response recorded, or None when it has none."""
     if not isinstance(value, dict):
         return None
-    numbers = {}
-    for name in ("input", "output", "cached", "thoughts", "tool", "total"):
-        number = value.get(name)
-        numbers[name] = number if isinstance(number, int) and not isinstance(number, bool) \
-            and number > 0 else 0
-    return GeminiTokens(**numbers)
+    # A count is a positive int (a bool is not one); anything else counts 0.
+    return GeminiTokens(*[number if number.__class__ is int and number > 0 else 0
+                          for number in map(value.get, _TOKEN_FIELDS)])
 
 
 @dataclass(frozen=True)
@@ -124,7 +138,10 @@ def message_parts(content: object) -> list[dict[str, Any]]:
     return []
 
 
-def _text(parts: Iterable[Mapping[str, Any]]) -> str:
+def _text(parts: Sequence[Mapping[str, Any]]) -> str:
+    if len(parts) == 1:  # most messages: one part
+        text = parts[0].get("text")
+        return text if isinstance(text, str) and not parts[0].get("thought") else ""
     return "".join(str(part["text"]) for part in parts
                    if isinstance(part.get("text"), str) and not part.get("thought"))
 
@@ -141,7 +158,7 @@ def prompt_text(message: Mapping[str, Any]) -> str | None:
 def user_kind(parts: list[dict[str, Any]]) -> tuple[str, str]:
     """`prompt`, `context`, `command`, `tool_result` or `empty`, and the message's text."""
     text = _text(parts)
-    stripped = text.strip()
+    stripped = text.lstrip()  # all a prefix and emptiness need
     if stripped.startswith(_INJECTED_PREFIXES):
         return "context", text
     if stripped.startswith(_COMMAND_PREFIXES):

@@ -11,7 +11,6 @@ it), its tool-use prompt is input. Gemini CLI records no git branch.
 from __future__ import annotations
 
 import os
-
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -93,7 +92,9 @@ def native_session(session: GeminiSession) -> NativeSession:
 
 
 def _files(session: GeminiSession) -> list[str]:
-    files = [session.path, *session.paths]
+    if not session.subagents:
+        return list(session.paths)
+    files = list(session.paths)
     for agent in session.subagents:
         files.extend(_files(agent))
     return files
@@ -123,14 +124,14 @@ def scan(gemini_dir: str) -> tuple[list[NativeSession], ScanReport]:
             _note_unread(report, item)
             if item.torn_tail:
                 report.torn_files.append(item.path)
-    for path in {path for session in found.sessions for path in _files(session)} | \
-            {orphan.path for orphan in found.orphans}:
-        report.files_seen += 1
-        report.files_opened += 1
-        try:
-            report.bytes_read += os.stat(path).st_size
-        except OSError:
-            continue
+    files = {path for session in found.sessions for path in _files(session)}
+    files.update(orphan.path for orphan in found.orphans)
+    report.files_seen += len(files)
+    report.files_opened += len(files)
+    # What was read of each file (its size at the moment it was read), not a stat again.
+    report.bytes_read += sum(item.bytes_read for session in found.sessions
+                             for item in (session, *session.subagents))
+    report.bytes_read += sum(orphan.bytes_read for orphan in found.orphans)
     report.sessions = len(natives)
     report.orphans = len(found.orphans)
     report.orphan_subagents = [_subagent(orphan, orphan.parent or "")

@@ -73,29 +73,39 @@ class Replay:
 
     def feed(self, record: dict[str, Any]) -> str:
         """Apply one record; its kind (see `record_kind`)."""
-        kind = record_kind(record)
-        self.counts[kind] += 1
-        if kind == "rewind":
+        # The loop of every line of every session: `record_kind` inlined, messages first.
+        if "$rewindTo" in record and isinstance(record["$rewindTo"], str):
+            kind = "rewind"
             self._rewind(record["$rewindTo"])
-        elif kind == "message":
+        elif isinstance(record.get("id"), str):
+            kind = "message"
             self.messages[record["id"]] = record
-            self._note(record)
-        elif kind == "set":
+            if "tokens" in record or "model" in record or "toolCalls" in record \
+                    or "thoughts" in record:
+                self._note(record)
+        elif "$set" in record and isinstance(record["$set"], dict):
+            kind = "set"
             changes = record["$set"]
-            if isinstance(changes.get("messages"), list):
-                before = set(self.messages)
-                self.messages = {}
-                self._put(changes["messages"])
-                self.replaced += len(before - set(self.messages))
-            self._merge(changes)
-        elif kind == "metadata":
-            if self.first_metadata is None:
-                self.first_metadata = {k: v for k, v in record.items() if k != "messages"}
-            self._merge(record)
-            if isinstance(record.get("messages"), list):
-                self._put(record["messages"])
+            if "messages" not in changes:  # most often `lastUpdated` alone
+                self.metadata.update(changes)
+            else:
+                if isinstance(changes["messages"], list):
+                    before = set(self.messages)
+                    self.messages = {}
+                    self._put(changes["messages"])
+                    self.replaced += len(before - set(self.messages))
+                self._merge(changes)
         else:
-            self.others.append(record)
+            kind = record_kind(record)
+            if kind == "metadata":
+                if self.first_metadata is None:
+                    self.first_metadata = {k: v for k, v in record.items() if k != "messages"}
+                self._merge(record)
+                if isinstance(record.get("messages"), list):
+                    self._put(record["messages"])
+            else:
+                self.others.append(record)
+        self.counts[kind] += 1
         return kind
 
     def load(self, document: dict[str, Any]) -> None:
@@ -127,8 +137,12 @@ class Replay:
             if known is None:
                 filled.append(message)
                 continue
-            missing = {name: value for name, value in known.items() if not message.get(name)}
-            filled.append({**message, **missing} if missing else message)
+            for name in known:
+                if not message.get(name):  # left out: a copy with what was recorded
+                    message = {**message, **{name: value for name, value in known.items()
+                                             if not message.get(name)}}
+                    break
+            filled.append(message)
         return filled
 
     def _put(self, messages: Iterable[Any]) -> None:
@@ -138,12 +152,19 @@ class Replay:
                 self._note(message)
 
     def _note(self, message: Mapping[str, Any]) -> None:
-        found = {name: message[name] for name in DETAIL_FIELDS if message.get(name)}
-        if found:
-            self.details.setdefault(message["id"], {}).update(found)
+        known = self.details.get(message["id"])
+        for name in DETAIL_FIELDS:
+            value = message.get(name)
+            if value:
+                if known is None:
+                    known = self.details[message["id"]] = {}
+                known[name] = value
 
     def _merge(self, fields: Mapping[str, Any]) -> None:
-        self.metadata.update((k, v) for k, v in fields.items() if k != "messages")
+        if "messages" in fields:
+            self.metadata.update((k, v) for k, v in fields.items() if k != "messages")
+        else:
+            self.metadata.update(fields)
 
 
 def replay(records: Iterable[dict[str, Any]]) -> Replay:

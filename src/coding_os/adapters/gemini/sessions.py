@@ -38,7 +38,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, AnyStr
 
 from coding_os import durable, jsonwire
 from coding_os.adapters import log_dir
@@ -47,6 +47,7 @@ from coding_os.adapters.gemini.messages import (
     NOTICE_TYPES,
     GeminiEntry,
     GeminiTokens,
+    add_tokens,
     conversation_counts,
     conversation_entries,
     message_parts,
@@ -87,6 +88,12 @@ _IMPORTED = "Imported session from "
 _SESSION_NAME = re.compile(r"^session-.+-[0-9A-Za-z_-]{1,8}\.jsonl?$")
 _PROJECT_HASH = re.compile(r"^[0-9a-f]{64}$")
 _RESERVED_DIRS = frozenset({"chats", "logs", "tool-outputs"})
+# The record Gemini CLI writes after every message (a third of a session's lines), as it writes
+# it; with a time of these characters alone it is read without the JSON parser.
+_LAST_UPDATED = b'{"$set":{"lastUpdated":"'
+_STAMP_BYTES = b"0123456789-:.+TZ"
+_LAST_UPDATED_TEXT = _LAST_UPDATED.decode("ascii")
+_STAMP_TEXT = _STAMP_BYTES.decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -102,8 +109,10 @@ class GeminiSession:
     copied), `recorded_tokens` that of every response the file recorded (rewound ones too).
     `imported_from` is the file a `--session-file` import names, `forked_from` the session of
     that file when a scan found it. `delegations` are the (agent id, agent name) of the
-    subagents the session ran. `live_ids` and `message_tokens` (the live messages' ids, the
-    model responses' tokens by id) are kept for those links and left out of `to_dict`.
+    subagents the session ran. `live_ids` and `message_tokens` (the live messages' ids, and
+    the model responses' tokens by id of a session imported from another file, `imported_from`)
+    are kept for those links, and `bytes_read` (the bytes read
+    of its files, `paths`) for a scan's report; the three are left out of `to_dict`.
     `git_branch` is always None: Gemini CLI 0.61 records no branch.
     """
 
@@ -155,6 +164,7 @@ class GeminiSession:
     metadata: Mapping[str, Any] = field(default_factory=dict)
     live_ids: tuple[str, ...] = ()
     message_tokens: Mapping[str, GeminiTokens] = field(default_factory=dict)
+    bytes_read: int = 0
 
     @property
     def unreadable_lines(self) -> int:
@@ -173,7 +183,7 @@ class GeminiSession:
         """The session as JSON (without the per-message ids and tokens it keeps for links)."""
         data: dict[str, Any] = {}
         for item in dataclasses.fields(self):
-            if item.name in ("live_ids", "message_tokens"):
+            if item.name in ("live_ids", "message_tokens", "bytes_read"):
                 continue
             value = getattr(self, item.name)
             if isinstance(value, GeminiTokens):
@@ -188,6 +198,36 @@ class GeminiSession:
                 value = dict(value)
             data[item.name] = value
         return data
+
+
+_FIELD_NAMES = frozenset(item.name for item in dataclasses.fields(GeminiSession))
+_DEFAULTS = {item.name: item.default for item in dataclasses.fields(GeminiSession)
+             if item.default is not dataclasses.MISSING}
+_FACTORIES = {item.name: item.default_factory for item in dataclasses.fields(GeminiSession)
+              if item.default_factory is not dataclasses.MISSING}
+_REQUIRED = _FIELD_NAMES - _DEFAULTS.keys() - _FACTORIES.keys()
+
+
+def _new_session(**values: Any) -> GeminiSession:
+    """`GeminiSession(**values)` without the frozen constructor's one call per field (52 of
+    them; a scan makes a session of every file): the defaults, then `values`, put in the
+    instance's fields at once.
+
+    Raises:
+        TypeError: a name in `values` is not a field, or a field without a default is missing.
+    """
+    names = values.keys()
+    if not _REQUIRED <= names or not names <= _FIELD_NAMES:
+        raise TypeError(f"GeminiSession fields: missing {sorted(_REQUIRED - names)}, "
+                        f"unknown {sorted(names - _FIELD_NAMES)}")
+    session = object.__new__(GeminiSession)
+    fields = session.__dict__
+    fields.update(_DEFAULTS)
+    for name, factory in _FACTORIES.items():
+        if name not in values:
+            fields[name] = factory()
+    fields.update(values)
+    return session
 
 
 @dataclass(frozen=True)
@@ -319,32 +359,17 @@ class _Read:
     malformed: dict[str, int] = field(default_factory=dict)
     torn_tail: bool = False
     imported_from: str | None = None
+    size: int = 0  # bytes read
 
     def bad(self, reason: str) -> None:
         self.malformed[reason] = self.malformed.get(reason, 0) + 1
 
 
 def _lines(fd: int, size: int, read: _Read) -> Iterator[bytes]:
-    """The lines of the first `size` bytes of `fd` without their newline; a line longer than
-    MAX_LINE_BYTES is counted and skipped. A last line without its newline is yielded when it
-    holds a JSON object, else reported as a torn tail (a write cut off)."""
-    if size <= min(_WHOLE_READ, MAX_LINE_BYTES):  # most sessions: one read, split in C
-        chunks = []
-        offset = 0
-        while offset < size:
-            chunk = os.pread(fd, size - offset, offset)
-            if not chunk:
-                break
-            chunks.append(chunk)
-            offset += len(chunk)
-        *whole, tail = b"".join(chunks).split(b"\n")
-        yield from whole
-        if tail.strip():
-            if jsonwire.loads_object(tail) is None:
-                read.torn_tail = True
-            else:
-                yield tail
-        return
+    """The lines of the first `size` bytes of `fd` without their newline, read in chunks (a
+    file too large to read at once); a line longer than MAX_LINE_BYTES is counted and skipped.
+    A last line without its newline is yielded when it holds a JSON object, else reported as a
+    torn tail (a write cut off)."""
     pending = bytearray()
     skipping = False
     offset = 0
@@ -382,20 +407,83 @@ def _lines(fd: int, size: int, read: _Read) -> Iterator[bytes]:
             yield line
 
 
-def _records(lines: Iterable[bytes], read: _Read) -> Iterator[dict[str, Any]]:
+def _feed(lines: Iterable[AnyStr], read: _Read, state: Replay, head: AnyStr,
+          stamp: AnyStr, end: AnyStr) -> None:
+    """`state` fed the records of `lines` (text, or bytes read as UTF-8); a line that holds no
+    JSON object is counted in `read` (blank lines are skipped). `head`, `stamp` and `end` are
+    _LAST_UPDATED, _STAMP_BYTES and its end in the type of the lines. The loop of every line
+    of every session a scan reads."""
+    loads = jsonwire.loads
+    feed = state.feed
+    start = len(head)
     for line in lines:
-        if not line.strip():
+        if line.startswith(head) and line.endswith(end) and len(line) >= start + len(end) \
+                and not line[start:-len(end)].strip(stamp):
+            # What the parser would make of it (a string of these characters has no escape).
+            at = line[start:-len(end)]
+            feed({"$set": {"lastUpdated": at.decode("ascii") if isinstance(at, bytes) else at}})
             continue
         try:
-            value = jsonwire.loads(line)
+            value = loads(line)
         except ValueError:
-            read.bad("not_json")
+            # Blank as bytes are (ASCII whitespace): a line of other spaces is no record.
+            if (line.encode("utf-8") if isinstance(line, str) else line).strip():
+                read.bad("not_json")
             continue
         if not isinstance(value, dict):
             read.bad("not_object")
             continue
-        _note_import(value, read)
-        yield value
+        if read.imported_from is None and value.get("type") == "info":
+            _note_import(value, read)
+        feed(value)
+
+
+def _feed_bytes(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
+    """`_feed` of lines read as bytes."""
+    _feed(lines, read, state, _LAST_UPDATED, _STAMP_BYTES, b'"}}')
+
+
+def _whole(fd: int, size: int) -> bytes:
+    """The first `size` bytes of `fd` (fewer if it is shorter now)."""
+    chunks = []
+    offset = 0
+    while offset < size:
+        chunk = os.pread(fd, size - offset, offset)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        offset += len(chunk)
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _replay_lines(fd: int, size: int, read: _Read, state: Replay) -> None:
+    """`state` fed the records of the first `size` bytes of `fd` (see `_lines`).
+
+    Raises:
+        OSError: the file cannot be read.
+    """
+    if size > min(_WHOLE_READ, MAX_LINE_BYTES):
+        _feed_bytes(_lines(fd, size, read), read, state)
+        return
+    # Most sessions: one read, decoded at once (a line that is not UTF-8: each line apart),
+    # split in C, each line parsed once.
+    data = _whole(fd, size)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        *whole, tail = data.split(b"\n")
+        _feed_bytes(whole, read, state)
+    else:
+        *lines, tail_text = text.split("\n")
+        _feed(lines, read, state, _LAST_UPDATED_TEXT, _STAMP_TEXT, '"}}')
+        tail = tail_text.encode("utf-8")
+    if tail.strip():
+        record = jsonwire.loads_object(tail)
+        if record is None:
+            read.torn_tail = True  # cut off mid-append: reported, not counted as malformed
+        else:
+            _note_import(record, read)
+            state.feed(record)
 
 
 def _note_import(record: Mapping[str, Any], read: _Read) -> None:
@@ -424,19 +512,19 @@ def _replay_file(path: str) -> tuple[Replay, _Read, str]:
             raise StateIOError(f"cannot read Gemini session {path}: {_reason(exc)}") from None
         if data is None:
             raise NotFound(f"no Gemini session at {path}")
+        read.size = len(data)
         document = jsonwire.loads_object(data)
         if document is not None and isinstance(document.get("sessionId"), str):
             _note_import_messages(document.get("messages"), read)
             state.load(document)
             return state, read, "json"
         # Not the one document of the old format: read it as lines, as Gemini CLI does first.
-        for record in _records(data.splitlines(), read):
-            state.feed(record)
+        _feed_bytes(data.splitlines(), read, state)
         return state, read, "json"
-    fd, size = durable.open_snapshot(path, "Gemini session")
+    fd, size = durable.open_log(path, "Gemini session")  # Gemini CLI takes no lock
+    read.size = size
     try:
-        for record in _records(_lines(fd, size, read), read):
-            state.feed(record)
+        _replay_lines(fd, size, read, state)
     except OSError as exc:
         raise StateIOError(f"cannot read Gemini session {path}: {_reason(exc)}") from None
     finally:
@@ -481,22 +569,28 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
     messages = state.live()
     types: dict[str, int] = {}
     unknown_fields: dict[str, int] = {}
-    for name in metadata:
-        if name not in KNOWN_METADATA_FIELDS:
-            unknown_fields[f"metadata:{name}"] = 1
+    if not KNOWN_METADATA_FIELDS.issuperset(metadata):
+        for name in metadata:
+            if name not in KNOWN_METADATA_FIELDS:
+                unknown_fields[f"metadata:{name}"] = 1
     prompts: list[str] = []
     counts = {"context": 0, "tool_result": 0, "gemini": 0, "notice": 0}
-    tokens = GeminiTokens()
-    tokens_by_id: dict[str, GeminiTokens] = {}
+    totals = [0] * 6  # GeminiTokens' fields, in order
+    counted: set[str] = set()  # the live responses whose tokens are in `totals`
     models: list[str] = []
     stamps: list[str] = []
+    known_fields = KNOWN_MESSAGE_FIELDS
     for message in messages:
-        kind = str(message.get("type"))
+        kind = message.get("type")
+        if kind.__class__ is not str:
+            kind = str(kind)
         types[kind] = types.get(kind, 0) + 1
-        for name in message.keys() - KNOWN_MESSAGE_FIELDS:
-            unknown_fields[f"message:{name}"] = unknown_fields.get(f"message:{name}", 0) + 1
-        if isinstance(message.get("timestamp"), str):
-            stamps.append(message["timestamp"])
+        if not known_fields.issuperset(message):
+            for name in message.keys() - known_fields:
+                unknown_fields[f"message:{name}"] = unknown_fields.get(f"message:{name}", 0) + 1
+        stamp = message.get("timestamp")
+        if isinstance(stamp, str):
+            stamps.append(stamp)
         if kind == "user":
             what, text = user_kind(message_parts(message.get("content")))
             if what == "prompt":
@@ -505,10 +599,8 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
                 counts[what] += 1
         elif kind == "gemini":
             counts["gemini"] += 1
-            spent = message_tokens(message.get("tokens"))
-            if spent is not None:
-                tokens = tokens + spent
-                tokens_by_id[str(message["id"])] = spent
+            if add_tokens(totals, message.get("tokens")):
+                counted.add(message["id"])
             model = message.get("model")
             if isinstance(model, str) and model:
                 if model in models:
@@ -516,11 +608,20 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
                 models.append(model)
         elif kind in NOTICE_TYPES:
             counts["notice"] += 1
+    tokens = GeminiTokens(*totals)
     # A live response's last recorded tokens are those counted above; the others are read.
-    recorded = tokens
     for message_id, details in state.details.items():
-        if message_id not in tokens_by_id:
-            recorded = recorded + (message_tokens(details.get("tokens")) or GeminiTokens())
+        if message_id not in counted:
+            add_tokens(totals, details.get("tokens"))
+    recorded = GeminiTokens(*totals)
+    # The tokens of each response, for a session imported from another (see `_link_forks`).
+    tokens_by_id: dict[str, GeminiTokens] = {}
+    if read.imported_from is not None:
+        for message in messages:
+            spent = message_tokens(message.get("tokens")) \
+                if message.get("type") == "gemini" else None
+            if spent is not None:
+                tokens_by_id[str(message["id"])] = spent
     entries = conversation_entries(messages) if with_entries else []
     tool_calls, thoughts, delegations = conversation_counts(messages)
     summary = _string(metadata.get("summary"))
@@ -536,7 +637,7 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
     started = _string(first.get("startTime")) or _string(metadata.get("startTime")) \
         or (min(stamps) if stamps else None)
     ends = [s for s in (_string(metadata.get("lastUpdated")), *stamps) if s]
-    session = GeminiSession(
+    session = _new_session(
         native_id=native_id,
         path=path,
         paths=(path,),
@@ -571,15 +672,17 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
         rewound_messages=state.rewound,
         delegations=delegations,
         message_types=dict(sorted(types.items())),
-        unknown_types={k: v for k, v in sorted(types.items()) if k not in KNOWN_MESSAGE_TYPES},
+        unknown_types={} if KNOWN_MESSAGE_TYPES.issuperset(types) else
+        {k: v for k, v in sorted(types.items()) if k not in KNOWN_MESSAGE_TYPES},
         unknown_fields=dict(sorted(unknown_fields.items())),
         record_counts=dict(state.counts),
         malformed_lines=dict(sorted(read.malformed.items())),
         torn_tail=read.torn_tail,
         warnings=tuple(warnings),
-        metadata=dict(metadata),
-        live_ids=tuple(str(message["id"]) for message in messages),
+        metadata=metadata,  # the replay's own, not shared
+        live_ids=tuple(state.messages),
         message_tokens=tokens_by_id,
+        bytes_read=read.size,
     )
     return session, messages, entries
 
@@ -638,15 +741,33 @@ def _session_files(gemini_dir: str, problems: list[str]
             continue
         chats = os.path.join(tmp, slug, "chats")
         project = projects.get(slug)
+        # Names listed are of one part: joined by a separator (os.path.join, per file, costs).
         for name, sub_dir in _entries(chats, problems):
             if sub_dir:
                 if name.lower() in _RESERVED_DIRS:
                     continue
-                for agent_file, agent_dir in _entries(os.path.join(chats, name), problems):
+                folder = chats + os.sep + name
+                for agent_file, agent_dir in _entries(folder, problems):
                     if not agent_dir and agent_file.endswith((".jsonl", ".json")):
-                        yield os.path.join(chats, name, agent_file), project, name
+                        yield folder + os.sep + agent_file, project, name
             elif _SESSION_NAME.match(name):
-                yield os.path.join(chats, name), project, None
+                yield chats + os.sep + name, project, None
+
+
+def _replaced(session: GeminiSession, **changes: Any) -> GeminiSession:
+    """`dataclasses.replace(session, **changes)` without running the constructor again (its
+    fields are set already; a scan replaces a field of a third of the sessions): a copy of the
+    instance's fields with `changes` over them.
+
+    Raises:
+        TypeError: a name in `changes` is not a field.
+    """
+    unknown = changes.keys() - _FIELD_NAMES
+    if unknown:
+        raise TypeError(f"not fields of GeminiSession: {sorted(unknown)}")
+    copy = object.__new__(GeminiSession)
+    copy.__dict__.update(session.__dict__, **changes)
+    return copy
 
 
 def _fullness(session: GeminiSession) -> tuple[int, int, str, str]:
@@ -663,10 +784,11 @@ def _merge_files(found: list[GeminiSession]) -> list[GeminiSession]:
         by_id.setdefault((session.parent, session.native_id), []).append(session)
     merged = []
     for files in by_id.values():
-        files.sort(key=_fullness, reverse=True)
         best = files[0]
         if len(files) > 1:
-            best = dataclasses.replace(best, paths=tuple(s.path for s in files))
+            files.sort(key=_fullness, reverse=True)
+            best = _replaced(files[0], paths=tuple(s.path for s in files),
+                             bytes_read=sum(s.bytes_read for s in files))
         merged.append(best)
     return merged
 
@@ -702,10 +824,9 @@ def _link_forks(sessions: list[GeminiSession]) -> list[GeminiSession]:
             spent = GeminiTokens()
             for message_id in copied:
                 spent = spent + session.message_tokens.get(message_id, GeminiTokens())
-            session = dataclasses.replace(session, forked_from=source.native_id,
-                                          copied_messages=len(copied),
-                                          tokens=session.tokens - spent,
-                                          recorded_tokens=session.recorded_tokens - spent)
+            session = _replaced(session, forked_from=source.native_id,
+                                copied_messages=len(copied), tokens=session.tokens - spent,
+                                recorded_tokens=session.recorded_tokens - spent)
         linked.append(session)
     return linked
 
@@ -719,7 +840,8 @@ def scan_gemini(gemini_dir: str | os.PathLike[str] | None = None) -> GeminiScan:
     found: list[GeminiSession] = []
     for path, project, parent in _session_files(root, scan.problems):
         try:
-            found.append(read_session(path, project=project, parent=parent))
+            state, read, file_format = _replay_file(path)  # `path` is absolute
+            found.append(_session_of(path, state, read, file_format, project, parent)[0])
         except CosError as exc:
             scan.problems.append(str(exc))
     found = _merge_files(found)
@@ -729,11 +851,11 @@ def scan_gemini(gemini_dir: str | os.PathLike[str] | None = None) -> GeminiScan:
     names = {agent_id: name for main in mains for agent_id, name in main.delegations}
     by_parent: dict[str, list[GeminiSession]] = {}
     for agent in agents:
-        agent = dataclasses.replace(agent, agent_name=names.get(agent.native_id))
+        agent = _replaced(agent, agent_name=names.get(agent.native_id))
         by_parent.setdefault(agent.parent or "", []).append(agent)
     for main in mains:
         own = sorted(by_parent.pop(main.native_id, []), key=lambda s: s.started or "")
-        scan.sessions.append(dataclasses.replace(main, subagents=tuple(own)) if own else main)
+        scan.sessions.append(_replaced(main, subagents=tuple(own)) if own else main)
     scan.orphans = [agent for agents_of in by_parent.values() for agent in agents_of]
     scan.sessions.sort(key=lambda s: (s.last_active or "", s.native_id), reverse=True)
     return scan
