@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 
 def test_the_config_cache_gives_the_parsed_config(tmp_path: Path) -> None:
     from coding_os.config import load_config, load_config_cached
@@ -48,6 +50,7 @@ def test_a_config_with_aliases_is_refused_before_anything_expands_them(tmp_path:
         load_config(str(tmp_path))
 
 
+@pytest.mark.slow
 def test_a_config_nested_too_deeply_or_too_large_is_one_clear_error(tmp_path: Path) -> None:
     import pytest
 

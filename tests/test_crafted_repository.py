@@ -41,6 +41,7 @@ def outside(tmp_path: Path) -> Path:
 # -- the state dir is cos's own ------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_committed_restore_journal_is_never_replayed(tmp_path: Path) -> None:
     place = outside(tmp_path)
     before = tree_state(place)
@@ -135,6 +136,7 @@ def test_a_manifest_naming_files_outside_the_project_is_refused_by_uninstall(
     assert (place / "to_delete").read_text(encoding="utf-8") == "keep me"
 
 
+@pytest.mark.slow
 def test_a_committed_trash_symlink_never_lets_gc_delete_outside(tmp_path: Path) -> None:
     place = outside(tmp_path)
     before = tree_state(place)

@@ -288,6 +288,7 @@ def test_hooks_running_a_deleted_cos_fail_with_the_init_fix(healthy_project: Pat
     assert by_name(doctor(healthy_project)[1])["hooks"]["status"] == "ok"
 
 
+@pytest.mark.slow
 def test_hooks_running_a_shim_fail_with_the_init_fix(healthy_project: Path, tmp_path: Path) -> None:
     shim = tmp_path / "shims" / "cos"
     shim.parent.mkdir()
@@ -301,6 +302,7 @@ def test_hooks_running_a_shim_fail_with_the_init_fix(healthy_project: Path, tmp_
     assert "cos init --agent claude" in hooks["fix"]
 
 
+@pytest.mark.slow
 def test_hooks_removed_from_the_settings_file_fail(healthy_project: Path) -> None:
     settings = healthy_project / ".claude" / "settings.json"
     data = json.loads(settings.read_text(encoding="utf-8"))
@@ -310,6 +312,7 @@ def test_hooks_removed_from_the_settings_file_fail(healthy_project: Path) -> Non
     assert hooks["status"] == "fail" and "PreToolUse" in hooks["detail"]
 
 
+@pytest.mark.slow
 def test_a_corrupt_sqlite_file_fails_and_is_left_byte_for_byte(healthy_project: Path) -> None:
     database = healthy_project / ".coding-os" / "coding-os.db"
     for extra in ("-wal", "-shm"):
@@ -451,6 +454,7 @@ def test_an_orphaned_panel_is_reported_with_the_gc_fix_and_kept(healthy_project:
     assert (panels / panel / "heartbeat").exists()
 
 
+@pytest.mark.slow
 def test_a_damaged_checkpoint_object_fails(healthy_project: Path) -> None:
     objects = healthy_project / ".coding-os" / "checkpoints" / "objects"
     victim = next(Path(top) / name for top, _, files in os.walk(objects) for name in files)

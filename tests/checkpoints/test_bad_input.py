@@ -18,6 +18,7 @@ def test_an_unknown_checkpoint_id_exits_1_with_one_line(project: Path) -> None:
     assert raw_bytes(project) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", ["../x", "cp-../..", "cp-20200101-000000-000-abcd/../../x",
                                  "/etc/passwd"])
 def test_a_malformed_checkpoint_id_exits_2_before_any_file_is_opened(project: Path,

@@ -129,6 +129,7 @@ def test_gc_removes_checkpoints_older_than_the_cleanup_period_and_then_their_old
     assert cos("checkpoints", "verify", "--json", cwd=project).returncode == 0
 
 
+@pytest.mark.slow
 def test_the_cleanup_period_from_the_config_file_applies_when_the_environment_is_silent(
         project: Path) -> None:
     (project / ".coding-os.yaml").write_text("cleanup_period_days: 3\n", encoding="utf-8")

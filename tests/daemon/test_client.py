@@ -17,6 +17,7 @@ from coding_os.state.tiers import Tiers
 from tests.helpers import checkpoint_now, cos, same, stored, whole
 
 
+@pytest.mark.slow
 def test_a_stopped_daemon_delays_a_checkpoint_only_by_the_client_timeout(
         project: Path, running: dict[str, object]) -> None:
     """SIGSTOP: the hook's request times out (2 s) and the checkpoint scans."""

@@ -45,6 +45,7 @@ def test_concurrent_starts_leave_one_daemon(isolated_env: Path, tmp_path: Path) 
     assert server.status()["running"] is False
 
 
+@pytest.mark.slow
 def test_daemon_commands_report_in_json_and_text(isolated_env: Path, tmp_path: Path) -> None:
     status = json.loads(cos("daemon", "status", "--json", cwd=tmp_path).stdout)
     assert status["running"] is False
@@ -145,6 +146,7 @@ def test_clients_holding_a_partial_line_keep_no_checkpoint_waiting(
     same(stored(tiers, record), whole(tiers, root))
 
 
+@pytest.mark.slow
 def test_a_client_that_says_nothing_is_dropped_by_the_daemon_which_waits_idle_meanwhile(
         running: dict[str, object]) -> None:
     pid = int(str(running["pid"]))

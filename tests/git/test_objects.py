@@ -97,6 +97,7 @@ def test_objects_spread_over_several_packs_and_loose_ones_are_all_found(
     assert_reads_as_git(repo_with_history, Objects(str(repo_with_history / ".git" / "objects")))
 
 
+@pytest.mark.slow
 def test_ref_deltas_of_a_thin_pack_made_whole_are_read(tmp_path: Path,
                                                        repo_with_history: Path) -> None:
     """Without `--delta-base-offset`, pack-objects writes REF_DELTA entries; `index-pack

@@ -130,6 +130,7 @@ def test_a_start_is_tried_once_a_minute_however_many_hooks_fire(
     assert server.status({"HOME": str(isolated_env)})["running"] is False
 
 
+@pytest.mark.slow
 def test_the_hook_that_starts_the_daemon_leaves_no_child_behind(
         project: Path, isolated_env: Path) -> None:
     committed_tree(project, WATCHER_FROM_FILES)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from coding_os import api
 from coding_os.state.caller import read_panel_session
 from tests.helpers import fire_in_process as fire
@@ -66,6 +68,7 @@ def test_a_broken_database_does_not_fail_the_hook(repo: Path, isolated_env: Path
     assert len(spooled) == 2  # kept for when the database is back
 
 
+@pytest.mark.slow
 def test_a_locked_database_never_stalls_tool_hooks_and_stop_fails_open(
         repo: Path, isolated_env: Path) -> None:
     fire(repo, isolated_env, "SessionStart", "n1", source="startup")

@@ -154,6 +154,7 @@ def test_session_end_writes_the_summary_from_the_observations(repo: Path, isolat
     assert db_rows(repo, "SELECT status FROM sessions") == [("ended",)]
 
 
+@pytest.mark.slow
 def test_no_summary_is_written_from_a_spool_that_could_not_be_stored_first(
         repo: Path, isolated_env: Path) -> None:
     e = env(isolated_env, COS_PANEL_ID="tab")

@@ -199,6 +199,7 @@ def test_several_processes_appending_to_one_session_each_land_whole_and_in_order
     assert [e["seq"] for e in transcript.read(path).entries] == list(range(181))
 
 
+@pytest.mark.slow
 def test_a_deleted_session_is_gone_from_cos_sessions_and_from_the_sdk(project: Path,
                                                                      backend: str) -> None:
     other: SessionKey = {"project_key": "proj", "session_id": "other"}

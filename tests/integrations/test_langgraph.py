@@ -40,6 +40,7 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return str(request.param)
 
 
+@pytest.mark.slow
 def test_cos_checkpoint_saver_passes_the_langgraph_checkpoint_conformance_suite(
         tmp_path: Path, backend: str) -> None:
     made = []

@@ -296,6 +296,7 @@ async def walk(client: Client, tool: str, args: dict[str, Any], key: str,
     raise AssertionError("paging never ended")
 
 
+@pytest.mark.slow
 def test_task_list_and_search_pages_walk_every_result_once(project: Path) -> None:
     async def body(client: Client) -> tuple[list[Any], list[Any]]:
         for i in range(23):
@@ -448,6 +449,7 @@ def test_sql_looking_searches_leave_postgres_tables_intact(project: Path,
     check_sql_queries(pages, star, after)
 
 
+@pytest.mark.slow
 def test_results_stay_small_for_a_context_window(project: Path) -> None:
     long_body = "word " * 3000
 
@@ -474,6 +476,7 @@ def task_titles(project: Path) -> list[str]:
     return [task["title"] for task in listed["tasks"]]
 
 
+@pytest.mark.slow
 def test_over_http_a_call_without_the_bearer_token_is_refused_with_401_and_runs_nothing(
         project: Path) -> None:
     from tests.helpers import mcp_http_call, mcp_http_server
@@ -501,6 +504,7 @@ def test_over_http_a_wrong_token_is_refused_with_401(project: Path) -> None:
     assert task_titles(project) == []
 
 
+@pytest.mark.slow
 def test_over_http_the_token_does_not_lift_the_loopback_host_check(project: Path) -> None:
     from tests.helpers import mcp_http_call, mcp_http_server
 
@@ -512,6 +516,7 @@ def test_over_http_the_token_does_not_lift_the_loopback_host_check(project: Path
     assert task_titles(project) == []
 
 
+@pytest.mark.slow
 def test_over_http_a_client_sending_the_token_is_served(project: Path) -> None:
     from mcp.client.streamable_http import streamable_http_client
     from mcp.shared._httpx_utils import create_mcp_http_client

@@ -271,6 +271,7 @@ def panes(tmp_path: Path) -> Iterator[Callable[..., Pane]]:
         yield start
 
 
+@pytest.mark.slow
 def test_on_a_terminal_the_running_tool_shows_its_growing_time_until_the_next_output_replaces_it(
         panes: Callable[..., Pane], project: Path, tmp_path: Path) -> None:
     release = tmp_path / "release"

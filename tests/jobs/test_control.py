@@ -256,6 +256,7 @@ def test_the_daemon_killed_at_random_moments_loses_no_job_and_no_event(
             str(i) for i in range(1, lines + 1)]
 
 
+@pytest.mark.slow
 def test_a_deleted_or_damaged_roster_is_rebuilt_with_the_same_rows(project: Path) -> None:
     ids = [bg(project, "--exec", f"echo {n}")["id"] for n in range(3)]
     for job in ids:
@@ -356,6 +357,7 @@ def test_a_planted_job_folder_is_passed_over(project: Path, tmp_path: Path) -> N
     assert (elsewhere / "state.json").exists()
 
 
+@pytest.mark.slow
 def test_gc_removes_jobs_ended_before_the_period_but_keeps_a_worktree_with_work(
         project: Path) -> None:
     clean = bg(project, "--exec", "echo clean")["id"]
@@ -422,6 +424,7 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(folder)], check=False)
 
 
+@pytest.mark.slow
 def test_a_full_disk_fails_the_job_with_its_reason_and_keeps_what_was_stored(
         small_disk: Path) -> None:
     job = bg(small_disk, "--isolation", "none", "--exec",

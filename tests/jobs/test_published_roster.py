@@ -118,6 +118,7 @@ def test_a_job_that_ends_on_its_host_is_published_by_that_hosts_daemon(
     until(published_as_it_ended, "host a's daemon to publish the job's end")
 
 
+@pytest.mark.slow
 def test_another_project_does_not_list_the_repositorys_jobs_unless_all(
         hosts: tuple[Host, Host], tmp_path: Path) -> None:
     a, b = hosts

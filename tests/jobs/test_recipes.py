@@ -358,6 +358,7 @@ def test_a_recipe_session_resumed_without_a_mode_off_a_terminal_names_both_flags
     assert "--replay" in message and "--rerun" in message
 
 
+@pytest.mark.slow
 def test_a_recipe_session_resumed_on_a_terminal_asks_which_mode(project: Path,
                                                                tmp_path: Path) -> None:
     session, _ = seeded_session(project, tmp_path)
@@ -436,6 +437,7 @@ def test_rendering_is_sandboxed_and_bounded(tmp_path: Path, template: str) -> No
     assert "\n" not in str(raised.value)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("template", [
     "{{ ('%1500000000s'|format('')) | length }}",
     "{{ ('%1500000000s' % '') | length }}",

@@ -202,6 +202,7 @@ def _configure(project: Path, command: str) -> None:
     assert cos("trust", cwd=project).returncode == 0
 
 
+@pytest.mark.slow
 def test_a_configured_summarizer_command_gets_the_text_on_stdin_and_its_stdout_is_the_summary(
         project: Path, tmp_path: Path) -> None:
     script = tmp_path / "summarize.py"

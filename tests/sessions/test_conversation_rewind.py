@@ -180,6 +180,7 @@ def test_a_codex_turn_missing_from_the_rollout_is_refused(tiers: Tiers,
         plan_rewind(tiers, codex_record(path, "t9"))
 
 
+@pytest.mark.slow
 def test_an_old_checkpoint_rewinds_the_code_with_both_and_refuses_conversation_alone(
         project: Path) -> None:
     native = "0f3c9a7e-1b2d-4c5e-8f90-000000000002"

@@ -62,6 +62,7 @@ def test_an_ambiguous_key_lists_the_candidates_one_a_line_and_exits_5(repo: Path
         assert "Traceback" not in refused.stderr
 
 
+@pytest.mark.slow
 def test_checkpoints_of_a_session_take_its_native_id_and_its_short_id(repo: Path) -> None:
     ids = two_sessions(repo)
     (repo / "a.txt").write_text("one\n", encoding="utf-8")

@@ -151,6 +151,7 @@ def test_a_missing_session_exits_1_with_one_line_and_no_picker(backend_checkout:
     assert proc.stderr == "cos: no session ses-claude-20261129-100000-ffff\n"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("key", ["../x", "/etc/passwd", "a/../b", "..", "a\x01b", "a\\b"])
 def test_a_malformed_id_is_refused_before_any_lookup(backend_checkout: Project, key: str) -> None:
     proc = run(backend_checkout, "resume", key)
@@ -194,6 +195,7 @@ def test_a_session_of_a_linked_worktree_resumes_there_with_a_relocation_note(
     assert from_there["relocation"] is None
 
 
+@pytest.mark.slow
 def test_a_session_whose_worktree_vanished_resumes_in_the_project_with_a_note(
         backend_checkout: Project, isolated_env: Path) -> None:
     repo = backend_checkout[0]

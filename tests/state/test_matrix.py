@@ -548,6 +548,7 @@ def worktree(repo: Path) -> Path:
     return path.resolve()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_hooks_fired_inside_a_linked_worktree_land_in_the_main_repositorys_state_dir(
         repo: Path, worktree: Path, agent: str) -> None:
@@ -738,6 +739,7 @@ def _abandon(p: Panel) -> str:
     return sid
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_an_abandoned_session_is_summarised_as_an_orphan_at_the_next_startup_of_its_panel(
         repo: Path, agent: str) -> None:
@@ -870,6 +872,7 @@ def test_compaction_keeps_the_session_id_and_its_task_and_reinjects_the_session_
     assert (prompt_line["session"], prompt_line["task"]) == (sid, "fix-login-42")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_a_new_startup_on_the_panel_clears_the_task_that_compaction_kept(
         repo: Path, agent: str) -> None:
@@ -1046,6 +1049,7 @@ def test_resuming_the_same_native_session_keeps_the_cos_session_and_its_task(
     assert os.listdir(repo / ".coding-os" / agent / "sessions") == [f"{sid}.json"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_resuming_an_unknown_native_session_on_a_pinned_panel_distrusts_the_old_markers(
         repo: Path, agent: str) -> None:

@@ -130,6 +130,7 @@ def test_agent_tier_files_live_in_the_agent_dir(repo: Path) -> None:
     assert (repo / ".coding-os" / "claude" / ".model").is_file()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,code", [
     (("state", "set", "../escape", "x"), 2),
     (("state", "set", "session-id", "x"), 2),

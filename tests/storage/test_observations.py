@@ -7,6 +7,7 @@ import secrets
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+import pytest
 
 from coding_os.storage.base import Storage
 from tests.helpers import STORABLE_TEXTS, each_backend, observation
@@ -39,6 +40,7 @@ JSON_VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(tool=st.none() | STORABLE_TEXTS, text=st.none() | STORABLE_TEXTS,
        data=st.dictionaries(st.text(), JSON_VALUES, max_size=4))

@@ -299,6 +299,7 @@ def test_a_permission_still_open_is_asked_again_after_a_resume(
     assert (project / "notes.txt").read_text(encoding="utf-8") == "later\n"
 
 
+@pytest.mark.slow
 def test_bad_input_gets_json_rpc_errors_and_the_process_keeps_serving(
         clients: Callable[..., AcpClient], project: Path) -> None:
     client = clients("--agent", "exec")

@@ -93,6 +93,7 @@ def test_the_server_listens_on_the_loopback_address_only(web: Web) -> None:
                     if int(line.split()[1].split(":")[1], 16) == web.port]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("with_token", [False, True])
 def test_a_websocket_upgrade_is_refused_with_no_traceback(web: Web, with_token: bool) -> None:
     path = f"/{web.token}/" if with_token else "/"
