@@ -63,9 +63,10 @@ PG_TEST_URL := $(or $(COS_TEST_PG_URL),postgresql://postgres@127.0.0.1:5432/test
 # cos fsyncs what it stores, and on a shared disk those waits made the suite's time swing by
 # half. The files, renames, locks and fsync calls are the same; a test that needs another
 # filesystem than its tmp dir takes the disk (tests/checkpoints/test_restore.py). The folder is
-# emptied at the start of each run and removed after a run that passed.
-TEST_TMP := $(if $(wildcard /dev/shm),/dev/shm/coding-os-tests-$(shell printf %s '$(CURDIR)' | cksum | cut -d' ' -f1))
-PYTEST := $(if $(TEST_TMP),mkdir -p $(TEST_TMP)/tmp && TMPDIR=$(TEST_TMP)/tmp $(PY) -m pytest --basetemp=$(TEST_TMP)/base,$(PY) -m pytest)
+# emptied at the start of each run and removed after a run that passed. Its name is short:
+# a socket's path (the daemon's, a runner's) must stay under 108 bytes.
+TEST_TMP := $(if $(wildcard /dev/shm),/dev/shm/cos-$(shell printf %s '$(CURDIR)' | cksum | cut -d' ' -f1))
+PYTEST := $(if $(TEST_TMP),mkdir -p $(TEST_TMP)/t && TMPDIR=$(TEST_TMP)/t $(PY) -m pytest --basetemp=$(TEST_TMP)/b,$(PY) -m pytest)
 CLEAN_TEST_TMP := $(if $(TEST_TMP),rm -rf $(TEST_TMP),true)
 
 # Byte-compile the editable sources once (a regular install ships .pyc files), so the many
