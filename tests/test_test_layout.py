@@ -100,5 +100,5 @@ def test_make_test_fast_leaves_out_the_slow_tests_and_make_test_runs_them() -> N
     targets = {m.group(1): m.group(2) for m in
                re.finditer(r"^([\w-]+):[^\n]*\n((?:\t[^\n]*\n)+)", makefile, re.MULTILINE)}
     assert '-m "not slow and not e2e"' in targets["test-fast"]
-    [run_all] = [line for line in targets["test"].splitlines() if "-m pytest" in line]
+    [run_all] = [line for line in targets["test"].splitlines() if "$(PYTEST)" in line]
     assert "-m \"" not in run_all  # every test, the slow ones and e2e among them
