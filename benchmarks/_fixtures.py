@@ -212,3 +212,25 @@ def rebuild(env: dict[str, str], cwd: Path) -> tuple[float, dict[str, object]]:
     start = time.perf_counter()
     report = api.rebuild_index(env=env, cwd=str(cwd))
     return time.perf_counter() - start, report.to_dict()
+
+
+def rebuild_against_parse(env: dict[str, str], cwd: Path, paths: list[Path], total: int,
+                          sessions: int, rounds: int) -> tuple[dict[str, object], list[float],
+                                                               list[float]]:
+    """After a warm-up of each (page cache, imports, the database and its migrations) whose
+    rebuild must read all `total` bytes of `paths` cleanly and find `sessions` sessions, `rounds`
+    rebuilds and plain parses interleaved: the warm-up's report, the rebuild times and the
+    parse times."""
+    plain_parse(paths)
+    _, report = rebuild(env, cwd)
+    if report["bytes_read"] != total or report["unreadable"] or report["malformed_lines"]:
+        raise SystemExit(f"the rebuild did not read the tree cleanly: {report}")
+    if report["sessions"] != sessions or report["sessions_added"] != sessions:
+        raise SystemExit(f"expected {sessions} sessions, the rebuild reports "
+                         f"{report['sessions']} ({report['sessions_added']} added)")
+    rebuild_times: list[float] = []
+    plain_times: list[float] = []
+    for _ in range(rounds):
+        rebuild_times.append(rebuild(env, cwd)[0])
+        plain_times.append(plain_parse(paths))
+    return report, rebuild_times, plain_times

@@ -64,3 +64,40 @@ class Lines:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, 9)
             self.proc.wait()
+
+
+def msg(event: dict[str, Any]) -> dict[str, Any]:
+    """The `msg` of a protocol event (DESIGN.md §7), or {}."""
+    found = event.get("msg")
+    return found if isinstance(found, dict) else {}
+
+
+class ProtocolSide:
+    """`cos protocol` (argv) configured by `configure` (a configure op); a round is one
+    `user_input`, timed to the first `agent_message`, which must say `answer(text)`, then read
+    to the task's end."""
+
+    def __init__(self, argv: list[str], configure: dict[str, Any],
+                 answer: Callable[[str], str], cwd: Path, env: dict[str, str]) -> None:
+        self.lines = Lines(argv, cwd, env)
+        self.answer = answer
+        self.lines.send({"id": "c0", "op": configure})
+        configured = self.lines.until(lambda e: msg(e).get("type") in ("session_configured",
+                                                                        "error"))
+        if msg(configured).get("type") != "session_configured":
+            raise SystemExit(f"{self.lines.name}: {msg(configured)}")
+        self.rounds = 0
+
+    def round(self, text: str) -> float:
+        self.rounds += 1
+        start = time.perf_counter()
+        self.lines.send({"id": f"c{self.rounds}", "op": {"type": "user_input", "text": text}})
+        first = self.lines.until(lambda e: msg(e).get("type") == "agent_message")
+        elapsed = time.perf_counter() - start
+        assert msg(first).get("text") == self.answer(text), first
+        self.lines.until(lambda e: msg(e).get("type") in ("task_complete", "turn_aborted"))
+        return elapsed
+
+    def end(self) -> None:
+        self.lines.send({"id": "end", "op": {"type": "shutdown"}})
+        self.lines.end()

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _jobs import COS, stop_jobs  # noqa: E402
-from _lines import Lines  # noqa: E402
+from _lines import Lines, ProtocolSide, msg  # noqa: E402
 
 RUNS = int(os.environ.get("BENCH_RUNS", "200"))
 WARMUP = 10
@@ -99,32 +99,11 @@ class ThroughAcp:
         self.lines.end()
 
 
-class ThroughProtocol:
+def protocol_side(cwd: Path, env: dict[str, str]) -> ProtocolSide:
     """`cos protocol` with the echo agent configured; a round is one `user_input`."""
-
-    def __init__(self, cwd: Path, env: dict[str, str]) -> None:
-        self.lines = Lines([COS, "protocol"], cwd, env)
-        self.lines.send({"id": "c0", "op": {"type": "configure", "agent": "python",
-                                            "target": AGENT.partition(":")[2]}})
-        configured = self.lines.until(lambda e: _msg(e).get("type") in ("session_configured",
-                                                                         "error"))
-        if _msg(configured).get("type") != "session_configured":
-            raise SystemExit(f"cos protocol: {_msg(configured)}")
-        self.rounds = 0
-
-    def round(self, text: str) -> float:
-        self.rounds += 1
-        start = time.perf_counter()
-        self.lines.send({"id": f"c{self.rounds}", "op": {"type": "user_input", "text": text}})
-        first = self.lines.until(lambda e: _msg(e).get("type") == "agent_message")
-        elapsed = time.perf_counter() - start
-        assert _msg(first).get("text") == f"echo: {text}", first
-        self.lines.until(lambda e: _msg(e).get("type") in ("task_complete", "turn_aborted"))
-        return elapsed
-
-    def end(self) -> None:
-        self.lines.send({"id": "end", "op": {"type": "shutdown"}})
-        self.lines.end()
+    return ProtocolSide([COS, "protocol"], {"type": "configure", "agent": "python",
+                                            "target": AGENT.partition(":")[2]},
+                        lambda text: f"echo: {text}", cwd, env)
 
 
 class ThroughRunner:
@@ -158,10 +137,10 @@ class ThroughRunner:
         self.rounds += 1
         start = time.perf_counter()
         self.connection.send({"type": "user_input", "text": text}, f"r{self.rounds}")
-        first = self.until(lambda e: _msg(e).get("type") == "agent_message")
+        first = self.until(lambda e: msg(e).get("type") == "agent_message")
         elapsed = time.perf_counter() - start
-        assert _msg(first).get("text") == f"echo: {text}", first
-        self.until(lambda e: _msg(e).get("type") in ("task_complete", "turn_aborted"))
+        assert msg(first).get("text") == f"echo: {text}", first
+        self.until(lambda e: msg(e).get("type") in ("task_complete", "turn_aborted"))
         return elapsed
 
     def end(self) -> None:
@@ -173,11 +152,6 @@ def _update(message: dict[str, Any]) -> dict[str, Any]:
         return {}
     update = message.get("params", {}).get("update")
     return update if isinstance(update, dict) else {}
-
-
-def _msg(event: dict[str, Any]) -> dict[str, Any]:
-    msg = event.get("msg")
-    return msg if isinstance(msg, dict) else {}
 
 
 def _job_ids(env: dict[str, str], cwd: Path) -> list[str]:
@@ -203,7 +177,7 @@ def main() -> int:
         sides: list[Any] = []
         times: list[list[float]] = [[], [], []]
         try:
-            for side, project in zip((ThroughAcp, ThroughProtocol, ThroughRunner), projects):
+            for side, project in zip((ThroughAcp, protocol_side, ThroughRunner), projects):
                 sides.append(side(project, env))
             for index in range(WARMUP + RUNS):
                 # Each side goes first in turn: a turn's end leaves work behind it (its

@@ -83,20 +83,8 @@ def main() -> None:
         paths = sorted((home / ".gemini" / "tmp").rglob("*.jsonl"))
         assert len(paths) == files and sum(p.stat().st_size for p in paths) == total
 
-        # Warm-up: one of each (page cache, imports, the database file and its migrations).
-        _fixtures.plain_parse(paths)
-        _, report = _fixtures.rebuild(env, cwd)
-        if report["bytes_read"] != total or report["unreadable"] or report["malformed_lines"]:
-            raise SystemExit(f"the refresh did not read the tree cleanly: {report}")
-        if report["sessions"] != sessions or report["sessions_added"] != sessions:
-            raise SystemExit(f"expected {sessions} sessions, the refresh reports "
-                             f"{report['sessions']} ({report['sessions_added']} added)")
-
-        rebuild_times: list[float] = []
-        plain_times: list[float] = []
-        for _ in range(ROUNDS):
-            rebuild_times.append(_fixtures.rebuild(env, cwd)[0])
-            plain_times.append(_fixtures.plain_parse(paths))
+        report, rebuild_times, plain_times = _fixtures.rebuild_against_parse(
+            env, cwd, paths, total, sessions, ROUNDS)
         rebuild_median = statistics.median(rebuild_times)
         plain_median = statistics.median(plain_times)
         rebuild_rate = total / MB / rebuild_median

@@ -43,21 +43,8 @@ def main() -> None:
         total = sum(path.stat().st_size for path in paths)
         assert total == claude.bytes + codex.bytes
 
-        # Warm-up: one of each (page cache, imports, the database file and its migrations).
-        _fixtures.plain_parse(paths)
-        _, report = _fixtures.rebuild(env, cwd)
-        if report["bytes_read"] != total or report["unreadable"] or report["malformed_lines"]:
-            raise SystemExit(f"the rebuild did not read the tree cleanly: {report}")
-        expected = claude.sessions + codex.sessions
-        if report["sessions"] != expected or report["sessions_added"] != expected:
-            raise SystemExit(f"expected {expected} sessions, the rebuild reports "
-                             f"{report['sessions']} ({report['sessions_added']} added)")
-
-        rebuild_times: list[float] = []
-        plain_times: list[float] = []
-        for _ in range(ROUNDS):
-            rebuild_times.append(_fixtures.rebuild(env, cwd)[0])
-            plain_times.append(_fixtures.plain_parse(paths))
+        report, rebuild_times, plain_times = _fixtures.rebuild_against_parse(
+            env, cwd, paths, total, claude.sessions + codex.sessions, ROUNDS)
         rebuild_median = statistics.median(rebuild_times)
         plain_median = statistics.median(plain_times)
         rebuild_rate = total / MB / rebuild_median

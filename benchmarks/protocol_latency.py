@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _stream_json import assistant_text  # noqa: E402
-from _lines import Lines  # noqa: E402
+from _lines import Lines, ProtocolSide  # noqa: E402
 from tests.e2e.harness import (CLAUDE_BIN, CODEX_BIN, claude_env, clients_installed,  # noqa: E402
                                codex_env, write_codex_config)
 from tests.e2e.model_server import ModelServer, Text  # noqa: E402
@@ -55,38 +55,12 @@ COS = str(Path(sys.executable).with_name("cos"))
 ANSWER = "Hello from the scripted model."
 
 
-def _msg(event: dict[str, Any]) -> dict[str, Any]:
-    msg = event.get("msg")
-    return msg if isinstance(msg, dict) else {}
-
-
-class Cos:
+def cos_side(agent: str, program: Path, cwd: Path, env: dict[str, str]) -> ProtocolSide:
     """`cos protocol --agent <agent>`, configured; a round is one user_input."""
-
-    def __init__(self, agent: str, program: Path, cwd: Path, env: dict[str, str]) -> None:
-        self.lines = Lines([COS, "protocol", "--agent", agent], cwd, env)
-        options: dict[str, str] = {"program": str(program)}
-        self.lines.send({"id": "c0", "op": {"type": "configure", "agent": agent,
-                                            "options": options}})
-        configured = self.lines.until(lambda e: _msg(e).get("type") in ("session_configured",
-                                                                         "error"))
-        if _msg(configured).get("type") != "session_configured":
-            raise SystemExit(f"cos protocol --agent {agent}: {_msg(configured)}")
-        self.rounds = 0
-
-    def round(self, text: str) -> float:
-        self.rounds += 1
-        start = time.perf_counter()
-        self.lines.send({"id": f"c{self.rounds}", "op": {"type": "user_input", "text": text}})
-        first = self.lines.until(lambda e: _msg(e).get("type") == "agent_message")
-        elapsed = time.perf_counter() - start
-        assert _msg(first).get("text") == ANSWER, first
-        self.lines.until(lambda e: _msg(e).get("type") in ("task_complete", "turn_aborted"))
-        return elapsed
-
-    def end(self) -> None:
-        self.lines.send({"id": "end", "op": {"type": "shutdown"}})
-        self.lines.end()
+    return ProtocolSide([COS, "protocol", "--agent", agent],
+                        {"type": "configure", "agent": agent,
+                         "options": {"program": str(program)}},
+                        lambda text: ANSWER, cwd, env)
 
 
 class DirectClaude:
@@ -161,12 +135,13 @@ def measure(agent: str, scratch: Path, server: ModelServer) -> float:
     subprocess.run(["git", "init", "-q", str(project)], check=True)
     if agent == "claude":
         env = {**os.environ, **claude_env(server, home)}
-        sides: list[Any] = [Cos(agent, CLAUDE_BIN, project, env), DirectClaude(project, env)]
+        sides: list[Any] = [cos_side(agent, CLAUDE_BIN, project, env),
+                            DirectClaude(project, env)]
     else:
         codex_home = home / ".codex"
         write_codex_config(codex_home, server)
         env = {**os.environ, **codex_env(home, codex_home)}
-        sides = [Cos(agent, CODEX_BIN, project, env), DirectCodex(project, env)]
+        sides = [cos_side(agent, CODEX_BIN, project, env), DirectCodex(project, env)]
     times: list[list[float]] = [[], []]
     try:
         for index in range(WARMUP + RUNS):
