@@ -37,6 +37,26 @@ def scripted(isolated_env: Path) -> Iterator[ModelServer]:
         server.stop()
 
 
+class AllowingClient:
+    """An ACP client's side: records the updates and the permission requests, and allows each
+    once."""
+
+    def __init__(self) -> None:
+        self.updates: list[dict[str, Any]] = []
+        self.asked: list[Any] = []
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
+
+    async def request_permission(self, options: Any, session_id: str, tool_call: Any,
+                                 **kwargs: Any) -> Any:
+        from acp.schema import AllowedOutcome, RequestPermissionResponse
+
+        self.asked.append(tool_call)
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
+
+
 def claude_acp_env(server: ModelServer, home: Path) -> dict[str, str]:
     """cos acp's environment: the scripted server for Claude Code, which is on PATH."""
     env = dict(os.environ)
@@ -103,7 +123,6 @@ def test_acpx_runs_claude_through_cos_acp_with_its_tool_call_and_permission(
 def test_the_python_sdk_client_resumes_a_claude_session_from_its_cursor(
         project: Path, isolated_env: Path, scripted: ModelServer) -> None:
     from acp import spawn_agent_process, text_block
-    from acp.schema import AllowedOutcome, RequestPermissionResponse
 
     scripted.scripts[""] = [ToolCall("Bash", {"command": "echo one > one.txt",
                                               "description": "first"}),
@@ -111,22 +130,8 @@ def test_the_python_sdk_client_resumes_a_claude_session_from_its_cursor(
                                           Text("First done."))]
     env = claude_acp_env(scripted, isolated_env)
 
-    class Recorder:
-        """The client side: records the updates, allows once what is asked."""
-
-        def __init__(self) -> None:
-            self.updates: list[dict[str, Any]] = []
-
-        async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-            self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
-
-        async def request_permission(self, options: Any, session_id: str, tool_call: Any,
-                                     **kwargs: Any) -> RequestPermissionResponse:
-            return RequestPermissionResponse(
-                outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
-
-    async def run() -> tuple[Recorder, Recorder, int, dict[str, Any]]:
-        first = Recorder()
+    async def run() -> tuple[AllowingClient, AllowingClient, int, dict[str, Any]]:
+        first = AllowingClient()
         async with spawn_agent_process(first, COS, "acp", "--agent", "claude", cwd=project,
                                        env=env) as (connection, _process):
             await connection.initialize(protocol_version=1)
@@ -135,7 +140,7 @@ def test_the_python_sdk_client_resumes_a_claude_session_from_its_cursor(
                                              prompt=[text_block("run the first command")])
             assert answer.stop_reason == "end_turn"
         cursor = max(seqs(first.updates))
-        second = Recorder()
+        second = AllowingClient()
         async with spawn_agent_process(second, COS, "acp", "--agent", "claude", cwd=project,
                                        env=env) as (connection, _process):
             await connection.initialize(protocol_version=1)
@@ -162,7 +167,6 @@ def test_the_python_sdk_client_resumes_a_claude_session_from_its_cursor(
 def test_a_claude_session_made_outside_cos_loads_then_goes_on_in_claude_under_the_engine(
         project: Path, isolated_env: Path, scripted: ModelServer) -> None:
     from acp import spawn_agent_process, text_block
-    from acp.schema import AllowedOutcome, RequestPermissionResponse
 
     scripted.scripts["OUTSIDE-COS"] = [
         when_prompted("now write the file",
@@ -177,24 +181,8 @@ def test_a_claude_session_made_outside_cos_loads_then_goes_on_in_claude_under_th
     native = json.loads(made.stdout)["session_id"]
     env = claude_acp_env(scripted, isolated_env)
 
-    class Recorder:
-        """The client side: records the updates and the permission requests, allows once."""
-
-        def __init__(self) -> None:
-            self.updates: list[dict[str, Any]] = []
-            self.asked: list[Any] = []
-
-        async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-            self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
-
-        async def request_permission(self, options: Any, session_id: str, tool_call: Any,
-                                     **kwargs: Any) -> RequestPermissionResponse:
-            self.asked.append(tool_call)
-            return RequestPermissionResponse(
-                outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
-
-    async def run() -> tuple[Recorder, int, str]:
-        client = Recorder()
+    async def run() -> tuple[AllowingClient, int, str]:
+        client = AllowingClient()
         async with spawn_agent_process(client, COS, "acp", "--agent", "claude", cwd=project,
                                        env=env) as (connection, _process):
             await connection.initialize(protocol_version=1)
@@ -235,9 +223,9 @@ def test_a_claude_session_made_outside_cos_loads_then_goes_on_in_claude_under_th
     triggers = [row["trigger"] for row in checkpoints]
     assert "prompt" in triggers and "tool:Bash" in triggers, triggers
 
-    async def again() -> tuple[Recorder, str]:
+    async def again() -> tuple[AllowingClient, str]:
         # A second editor loads it too: it attaches to that job, starts no other.
-        other = Recorder()
+        other = AllowingClient()
         async with spawn_agent_process(other, COS, "acp", "--agent", "claude", cwd=project,
                                        env=env) as (connection, _process):
             await connection.initialize(protocol_version=1)
@@ -277,7 +265,6 @@ def test_a_claude_session_made_outside_cos_loads_then_goes_on_in_claude_under_th
 def test_a_codex_session_made_outside_cos_loads_then_goes_on_in_codex_under_the_engine(
         project: Path, isolated_env: Path, scripted: ModelServer) -> None:
     from acp import spawn_agent_process, text_block
-    from acp.schema import AllowedOutcome, RequestPermissionResponse
 
     scripted.scripts["OUTSIDE-CODEX"] = [
         when_prompted("now write the file", shell("codex", "echo continued > continued.txt"),
@@ -293,22 +280,8 @@ def test_a_codex_session_made_outside_cos_loads_then_goes_on_in_codex_under_the_
     env.update(codex_env(isolated_env, codex_home))
     env["PATH"] = f"{BIN_DIR}{os.pathsep}{env.get('PATH', '')}"
 
-    class Recorder:
-        def __init__(self) -> None:
-            self.updates: list[dict[str, Any]] = []
-            self.asked: list[Any] = []
-
-        async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
-            self.updates.append(update.model_dump(by_alias=True, exclude_none=True))
-
-        async def request_permission(self, options: Any, session_id: str, tool_call: Any,
-                                     **kwargs: Any) -> RequestPermissionResponse:
-            self.asked.append(tool_call)
-            return RequestPermissionResponse(
-                outcome=AllowedOutcome(outcome="selected", option_id="allow_once"))
-
-    async def run() -> tuple[Recorder, int, str, str]:
-        client = Recorder()
+    async def run() -> tuple[AllowingClient, int, str, str]:
+        client = AllowingClient()
         async with spawn_agent_process(client, COS, "acp", "--agent", "codex", cwd=project,
                                        env=env) as (connection, _process):
             await connection.initialize(protocol_version=1)
