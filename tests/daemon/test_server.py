@@ -24,7 +24,7 @@ from coding_os.daemon.client import ask_watcher
 from coding_os.daemon import server
 from coding_os.checkpoints.take import create
 from coding_os.state.tiers import Tiers
-from tests.helpers import COS, checkpoint_now, commit_all, cos, git, same, stored, whole
+from tests.helpers import COS, checkpoint_now, commit_all, cos, git, same, stored, until, whole
 from tests.helpers import create as cos_create
 
 
@@ -43,6 +43,43 @@ def test_concurrent_starts_leave_one_daemon(isolated_env: Path, tmp_path: Path) 
     finally:
         server.stop()
     assert server.status()["running"] is False
+
+
+def test_a_daemon_under_a_home_deeper_than_a_socket_path_allows_starts_and_serves_jobs(
+        isolated_env: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The socket's path is over the 107 bytes an address holds: bound and reached through its
+    folder, by the daemon, `cos daemon status`, the hooks' client and `cos bg`'s hand-off."""
+    home = isolated_env / ("h" * 110)
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    project = tmp_path / "project"
+    project.mkdir()
+    git(project, "init", "-q")
+    started = json.loads(cos("daemon", "start", "--json", cwd=project).stdout)
+    try:
+        assert len(os.fsencode(os.path.join(started["dir"], "daemon.sock"))) > 108
+        status = json.loads(cos("daemon", "status", "--json", cwd=project).stdout)
+        assert status["running"] is True and status["pid"] == started["pid"]
+        tiers = Tiers(str(project / ".coding-os"))
+        (project / "a.txt").write_text("a\n")
+        create(tiers, str(project), session=None, watcher=ask_watcher)  # the watch begins
+        (project / "b.txt").write_text("b\n")
+        record = create(tiers, str(project), session=None, watcher=ask_watcher)
+        assert record["scan"] == "watcher", record
+        same(stored(tiers, record), whole(tiers, str(project)))
+        made = cos("bg", "--isolation", "none", "--json", "--exec", "echo deep", cwd=project)
+        assert made.returncode == 0 and "did not start" not in made.stderr, made.stderr
+        job = json.loads(made.stdout)["id"]
+
+        def done() -> bool:
+            rows = json.loads(cos("agents", "--json", cwd=project).stdout)
+            return any(row["id"] == job and row["state"] == "done" for row in rows)
+
+        until(done, f"job {job} to be done")
+    finally:
+        stopped = json.loads(cos("daemon", "stop", "--json", cwd=project).stdout)
+    assert stopped["stopped"] is True
+    assert not os.path.exists(os.path.join(started["dir"], "daemon.sock"))
 
 
 @pytest.mark.slow

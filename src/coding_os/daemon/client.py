@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
 from coding_os import jsonwire
+from coding_os.daemon.sockets import reach
 from coding_os.errors import CosError
 
 __all__ = ["SOCKET", "STOPPED", "DaemonError", "daemon_dir", "request", "ask_watcher",
@@ -54,7 +55,7 @@ def request(folder: str, message: dict[str, object], timeout: float = 5.0
     try:
         sock.settimeout(timeout)
         try:
-            sock.connect(path)
+            reach(path, sock.connect)
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             return None  # no daemon, or one that was killed and left its socket
         except OSError as exc:

@@ -45,6 +45,7 @@ import time
 from collections.abc import Mapping
 
 from coding_os.git.command import GIT_ENV, is_config_pair
+from coding_os.daemon import sockets
 from coding_os.daemon.sockets import peer_uid
 from coding_os.daemon.client import SOCKET, STOPPED, DaemonError, daemon_dir, request
 from coding_os.clock import utc_now
@@ -567,18 +568,9 @@ def serve(folder: str, until_idle: bool = False) -> int:
         _log(f"another daemon already runs (pid {os.getpid()} exits)")
         return 0
     path = os.path.join(folder, SOCKET)
-    try:
-        os.unlink(path)  # left by a daemon that was killed: nobody listens on it
-    except FileNotFoundError:
-        pass
-    old_umask = os.umask(0o177)  # the socket 0600: connecting takes only its write bit
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        listener.bind(path)
-    finally:
-        os.umask(old_umask)
-    bound = os.stat(path).st_ino  # removed at the end only if still ours
-    listener.listen(64)
+    # One left by a daemon that was killed (nobody listens on it) is replaced; the socket is
+    # removed at the end only if it is still ours (its inode `bound`).
+    listener, bound = sockets.bind(path)
     server = _Server(folder)
     info = {"pid": os.getpid(), "started": utc_now(server.started), "version": server.version}
     from coding_os.durable import atomic_write
@@ -637,11 +629,7 @@ def serve(folder: str, until_idle: bool = False) -> int:
         server.drop_spare(selector)
         for client in list(clients):
             _drop(client, selector, clients)
-        try:
-            if os.stat(path).st_ino == bound:
-                os.unlink(path)
-        except OSError:
-            pass
+        sockets.unlink(path, bound)
         listener.close()
         try:
             os.unlink(os.path.join(folder, INFO))

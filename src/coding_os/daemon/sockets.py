@@ -1,22 +1,28 @@
 """Unix sockets of this user: bound and reached by any path length, and who is at the other end.
 
-A socket's path is limited to about 107 bytes. A longer one (a job's socket under a deep home) is
-bound and reached through `/proc/self/fd/N/NAME`, N an open descriptor of its folder (Linux).
+A socket's path is limited to about 107 bytes. A longer one (the daemon's or a job's socket under
+a deep home) is bound and reached through `/proc/self/fd/N/NAME`, N an open descriptor of its
+folder (Linux). The module imports `socket` only in the functions that make one: the hooks reach
+the daemon with the C module `_socket` and `reach`.
 """
 
 from __future__ import annotations
 
 import os
-import socket
-import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-__all__ = ["bind", "connect", "unlink", "peer_uid"]
+if TYPE_CHECKING:
+    import socket
+
+__all__ = ["bind", "connect", "reach", "unlink", "peer_uid"]
 
 PATH_MAX = 100  # bytes of a socket path used as it is; a longer one goes through its folder
 
 
-def _through_folder(path: str, call: Callable[[str], None]) -> None:
+def reach(path: str, call: Callable[[str], None]) -> None:
+    """`call` (a socket's `bind` or `connect`) with `path`, or, when `path` is too long for a
+    socket address, with a short path to the same file through its folder."""
     if len(os.fsencode(path)) <= PATH_MAX:
         call(path)
         return
@@ -35,6 +41,8 @@ def bind(path: str, backlog: int = 64) -> tuple[socket.socket, int]:
     Raises:
         OSError: it could not be bound.
     """
+    import socket
+
     try:
         os.unlink(path)
     except FileNotFoundError:
@@ -42,7 +50,7 @@ def bind(path: str, backlog: int = 64) -> tuple[socket.socket, int]:
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # the socket 0600: connecting takes only its write bit
     try:
-        _through_folder(path, listener.bind)
+        reach(path, listener.bind)
     except OSError:
         listener.close()
         raise
@@ -58,10 +66,12 @@ def connect(path: str, timeout: float | None = None) -> socket.socket:
     Raises:
         OSError: nobody listens there (FileNotFoundError, ConnectionRefusedError, …).
     """
+    import socket
+
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.settimeout(timeout)
     try:
-        _through_folder(path, sock.connect)
+        reach(path, sock.connect)
     except OSError:
         sock.close()
         raise
@@ -81,6 +91,9 @@ def unlink(path: str, inode: int) -> None:
 def peer_uid(conn: socket.socket) -> int | None:
     """The uid of the process at the other end (Linux); None where it cannot be told, -1 when
     asking failed."""
+    import socket
+    import struct
+
     option = getattr(socket, "SO_PEERCRED", None)
     if option is None:
         return None

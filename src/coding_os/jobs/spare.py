@@ -64,6 +64,8 @@ def hand_off(job: Job, env: Mapping[str, str]) -> bool:
     The C socket module: `cos bg` spends no time importing `socket` (enum, selectors)."""
     import _socket
 
+    from coding_os.daemon.sockets import reach
+
     if any(name.startswith("PYTHON") and name not in HARMLESS_PYTHON_VARS for name in env):
         return False
 
@@ -72,7 +74,7 @@ def hand_off(job: Job, env: Mapping[str, str]) -> bool:
     try:
         sock.settimeout(HAND_OFF_TIMEOUT_S)
         try:
-            sock.connect(path)  # too long a path (over 107 bytes): no hand-off, a runner
+            reach(path, sock.connect)
         except OSError:
             return False
         umask = os.umask(0o077)
