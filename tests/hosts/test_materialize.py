@@ -317,6 +317,96 @@ def test_a_subagent_stream_naming_a_file_claude_code_would_not_write_is_refused(
     assert not (tmp_path / "c").exists() and not (tmp_path / "escape.jsonl").exists()
 
 
+GEMINI_NATIVE = "bc799a31-3bc5-47fe-81d0-7617d8169e3c"
+GEMINI_AGENT = "0456292b-6ccc-424b-8356-a37725bc09d9"
+
+
+def gemini_sources(storage: SQLiteStorage, subagent: str) -> tuple[IndexRow, ReplicaSource,
+                                                                   ReplicaSource]:
+    """A Gemini session of host a (its row, its main file's replica) and the replica of a
+    subagent file stored under the name `subagent`."""
+    name = f"session-2026-12-06T08-07-{GEMINI_NATIVE[:8]}.jsonl"
+    main = stored(storage, [json.dumps({"sessionId": GEMINI_NATIVE, "kind": "main"}).encode()],
+                  agent="gemini", session=GEMINI_NATIVE,
+                  path=f"/home/ann/.gemini/tmp/proj/chats/{name}")
+    agent = stored(storage, [json.dumps({"sessionId": GEMINI_AGENT, "kind": "subagent",
+                                         "directories": [A]}).encode(), b'{"id":"m1"}'],
+                   stream=f"subagent:{subagent}", agent="gemini", session=GEMINI_NATIVE,
+                   path=f"/home/ann/.gemini/tmp/proj/chats/{subagent}")
+    row = IndexRow(id=GEMINI_NATIVE, agent="gemini", kind="gemini", native_id=GEMINI_NATIVE,
+                   cwd=A, host="a")
+    return row, main, agent
+
+
+def test_a_gemini_sessions_subagent_is_written_in_the_sessions_folder_beside_it(
+        storage: SQLiteStorage, tmp_path: Path) -> None:
+    name = f"{GEMINI_NATIVE}/{GEMINI_AGENT}.jsonl"
+    row, main, agent = gemini_sources(storage, name)
+    gemini = tmp_path / "gemini"
+    done = materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
+                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                       codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+    chats = gemini / "tmp" / "proj" / "chats"
+    assert [(f.path, f.stream, f.action) for f in done.files] == [
+        (str(chats / name), f"subagent:{name}", "written"),
+        (str(chats / f"session-2026-12-06T08-07-{GEMINI_NATIVE[:8]}.jsonl"), "native",
+         "written")]
+    assert (chats / name).read_bytes() == b"".join(line + b"\n" for line in
+                                                   read_replica(storage, agent))
+    again = materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
+                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                        codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+    assert [f.action for f in again.files] == ["unchanged", "unchanged"]
+    (chats / name).write_bytes(b"another subagent's\n")
+    with pytest.raises(Conflict):
+        materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
+                    tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                    codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+    assert (chats / name).read_bytes() == b"another subagent's\n"
+
+
+def test_a_gemini_session_goes_with_its_subagent_under_the_slug_gemini_registered_meanwhile(
+        storage: SQLiteStorage, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from coding_os.adapters.gemini import projects
+
+    register = projects.register
+
+    def registered_by_gemini_first(gemini_dir: str, project: str) -> projects.Slug:
+        # Gemini CLI maps the project to a slug of its own between the plan and the writes.
+        registry = Path(gemini_dir) / "projects.json"
+        registry.parent.mkdir(parents=True, exist_ok=True)
+        registry.write_text(json.dumps({"projects": {project: "proj-9"}}), encoding="utf-8")
+        return register(gemini_dir, project)
+
+    monkeypatch.setattr(projects, "register", registered_by_gemini_first)
+    name = f"{GEMINI_NATIVE}/{GEMINI_AGENT}.jsonl"
+    row, main, agent = gemini_sources(storage, name)
+    gemini = tmp_path / "gemini"
+    done = materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
+                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                       codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+    chats = gemini / "tmp" / "proj-9" / "chats"
+    assert [(Path(f.path).relative_to(chats).as_posix(), f.action) for f in done.files] == [
+        (name, "written"), (f"session-2026-12-06T08-07-{GEMINI_NATIVE[:8]}.jsonl", "written")]
+    assert (chats / name).is_file() and not (gemini / "tmp" / "proj").exists()
+
+
+def test_a_gemini_subagent_stream_naming_a_file_outside_the_sessions_folder_is_refused(
+        storage: SQLiteStorage, tmp_path: Path) -> None:
+    other = "aa78fc04-dbe6-4180-b260-710d72261fc2"
+    for name in ("../x.jsonl", f"{GEMINI_NATIVE}/../x.jsonl", f"/tmp/{GEMINI_NATIVE}/x.jsonl",
+                 f"{other}/{GEMINI_AGENT}.jsonl", f"{GEMINI_AGENT}.jsonl",
+                 f"{GEMINI_NATIVE}/sub/{GEMINI_AGENT}.jsonl", f"{GEMINI_NATIVE}/..",
+                 f"{GEMINI_NATIVE}/.jsonl", f"{GEMINI_NATIVE}/{GEMINI_AGENT}.json"):
+        row, main, agent = gemini_sources(storage, name)
+        with pytest.raises(InvalidId):
+            materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
+                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                        codex_dir=str(tmp_path / "codex"), gemini_dir=str(tmp_path / "gemini"))
+        storage.remove_replica(GEMINI_NATIVE, f"subagent:{name}")
+    assert not (tmp_path / "gemini").exists() and not (tmp_path / "x.jsonl").exists()
+
+
 def test_a_repository_this_host_has_not_checked_out_is_another_project(
         storage: SQLiteStorage) -> None:
     source = stored(storage, [claude_line(A)])

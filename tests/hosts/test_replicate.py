@@ -20,8 +20,8 @@ from coding_os.hosts.identity import project_key, project_keys
 from coding_os.state.tiers import Tiers
 from coding_os.storage.base import IndexRow, ReplicaSource, Storage
 from coding_os.storage.sqlite import SQLiteStorage
-from tests.helpers import (CLAUDE_FIXTURES, ECHO_AGENT, claude_session, cos, each_backend,
-                           git)
+from tests.helpers import (CLAUDE_FIXTURES, ECHO_AGENT, GEMINI_DELEGATED, GEMINI_FIXTURES,
+                           claude_session, copy_gemini_fixtures, cos, each_backend, git)
 
 SID = "ses-claude-20261129-100000-aaaa"
 
@@ -629,3 +629,94 @@ def test_a_claude_sessions_subagent_transcripts_reach_the_host_that_resumes_it(
         assert {s.host for s in storage.replica_sources(row.id)} == {"beta"}
         assert stored(storage, row.id, stream) == \
             (folders["alpha"] / ours[1]).read_bytes() + line + b"\n"
+
+
+def test_a_gemini_sessions_subagent_files_are_pushed_under_its_id_and_never_as_a_session(
+        storage: Storage, repo: Path, tmp_path: Path) -> None:
+    gemini = copy_gemini_fixtures(tmp_path / "home", repo, tmp_path / "legacy")
+    state = Tiers(str(repo / ".coding-os"))
+    index.refresh(storage, state, str(tmp_path / "claude"), str(tmp_path / "codex"),
+                  host="alpha", gemini_dir=str(gemini))
+    sources = replicate.project_sources(state, str(repo))
+    streams: dict[str, list[str]] = {}
+    for source in sources:
+        streams.setdefault(source.session, []).append(source.stream)
+    chats = gemini / "tmp" / "project" / "chats"
+    (agent,) = (chats / GEMINI_DELEGATED).iterdir()
+    name = f"{GEMINI_DELEGATED}/{agent.name}"
+    assert streams[GEMINI_DELEGATED] == ["native", f"subagent:{name}"]
+    others = [s for sid, s in streams.items() if sid != GEMINI_DELEGATED]
+    assert len(others) == 3 and all(s == ["native"] for s in others)  # the project's others
+    assert agent.stem not in streams and str(agent) not in index.native_files(state)
+    report = replicate.replicate(storage, state, root=str(repo), host="alpha", sources=sources)
+    assert report.refused == [] and report.unreadable == []
+    assert stored(storage, GEMINI_DELEGATED, f"subagent:{name}") == agent.read_bytes()
+
+
+def _gemini_sessions(checkout: Path, env: dict[str, str]) -> list[dict[str, object]]:
+    done = cos("sessions", "--agent", "gemini", "--json", cwd=checkout, env=env)
+    assert done.returncode == 0, done.stderr
+    rows: list[dict[str, object]] = json.loads(done.stdout)
+    return rows
+
+
+@pytest.mark.slow
+def test_a_gemini_sessions_subagent_files_reach_the_host_that_resumes_it(
+        pg_url: str, repo: Path, tmp_path: Path) -> None:
+    from coding_os.storage.postgres import PostgresStorage
+
+    checkouts = {"alpha": _clone(repo, tmp_path / "alpha" / "work" / "app"),
+                 "beta": _clone(repo, tmp_path / "beta" / "src" / "checkout")}
+    envs = {host: _host_env(tmp_path / host / "home", host, pg_url) for host in checkouts}
+    geminis = {host: Path(envs[host]["HOME"]) / ".gemini" for host in checkouts}
+    # The real Gemini CLI 0.61 session that ran a subagent, on alpha, run in alpha's checkout.
+    fixture = GEMINI_FIXTURES / "gemini-home" / "tmp" / "project" / "chats"
+    main = f"session-2026-12-06T08-07-{GEMINI_DELEGATED[:8]}.jsonl"
+    (agent,) = (fixture / GEMINI_DELEGATED).iterdir()
+    names = [main, f"{GEMINI_DELEGATED}/{agent.name}"]
+    chats = geminis["alpha"] / "tmp" / "project" / "chats"
+    for name in names:
+        (chats / name).parent.mkdir(parents=True, exist_ok=True)
+        (chats / name).write_bytes((fixture / name).read_bytes())
+    (geminis["alpha"] / "projects.json").write_text(
+        json.dumps({"projects": {str(checkouts["alpha"]): "project"}}), encoding="utf-8")
+    (chats.parent / ".project_root").write_text(str(checkouts["alpha"]), encoding="utf-8")
+    (on_alpha,) = _gemini_sessions(checkouts["alpha"], envs["alpha"])
+    alpha = _sync(checkouts["alpha"], envs["alpha"])
+    assert alpha["refused"] == [] and alpha["unreadable"] == []
+    stream = f"subagent:{names[1]}"
+    with PostgresStorage(pg_url) as storage:
+        assert sorted(s.stream for s in storage.replica_sources(GEMINI_DELEGATED)) == \
+            ["native", stream]  # the subagent once, under its parent's id
+        assert stored(storage, GEMINI_DELEGATED, stream) == agent.read_bytes()
+
+    done = cos("resume", GEMINI_DELEGATED, "--json", cwd=checkouts["beta"], env=envs["beta"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["moved_from"] == "alpha"
+    registry = json.loads((geminis["beta"] / "projects.json").read_text(encoding="utf-8"))
+    chats_b = geminis["beta"] / "tmp" / registry["projects"][str(checkouts["beta"])] / "chats"
+    assert sorted(Path(f["path"]).relative_to(chats_b).as_posix()
+                  for f in report["materialized"]) == sorted(names)
+    for name in names:  # Gemini's lines hold no path field: the bytes alpha has
+        assert (chats_b / name).read_bytes() == (chats / name).read_bytes()
+    # beta's index, refreshed from beta's ~/.gemini, has the session with its subagent.
+    (on_beta,) = _gemini_sessions(checkouts["beta"], envs["beta"])
+    assert on_beta["host"] == "beta" and on_beta["cwd"] == str(checkouts["beta"])
+    assert {k: on_beta[k] for k in ("id", "messages", "tokens", "title")} == \
+        {k: on_alpha[k] for k in ("id", "messages", "tokens", "title")}
+    rebuilt = cos("index", "rebuild", "--json", cwd=checkouts["beta"], env=envs["beta"])
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert (json.loads(rebuilt.stdout)["subagents"],
+            json.loads(rebuilt.stdout)["orphan_subagents"]) == (1, 0)
+    # beta owns the session now: its copies are known as pushed, what it adds is pushed.
+    beta = _sync(checkouts["beta"], envs["beta"])
+    assert (beta["refused"], beta["restarted"], beta["pushed"]) == ([], [], {})
+    line = (chats_b / names[1]).read_bytes().splitlines()[-1]
+    with (chats_b / names[1]).open("ab") as f:
+        f.write(line + b"\n")
+    beta = _sync(checkouts["beta"], envs["beta"])
+    assert (beta["restarted"], beta["pushed"]) == ([], {f"{stream}:{GEMINI_DELEGATED}": 1})
+    with PostgresStorage(pg_url) as storage:
+        assert {s.host for s in storage.replica_sources(GEMINI_DELEGATED)} == {"beta"}
+        assert stored(storage, GEMINI_DELEGATED, stream) == agent.read_bytes() + line + b"\n"

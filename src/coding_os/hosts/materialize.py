@@ -12,9 +12,15 @@ written where its agent looks for it.
 - Gemini CLI: `<gemini dir>/tmp/<slug>/chats/session-<time>-<id8>.jsonl` (the name it had on its
   host), the slug that of the directory the agent will run in, registered in Gemini's
   `projects.json` (and `.project_root`) as Gemini CLI does (adapters/gemini/projects.py), then
-  `gemini --resume`. Its lines hold no path field: they are written as they are. Only the
-  session's main file is replicated (not the empty one a resume may start beside it, nor its
-  subagents).
+  `gemini --resume`; its subagents' files (streams `subagent:<file>`) where Gemini CLI writes
+  them, `<file>` under that same `chats` folder (`<id>/<subagent id>.jsonl`). Its lines hold no
+  path field: they are written as they are. Of the session's own files only the main one is
+  replicated (not the empty one a resume may start beside it).
+
+A subagent's name is read from the storage: it is placed only when it is one its agent gives a
+subagent of this session (`is_subagent_name` of adapters/claude/transcripts.py or
+adapters/gemini/sessions.py: no `..`, no absolute path, no other session's folder), else the
+session is refused (`InvalidId`) before anything is written.
 
 The path fields of each line (`cwd`; for a cos transcript or events log also `project` and
 `worktree`) are mapped when their value is the other host's root or under it; every other byte
@@ -80,7 +86,7 @@ _ROLLOUT_TAIL = re.compile(
     r"(?:^|/)([0-9]{4})/([0-9]{2})/([0-9]{2})/(rollout-[A-Za-z0-9._:-]{1,200}\.jsonl)$")
 _GEMINI_NAME = re.compile(r"^session-[0-9A-Za-z:-]{1,40}-([0-9A-Za-z_-]{1,8})\.jsonl$")
 # The order the files of a session are written in: the events before the transcript that
-# names them, a Claude session's subagents before its transcript.
+# names them, a session's subagents before its main file.
 _ORDER = {"events": 0, "subagent:": 0, "native": 1, "transcript": 2}
 
 
@@ -390,6 +396,14 @@ def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude
         raise InvalidId(f"not a session id: {native!r}")
     if source.stream.startswith(SUBAGENT):
         name = source.stream[len(SUBAGENT):]
+        if row.kind == "gemini":
+            from coding_os.adapters.gemini import projects
+            from coding_os.adapters.gemini.sessions import is_subagent_name as gemini_subagent
+
+            if not gemini_subagent(native, name):
+                raise InvalidId(f"not a subagent file of Gemini session {native}: {name!r}")
+            slug = projects.find_slug(gemini_dir, cwd).name
+            return os.path.join(gemini_dir, "tmp", slug, "chats", *name.split("/"))
         from coding_os.adapters.claude.transcripts import is_subagent_name
         from coding_os.adapters.claude.transcripts import project_key as munge
 
@@ -436,7 +450,7 @@ def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource
     wanted = [s for s in sources if _kind(s.stream) in _PATH_KEYS and s.lines > 0]
     if row.kind != "cos":
         wanted = [s for s in wanted if s.stream == "native"][:1] + \
-            [s for s in wanted if row.kind == "claude" and _kind(s.stream) == SUBAGENT]
+            [s for s in wanted if row.kind in ("claude", "gemini") and _kind(s.stream) == SUBAGENT]
     if not any(s.stream in ("transcript", "native") for s in wanted):
         raise NotFound(f"{row.id} is a session of host {row.host} with nothing replicated: "
                        f"run `cos sync` on {row.host}")
@@ -470,7 +484,7 @@ def _register_gemini(planned: list[tuple[str, bytes, MaterializedFile]], cwd: st
                      gemini_dir: str) -> list[tuple[str, bytes, MaterializedFile]]:
     """`planned` once the project at `cwd` is registered with Gemini CLI; should the slug
     differ from the one planned (Gemini registered the project meanwhile), its files are
-    placed and checked again under that slug.
+    placed and checked again under that slug, each at the same path under its `chats`.
 
     Raises:
         InvalidInput, StateIOError: as `projects.register`.
@@ -479,9 +493,12 @@ def _register_gemini(planned: list[tuple[str, bytes, MaterializedFile]], cwd: st
     from coding_os.adapters.gemini import projects
 
     slug = projects.register(gemini_dir, cwd).name
+    tmp = os.path.join(gemini_dir, "tmp")
     placed = []
     for path, data, done in planned:
-        again = os.path.join(gemini_dir, "tmp", slug, "chats", os.path.basename(path))
+        # <tmp>/<planned slug>/chats/<file>: <file> is the session's, or `<id>/<subagent>`
+        in_chats = os.path.relpath(path, tmp).split(os.sep)[2:]
+        again = os.path.join(tmp, slug, "chats", *in_chats)
         if again != path:
             done.path, done.action = again, file_action(again, data)
         placed.append((again, data, done))

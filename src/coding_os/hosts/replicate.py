@@ -3,13 +3,16 @@
 What is pushed, per session, as streams of raw lines (`Storage.add_replica_lines`):
 - "transcript": each cos-native transcript, `<state_dir>/<agent>/transcripts/<sid>.jsonl`;
 - "events": each engine events log, `<state_dir>/<agent>/events/<sid>.jsonl` (runtime/events.py);
-- "native": each Claude Code transcript or Codex rollout this host's importer found on its own
-  disk and whose project is this one (`index.native_files`), under its session's index id;
-- "subagent:<file>": each subagent transcript of such a Claude Code session, under the same id:
-  `<file>` is its path relative to the session's folder, `<native>/subagents/agent-<id>.jsonl`
-  (2.1.x) or `agent-<id>.jsonl` beside the session, whose first line names it (2.0.x). The
-  2.1.x `agent-<id>.meta.json` is not replicated (a JSON object Claude Code rewrites, not a
-  file of lines).
+- "native": each Claude Code transcript, Codex rollout or Gemini CLI session file this host's
+  importer found on its own disk and whose project is this one (`index.native_files`, which
+  lists a session's main file only), under its session's index id;
+- "subagent:<file>": each subagent file of such a Claude Code or Gemini CLI session, under the
+  same id: `<file>` is its path relative to the folder of the session's file. Claude Code:
+  `<native>/subagents/agent-<id>.jsonl` (2.1.x) or `agent-<id>.jsonl` beside the session,
+  whose first line names it (2.0.x); the 2.1.x `agent-<id>.meta.json` is not replicated (a
+  JSON object Claude Code rewrites, not a file of lines). Gemini CLI:
+  `<native>/<subagent id>.jsonl`, `<native>` the session id of the main file's metadata line
+  (adapters/gemini/sessions.py `subagent_files`).
 
 What is pushed is found from this host's own state only, never from a path a row of the index
 names: on a shared database any host may have written any row (DESIGN.md §8, §11). A file is
@@ -133,9 +136,10 @@ def _session_files(tiers: Tiers, folder_name: str) -> Iterator[tuple[str, str, s
 
 def project_sources(tiers: Tiers, root: str | None) -> list[Source]:
     """Every file of the project to replicate, found from this host's own state only: its cos
-    transcripts and events logs, and the Claude Code / Codex files its importer found on its
-    own disk (`index.native_files`) whose project is `root`, with their subagents' transcripts.
-    Never a path an index row names: on a shared database any host may have written it."""
+    transcripts and events logs, and the Claude Code / Codex / Gemini CLI files its importer
+    found on its own disk (`index.native_files`) whose project is `root`, with their subagents'
+    files. Never a path an index row names: on a shared database any host may have written
+    it."""
     from coding_os.sessions.index import native_files
 
     found = [Source(session, "transcript", agent, path)
@@ -144,6 +148,7 @@ def project_sources(tiers: Tiers, root: str | None) -> list[Source]:
               for agent, session, path in _session_files(tiers, "events")]
     if root is not None:
         from coding_os.adapters.claude.transcripts import subagent_files
+        from coding_os.adapters.gemini.sessions import subagent_files as gemini_subagent_files
 
         siblings: dict[str, dict[str, list[str]]] = {}
         for path, (session, agent, project) in sorted(native_files(tiers).items()):
@@ -153,6 +158,9 @@ def project_sources(tiers: Tiers, root: str | None) -> list[Source]:
             if agent == "claude":
                 found += [Source(session, SUBAGENT + name, agent, sub)
                           for name, sub in subagent_files(path, siblings)]
+            elif agent == "gemini":
+                found += [Source(session, SUBAGENT + name, agent, sub)
+                          for name, sub in gemini_subagent_files(path)]
     return found
 
 

@@ -462,9 +462,10 @@ def _redacted(record: FileRecord) -> tuple[Any, Any]:
 
 
 def native_files(tiers: Tiers) -> dict[str, tuple[str | None, str, str | None]]:
-    """The Claude Code and Codex files the last refresh of this state dir found on this host's
-    own disk, each with the index id of its session (None: another host's), its agent and its
-    project (the checkout its cwd is in); empty before the first refresh."""
+    """The Claude Code, Codex and Gemini CLI session files (of a Gemini session, its main file,
+    not its subagents') the last refresh of this state dir found on this host's own disk, each
+    with the index id of its session (None: another host's), its agent and its project (the
+    checkout its cwd is in); empty before the first refresh."""
     data = _load(os.path.join(tiers.state_dir, NATIVE_FILES))
     found: dict[str, tuple[str | None, str, str | None]] = {}
     for path, entry in data.items():

@@ -18,9 +18,11 @@ from coding_os.adapters.gemini.messages import GeminiTokens
 from coding_os.adapters.gemini.sessions import (
     GeminiSession,
     default_gemini_dir,
+    is_subagent_name,
     read_projects,
     read_session,
     scan_gemini,
+    subagent_files,
 )
 from coding_os.errors import CosError
 from tests.helpers import gemini_twin
@@ -144,6 +146,36 @@ def test_a_subagent_is_attached_to_its_parent_never_listed_as_a_session() -> Non
     assert subagent.directories == (PROJECT,)
     assert parent.delegations == ((SUBAGENT, "generalist"),)
     assert parent.tokens_with_subagents == parent.tokens + subagent.tokens
+
+
+def test_a_sessions_subagent_files_are_named_from_the_folder_of_its_file() -> None:
+    main = PROJECT_CHATS / "session-2026-12-06T08-07-bc799a31.jsonl"
+    assert subagent_files(str(main)) == [
+        (f"{S}/{SUBAGENT}.jsonl", str(PROJECT_CHATS / S / f"{SUBAGENT}.jsonl"))]
+    assert subagent_files(str(PROJECT_CHATS / "session-2026-12-06T08-07-aa78fc04.jsonl")) == []
+    assert subagent_files(str(LEGACY_CHATS / "session-2026-12-06T08-07-fb7f6adf.json")) == []
+
+
+def test_a_subagent_folder_or_file_that_is_a_symlink_or_no_subagent_name_is_left_out(
+        tmp_path: Path) -> None:
+    chats = chats_copy(tmp_path) / "tmp" / "project" / "chats"
+    main = chats / "session-2026-12-06T08-07-bc799a31.jsonl"
+    (chats / S / "notes.txt").write_text("x", encoding="utf-8")
+    (chats / S / "x.jsonl").symlink_to(tmp_path / "outside.jsonl")
+    (chats / S / ".hidden.jsonl").write_text("{}\n", encoding="utf-8")
+    assert [name for name, _ in subagent_files(str(main))] == [f"{S}/{SUBAGENT}.jsonl"]
+    (chats / S).rename(tmp_path / "moved")
+    (chats / S).symlink_to(tmp_path / "moved")
+    assert subagent_files(str(main)) == []
+
+
+def test_a_subagent_name_is_the_sessions_id_folder_and_a_plain_jsonl_file() -> None:
+    assert is_subagent_name(S, f"{S}/{SUBAGENT}.jsonl")
+    for name in (f"{SUBAGENT}.jsonl", f"{A}/{SUBAGENT}.jsonl", f"{S}/../{SUBAGENT}.jsonl",
+                 f"/{S}/{SUBAGENT}.jsonl", f"{S}/x/{SUBAGENT}.jsonl", f"{S}/{SUBAGENT}.json",
+                 f"{S}/.jsonl", f"{S}/..", f"{S}/"):
+        assert not is_subagent_name(S, name), name
+    assert not is_subagent_name("..", f"../{SUBAGENT}.jsonl")
 
 
 def test_a_session_of_gemini_cli_0_38_reads_from_its_json_document() -> None:

@@ -36,6 +36,7 @@ import dataclasses
 import hashlib
 import os
 import re
+import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, AnyStr
@@ -64,10 +65,12 @@ __all__ = [
     "GeminiScan",
     "GeminiSession",
     "default_gemini_dir",
+    "is_subagent_name",
     "read_conversation",
     "read_projects",
     "read_session",
     "scan_gemini",
+    "subagent_files",
 ]
 
 KNOWN_MESSAGE_FIELDS = frozenset({"id", "timestamp", "type", "content", "displayContent",
@@ -88,6 +91,9 @@ _IMPORTED = "Imported session from "
 _SESSION_NAME = re.compile(r"^session-.+-[0-9A-Za-z_-]{1,8}\.jsonl?$")
 _PROJECT_HASH = re.compile(r"^[0-9a-f]{64}$")
 _RESERVED_DIRS = frozenset({"chats", "logs", "tool-outputs"})
+# The id a session's subagent folder and a subagent's file are named by (a UUID in 0.61).
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
+_METADATA_LINE_MAX = 1 << 20
 # The record Gemini CLI writes after every message (a third of a session's lines), as it writes
 # it; with a time of these characters alone it is read without the JSON parser.
 _LAST_UPDATED = b'{"$set":{"lastUpdated":"'
@@ -752,6 +758,54 @@ def _session_files(gemini_dir: str, problems: list[str]
                         yield folder + os.sep + agent_file, project, name
             elif _SESSION_NAME.match(name):
                 yield chats + os.sep + name, project, None
+
+
+def is_subagent_name(native: str, relative: str) -> bool:
+    """Whether `relative` names a subagent file of session `native` as Gemini CLI lays it out,
+    relative to the folder of the session's file: `<native>/<subagent id>.jsonl`."""
+    parent, sep, name = relative.partition("/")
+    return bool(sep) and parent == native and _ID.match(native) is not None and \
+        name.endswith(".jsonl") and _ID.match(name[:-len(".jsonl")]) is not None
+
+
+def _first_session_id(path: str) -> str | None:
+    """The `sessionId` of a `.jsonl` session file's metadata line (its first), or None."""
+    try:
+        fd, _ = durable.open_log(path, "Gemini session")
+    except CosError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            first = f.readline(_METADATA_LINE_MAX)
+    except OSError:
+        return None
+    metadata = jsonwire.loads_object(first)
+    return _string(metadata.get("sessionId")) if metadata is not None else None
+
+
+def subagent_files(path: str) -> list[tuple[str, str]]:
+    """The subagent files of the Gemini session whose `.jsonl` file is `path`, as (name
+    relative to the folder of `path`, path), sorted: each regular `<subagent id>.jsonl` of
+    `<session id>/` beside it, the session id that of the file's metadata line. A file that
+    is not a `.jsonl` session (one of before 0.39), a symlink, or a name Gemini CLI does not
+    give, is left out."""
+    if not path.endswith(".jsonl"):
+        return []
+    native = _first_session_id(path)
+    if native is None or _ID.match(native) is None:
+        return []
+    folder = os.path.join(os.path.dirname(os.path.abspath(path)), native)
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):  # a symlink is not followed
+            return []
+    except OSError:
+        return []
+    found = []
+    for name, is_dir in _entries(folder, []):
+        relative = f"{native}/{name}"
+        if not is_dir and is_subagent_name(native, relative):
+            found.append((relative, os.path.join(folder, name)))
+    return found
 
 
 def _replaced(session: GeminiSession, **changes: Any) -> GeminiSession:
