@@ -108,6 +108,12 @@ class Replay:
         self.counts[kind] += 1
         return kind
 
+    def set_last_updated(self, stamp: str) -> None:
+        """Apply `{"$set": {"lastUpdated": stamp}}`, the record Gemini CLI writes after every
+        message (`feed` of it, without the record)."""
+        self.metadata["lastUpdated"] = stamp
+        self.counts["set"] += 1
+
     def load(self, document: dict[str, Any]) -> None:
         """Take a whole session of the format before 0.39 (`session-*.json`: the metadata with
         a `messages` array), as Gemini CLI reads it when its lines do not replay."""
@@ -161,10 +167,9 @@ class Replay:
                 known[name] = value
 
     def _merge(self, fields: Mapping[str, Any]) -> None:
-        if "messages" in fields:
-            self.metadata.update((k, v) for k, v in fields.items() if k != "messages")
-        else:
-            self.metadata.update(fields)
+        # The metadata never holds `messages`: the fields merged, and that one taken out again.
+        self.metadata.update(fields)
+        self.metadata.pop("messages", None)
 
 
 def replay(records: Iterable[dict[str, Any]]) -> Replay:

@@ -48,10 +48,10 @@ from coding_os.adapters.gemini.messages import (
     GeminiEntry,
     GeminiTokens,
     add_tokens,
-    conversation_counts,
     conversation_entries,
     message_parts,
     message_tokens,
+    response_counts,
     user_kind,
 )
 from coding_os.adapters.gemini.records import Replay
@@ -415,13 +415,14 @@ def _feed(lines: Iterable[AnyStr], read: _Read, state: Replay, head: AnyStr,
     of every session a scan reads."""
     loads = jsonwire.loads
     feed = state.feed
+    set_last_updated = state.set_last_updated
     start = len(head)
     for line in lines:
         if line.startswith(head) and line.endswith(end) and len(line) >= start + len(end) \
                 and not line[start:-len(end)].strip(stamp):
             # What the parser would make of it (a string of these characters has no escape).
             at = line[start:-len(end)]
-            feed({"$set": {"lastUpdated": at.decode("ascii") if isinstance(at, bytes) else at}})
+            set_last_updated(at.decode("ascii") if isinstance(at, bytes) else at)
             continue
         try:
             value = loads(line)
@@ -579,6 +580,8 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
     counted: set[str] = set()  # the live responses whose tokens are in `totals`
     models: list[str] = []
     stamps: list[str] = []
+    tool_calls = thoughts = 0
+    delegations: list[tuple[str, str]] = []
     known_fields = KNOWN_MESSAGE_FIELDS
     for message in messages:
         kind = message.get("type")
@@ -606,6 +609,11 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
                 if model in models:
                     models.remove(model)
                 models.append(model)
+            calls, thought_count, ran = response_counts(message)
+            tool_calls += calls
+            thoughts += thought_count
+            if ran:
+                delegations.extend(ran)
         elif kind in NOTICE_TYPES:
             counts["notice"] += 1
     tokens = GeminiTokens(*totals)
@@ -623,7 +631,6 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             if spent is not None:
                 tokens_by_id[str(message["id"])] = spent
     entries = conversation_entries(messages) if with_entries else []
-    tool_calls, thoughts, delegations = conversation_counts(messages)
     summary = _string(metadata.get("summary"))
     first_prompt = prompts[0] if prompts else None
     title, source = None, None
@@ -670,7 +677,7 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
         imported_from=read.imported_from,
         rewinds=state.counts["rewind"],
         rewound_messages=state.rewound,
-        delegations=delegations,
+        delegations=tuple(delegations),
         message_types=dict(sorted(types.items())),
         unknown_types={} if KNOWN_MESSAGE_TYPES.issuperset(types) else
         {k: v for k, v in sorted(types.items()) if k not in KNOWN_MESSAGE_TYPES},
