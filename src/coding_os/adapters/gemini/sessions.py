@@ -38,7 +38,7 @@ import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AnyStr
+from typing import Any
 
 from coding_os import durable, jsonwire
 from coding_os.adapters import log_dir
@@ -91,9 +91,8 @@ _RESERVED_DIRS = frozenset({"chats", "logs", "tool-outputs"})
 # The record Gemini CLI writes after every message (a third of a session's lines), as it writes
 # it; with a time of these characters alone it is read without the JSON parser.
 _LAST_UPDATED = b'{"$set":{"lastUpdated":"'
+_LAST_UPDATED_END = b'"}}'
 _STAMP_BYTES = b"0123456789-:.+TZ"
-_LAST_UPDATED_TEXT = _LAST_UPDATED.decode("ascii")
-_STAMP_TEXT = _STAMP_BYTES.decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -407,28 +406,25 @@ def _lines(fd: int, size: int, read: _Read) -> Iterator[bytes]:
             yield line
 
 
-def _feed(lines: Iterable[AnyStr], read: _Read, state: Replay, head: AnyStr,
-          stamp: AnyStr, end: AnyStr) -> None:
-    """`state` fed the records of `lines` (text, or bytes read as UTF-8); a line that holds no
-    JSON object is counted in `read` (blank lines are skipped). `head`, `stamp` and `end` are
-    _LAST_UPDATED, _STAMP_BYTES and its end in the type of the lines. The loop of every line
-    of every session a scan reads."""
+def _feed(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
+    """`state` fed the records of `lines` (read as UTF-8); a line that holds no JSON object is
+    counted in `read` (blank lines are skipped). The loop of every line of every session a scan
+    reads."""
     loads = jsonwire.loads
     feed = state.feed
     set_last_updated = state.set_last_updated
-    start = len(head)
+    start, stop = len(_LAST_UPDATED), -len(_LAST_UPDATED_END)
     for line in lines:
-        if line.startswith(head) and line.endswith(end) and len(line) >= start + len(end) \
-                and not line[start:-len(end)].strip(stamp):
+        if line.startswith(_LAST_UPDATED) and line.endswith(_LAST_UPDATED_END) \
+                and len(line) >= start - stop and not line[start:stop].strip(_STAMP_BYTES):
             # What the parser would make of it (a string of these characters has no escape).
-            at = line[start:-len(end)]
-            set_last_updated(at.decode("ascii") if isinstance(at, bytes) else at)
+            set_last_updated(line[start:stop].decode("ascii"))
             continue
         try:
             value = loads(line)
         except ValueError:
             # Blank as bytes are (ASCII whitespace): a line of other spaces is no record.
-            if (line.encode("utf-8") if isinstance(line, str) else line).strip():
+            if line.strip():
                 read.bad("not_json")
             continue
         if not isinstance(value, dict):
@@ -437,11 +433,6 @@ def _feed(lines: Iterable[AnyStr], read: _Read, state: Replay, head: AnyStr,
         if read.imported_from is None and value.get("type") == "info":
             _note_import(value, read)
         feed(value)
-
-
-def _feed_bytes(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
-    """`_feed` of lines read as bytes."""
-    _feed(lines, read, state, _LAST_UPDATED, _STAMP_BYTES, b'"}}')
 
 
 def _whole(fd: int, size: int) -> bytes:
@@ -464,20 +455,11 @@ def _replay_lines(fd: int, size: int, read: _Read, state: Replay) -> None:
         OSError: the file cannot be read.
     """
     if size > min(_WHOLE_READ, MAX_LINE_BYTES):
-        _feed_bytes(_lines(fd, size, read), read, state)
+        _feed(_lines(fd, size, read), read, state)
         return
-    # Most sessions: one read, decoded at once (a line that is not UTF-8: each line apart),
-    # split in C, each line parsed once.
-    data = _whole(fd, size)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        *whole, tail = data.split(b"\n")
-        _feed_bytes(whole, read, state)
-    else:
-        *lines, tail_text = text.split("\n")
-        _feed(lines, read, state, _LAST_UPDATED_TEXT, _STAMP_TEXT, '"}}')
-        tail = tail_text.encode("utf-8")
+    # Most sessions: one read, split in C, each line decoded and parsed once.
+    *whole, tail = _whole(fd, size).split(b"\n")
+    _feed(whole, read, state)
     if tail.strip():
         record = jsonwire.loads_object(tail)
         if record is None:
@@ -520,7 +502,7 @@ def _replay_file(path: str) -> tuple[Replay, _Read, str]:
             state.load(document)
             return state, read, "json"
         # Not the one document of the old format: read it as lines, as Gemini CLI does first.
-        _feed_bytes(data.splitlines(), read, state)
+        _feed(data.splitlines(), read, state)
         return state, read, "json"
     fd, size = durable.open_log(path, "Gemini session")  # Gemini CLI takes no lock
     read.size = size
