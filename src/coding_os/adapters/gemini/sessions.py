@@ -587,7 +587,7 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             if add_tokens(totals, message.get("tokens")):
                 counted.add(message["id"])
             model = message.get("model")
-            if isinstance(model, str) and model:
+            if isinstance(model, str) and model and not (models and models[-1] == model):
                 if model in models:
                     models.remove(model)
                 models.append(model)
@@ -600,10 +600,11 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             counts["notice"] += 1
     tokens = GeminiTokens(*totals)
     # A live response's last recorded tokens are those counted above; the others are read.
+    earlier = False
     for message_id, details in state.details.items():
-        if message_id not in counted:
-            add_tokens(totals, details.get("tokens"))
-    recorded = GeminiTokens(*totals)
+        if message_id not in counted and add_tokens(totals, details.get("tokens")):
+            earlier = True
+    recorded = GeminiTokens(*totals) if earlier else tokens
     # The tokens of each response, for a session imported from another (see `_link_forks`).
     tokens_by_id: dict[str, GeminiTokens] = {}
     if read.imported_from is not None:
