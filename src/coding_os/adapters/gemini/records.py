@@ -74,12 +74,13 @@ class Replay:
     def feed(self, record: dict[str, Any]) -> str:
         """Apply one record; its kind (see `record_kind`)."""
         # The loop of every line of every session: `record_kind` inlined, messages first.
+        message_id = record.get("id")
         if "$rewindTo" in record and isinstance(record["$rewindTo"], str):
             kind = "rewind"
             self._rewind(record["$rewindTo"])
-        elif isinstance(record.get("id"), str):
+        elif isinstance(message_id, str):
             kind = "message"
-            self.messages[record["id"]] = record
+            self.messages[message_id] = record
             if "tokens" in record or "model" in record or "toolCalls" in record \
                     or "thoughts" in record:
                 self._note(record)

@@ -215,17 +215,18 @@ def _new_session(**values: Any) -> GeminiSession:
     Raises:
         TypeError: a name in `values` is not a field, or a field without a default is missing.
     """
-    names = values.keys()
-    if not _REQUIRED <= names or not names <= _FIELD_NAMES:
-        raise TypeError(f"GeminiSession fields: missing {sorted(_REQUIRED - names)}, "
-                        f"unknown {sorted(names - _FIELD_NAMES)}")
     session = object.__new__(GeminiSession)
     fields = session.__dict__
     fields.update(_DEFAULTS)
-    for name, factory in _FACTORIES.items():
-        if name not in values:
-            fields[name] = factory()
     fields.update(values)
+    for name, factory in _FACTORIES.items():
+        if name not in fields:
+            fields[name] = factory()
+    names = values.keys()
+    # With the fields without a default given, a name that is not a field is one too many.
+    if not _REQUIRED <= names or len(fields) != len(_FIELD_NAMES):
+        raise TypeError(f"GeminiSession fields: missing {sorted(_REQUIRED - names)}, "
+                        f"unknown {sorted(names - _FIELD_NAMES)}")
     return session
 
 
@@ -557,7 +558,7 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             if name not in KNOWN_METADATA_FIELDS:
                 unknown_fields[f"metadata:{name}"] = 1
     prompts: list[str] = []
-    counts = {"context": 0, "tool_result": 0, "gemini": 0, "notice": 0}
+    contexts = tool_results = responses = notices = 0
     totals = [0] * 6  # GeminiTokens' fields, in order
     counted: set[str] = set()  # the live responses whose tokens are in `totals`
     models: list[str] = []
@@ -580,10 +581,12 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             what, text = user_kind(message_parts(message.get("content")))
             if what == "prompt":
                 prompts.append(text)
-            elif what in counts:
-                counts[what] += 1
+            elif what == "tool_result":
+                tool_results += 1
+            elif what == "context":
+                contexts += 1
         elif kind == "gemini":
-            counts["gemini"] += 1
+            responses += 1
             if add_tokens(totals, message.get("tokens")):
                 counted.add(message["id"])
             model = message.get("model")
@@ -597,7 +600,7 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             if ran:
                 delegations.extend(ran)
         elif kind in NOTICE_TYPES:
-            counts["notice"] += 1
+            notices += 1
     tokens = GeminiTokens(*totals)
     # A live response's last recorded tokens are those counted above; the others are read.
     earlier = False
@@ -647,12 +650,12 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
         last_prompt=_preview(prompts[-1] if prompts else None),
         messages=len(messages),
         user_messages=len(prompts),
-        assistant_messages=counts["gemini"],
+        assistant_messages=responses,
         tool_calls=tool_calls,
         thoughts=thoughts,
-        context_messages=counts["context"],
-        tool_result_messages=counts["tool_result"],
-        notices=counts["notice"],
+        context_messages=contexts,
+        tool_result_messages=tool_results,
+        notices=notices,
         tokens=tokens,
         recorded_tokens=recorded,
         model=models[-1] if models else None,
