@@ -154,17 +154,24 @@ class Replay:
 
     def _put(self, messages: Iterable[Any]) -> None:
         for message in messages:
-            if isinstance(message, dict) and isinstance(message.get("id"), str):
-                self.messages[message["id"]] = message
-                self._note(message)
+            if isinstance(message, dict):
+                message_id = message.get("id")
+                if isinstance(message_id, str):
+                    self.messages[message_id] = message
+                    # A rewrite of the conversation mostly holds none of DETAIL_FIELDS.
+                    if "tokens" in message or "model" in message or "toolCalls" in message \
+                            or "thoughts" in message:
+                        self._note(message)
 
     def _note(self, message: Mapping[str, Any]) -> None:
-        known = self.details.get(message["id"])
+        known = None
         for name in DETAIL_FIELDS:
             value = message.get(name)
             if value:
                 if known is None:
-                    known = self.details[message["id"]] = {}
+                    known = self.details.get(message["id"])
+                    if known is None:
+                        known = self.details[message["id"]] = {}
                 known[name] = value
 
     def _merge(self, fields: Mapping[str, Any]) -> None:
