@@ -417,9 +417,9 @@ def _feed(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
     start, stop = len(_LAST_UPDATED), -len(_LAST_UPDATED_END)
     for line in lines:
         if line.startswith(_LAST_UPDATED) and line.endswith(_LAST_UPDATED_END) \
-                and len(line) >= start - stop and not line[start:stop].strip(_STAMP_BYTES):
+                and len(line) >= start - stop and not (at := line[start:stop]).strip(_STAMP_BYTES):
             # What the parser would make of it (a string of these characters has no escape).
-            set_last_updated(line[start:stop].decode("ascii"))
+            set_last_updated(at.decode("ascii"))
             continue
         try:
             value = loads(line)
