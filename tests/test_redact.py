@@ -137,6 +137,20 @@ def test_a_secret_anywhere_in_a_text_never_survives_redaction(
     assert core not in out
 
 
+TRIGGERS = sorted({trigger for _, triggers, _, _ in redact.SHAPES for trigger in triggers})
+
+
+@settings(max_examples=300)
+@given(st.lists(st.sampled_from(TRIGGERS) | st.text(alphabet="AKISghp_sk-:/.?xyY", max_size=8),
+                max_size=6))
+def test_the_trigger_search_finds_a_text_with_any_trigger_and_no_other(pieces: list[str]) -> None:
+    text = "".join(piece.lstrip("?") for piece in pieces)
+    exact, blind = redact._triggers()
+    found = exact.search(text) is not None or blind.search(text.lower()) is not None
+    assert found == any(trigger[1:] in text.lower() if trigger[0] == "?" else trigger in text
+                        for trigger in TRIGGERS)
+
+
 def test_values_are_redacted_through_mappings_and_lists_and_kept_when_clean() -> None:
     token = CORPUS[9][1]
     record = {"text": f"use {token}", "data": {"paths": ["a", token], "ok": True, "n": 3}}

@@ -118,10 +118,35 @@ def _triggers() -> list[re.Pattern[str]]:
         import re
 
         for blind in (False, True):
-            words = sorted({trigger[1:] if blind else trigger for _, triggers, _, _ in SHAPES
-                            for trigger in triggers if (trigger[0] == "?") == blind})
-            _TRIGGERS.append(re.compile("|".join(map(re.escape, words))))
+            words = {trigger[1:] if blind else trigger for _, triggers, _, _ in SHAPES
+                     for trigger in triggers if (trigger[0] == "?") == blind}
+            _TRIGGERS.append(re.compile(_any_of(words)))
     return _TRIGGERS
+
+
+def _any_of(words: Iterable[str]) -> str:
+    """An expression found where any of `words` is: their alternation with the beginnings
+    they share written once (`A(?:KIA|SIA)`), so that a search tries each place of a text
+    once per first character, not once per word. A word holding another is left out: the
+    other is found first."""
+    import re
+
+    unique = set(words)
+    kept = sorted(word for word in unique
+                  if not any(other != word and other in word for other in unique))
+    if not kept:
+        return "(?!)"  # found nowhere
+
+    def branch(rests: list[str]) -> str:
+        if "" in rests:  # a word ends here: what follows it is not needed to find one
+            return ""
+        by_first: dict[str, list[str]] = {}
+        for rest in rests:
+            by_first.setdefault(rest[0], []).append(rest[1:])
+        parts = [re.escape(first) + branch(tails) for first, tails in sorted(by_first.items())]
+        return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+    return branch(kept)
 
 
 def _candidates(text: str) -> list[int]:

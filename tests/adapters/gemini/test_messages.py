@@ -11,6 +11,7 @@ from coding_os.adapters.gemini.messages import (
     GeminiTokens,
     conversation_entries,
     prompt_text,
+    response_counts,
 )
 from coding_os.adapters.gemini.sessions import read_conversation
 
@@ -119,3 +120,28 @@ def test_prompt_text_is_what_a_person_typed() -> None:
                     [{"text": "/rewind"}], [{"functionResponse": {"id": "x"}}], []):
         assert prompt_text({"type": "user", "content": content}) is None
     assert prompt_text({"type": "gemini", "content": "an answer"}) is None
+
+
+def test_response_counts_are_the_calls_thoughts_and_subagents_of_the_entries() -> None:
+    responses = [
+        {"id": "a", "type": "gemini", "content": "just text"},
+        {"id": "b", "type": "gemini", "content": "", "thoughts": [],
+         "toolCalls": [{"id": "c1", "name": "glob"}, "not a call",
+                       {"id": "c2", "name": "invoke_agent", "agentId": "sub",
+                        "args": {"agent_name": "generalist"}}]},
+        {"id": "c", "type": "gemini", "content": [{"text": "**Plan** it", "thought": True},
+                                                  {"functionCall": {"id": "f", "name": "ls"}},
+                                                  "text"],
+         "thoughts": [{"subject": "Recorded", "description": "wins"}, "not a thought"]},
+        {"id": "d", "type": "gemini", "content": {"text": "**Only** a thought", "thought": True}},
+        {"id": "e", "type": "gemini", "content": [{"functionCall": {"id": "g", "name": "ls"}}]},
+    ]
+    for message in responses:
+        entries = conversation_entries([message])
+        calls, thoughts, delegations = response_counts(message)
+        assert calls == sum(1 for entry in entries if entry.kind == "tool_call")
+        assert thoughts == sum(1 for entry in entries if entry.kind == "thought")
+        assert delegations == tuple((entry.agent_id, "generalist") for entry in entries
+                                    if entry.agent_id)
+    assert response_counts(responses[1]) == (2, 0, (("sub", "generalist"),))
+    assert response_counts(responses[2]) == (1, 1, ())

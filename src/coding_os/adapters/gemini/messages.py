@@ -27,11 +27,11 @@ __all__ = [
     "GeminiEntry",
     "GeminiTokens",
     "add_tokens",
-    "conversation_counts",
     "conversation_entries",
     "message_parts",
     "message_tokens",
     "prompt_text",
+    "response_counts",
     "user_kind",
 ]
 
@@ -127,14 +127,17 @@ class GeminiEntry:
 
 
 def message_parts(content: object) -> list[dict[str, Any]]:
-    """A message's content as Gemini API parts (a string is one text part)."""
+    """A message's content as Gemini API parts (a string is one text part). A content of one
+    part (most messages) is given as it is, not copied: the parts are read, never changed."""
     if isinstance(content, str):
         return [{"text": content}]
-    if isinstance(content, dict):
-        return [content]
     if isinstance(content, list):
+        if len(content) == 1 and isinstance(content[0], dict):
+            return content
         return [{"text": part} if isinstance(part, str) else part
                 for part in content if isinstance(part, (str, dict))]
+    if isinstance(content, dict):
+        return [content]
     return []
 
 
@@ -159,14 +162,15 @@ def user_kind(parts: list[dict[str, Any]]) -> tuple[str, str]:
     """`prompt`, `context`, `command`, `tool_result` or `empty`, and the message's text."""
     text = _text(parts)
     stripped = text.lstrip()  # all a prefix and emptiness need
-    if stripped.startswith(_INJECTED_PREFIXES):
-        return "context", text
-    if stripped.startswith(_COMMAND_PREFIXES):
-        return "command", text
     if stripped:
+        if stripped.startswith(_INJECTED_PREFIXES):
+            return "context", text
+        if stripped.startswith(_COMMAND_PREFIXES):
+            return "command", text
         return "prompt", text
-    if any("functionResponse" in part for part in parts):
-        return "tool_result", ""
+    for part in parts:
+        if "functionResponse" in part:
+            return "tool_result", ""
     if any("inlineData" in part or "fileData" in part for part in parts):
         return "prompt", "[attachment]"
     return "empty", ""
@@ -327,35 +331,38 @@ def conversation_entries(messages: Sequence[Mapping[str, Any]]) -> list[GeminiEn
     return entries
 
 
-def conversation_counts(messages: Iterable[Mapping[str, Any]]
-                        ) -> tuple[int, int, tuple[tuple[str, str], ...]]:
-    """The tool calls and thoughts `conversation_entries` would give for the live messages,
-    and the (agent id, agent name) of each call that ran a subagent, without making the
+def response_counts(message: Mapping[str, Any]) -> tuple[int, int, tuple[tuple[str, str], ...]]:
+    """The tool calls and thoughts `conversation_entries` gives for one `gemini` message, and
+    the (agent id, agent name) of each of its calls that ran a subagent, without making the
     entries (a scan of every session needs only these)."""
-    calls = thoughts = 0
+    recorded = message.get("thoughts")
+    recorded = recorded if isinstance(recorded, list) and recorded else None
+    tool_calls = message.get("toolCalls")
+    tool_calls = tool_calls if isinstance(tool_calls, list) and tool_calls else None
+    # The parts are read where the message's own lists are empty; a text (what most responses
+    # hold) is one part, neither a thought nor a call.
+    parts: list[dict[str, Any]] = []
+    if recorded is None or tool_calls is None:
+        content = message.get("content")
+        if not isinstance(content, str):
+            parts = message_parts(content)
+    if recorded is not None:
+        thoughts = sum(1 for thought in recorded if isinstance(thought, dict))
+    else:
+        thoughts = sum(1 for part in parts
+                       if part.get("thought") and isinstance(part.get("text"), str)) \
+            if parts else 0
+    if tool_calls is None:
+        calls = sum(1 for part in parts if isinstance(part.get("functionCall"), dict)) \
+            if parts else 0
+        return calls, thoughts, ()
+    calls = 0
     delegations: list[tuple[str, str]] = []
-    for message in messages:
-        if message.get("type") != "gemini":
+    for call in tool_calls:
+        if not isinstance(call, dict):
             continue
-        parts: list[dict[str, Any]] | None = None
-        recorded = message.get("thoughts")
-        if isinstance(recorded, list) and recorded:
-            thoughts += sum(1 for thought in recorded if isinstance(thought, dict))
-        else:
-            parts = message_parts(message.get("content"))
-            thoughts += sum(1 for part in parts
-                            if part.get("thought") and isinstance(part.get("text"), str))
-        tool_calls = message.get("toolCalls")
-        if isinstance(tool_calls, list) and tool_calls:
-            for call in tool_calls:
-                if not isinstance(call, dict):
-                    continue
-                calls += 1
-                agent_id, args = call.get("agentId"), call.get("args")
-                if isinstance(agent_id, str) and agent_id and isinstance(args, dict):
-                    delegations.append((agent_id, str(args.get("agent_name", ""))))
-        else:
-            if parts is None:
-                parts = message_parts(message.get("content"))
-            calls += sum(1 for part in parts if isinstance(part.get("functionCall"), dict))
+        calls += 1
+        agent_id, args = call.get("agentId"), call.get("args")
+        if isinstance(agent_id, str) and agent_id and isinstance(args, dict):
+            delegations.append((agent_id, str(args.get("agent_name", ""))))
     return calls, thoughts, tuple(delegations)

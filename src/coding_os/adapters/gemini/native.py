@@ -17,7 +17,7 @@ from typing import Any
 from coding_os.adapters.gemini.messages import GeminiTokens, message_tokens, prompt_text
 from coding_os.adapters.gemini.sessions import GeminiSession, scan_gemini
 from coding_os.adapters.native import (NativeSession, NativeSubagent, ScanReport, TokenTotals,
-                                       TurnUsage)
+                                       TurnUsage, new_native_session)
 
 __all__ = ["AGENT", "scan", "native_session", "token_totals", "turn_usage"]
 
@@ -76,7 +76,7 @@ def _subagent(agent: GeminiSession, parent: str) -> NativeSubagent:
 
 def native_session(session: GeminiSession) -> NativeSession:
     """One Gemini session (its subagents linked) as a native session of the one list."""
-    return NativeSession(
+    return new_native_session(
         agent=AGENT, native_id=session.native_id, path=session.path, paths=session.paths,
         cwd=session.cwd, project=session.project, git_branch=session.git_branch,
         model=session.model, title=session.title, title_source=session.title_source,

@@ -74,12 +74,13 @@ class Replay:
     def feed(self, record: dict[str, Any]) -> str:
         """Apply one record; its kind (see `record_kind`)."""
         # The loop of every line of every session: `record_kind` inlined, messages first.
+        message_id = record.get("id")
         if "$rewindTo" in record and isinstance(record["$rewindTo"], str):
             kind = "rewind"
             self._rewind(record["$rewindTo"])
-        elif isinstance(record.get("id"), str):
+        elif isinstance(message_id, str):
             kind = "message"
-            self.messages[record["id"]] = record
+            self.messages[message_id] = record
             if "tokens" in record or "model" in record or "toolCalls" in record \
                     or "thoughts" in record:
                 self._note(record)
@@ -107,6 +108,12 @@ class Replay:
                 self.others.append(record)
         self.counts[kind] += 1
         return kind
+
+    def set_last_updated(self, stamp: str) -> None:
+        """Apply `{"$set": {"lastUpdated": stamp}}`, the record Gemini CLI writes after every
+        message (`feed` of it, without the record)."""
+        self.metadata["lastUpdated"] = stamp
+        self.counts["set"] += 1
 
     def load(self, document: dict[str, Any]) -> None:
         """Take a whole session of the format before 0.39 (`session-*.json`: the metadata with
@@ -147,24 +154,30 @@ class Replay:
 
     def _put(self, messages: Iterable[Any]) -> None:
         for message in messages:
-            if isinstance(message, dict) and isinstance(message.get("id"), str):
-                self.messages[message["id"]] = message
-                self._note(message)
+            if isinstance(message, dict):
+                message_id = message.get("id")
+                if isinstance(message_id, str):
+                    self.messages[message_id] = message
+                    # A rewrite of the conversation mostly holds none of DETAIL_FIELDS.
+                    if "tokens" in message or "model" in message or "toolCalls" in message \
+                            or "thoughts" in message:
+                        self._note(message)
 
     def _note(self, message: Mapping[str, Any]) -> None:
-        known = self.details.get(message["id"])
+        known = None
         for name in DETAIL_FIELDS:
             value = message.get(name)
             if value:
                 if known is None:
-                    known = self.details[message["id"]] = {}
+                    known = self.details.get(message["id"])
+                    if known is None:
+                        known = self.details[message["id"]] = {}
                 known[name] = value
 
     def _merge(self, fields: Mapping[str, Any]) -> None:
-        if "messages" in fields:
-            self.metadata.update((k, v) for k, v in fields.items() if k != "messages")
-        else:
-            self.metadata.update(fields)
+        # The metadata never holds `messages`: the fields merged, and that one taken out again.
+        self.metadata.update(fields)
+        self.metadata.pop("messages", None)
 
 
 def replay(records: Iterable[dict[str, Any]]) -> Replay:

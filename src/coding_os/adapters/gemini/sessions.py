@@ -39,7 +39,7 @@ import re
 import stat
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, AnyStr
+from typing import Any
 
 from coding_os import durable, jsonwire
 from coding_os.adapters import log_dir
@@ -49,10 +49,10 @@ from coding_os.adapters.gemini.messages import (
     GeminiEntry,
     GeminiTokens,
     add_tokens,
-    conversation_counts,
     conversation_entries,
     message_parts,
     message_tokens,
+    response_counts,
     user_kind,
 )
 from coding_os.adapters.gemini.records import Replay
@@ -97,9 +97,8 @@ _METADATA_LINE_MAX = 1 << 20
 # The record Gemini CLI writes after every message (a third of a session's lines), as it writes
 # it; with a time of these characters alone it is read without the JSON parser.
 _LAST_UPDATED = b'{"$set":{"lastUpdated":"'
+_LAST_UPDATED_END = b'"}}'
 _STAMP_BYTES = b"0123456789-:.+TZ"
-_LAST_UPDATED_TEXT = _LAST_UPDATED.decode("ascii")
-_STAMP_TEXT = _STAMP_BYTES.decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -222,17 +221,18 @@ def _new_session(**values: Any) -> GeminiSession:
     Raises:
         TypeError: a name in `values` is not a field, or a field without a default is missing.
     """
-    names = values.keys()
-    if not _REQUIRED <= names or not names <= _FIELD_NAMES:
-        raise TypeError(f"GeminiSession fields: missing {sorted(_REQUIRED - names)}, "
-                        f"unknown {sorted(names - _FIELD_NAMES)}")
     session = object.__new__(GeminiSession)
     fields = session.__dict__
     fields.update(_DEFAULTS)
-    for name, factory in _FACTORIES.items():
-        if name not in values:
-            fields[name] = factory()
     fields.update(values)
+    for name, factory in _FACTORIES.items():
+        if name not in fields:
+            fields[name] = factory()
+    names = values.keys()
+    # With the fields without a default given, a name that is not a field is one too many.
+    if not _REQUIRED <= names or len(fields) != len(_FIELD_NAMES):
+        raise TypeError(f"GeminiSession fields: missing {sorted(_REQUIRED - names)}, "
+                        f"unknown {sorted(names - _FIELD_NAMES)}")
     return session
 
 
@@ -413,27 +413,25 @@ def _lines(fd: int, size: int, read: _Read) -> Iterator[bytes]:
             yield line
 
 
-def _feed(lines: Iterable[AnyStr], read: _Read, state: Replay, head: AnyStr,
-          stamp: AnyStr, end: AnyStr) -> None:
-    """`state` fed the records of `lines` (text, or bytes read as UTF-8); a line that holds no
-    JSON object is counted in `read` (blank lines are skipped). `head`, `stamp` and `end` are
-    _LAST_UPDATED, _STAMP_BYTES and its end in the type of the lines. The loop of every line
-    of every session a scan reads."""
+def _feed(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
+    """`state` fed the records of `lines` (read as UTF-8); a line that holds no JSON object is
+    counted in `read` (blank lines are skipped). The loop of every line of every session a scan
+    reads."""
     loads = jsonwire.loads
     feed = state.feed
-    start = len(head)
+    set_last_updated = state.set_last_updated
+    start, stop = len(_LAST_UPDATED), -len(_LAST_UPDATED_END)
     for line in lines:
-        if line.startswith(head) and line.endswith(end) and len(line) >= start + len(end) \
-                and not line[start:-len(end)].strip(stamp):
+        if line.startswith(_LAST_UPDATED) and line.endswith(_LAST_UPDATED_END) \
+                and len(line) >= start - stop and not (at := line[start:stop]).strip(_STAMP_BYTES):
             # What the parser would make of it (a string of these characters has no escape).
-            at = line[start:-len(end)]
-            feed({"$set": {"lastUpdated": at.decode("ascii") if isinstance(at, bytes) else at}})
+            set_last_updated(at.decode("ascii"))
             continue
         try:
             value = loads(line)
         except ValueError:
             # Blank as bytes are (ASCII whitespace): a line of other spaces is no record.
-            if (line.encode("utf-8") if isinstance(line, str) else line).strip():
+            if line.strip():
                 read.bad("not_json")
             continue
         if not isinstance(value, dict):
@@ -442,11 +440,6 @@ def _feed(lines: Iterable[AnyStr], read: _Read, state: Replay, head: AnyStr,
         if read.imported_from is None and value.get("type") == "info":
             _note_import(value, read)
         feed(value)
-
-
-def _feed_bytes(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
-    """`_feed` of lines read as bytes."""
-    _feed(lines, read, state, _LAST_UPDATED, _STAMP_BYTES, b'"}}')
 
 
 def _whole(fd: int, size: int) -> bytes:
@@ -469,20 +462,11 @@ def _replay_lines(fd: int, size: int, read: _Read, state: Replay) -> None:
         OSError: the file cannot be read.
     """
     if size > min(_WHOLE_READ, MAX_LINE_BYTES):
-        _feed_bytes(_lines(fd, size, read), read, state)
+        _feed(_lines(fd, size, read), read, state)
         return
-    # Most sessions: one read, decoded at once (a line that is not UTF-8: each line apart),
-    # split in C, each line parsed once.
-    data = _whole(fd, size)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        *whole, tail = data.split(b"\n")
-        _feed_bytes(whole, read, state)
-    else:
-        *lines, tail_text = text.split("\n")
-        _feed(lines, read, state, _LAST_UPDATED_TEXT, _STAMP_TEXT, '"}}')
-        tail = tail_text.encode("utf-8")
+    # Most sessions: one read, split in C, each line decoded and parsed once.
+    *whole, tail = _whole(fd, size).split(b"\n")
+    _feed(whole, read, state)
     if tail.strip():
         record = jsonwire.loads_object(tail)
         if record is None:
@@ -525,7 +509,7 @@ def _replay_file(path: str) -> tuple[Replay, _Read, str]:
             state.load(document)
             return state, read, "json"
         # Not the one document of the old format: read it as lines, as Gemini CLI does first.
-        _feed_bytes(data.splitlines(), read, state)
+        _feed(data.splitlines(), read, state)
         return state, read, "json"
     fd, size = durable.open_log(path, "Gemini session")  # Gemini CLI takes no lock
     read.size = size
@@ -580,11 +564,13 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             if name not in KNOWN_METADATA_FIELDS:
                 unknown_fields[f"metadata:{name}"] = 1
     prompts: list[str] = []
-    counts = {"context": 0, "tool_result": 0, "gemini": 0, "notice": 0}
+    contexts = tool_results = responses = notices = 0
     totals = [0] * 6  # GeminiTokens' fields, in order
     counted: set[str] = set()  # the live responses whose tokens are in `totals`
     models: list[str] = []
     stamps: list[str] = []
+    tool_calls = thoughts = 0
+    delegations: list[tuple[str, str]] = []
     known_fields = KNOWN_MESSAGE_FIELDS
     for message in messages:
         kind = message.get("type")
@@ -601,25 +587,33 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             what, text = user_kind(message_parts(message.get("content")))
             if what == "prompt":
                 prompts.append(text)
-            elif what in counts:
-                counts[what] += 1
+            elif what == "tool_result":
+                tool_results += 1
+            elif what == "context":
+                contexts += 1
         elif kind == "gemini":
-            counts["gemini"] += 1
+            responses += 1
             if add_tokens(totals, message.get("tokens")):
                 counted.add(message["id"])
             model = message.get("model")
-            if isinstance(model, str) and model:
+            if isinstance(model, str) and model and not (models and models[-1] == model):
                 if model in models:
                     models.remove(model)
                 models.append(model)
+            calls, thought_count, ran = response_counts(message)
+            tool_calls += calls
+            thoughts += thought_count
+            if ran:
+                delegations.extend(ran)
         elif kind in NOTICE_TYPES:
-            counts["notice"] += 1
+            notices += 1
     tokens = GeminiTokens(*totals)
     # A live response's last recorded tokens are those counted above; the others are read.
+    earlier = False
     for message_id, details in state.details.items():
-        if message_id not in counted:
-            add_tokens(totals, details.get("tokens"))
-    recorded = GeminiTokens(*totals)
+        if message_id not in counted and add_tokens(totals, details.get("tokens")):
+            earlier = True
+    recorded = GeminiTokens(*totals) if earlier else tokens
     # The tokens of each response, for a session imported from another (see `_link_forks`).
     tokens_by_id: dict[str, GeminiTokens] = {}
     if read.imported_from is not None:
@@ -629,7 +623,6 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
             if spent is not None:
                 tokens_by_id[str(message["id"])] = spent
     entries = conversation_entries(messages) if with_entries else []
-    tool_calls, thoughts, delegations = conversation_counts(messages)
     summary = _string(metadata.get("summary"))
     first_prompt = prompts[0] if prompts else None
     title, source = None, None
@@ -663,12 +656,12 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
         last_prompt=_preview(prompts[-1] if prompts else None),
         messages=len(messages),
         user_messages=len(prompts),
-        assistant_messages=counts["gemini"],
+        assistant_messages=responses,
         tool_calls=tool_calls,
         thoughts=thoughts,
-        context_messages=counts["context"],
-        tool_result_messages=counts["tool_result"],
-        notices=counts["notice"],
+        context_messages=contexts,
+        tool_result_messages=tool_results,
+        notices=notices,
         tokens=tokens,
         recorded_tokens=recorded,
         model=models[-1] if models else None,
@@ -676,7 +669,7 @@ def _session_of(path: str, state: Replay, read: _Read, file_format: str,
         imported_from=read.imported_from,
         rewinds=state.counts["rewind"],
         rewound_messages=state.rewound,
-        delegations=delegations,
+        delegations=tuple(delegations),
         message_types=dict(sorted(types.items())),
         unknown_types={} if KNOWN_MESSAGE_TYPES.issuperset(types) else
         {k: v for k, v in sorted(types.items()) if k not in KNOWN_MESSAGE_TYPES},
