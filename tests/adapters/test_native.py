@@ -265,15 +265,3 @@ def test_a_resumed_codex_thread_is_read_from_where_the_last_import_stopped(codex
     assert (state.report.files_opened, state.report.bytes_read) == (1, grown)
     assert state.report.files_unchanged == 1  # the subagent's rollout
     assert sessions == codex.fresh[1]
-
-
-def test_new_native_session_makes_the_session_the_constructor_makes() -> None:
-    values: dict[str, Any] = {"agent": "gemini", "native_id": "n", "path": "/p", "title": "t",
-                              "user_messages": 2, "tokens": native.TokenTotals(input=3)}
-    made, other = native.new_native_session(**values), native.new_native_session(**values)
-    assert made == NativeSession(**values) and repr(made) == repr(NativeSession(**values))
-    assert made.entry_counts == {} and made.entry_counts is not other.entry_counts
-    with pytest.raises(TypeError, match="unknown.*colour"):
-        native.new_native_session(**values, colour="red")
-    with pytest.raises(TypeError, match="missing.*path"):
-        native.new_native_session(agent="gemini", native_id="n")

@@ -25,11 +25,11 @@ import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from coding_os import jsonwire
+from coding_os import frozen, jsonwire
 
 __all__ = [
     "AGENTS",
@@ -207,38 +207,8 @@ class NativeSession:
         return data
 
 
-_SESSION_FIELDS = fields(NativeSession)
-_SESSION_DEFAULTS = {item.name: item.default for item in _SESSION_FIELDS
-                     if item.default is not MISSING}
-_SESSION_FACTORIES = {item.name: item.default_factory for item in _SESSION_FIELDS
-                      if item.default_factory is not MISSING}
-_SESSION_REQUIRED = frozenset(item.name for item in _SESSION_FIELDS
-                              if item.name not in _SESSION_DEFAULTS
-                              and item.name not in _SESSION_FACTORIES)
-
-
-def new_native_session(**values: Any) -> NativeSession:
-    """`NativeSession(**values)` without the frozen constructor's one call per field (34 of
-    them; an import makes one of every session): the defaults, then `values`, put in the
-    instance's fields at once.
-
-    Raises:
-        TypeError: a name in `values` is not a field, or a field without a default is missing.
-    """
-    session = object.__new__(NativeSession)
-    given = session.__dict__
-    given.update(_SESSION_DEFAULTS)
-    given.update(values)
-    for name, factory in _SESSION_FACTORIES.items():
-        if name not in given:
-            given[name] = factory()
-    names = values.keys()
-    # With the fields without a default given, a name that is not a field is one too many.
-    if not _SESSION_REQUIRED <= names or len(given) != len(_SESSION_FIELDS):
-        known = {item.name for item in _SESSION_FIELDS}
-        raise TypeError(f"NativeSession fields: missing {sorted(_SESSION_REQUIRED - names)}, "
-                        f"unknown {sorted(names - known)}")
-    return session
+# An import makes one of every session: without the frozen constructor's call per field.
+new_native_session = frozen.maker(NativeSession)
 
 
 class AggregateLost(Exception):

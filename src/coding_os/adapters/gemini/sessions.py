@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from coding_os import durable, jsonwire
+from coding_os import durable, frozen, jsonwire
 from coding_os.adapters import log_dir
 from coding_os.adapters.gemini.messages import (
     KNOWN_MESSAGE_TYPES,
@@ -205,35 +205,8 @@ class GeminiSession:
         return data
 
 
-_FIELD_NAMES = frozenset(item.name for item in dataclasses.fields(GeminiSession))
-_DEFAULTS = {item.name: item.default for item in dataclasses.fields(GeminiSession)
-             if item.default is not dataclasses.MISSING}
-_FACTORIES = {item.name: item.default_factory for item in dataclasses.fields(GeminiSession)
-              if item.default_factory is not dataclasses.MISSING}
-_REQUIRED = _FIELD_NAMES - _DEFAULTS.keys() - _FACTORIES.keys()
-
-
-def _new_session(**values: Any) -> GeminiSession:
-    """`GeminiSession(**values)` without the frozen constructor's one call per field (52 of
-    them; a scan makes a session of every file): the defaults, then `values`, put in the
-    instance's fields at once.
-
-    Raises:
-        TypeError: a name in `values` is not a field, or a field without a default is missing.
-    """
-    session = object.__new__(GeminiSession)
-    fields = session.__dict__
-    fields.update(_DEFAULTS)
-    fields.update(values)
-    for name, factory in _FACTORIES.items():
-        if name not in fields:
-            fields[name] = factory()
-    names = values.keys()
-    # With the fields without a default given, a name that is not a field is one too many.
-    if not _REQUIRED <= names or len(fields) != len(_FIELD_NAMES):
-        raise TypeError(f"GeminiSession fields: missing {sorted(_REQUIRED - names)}, "
-                        f"unknown {sorted(names - _FIELD_NAMES)}")
-    return session
+# A scan makes a session of every file: without the frozen constructor's call per field.
+_new_session = frozen.maker(GeminiSession)
 
 
 @dataclass(frozen=True)
@@ -801,20 +774,8 @@ def subagent_files(path: str) -> list[tuple[str, str]]:
     return found
 
 
-def _replaced(session: GeminiSession, **changes: Any) -> GeminiSession:
-    """`dataclasses.replace(session, **changes)` without running the constructor again (its
-    fields are set already; a scan replaces a field of a third of the sessions): a copy of the
-    instance's fields with `changes` over them.
-
-    Raises:
-        TypeError: a name in `changes` is not a field.
-    """
-    unknown = changes.keys() - _FIELD_NAMES
-    if unknown:
-        raise TypeError(f"not fields of GeminiSession: {sorted(unknown)}")
-    copy = object.__new__(GeminiSession)
-    copy.__dict__.update(session.__dict__, **changes)
-    return copy
+# A scan replaces a field of a third of the sessions: without running the constructor again.
+_replaced = frozen.replacer(GeminiSession)
 
 
 def _fullness(session: GeminiSession) -> tuple[int, int, str, str]:
