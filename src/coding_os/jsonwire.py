@@ -74,9 +74,9 @@ def loads(text: str | bytes) -> object:
         stop += 1
     if stop != end:
         raise ValueError(f"Extra data: char {stop}")
-    # Fewer brackets than the limit (in fewer characters, too) cannot nest deeper than it: one
-    # pass in C for most texts.
-    if end > MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH \
+    # Nesting deeper than the limit takes more than the limit's opening brackets, and as many
+    # closing ones: a shorter text, or one with fewer brackets (a pass in C), cannot.
+    if end > 2 * MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH \
             and _deeper_than(value, MAX_DEPTH):
         raise ValueError(_TOO_DEEP)
     return value
