@@ -9,11 +9,11 @@ the daemon with the C module `_socket` and `reach`.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
+TYPE_CHECKING = False
+if TYPE_CHECKING:  # typing and collections.abc stay off the hooks' path (daemon/client.py)
     import socket
+    from collections.abc import Callable
 
 __all__ = ["bind", "connect", "reach", "unlink", "peer_uid"]
 
