@@ -12,6 +12,7 @@ import pytest
 
 from coding_os.errors import Conflict, CrossProject, InvalidId, InvalidInput, NotFound
 from coding_os.hosts.materialize import (
+    Materialized,
     file_action,
     host_roots,
     map_lines,
@@ -338,14 +339,20 @@ def gemini_sources(storage: SQLiteStorage, subagent: str) -> tuple[IndexRow, Rep
     return row, main, agent
 
 
+def materialize_gemini(storage: SQLiteStorage, row: IndexRow, sources: list[ReplicaSource],
+                       tmp_path: Path) -> Materialized:
+    """`materialize` of a Gemini session from A into B's checkout, under tmp_path/gemini."""
+    return materialize(storage, row, sources, source_root=A, root=B, cwd=B,
+                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
+                       codex_dir=str(tmp_path / "codex"), gemini_dir=str(tmp_path / "gemini"))
+
+
 def test_a_gemini_sessions_subagent_is_written_in_the_sessions_folder_beside_it(
         storage: SQLiteStorage, tmp_path: Path) -> None:
     name = f"{GEMINI_NATIVE}/{GEMINI_AGENT}.jsonl"
     row, main, agent = gemini_sources(storage, name)
     gemini = tmp_path / "gemini"
-    done = materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
-                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
-                       codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+    done = materialize_gemini(storage, row, [main, agent], tmp_path)
     chats = gemini / "tmp" / "proj" / "chats"
     assert [(f.path, f.stream, f.action) for f in done.files] == [
         (str(chats / name), f"subagent:{name}", "written"),
@@ -353,15 +360,11 @@ def test_a_gemini_sessions_subagent_is_written_in_the_sessions_folder_beside_it(
          "written")]
     assert (chats / name).read_bytes() == b"".join(line + b"\n" for line in
                                                    read_replica(storage, agent))
-    again = materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
-                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
-                        codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+    again = materialize_gemini(storage, row, [main, agent], tmp_path)
     assert [f.action for f in again.files] == ["unchanged", "unchanged"]
     (chats / name).write_bytes(b"another subagent's\n")
     with pytest.raises(Conflict):
-        materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
-                    tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
-                    codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+        materialize_gemini(storage, row, [main, agent], tmp_path)
     assert (chats / name).read_bytes() == b"another subagent's\n"
 
 
@@ -382,9 +385,7 @@ def test_a_gemini_session_goes_with_its_subagent_under_the_slug_gemini_registere
     name = f"{GEMINI_NATIVE}/{GEMINI_AGENT}.jsonl"
     row, main, agent = gemini_sources(storage, name)
     gemini = tmp_path / "gemini"
-    done = materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
-                       tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
-                       codex_dir=str(tmp_path / "codex"), gemini_dir=str(gemini))
+    done = materialize_gemini(storage, row, [main, agent], tmp_path)
     chats = gemini / "tmp" / "proj-9" / "chats"
     assert [(Path(f.path).relative_to(chats).as_posix(), f.action) for f in done.files] == [
         (name, "written"), (f"session-2026-12-06T08-07-{GEMINI_NATIVE[:8]}.jsonl", "written")]
@@ -400,9 +401,7 @@ def test_a_gemini_subagent_stream_naming_a_file_outside_the_sessions_folder_is_r
                  f"{GEMINI_NATIVE}/.jsonl", f"{GEMINI_NATIVE}/{GEMINI_AGENT}.json"):
         row, main, agent = gemini_sources(storage, name)
         with pytest.raises(InvalidId):
-            materialize(storage, row, [main, agent], source_root=A, root=B, cwd=B,
-                        tiers=Tiers(str(tmp_path / "state")), claude_dir=str(tmp_path / "c"),
-                        codex_dir=str(tmp_path / "codex"), gemini_dir=str(tmp_path / "gemini"))
+            materialize_gemini(storage, row, [main, agent], tmp_path)
         storage.remove_replica(GEMINI_NATIVE, f"subagent:{name}")
     assert not (tmp_path / "gemini").exists() and not (tmp_path / "x.jsonl").exists()
 

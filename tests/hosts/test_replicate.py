@@ -358,14 +358,22 @@ def _clone(origin: Path, target: Path, *args: str) -> Path:
     return target.resolve()
 
 
+def _two_hosts(repo: Path, tmp_path: Path, pg_url: str
+               ) -> tuple[dict[str, Path], dict[str, dict[str, str]]]:
+    """Hosts alpha and beta on one database, each with a clone of `repo` at a path of its own
+    (under another root) and a home of its own: their checkouts and environments."""
+    checkouts = {"alpha": _clone(repo, tmp_path / "alpha" / "work" / "app"),
+                 "beta": _clone(repo, tmp_path / "beta" / "src" / "checkout")}
+    return checkouts, {host: _host_env(tmp_path / host / "home", host, pg_url)
+                       for host in checkouts}
+
+
 @pytest.mark.slow
 def test_two_hosts_writing_sessions_at_once_replicate_both_completely_and_apart(
         pg_url: str, repo: Path, tmp_path: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage
 
-    checkouts = {"alpha": _clone(repo, tmp_path / "alpha" / "work" / "app"),
-                 "beta": _clone(repo, tmp_path / "beta" / "src" / "checkout")}
-    envs = {host: _host_env(tmp_path / host / "home", host, pg_url) for host in checkouts}
+    checkouts, envs = _two_hosts(repo, tmp_path, pg_url)
 
     def work(host: str) -> list[str]:
         made = []
@@ -571,9 +579,7 @@ def test_a_claude_sessions_subagent_transcripts_reach_the_host_that_resumes_it(
     from coding_os.sessions.sidechains import claude_sidechains
     from coding_os.storage.postgres import PostgresStorage
 
-    checkouts = {"alpha": _clone(repo, tmp_path / "alpha" / "work" / "app"),
-                 "beta": _clone(repo, tmp_path / "beta" / "src" / "checkout")}
-    envs = {host: _host_env(tmp_path / host / "home", host, pg_url) for host in checkouts}
+    checkouts, envs = _two_hosts(repo, tmp_path, pg_url)
     folders = {host: Path(envs[host]["HOME"]) / ".claude" / "projects" / munge(str(root))
                for host, root in checkouts.items()}
     main = (FIXTURES / f"claude-code-log__{FIXTURE_SESSION}.jsonl").read_bytes()
@@ -665,9 +671,7 @@ def test_a_gemini_sessions_subagent_files_reach_the_host_that_resumes_it(
         pg_url: str, repo: Path, tmp_path: Path) -> None:
     from coding_os.storage.postgres import PostgresStorage
 
-    checkouts = {"alpha": _clone(repo, tmp_path / "alpha" / "work" / "app"),
-                 "beta": _clone(repo, tmp_path / "beta" / "src" / "checkout")}
-    envs = {host: _host_env(tmp_path / host / "home", host, pg_url) for host in checkouts}
+    checkouts, envs = _two_hosts(repo, tmp_path, pg_url)
     geminis = {host: Path(envs[host]["HOME"]) / ".gemini" for host in checkouts}
     # The real Gemini CLI 0.61 session that ran a subagent, on alpha, run in alpha's checkout.
     fixture = GEMINI_FIXTURES / "gemini-home" / "tmp" / "project" / "chats"
