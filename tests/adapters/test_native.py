@@ -265,3 +265,15 @@ def test_a_resumed_codex_thread_is_read_from_where_the_last_import_stopped(codex
     assert (state.report.files_opened, state.report.bytes_read) == (1, grown)
     assert state.report.files_unchanged == 1  # the subagent's rollout
     assert sessions == codex.fresh[1]
+
+
+def test_the_first_lines_session_id_is_read_from_a_regular_file_only(tmp_path: Path) -> None:
+    log = tmp_path / "agent-1.jsonl"
+    log.write_bytes(b'{"sessionId": "s-1", "type": "user"}\n{"sessionId": "s-2"}\n')
+    assert native.first_session_id(str(log)) == "s-1"
+    (tmp_path / "link.jsonl").symlink_to(log)
+    os.mkfifo(tmp_path / "fifo.jsonl")  # read without blocking: no writer ever opens it
+    (tmp_path / "torn.jsonl").write_bytes(b'{"sessionId": "s-')
+    (tmp_path / "none.jsonl").write_bytes(b'{"sessionId": 7}\n')
+    for name in ("link.jsonl", "fifo.jsonl", "torn.jsonl", "none.jsonl", "missing.jsonl"):
+        assert native.first_session_id(str(tmp_path / name)) is None, name

@@ -12,11 +12,13 @@ import os
 TYPE_CHECKING = False  # typing is not imported at run time (the hook path)
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from typing import TypeGuard
 
 __all__ = [
     "AdapterSpec", "ADAPTERS", "ADAPTER_NAMES", "PANEL_ENV_VARS", "FILE_TOOLS", "PATCH_TOOLS",
     "SHELL_TOOLS", "WRITE_TOOLS", "PATCH_FILE_PREFIXES", "HOOK_EVENTS", "GEMINI_HOOK_EVENTS",
-    "EVENT_ALIASES", "LOG_DIRS", "adapter", "hook_events", "log_dir", "patch_files",
+    "EVENT_ALIASES", "LOG_DIRS", "adapter", "hook_events", "is_native_id", "log_dir",
+    "patch_files",
 ]
 
 
@@ -98,6 +100,20 @@ GEMINI_HOOK_EVENTS = {
 EVENT_ALIASES = {name: event for name, event in GEMINI_HOOK_EVENTS.items() if name != event}
 ADAPTER_NAMES = tuple(spec.name for spec in ADAPTERS)
 PANEL_ENV_VARS = tuple(var for spec in ADAPTERS for var in spec.session_env)
+
+
+# What an agent's own session id may hold: cos names files after it and passes it to the agent's
+# command (`claude --resume <id>`), so it is a name with nothing to escape. Claude Code's, Codex's
+# and Gemini CLI's ids are UUIDs.
+_NATIVE_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+NATIVE_ID_MAX = 128
+
+
+def is_native_id(value: object) -> TypeGuard[str]:
+    """Whether `value` can be an agent's own session id: 1 to NATIVE_ID_MAX ASCII letters,
+    digits, `_` and `-`, the first a letter or a digit."""
+    return isinstance(value, str) and 0 < len(value) <= NATIVE_ID_MAX \
+        and value[0] not in "_-" and _NATIVE_ID_CHARS.issuperset(value)
 
 
 def adapter(name: str) -> AdapterSpec | None:

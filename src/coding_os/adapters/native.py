@@ -29,10 +29,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from coding_os import frozen, jsonwire
+from coding_os import durable, frozen, jsonwire
+from coding_os.errors import CosError
 
 __all__ = [
     "AGENTS",
+    "first_session_id",
     "STATE_VERSION",
     "TokenTotals",
     "TurnUsage",
@@ -209,6 +211,28 @@ class NativeSession:
 
 # An import makes one of every session: without the frozen constructor's call per field.
 new_native_session = frozen.maker(NativeSession)
+
+
+FIRST_LINE_MAX = 1 << 20  # bytes read of a log's first line to find its session
+
+
+def first_session_id(path: str) -> str | None:
+    """The `sessionId` of the first line of the JSON-lines log at `path` (a Claude Code 2.0.x
+    subagent transcript names its session there, a Gemini CLI session file its own id), or None.
+    The file is opened as another program's log (`durable.open_log`): a symlink, a FIFO or any
+    other file that is not a regular one gives None, and nothing blocks."""
+    try:
+        fd, _ = durable.open_log(path, "session log")
+    except CosError:
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            first = f.readline(FIRST_LINE_MAX)
+    except OSError:
+        return None
+    entry = jsonwire.loads_object(first)
+    owner = entry.get("sessionId") if entry is not None else None
+    return owner if isinstance(owner, str) else None
 
 
 class AggregateLost(Exception):

@@ -49,6 +49,7 @@ import shlex
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from coding_os.adapters import is_native_id
 from coding_os.errors import Conflict, CrossProject, InvalidId, InvalidInput, NotFound
 from coding_os.hosts.replicate import SUBAGENT
 from coding_os.storage.base import IndexRow, ReplicaSource, Storage, StorageError
@@ -81,7 +82,6 @@ BATCH = 5000
 _PATH_KEYS = {"transcript": ("cwd", "project", "worktree"),
               "events": ("cwd", "project", "worktree"), "native": ("cwd",),
               "subagent:": ("cwd",)}
-_NATIVE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
 _ROLLOUT_TAIL = re.compile(
     r"(?:^|/)([0-9]{4})/([0-9]{2})/([0-9]{2})/(rollout-[A-Za-z0-9._:-]{1,200}\.jsonl)$")
 _GEMINI_NAME = re.compile(r"^session-[0-9A-Za-z:-]{1,40}-([0-9A-Za-z_-]{1,8})\.jsonl$")
@@ -392,37 +392,31 @@ def _target(source: ReplicaSource, row: IndexRow, tiers: Tiers, cwd: str, claude
             return tiers.transcript_path(agent, row.id)
         return tiers.events_path(agent, row.id)
     native = row.native_id or row.id
-    if not _NATIVE_ID.match(native):
+    if not is_native_id(native):
         raise InvalidId(f"not a session id: {native!r}")
-    if source.stream.startswith(SUBAGENT):
-        name = source.stream[len(SUBAGENT):]
-        if row.kind == "gemini":
-            from coding_os.adapters.gemini import projects
-            from coding_os.adapters.gemini.sessions import is_subagent_name as gemini_subagent
-
-            if not gemini_subagent(native, name):
-                raise InvalidId(f"not a subagent file of Gemini session {native}: {name!r}")
-            slug = projects.find_slug(gemini_dir, cwd).name
-            return os.path.join(gemini_dir, "tmp", slug, "chats", *name.split("/"))
-        from coding_os.adapters.claude.transcripts import is_subagent_name
-        from coding_os.adapters.claude.transcripts import project_key as munge
-
-        if not is_subagent_name(native, name):
-            raise InvalidId(f"not a subagent transcript of {native}: {name!r}")
-
-        return os.path.join(claude_dir, "projects", munge(cwd), *name.split("/"))
     if row.kind == "codex" or source.agent == "codex":
         return os.path.join(codex_dir, "sessions",
                             *_rollout_relative(source.path, row.created, native).split("/"))
+    # Claude Code and Gemini CLI: the folder of the session's file, its subagents' files
+    # named relative to it.
     if row.kind == "gemini":
         from coding_os.adapters.gemini import projects
+        from coding_os.adapters.gemini.sessions import is_subagent_name
 
-        slug = projects.find_slug(gemini_dir, cwd).name
-        return os.path.join(gemini_dir, "tmp", slug, "chats",
-                            _gemini_name(source.path, row.created, native))
-    from coding_os.adapters.claude.transcripts import project_key as munge
+        folder = os.path.join(gemini_dir, "tmp", projects.find_slug(gemini_dir, cwd).name,
+                              "chats")
+    else:
+        from coding_os.adapters.claude.transcripts import is_subagent_name
+        from coding_os.adapters.claude.transcripts import project_key as munge
 
-    return os.path.join(claude_dir, "projects", munge(cwd), f"{native}.jsonl")
+        folder = os.path.join(claude_dir, "projects", munge(cwd))
+    if not source.stream.startswith(SUBAGENT):
+        return os.path.join(folder, _gemini_name(source.path, row.created, native)
+                            if row.kind == "gemini" else f"{native}.jsonl")
+    name = source.stream[len(SUBAGENT):]
+    if not is_subagent_name(native, name):
+        raise InvalidId(f"not a subagent file of session {native}: {name!r}")
+    return os.path.join(folder, *name.split("/"))
 
 
 def materialize(storage: Storage, row: IndexRow, sources: Sequence[ReplicaSource], *,

@@ -22,6 +22,7 @@ import shlex
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
+from coding_os.adapters import is_native_id
 from coding_os.errors import Ambiguous, CosError, CrossProject, InvalidId, NotFound
 from coding_os.state.identity import is_path_like, is_session_id
 from coding_os.storage.base import IndexRow, Storage
@@ -67,8 +68,6 @@ _AGENT_NAMES = {"claude": "Claude Code", "codex": "Codex", "gemini": "Gemini CLI
 # A pull request as a number, `#number`, or a URL ending in /pull/<n> (GitHub) or
 # /merge_requests/<n> (GitLab).
 _PR_URL = re.compile(r"/(?:pull|pulls|merge_requests)/([0-9]+)(?:[/?#].*)?$")
-# A Claude Code or Codex session id as cos hands it to the agent: never an option.
-_NATIVE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,127}")
 
 
 @dataclass
@@ -593,7 +592,7 @@ def resume_handover(row: IndexRow, cwd: str) -> tuple[Handover | None, str | Non
     """The agent command that resumes `row` in `cwd`, or None and why there is none (also for
     a native id that is not one: nothing a row says becomes an option of the agent)."""
     native = row.native_id or row.id
-    if row.kind in _AGENT_NAMES and not _NATIVE_ID.fullmatch(native):
+    if row.kind in _AGENT_NAMES and not is_native_id(native):
         return None, f"{native[:80]!r} is not a {_AGENT_NAMES[row.kind]} session id"
     if row.kind == "claude":
         return Handover(["claude", "--resume", native], cwd), None
@@ -609,7 +608,7 @@ def fork_handover(row: IndexRow, cwd: str) -> Handover | None:
     """The agent command that forks a Claude Code or Codex session (None for cos-native, and
     for a native id that is not one)."""
     native = row.native_id or row.id
-    if row.kind in ("claude", "codex") and not _NATIVE_ID.fullmatch(native):
+    if row.kind in ("claude", "codex") and not is_native_id(native):
         return None
     if row.kind == "claude":
         return Handover(["claude", "--resume", native, "--fork-session"], cwd)

@@ -39,6 +39,7 @@ from coding_os.adapters.native import (
     ScanReport,
     TokenTotals,
     TurnUsage,
+    first_session_id,
     clip,
     count,
     list_dir,
@@ -1140,7 +1141,6 @@ def _session(draft: _Draft, summaries: Mapping[str, str]) -> NativeSession:
 
 # A subagent transcript's file name as Claude Code makes it (`agent-<id>.jsonl`).
 _SUBAGENT_FILE = re.compile(r"agent-[A-Za-z0-9_-]{1,128}\.jsonl")
-_FIRST_LINE_MAX = 1 << 20  # of a 2.0.x subagent transcript, read to find its session
 
 
 def is_subagent_name(native: str, relative: str) -> bool:
@@ -1150,21 +1150,6 @@ def is_subagent_name(native: str, relative: str) -> bool:
     prefix = f"{native}/subagents/"
     name = relative[len(prefix):] if relative.startswith(prefix) else relative
     return _SUBAGENT_FILE.fullmatch(name) is not None
-
-
-def _first_session_id(path: str) -> str | None:
-    """The `sessionId` of the first line of a subagent transcript, or None."""
-    try:
-        with open(path, "rb") as f:
-            first = f.readline(_FIRST_LINE_MAX)
-    except OSError:
-        return None
-    try:
-        entry = jsonwire.loads(first)
-    except ValueError:
-        return None
-    owner = entry.get("sessionId") if isinstance(entry, dict) else None
-    return owner if isinstance(owner, str) else None
 
 
 def subagent_files(path: str, siblings: dict[str, dict[str, list[str]]] | None = None
@@ -1192,7 +1177,7 @@ def subagent_files(path: str, siblings: dict[str, dict[str, list[str]]] | None =
             names = []
         for n in names:
             if _SUBAGENT_FILE.fullmatch(n):
-                owner = _first_session_id(os.path.join(folder, n))
+                owner = first_session_id(os.path.join(folder, n))
                 if owner is not None:
                     known.setdefault(owner, []).append(n)
         if siblings is not None:

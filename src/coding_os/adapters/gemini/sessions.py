@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from coding_os import durable, frozen, jsonwire
-from coding_os.adapters import log_dir
+from coding_os.adapters import is_native_id, log_dir
 from coding_os.adapters.gemini.messages import (
     KNOWN_MESSAGE_TYPES,
     NOTICE_TYPES,
@@ -56,6 +56,7 @@ from coding_os.adapters.gemini.messages import (
     user_kind,
 )
 from coding_os.adapters.gemini.records import Replay
+from coding_os.adapters.native import first_session_id
 from coding_os.errors import CosError, NotFound, StateIOError
 
 __all__ = [
@@ -91,9 +92,6 @@ _IMPORTED = "Imported session from "
 _SESSION_NAME = re.compile(r"^session-.+-[0-9A-Za-z_-]{1,8}\.jsonl?$")
 _PROJECT_HASH = re.compile(r"^[0-9a-f]{64}$")
 _RESERVED_DIRS = frozenset({"chats", "logs", "tool-outputs"})
-# The id a session's subagent folder and a subagent's file are named by (a UUID in 0.61).
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$")
-_METADATA_LINE_MAX = 1 << 20
 # The record Gemini CLI writes after every message (a third of a session's lines), as it writes
 # it; with a time of these characters alone it is read without the JSON parser.
 _LAST_UPDATED = b'{"$set":{"lastUpdated":"'
@@ -730,23 +728,8 @@ def is_subagent_name(native: str, relative: str) -> bool:
     """Whether `relative` names a subagent file of session `native` as Gemini CLI lays it out,
     relative to the folder of the session's file: `<native>/<subagent id>.jsonl`."""
     parent, sep, name = relative.partition("/")
-    return bool(sep) and parent == native and _ID.match(native) is not None and \
-        name.endswith(".jsonl") and _ID.match(name[:-len(".jsonl")]) is not None
-
-
-def _first_session_id(path: str) -> str | None:
-    """The `sessionId` of a `.jsonl` session file's metadata line (its first), or None."""
-    try:
-        fd, _ = durable.open_log(path, "Gemini session")
-    except CosError:
-        return None
-    try:
-        with os.fdopen(fd, "rb") as f:
-            first = f.readline(_METADATA_LINE_MAX)
-    except OSError:
-        return None
-    metadata = jsonwire.loads_object(first)
-    return _string(metadata.get("sessionId")) if metadata is not None else None
+    return bool(sep) and parent == native and is_native_id(native) and \
+        name.endswith(".jsonl") and is_native_id(name[:-len(".jsonl")])
 
 
 def subagent_files(path: str) -> list[tuple[str, str]]:
@@ -757,8 +740,8 @@ def subagent_files(path: str) -> list[tuple[str, str]]:
     give, is left out."""
     if not path.endswith(".jsonl"):
         return []
-    native = _first_session_id(path)
-    if native is None or _ID.match(native) is None:
+    native = first_session_id(path)
+    if not is_native_id(native):
         return []
     folder = os.path.join(os.path.dirname(os.path.abspath(path)), native)
     try:
