@@ -453,10 +453,11 @@ def unlink_quietly(path: str) -> None:
         pass  # best effort: a stray temp file is ignored by readers and reaped by gc
 
 
-def open_log(path: str, what: str) -> tuple[int, int]:
+def open_log(path: str, what: str) -> tuple[int, os.stat_result]:
     """An fd of the regular file at `path` (a log: `what`, for messages), opened without
-    following a final symlink and without blocking, and its length now. The caller closes the
-    fd. For a log whose writer takes no lock (another program's); cos's own: `open_snapshot`.
+    following a final symlink and without blocking, and its status now (`st_size`: its length).
+    The caller closes the fd. For a log whose writer takes no lock (another program's); cos's
+    own: `open_snapshot`.
 
     Raises:
         NotFound: no file at `path`.
@@ -477,7 +478,7 @@ def open_log(path: str, what: str) -> tuple[int, int]:
     except BaseException:
         os.close(fd)
         raise
-    return fd, info.st_size
+    return fd, info
 
 
 def open_snapshot(path: str, what: str) -> tuple[int, int]:

@@ -12,7 +12,9 @@ import pytest
 from coding_os.adapters.codex.rollouts import scan_codex
 from coding_os.adapters.native import AggregateLost
 from coding_os.sessions import importstate
-from tests.helpers import COMPACTED, ROLLOUTS, TRUNCATED, copy_codex_fixtures
+from tests.helpers import COMPACTED, GEMINI_FIXTURES, ROLLOUTS, TRUNCATED, copy_codex_fixtures
+
+GEMINI_HOME = GEMINI_FIXTURES / "gemini-home"
 
 
 def imported(codex_home: Path, state_dir: Path) -> None:
@@ -110,3 +112,24 @@ def test_a_text_with_a_lone_surrogate_is_kept_and_read_back(tmp_path: Path) -> N
     with importstate.load(str(state_dir)) as kept:
         (session,) = scan_codex(codex_home, kept.state)[0]
     assert (session.cwd, session.first_prompt) == ("/w/\ud800", "half \udc00 a pair")
+
+
+def test_gemini_files_kept_with_other_redaction_or_another_form_are_all_read_again(
+        tmp_path: Path) -> None:
+    from coding_os.adapters.gemini.sessions import scan_gemini
+
+    files = scan_gemini(GEMINI_HOME).files
+    importstate.save_gemini(str(tmp_path), files, importstate.KeptGemini(), redacting=True)
+    kept_path = tmp_path / importstate.GEMINI_FILE
+    written = kept_path.stat().st_mtime_ns
+    loaded = importstate.load_gemini(str(tmp_path), redacting=True)
+    assert loaded.files == files and loaded.redacted
+    importstate.save_gemini(str(tmp_path), dict(loaded.files), loaded, redacting=True)
+    assert kept_path.stat().st_mtime_ns == written  # the same files: not written again
+    assert importstate.load_gemini(str(tmp_path), redacting=False).files == {}
+    header, rest = kept_path.read_bytes().split(b"\n", 1)
+    kept_path.write_bytes(header.replace(b"gemini-kept/", b"gemini-kept/0") + b"\n" + rest)
+    assert importstate.load_gemini(str(tmp_path), redacting=True).files == {}
+    kept_path.unlink()
+    kept_path.symlink_to(tmp_path / "elsewhere")
+    assert importstate.load_gemini(str(tmp_path), redacting=True).files == {}

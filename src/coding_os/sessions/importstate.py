@@ -18,6 +18,14 @@ processes never append at once; the last record written wins, as before. A reade
 it loaded open, so a pack deleted under it is still read. A pack missing, cut short or changed
 (`AggregateLost` when an aggregate is read back) means the logs are read again: nothing here
 trusts bytes the record does not vouch for.
+
+Gemini CLI's session files are read whole, not resumed: `<state_dir>/.import-state.gemini.jsonl`
+(`GEMINI_FILE`) keeps each one's session as it was read, with the file's key
+(`coding_os.adapters.gemini.kept`), so that an import reads again only the files that changed.
+Its first line says whether the texts it keeps are redacted; each other line is one file. It is
+replaced atomically after an import that read a Gemini file or found one gone, and a file it
+does not vouch for (absent, of another format, another redaction, a line that is not one file's)
+is read again.
 """
 
 from __future__ import annotations
@@ -27,9 +35,13 @@ import os
 import re
 import zlib
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from coding_os import durable
+from coding_os import durable, jsonwire
+from coding_os.adapters.gemini import kept as gemini_kept
+from coding_os.adapters.gemini.sessions import KnownFile
+from coding_os.errors import CosError
 from coding_os.adapters.native import (
     STATE_VERSION,
     AggregateLost,
@@ -38,9 +50,12 @@ from coding_os.adapters.native import (
     StoredAggregate,
 )
 
-__all__ = ["STATE_FILE", "LOCK_FILE", "KeptState", "load", "save"]
+__all__ = ["STATE_FILE", "LOCK_FILE", "GEMINI_FILE", "KeptGemini", "KeptState", "load", "save",
+           "load_gemini", "save_gemini"]
 
 STATE_FILE = ".import-state.json"
+GEMINI_FILE = ".import-state.gemini.jsonl"
+_GEMINI_MAX = 1 << 30  # a larger one is not read: every Gemini file is, instead
 LOCK_FILE = ".import-state.lock"
 _PACK = re.compile(r"^\.import-state\.([0-9a-f]{16})\.pack$")
 # A pack is written anew when its garbage is more than what is live and more than this.
@@ -284,3 +299,60 @@ def _names(folder: str) -> list[str]:
         return os.listdir(folder)
     except OSError:
         return []
+
+
+@dataclass
+class KeptGemini:
+    """The Gemini session files kept (see `GEMINI_FILE`): each file's KnownFile, by path, and
+    the line it was read from (written back as it is when the file is still unchanged)."""
+
+    redacted: bool = False
+    files: dict[str, KnownFile] = field(default_factory=dict)
+    lines: dict[str, bytes] = field(default_factory=dict)
+
+
+def load_gemini(state_dir: str, redacting: bool) -> KeptGemini:
+    """The Gemini session files kept in `state_dir`, when their texts were kept as `redacting`
+    asks (else none: every file is read again); a line that holds no file is left out."""
+    try:
+        data = durable.read_regular(os.path.join(state_dir, GEMINI_FILE), _GEMINI_MAX)
+    except (OSError, CosError):  # unreadable, not a regular file: every file is read again
+        data = None
+    if data is None:
+        return KeptGemini(redacting)
+    head, *lines = data.split(b"\n")
+    header = jsonwire.loads_object(head)
+    if header is None or header.get("format") != gemini_kept.FORMAT \
+            or header.get("redacted") is not redacting:
+        return KeptGemini(redacting)
+    kept = KeptGemini(redacting)
+    for line in lines:
+        found = gemini_kept.from_line(line)
+        if found is not None:
+            path, known = found
+            kept.files[path] = known
+            kept.lines[path] = line
+    return kept
+
+
+def save_gemini(state_dir: str, files: Mapping[str, KnownFile], kept: KeptGemini,
+                redacting: bool) -> None:
+    """Keep `files` (a Gemini scan's) in `state_dir` in place of `kept`, the ones loaded,
+    unless they are the same (texts redacted when `redacting`).
+
+    Raises:
+        StateIOError: the file cannot be written.
+    """
+    if kept.redacted is redacting and files.keys() == kept.files.keys() \
+            and all(known is kept.files[path] for path, known in files.items()):
+        return
+    header = json.dumps({"format": gemini_kept.FORMAT, "redacted": redacting}).encode()
+    lines = [header]
+    for path, known in sorted(files.items()):
+        line = kept.lines.get(path) if kept.files.get(path) is known \
+            and kept.redacted is redacting else None
+        lines.append(line if line is not None else gemini_kept.line(known, path, redacting))
+    durable.ensure_dir(state_dir)
+    # Not synced: after a crash, what is not there, or is not whole, is read again.
+    durable.atomic_write(os.path.join(state_dir, GEMINI_FILE), b"\n".join(lines) + b"\n",
+                         sync=False)

@@ -2,8 +2,9 @@
 
 Four sources feed it: cos-native transcripts (`<state_dir>/<agent>/transcripts/*.jsonl`),
 Claude Code transcripts, Codex rollouts and Gemini CLI sessions (the importers of
-`coding_os.adapters`; Gemini's are read whole whenever a refresh runs, and a Gemini row of this
-host whose session is no longer found is removed). `refresh`
+`coding_os.adapters`; a Gemini file is read whole, and again only when it changed: the session
+read from each is kept in `<state_dir>/.import-state.gemini.jsonl`; a Gemini row of this host
+whose session is no longer found is removed). `refresh`
 reads only what changed since the last time: the importers' `ImportState` and the size, mtime and
 inode of each cos transcript are kept in `<state_dir>/.import-state.json`, the importers'
 aggregates apart from it (coding_os.sessions.importstate; written after the index, so a crash in
@@ -232,7 +233,11 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
     codex, state = scan_codex(codex_dir, state, changed_only=not everything, also=unknown)
     scans = [scan for scan in (claude_scan, state.report) if scan is not None]
     say("reading Gemini CLI sessions")
-    gemini, gemini_scan = gemini_native.scan(gemini_dir)
+    redacting = redact.configured(tiers.state_dir)
+    # The Gemini files read before (whatever the index holds), unless a full import.
+    kept_gemini = importstate.KeptGemini(redacting) if full \
+        else importstate.load_gemini(tiers.state_dir, redacting)
+    gemini, gemini_scan, gemini_files = gemini_native.scan(gemini_dir, kept_gemini.files)
     for scan in (*scans, gemini_scan):
         report._add_scan(scan)
     changed = {path for path, record in state.files.items() if before.get(path) is not record}
@@ -240,7 +245,6 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
 
     rows: list[IndexRow] = []
     project_of: dict[str, tuple[str | None, str | None]] = {}
-    redacting = redact.configured(tiers.state_dir)
     # native file -> [index id, agent, project]; kept for the sessions not assembled again
     own: dict[str, list[str | None]] = {
         path: list(found_before[path]) for scan in scans
@@ -371,6 +375,7 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         if durable.read_small(natives_path, len(data) + 1) != data:
             durable.ensure_dir(tiers.state_dir)
             durable.atomic_write(natives_path, data)
+    importstate.save_gemini(tiers.state_dir, gemini_files, kept_gemini, redacting)
     _save_unreadable(tiers, {**_unread_lines(state.files.values()),
                              "gemini": gemini_scan.unread_lines})
     if mark is not None:

@@ -38,7 +38,7 @@ def gemini_home(home: Path, project: Path, legacy: Path) -> None:
 
 
 def test_every_fixture_session_reads_as_a_native_session_with_sources_counts() -> None:
-    natives, report = scan(str(HOME))
+    natives, report, _ = scan(str(HOME))
     found = {native.native_id: native for native in natives}
     assert set(found) == set(EXPECTED)
     for native_id, (prompts, answers, tokens, title) in EXPECTED.items():
@@ -62,7 +62,7 @@ def test_a_resumes_twin_file_leaves_one_row_whose_transcript_is_the_first_file(
     shutil.copytree(HOME, home)
     first = home / "tmp" / "project" / "chats" / "session-2026-12-06T08-07-aa78fc04.jsonl"
     twin = gemini_twin(first, "2026-12-06T08:08:02.000Z")
-    natives, report = scan(str(home))
+    natives, report, _ = scan(str(home))
     assert [native.native_id for native in natives].count(A) == 1
     assert report.sessions == 6 and report.unread_lines == {}
     native = next(native for native in natives if native.native_id == A)
@@ -140,3 +140,34 @@ def test_turn_usage_adds_each_prompts_answers_up_and_prices_them_as_gemini_bills
     assert turns[2].cost is None  # a model with no price: its tokens, no cost
     assert turn_usage([context, {"id": "p", "type": "user", "content": "hi"}])[0].tokens.total \
         == 0  # a prompt nothing answered yet is a turn of no tokens
+
+
+def test_cos_import_reads_again_only_the_gemini_file_that_changed_and_lists_what_it_holds(
+        checkout: tuple[Path, dict[str, str]], isolated_env: Path, tmp_path: Path) -> None:
+    gemini_home(isolated_env, checkout[0], tmp_path / "legacy")
+    chats = isolated_env / ".gemini" / "tmp" / "project" / "chats"
+    legacy = len(list((isolated_env / ".gemini" / "tmp").rglob("*.json")))  # read every time
+    first = data(checkout, "import")
+    assert isinstance(first, dict) and first["files_unchanged"] == 0
+    assert first["files_read"] >= 10 and legacy == 2  # and the other agents' logs
+    rewound = next(chats.glob("session-*-72a406ac.jsonl"))
+    with rewound.open("a", encoding="utf-8") as f:
+        f.write('{"$rewindTo":"no such message"}\n')  # every message of R rewound
+    again = data(checkout, "import")
+    assert isinstance(again, dict)
+    assert (again["files_read"], again["files_unchanged"]) == (
+        1 + legacy, first["files_read"] - 1 - legacy)
+    rows = {row["native_id"]: row for row in data(checkout, "sessions", "--agent", "gemini")}
+    assert rows[R]["messages"] == 0
+    assert rows[A]["messages"] == sum(EXPECTED[A][:2]) and rows[F]["forked_from"] == A
+    # What is kept, damaged (a line cut short), is read again from the session's file.
+    kept = checkout[0] / ".coding-os" / ".import-state.gemini.jsonl"
+    lines = kept.read_bytes().splitlines(keepends=True)
+    kept.write_bytes(b"".join(lines[:2] + [lines[2][:-20] + b"\n"] + lines[3:]))
+    rewound.write_bytes(rewound.read_bytes().rsplit(b"\n", 2)[0] + b"\n")  # R as it was
+    third = data(checkout, "import")
+    assert isinstance(third, dict) and third["files_read"] == 2 + legacy
+    rows = {row["native_id"]: row for row in data(checkout, "sessions", "--agent", "gemini")}
+    assert {native_id: (row["messages"], row["tokens"]) for native_id, row in rows.items()} == {
+        native_id: (prompts + answers, tokens) for native_id, (prompts, answers, tokens, _)
+        in EXPECTED.items() if native_id in rows}

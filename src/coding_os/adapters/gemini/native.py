@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coding_os.adapters.gemini.messages import GeminiTokens, message_tokens, prompt_text
-from coding_os.adapters.gemini.sessions import GeminiSession, scan_gemini
+from coding_os.adapters.gemini.sessions import GeminiSession, KnownFile, scan_gemini
 from coding_os.adapters.native import (NativeSession, NativeSubagent, ScanReport, TokenTotals,
                                        TurnUsage, new_native_session)
 
@@ -109,10 +109,13 @@ def _note_unread(report: ScanReport, session: GeminiSession) -> None:
         report.unread_lines[session.path] = unread
 
 
-def scan(gemini_dir: str) -> tuple[list[NativeSession], ScanReport]:
-    """Every Gemini CLI session under `gemini_dir` as a native session, and what was read;
-    nothing raises on a bad file: it is in the report's `unreadable`."""
-    found = scan_gemini(gemini_dir)
+def scan(gemini_dir: str, known: Mapping[str, KnownFile] | None = None
+         ) -> tuple[list[NativeSession], ScanReport, dict[str, KnownFile]]:
+    """Every Gemini CLI session under `gemini_dir` as a native session, what was read, and
+    each file as read or known (what the next scan is given as `known`, see `scan_gemini`:
+    a file unchanged since it is not read again); nothing raises on a bad file: it is in the
+    report's `unreadable`."""
+    found = scan_gemini(gemini_dir, known)
     report = ScanReport(agent=AGENT, root=found.root)
     natives: list[NativeSession] = []
     for session in found.sessions:
@@ -127,11 +130,9 @@ def scan(gemini_dir: str) -> tuple[list[NativeSession], ScanReport]:
     files = {path for session in found.sessions for path in _files(session)}
     files.update(orphan.path for orphan in found.orphans)
     report.files_seen += len(files)
-    report.files_opened += len(files)
-    # What was read of each file (its size at the moment it was read), not a stat again.
-    report.bytes_read += sum(item.bytes_read for session in found.sessions
-                             for item in (session, *session.subagents))
-    report.bytes_read += sum(orphan.bytes_read for orphan in found.orphans)
+    report.files_unchanged += found.unchanged
+    report.files_opened += len(files) - found.unchanged
+    report.bytes_read += found.bytes_read  # the size of each file read when it was read
     report.sessions = len(natives)
     report.orphans = len(found.orphans)
     report.orphan_subagents = [_subagent(orphan, orphan.parent or "")
@@ -140,4 +141,4 @@ def scan(gemini_dir: str) -> tuple[list[NativeSession], ScanReport]:
         report.malformed_lines += orphan.unreadable_lines
         _note_unread(report, orphan)
     report.unreadable.extend((problem.split(":", 1)[0], problem) for problem in found.problems)
-    return natives, report
+    return natives, report, found.files

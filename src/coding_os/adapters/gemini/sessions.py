@@ -63,9 +63,12 @@ __all__ = [
     "MAX_JSON_BYTES",
     "MAX_LINE_BYTES",
     "GeminiConversation",
+    "FileKey",
     "GeminiScan",
     "GeminiSession",
+    "KnownFile",
     "default_gemini_dir",
+    "file_key",
     "is_subagent_name",
     "read_conversation",
     "read_projects",
@@ -219,16 +222,45 @@ class GeminiConversation:
     other_records: tuple[Mapping[str, Any], ...] = ()
 
 
+FileKey = tuple[int, int, int, int, int]
+"""What says a file is the one read before, unchanged: its size, mtime and ctime (ns), inode
+and device (`file_key`). Gemini CLI appends to a session file; a file rewritten in place has
+another mtime and ctime, one replaced another inode."""
+
+
+def file_key(info: os.stat_result) -> FileKey:
+    """The `FileKey` of a file's status."""
+    return (info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino, info.st_dev)
+
+
+@dataclass(frozen=True)
+class KnownFile:
+    """A session or subagent file as a scan read it: its key when it was opened (before the
+    read, so any later change gives another), where it was found (the project of its folder,
+    the session whose subagent it is) and the session read from it, before `scan_gemini`
+    merged it with the session's other files and linked it to others."""
+
+    key: FileKey
+    project: str | None
+    parent: str | None
+    session: GeminiSession
+
+
 @dataclass
 class GeminiScan:
     """Every session found under a Gemini dir: main sessions newest first (their subagents
     attached), subagents whose parent was not found (`orphans`), and one line per file or
-    folder that could not be read (`problems`)."""
+    folder that could not be read (`problems`). `files` holds each `.jsonl` file found and
+    readable, as read or (`unchanged` of them) as known from an earlier scan: what the next
+    scan is given as `known`. `bytes_read` counts the bytes of the files read this time."""
 
     root: str
     sessions: list[GeminiSession] = field(default_factory=list)
     orphans: list[GeminiSession] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    files: dict[str, KnownFile] = field(default_factory=dict)
+    unchanged: int = 0
+    bytes_read: int = 0
 
 
 # -- where Gemini CLI keeps its sessions ---------------------------------------------------------
@@ -337,6 +369,7 @@ class _Read:
     torn_tail: bool = False
     imported_from: str | None = None
     size: int = 0  # bytes read
+    key: FileKey | None = None  # of a `.jsonl` file, when it was opened
 
     def bad(self, reason: str) -> None:
         self.malformed[reason] = self.malformed.get(reason, 0) + 1
@@ -482,8 +515,9 @@ def _replay_file(path: str) -> tuple[Replay, _Read, str]:
         # Not the one document of the old format: read it as lines, as Gemini CLI does first.
         _feed(data.splitlines(), read, state)
         return state, read, "json"
-    fd, size = durable.open_log(path, "Gemini session")  # Gemini CLI takes no lock
-    read.size = size
+    fd, info = durable.open_log(path, "Gemini session")  # Gemini CLI takes no lock
+    read.size = size = info.st_size
+    read.key = file_key(info)
     try:
         _replay_lines(fd, size, read, state)
     except OSError as exc:
@@ -822,19 +856,40 @@ def _link_forks(sessions: list[GeminiSession]) -> list[GeminiSession]:
     return linked
 
 
-def scan_gemini(gemini_dir: str | os.PathLike[str] | None = None) -> GeminiScan:
+def scan_gemini(gemini_dir: str | os.PathLike[str] | None = None,
+                known: Mapping[str, KnownFile] | None = None) -> GeminiScan:
     """Every Gemini CLI session under `gemini_dir` (default: `default_gemini_dir()`), with its
-    subagents; nothing here raises on a bad file or folder: it is reported in `problems`."""
+    subagents; nothing here raises on a bad file or folder: it is reported in `problems`.
+
+    `known` is an earlier scan's `files`: a file found at the same path and place (project,
+    parent) with the same key is not read again, its session is the one known. Every file is
+    read when `known` is None (or empty)."""
     root = os.path.abspath(os.fspath(gemini_dir)) if gemini_dir is not None \
         else default_gemini_dir()
     scan = GeminiScan(root=root)
     found: list[GeminiSession] = []
     for path, project, parent in _session_files(root, scan.problems):
+        before = known.get(path) if known else None
+        if before is not None and before.project == project and before.parent == parent:
+            try:
+                info = os.lstat(path)
+            except OSError:
+                info = None
+            if info is not None and stat.S_ISREG(info.st_mode) and file_key(info) == before.key:
+                found.append(before.session)
+                scan.files[path] = before
+                scan.unchanged += 1
+                continue
         try:
             state, read, file_format = _replay_file(path)  # `path` is absolute
-            found.append(_session_of(path, state, read, file_format, project, parent)[0])
+            session = _session_of(path, state, read, file_format, project, parent)[0]
         except CosError as exc:
             scan.problems.append(str(exc))
+            continue
+        found.append(session)
+        scan.bytes_read += read.size
+        if read.key is not None:
+            scan.files[path] = KnownFile(read.key, project, parent, session)
     found = _merge_files(found)
     mains = [s for s in found if s.parent is None and s.kind != "subagent"]
     agents = [s for s in found if s.parent is not None or s.kind == "subagent"]
