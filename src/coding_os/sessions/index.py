@@ -234,10 +234,11 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
     scans = [scan for scan in (claude_scan, state.report) if scan is not None]
     say("reading Gemini CLI sessions")
     redacting = redact.configured(tiers.state_dir)
-    # The Gemini files read before (whatever the index holds), unless a full import.
-    kept_gemini = importstate.KeptGemini(redacting) if full \
-        else importstate.load_gemini(tiers.state_dir, redacting)
-    gemini, gemini_scan, gemini_files = gemini_native.scan(gemini_dir, kept_gemini.files)
+    # The Gemini files read before (whatever the index holds). A full import reads every file
+    # and leaves what is kept as it is: each file it vouches for, by its key, is still so.
+    kept_gemini = None if full else importstate.load_gemini(tiers.state_dir, redacting)
+    gemini, gemini_scan, gemini_files = gemini_native.scan(
+        gemini_dir, kept_gemini.files if kept_gemini is not None else None)
     for scan in (*scans, gemini_scan):
         report._add_scan(scan)
     changed = {path for path, record in state.files.items() if before.get(path) is not record}
@@ -375,7 +376,8 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         if durable.read_small(natives_path, len(data) + 1) != data:
             durable.ensure_dir(tiers.state_dir)
             durable.atomic_write(natives_path, data)
-    importstate.save_gemini(tiers.state_dir, gemini_files, kept_gemini, redacting)
+    if kept_gemini is not None:
+        importstate.save_gemini(tiers.state_dir, gemini_files, kept_gemini, redacting)
     _save_unreadable(tiers, {**_unread_lines(state.files.values()),
                              "gemini": gemini_scan.unread_lines})
     if mark is not None:

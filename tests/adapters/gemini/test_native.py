@@ -171,3 +171,11 @@ def test_cos_import_reads_again_only_the_gemini_file_that_changed_and_lists_what
     assert {native_id: (row["messages"], row["tokens"]) for native_id, row in rows.items()} == {
         native_id: (prompts + answers, tokens) for native_id, (prompts, answers, tokens, _)
         in EXPECTED.items() if native_id in rows}
+    # A rebuild reads every file, and leaves what is kept for the next import.
+    before = kept.read_bytes()
+    assert run(checkout, "index", "rebuild").returncode == 0
+    assert kept.read_bytes() == before
+    with rewound.open("a", encoding="utf-8") as f:
+        f.write('{"$rewindTo":"no such message"}\n')
+    fourth = data(checkout, "import")
+    assert isinstance(fourth, dict) and fourth["files_read"] == 1 + legacy

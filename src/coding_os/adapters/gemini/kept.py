@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import operator
 import zlib
-from collections.abc import Mapping
 from typing import Any
 
 from coding_os import frozen, jsonwire, redact
@@ -46,27 +46,32 @@ if not _KNOWN_TYPES.issuperset(str(item.type) for item in _FIELDS):
 _TEXTS = tuple(_NAMES.index(name) for name in ("title", "summary", "first_prompt",
                                                 "last_prompt", "agent_name", "metadata"))
 _new_session = frozen.maker(GeminiSession)
+_encode = json.JSONEncoder(separators=(",", ":")).encode
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, GeminiTokens):
-        return dataclasses.astuple(value)
-    if isinstance(value, Mapping):
-        return {key: _json_value(item) for key, item in value.items()}
-    return value
+def _encode_ascii(value: Any) -> bytes:
+    return _encode(value).encode("ascii")
+
+
+_fields_of = operator.attrgetter(*_NAMES)
+_counts_of = operator.attrgetter(*(item.name for item in dataclasses.fields(GeminiTokens)))
 
 
 def line(known: KnownFile, path: str, redacting: bool) -> bytes:
     """The line that keeps `known`, the file at `path`, its texts redacted when `redacting`."""
-    values = [_json_value(getattr(known.session, name)) for name in _NAMES]
-    if known.session.subagents:
+    session = known.session
+    if session.subagents:
         raise ValueError("a session with its subagents attached is not a file's own")
+    values = list(_fields_of(session))
+    for index in _TOKENS:
+        values[index] = _counts_of(values[index])
+    values[_TOKENS_BY_ID] = {message: _counts_of(tokens)
+                             for message, tokens in session.message_tokens.items()}
     if redacting:
         for index in _TEXTS:
             values[index] = redact.redact_value(values[index])
     # ASCII: a text with a lone surrogate (a log may escape one) is kept as it is.
-    body = json.dumps([path, known.key, known.project, known.parent, values],
-                      separators=(",", ":")).encode("ascii")
+    body = _encode_ascii([path, known.key, known.project, known.parent, values])
     return b"%08x %s" % (zlib.crc32(body), body)
 
 
