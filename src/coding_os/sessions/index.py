@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import gc
 import json
+import operator
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -54,7 +55,7 @@ from coding_os.hosts.identity import register_project, this_host
 from coding_os.state.identity import is_session_id
 from coding_os.state.tiers import RESERVED_DIRS, Tiers
 from coding_os.sessions.importstate import STATE_FILE, KeptState
-from coding_os.storage.base import IndexRow, SessionRecord, Storage, storable_text
+from coding_os.storage.base import INDEX_COLUMNS, IndexRow, SessionRecord, Storage, storable_text
 
 __all__ = [
     "STATE_FILE",
@@ -252,15 +253,24 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         for path in scan.session_paths if path in found_before}
     natives = (*claude, *codex, *gemini)
     linked_to = _linked_sessions(storage, natives)
+    # This host's Gemini rows as the index holds them (none, in a database of one host that was
+    # empty: a rebuild emptied it). Every Gemini session is assembled (its links span files);
+    # one whose row would be the same is not written again.
+    gemini_rows = {} if empty_before and not storage.shared else {
+        row.id: row for row in storage.index_rows(kind=gemini_native.AGENT, hosts=[host],
+                                                  local_host=host)}
     for native in natives:
         for name, count in native.unknown_types.items():
             report.unknown_types[name] = report.unknown_types.get(name, 0) + count
         linked = linked_to(native.agent, native.native_id)
         native_index_row = native_row(native, linked.id if linked else None,
                                       linked.status if linked else None, project_of, redacting)
-        rows.append(native_index_row)
         own[native.path] = [native_index_row.id, native_index_row.agent,
                             native_index_row.project]
+        indexed = gemini_rows.get(native_index_row.id) if gemini_rows else None
+        if indexed is None or indexed.host != host or \
+                _written(indexed) != _written(native_index_row):
+            rows.append(native_index_row)
 
     say("reading cos transcripts")
     previous_cos = document.get("cos_transcripts")
@@ -331,10 +341,7 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
         if is_session_id(session) and storage.remove_index_row(session):
             report.sessions_removed += 1
     found_gemini = {native.native_id for native in gemini}
-    # Into a database of one host that was empty (a rebuild emptied it), the Gemini rows are
-    # those just written.
-    for row in [] if empty_before and not storage.shared else storage.index_rows(
-            kind=gemini_native.AGENT, hosts=[host], local_host=host):
+    for row in gemini_rows.values():
         if row.native_id not in found_gemini and row.id not in foreign \
                 and storage.remove_index_row(row.id):
             report.sessions_removed += 1  # a Gemini session whose files are gone
@@ -383,6 +390,10 @@ def _refresh(storage: Storage, tiers: Tiers, loaded: KeptState, claude_dir: str 
     if mark is not None:
         freshness.save(tiers, mark)
     return report
+
+
+# What an upsert writes of a row (not its name, which only `set_name` writes, nor its host).
+_written = operator.attrgetter(*(name for name in INDEX_COLUMNS if name not in ("name", "host")))
 
 
 _BULK_LOOKUP = 64

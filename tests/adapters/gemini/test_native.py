@@ -157,6 +157,7 @@ def test_cos_import_reads_again_only_the_gemini_file_that_changed_and_lists_what
     assert isinstance(again, dict)
     assert (again["files_read"], again["files_unchanged"]) == (
         1 + legacy, first["files_read"] - 1 - legacy)
+    assert again["sessions_updated"] == 1  # R's row: every other one is as it was
     rows = {row["native_id"]: row for row in data(checkout, "sessions", "--agent", "gemini")}
     assert rows[R]["messages"] == 0
     assert rows[A]["messages"] == sum(EXPECTED[A][:2]) and rows[F]["forked_from"] == A
