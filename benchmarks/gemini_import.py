@@ -72,14 +72,23 @@ def gemini_tree(gemini_dir: Path, project: Path, sessions: int) -> tuple[int, in
     return written, size, sessions
 
 
+def gemini_project(scratch: Path, sessions: int) -> tuple[dict[str, str], Path, int, int]:
+    """A scratch HOME under `scratch` whose Gemini dir holds `sessions` sessions (see
+    `gemini_tree`) of a project there: (its environment, the project, files, bytes)."""
+    home = scratch / "home"
+    home.mkdir()
+    env = _fixtures.bench_env(home)
+    cwd = _fixtures.project(scratch, env)
+    files, total, _ = gemini_tree(home / ".gemini", cwd, sessions)
+    return env, cwd, files, total
+
+
 def main() -> None:
     scratch = Path(tempfile.mkdtemp(prefix="cos-bench-gemini-"))
     try:
-        home = scratch / "home"
-        home.mkdir()
-        env = _fixtures.bench_env(home)
-        cwd = _fixtures.project(scratch, env)
-        files, total, sessions = gemini_tree(home / ".gemini", cwd, SESSIONS)
+        env, cwd, files, total = gemini_project(scratch, SESSIONS)
+        sessions = SESSIONS
+        home = Path(env["HOME"])
         paths = sorted((home / ".gemini" / "tmp").rglob("*.jsonl"))
         assert len(paths) == files and sum(p.stat().st_size for p in paths) == total
 

@@ -25,8 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import _fixtures  # noqa: E402
-from gemini_import import gemini_tree  # noqa: E402
+from gemini_import import gemini_project  # noqa: E402
 
 ROUNDS = int(os.environ.get("BENCH_ROUNDS", "7"))
 SESSIONS = int(os.environ.get("BENCH_GEMINI_SESSIONS", "1000"))
@@ -54,12 +53,10 @@ def main() -> None:
 
     scratch = Path(tempfile.mkdtemp(prefix="cos-bench-gemini-refresh-"))
     try:
-        home = scratch / "home"
-        home.mkdir()
-        env = _fixtures.bench_env(home)
-        cwd = _fixtures.project(scratch, env)
-        files, total, sessions = gemini_tree(home / ".gemini", cwd, SESSIONS)
-        grown = sorted((home / ".gemini" / "tmp" / "project" / "chats").glob("session-*.jsonl"))[0]
+        env, cwd, files, total = gemini_project(scratch, SESSIONS)
+        sessions = SESSIONS
+        chats = Path(env["HOME"]) / ".gemini" / "tmp" / "project" / "chats"
+        grown = sorted(chats.glob("session-*.jsonl"))[0]
         api.rebuild_index(env=env, cwd=str(cwd))  # warm-up: imports, page cache, database
         api.import_sessions(env=env, cwd=str(cwd))  # keeps every file (a rebuild keeps none)
         refresh_times: list[float] = []
