@@ -13,8 +13,8 @@ SOURCE = Path(__file__).resolve().parent.parent / "src" / "coding_os"
 
 # DESIGN.md §2, bottom up: a module may import its own layer and those below it.
 LAYERS = (
-    ("errors", "jsonwire", "clock", "durable", "config", "redact", "digest", "log",
-     "frozen"),
+    ("errors", "jsonwire", "jsonbulk", "clock", "durable", "config", "redact", "digest",
+     "log", "frozen"),
     ("storage", "git"),
     ("state", "adapters"),
     ("sessions", "checkpoints", "brain", "hosts"),

@@ -21,7 +21,8 @@ if TYPE_CHECKING:  # typing and collections.abc stay off the hook's hot path
     from collections.abc import Iterable, Iterator
     from typing import Any
 
-__all__ = ["MAX_DEPTH", "loads", "loads_object", "objects", "dumps", "object_problem"]
+__all__ = ["MAX_DEPTH", "loads", "loads_object", "objects", "dumps", "object_problem",
+           "check_depth"]
 
 # Arrays and objects inside one another: far more than any agent, settings file or transcript
 # writes, and few enough that whatever walks a parsed value recursively stays clear of the
@@ -74,12 +75,26 @@ def loads(text: str | bytes) -> object:
         stop += 1
     if stop != end:
         raise ValueError(f"Extra data: char {stop}")
+    check_depth(text, value)
+    return value
+
+
+def check_depth(text: str | bytes, value: object) -> None:
+    """Refuse `value`, the document `text` holds, when it nests arrays and objects deeper than
+    MAX_DEPTH (what a parser other than `loads` read must pass too).
+
+    Raises:
+        ValueError: it nests deeper.
+    """
     # Nesting deeper than the limit takes more than the limit's opening brackets, and as many
     # closing ones: a shorter text, or one with fewer brackets (a pass in C), cannot.
-    if end > 2 * MAX_DEPTH and text.count("[") + text.count("{") > MAX_DEPTH \
-            and _deeper_than(value, MAX_DEPTH):
-        raise ValueError(_TOO_DEEP)
-    return value
+    if len(text) > 2 * MAX_DEPTH:
+        if isinstance(text, bytes):
+            brackets = text.count(b"[") + text.count(b"{")
+        else:
+            brackets = text.count("[") + text.count("{")
+        if brackets > MAX_DEPTH and _deeper_than(value, MAX_DEPTH):
+            raise ValueError(_TOO_DEEP)
 
 
 def loads_object(text: str | bytes) -> dict[str, Any] | None:

@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
-from coding_os import durable, frozen, jsonwire
+from coding_os import durable, frozen, jsonbulk, jsonwire
 from coding_os.errors import CosError
 
 __all__ = [
@@ -566,7 +566,7 @@ def list_dir(path: str) -> list[tuple[str, bool]]:
         return []
 
 
-_loads = jsonwire.loads
+_loads = jsonbulk.loads
 
 
 def _fingerprint(data: bytes) -> str:

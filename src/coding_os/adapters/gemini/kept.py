@@ -17,7 +17,7 @@ import operator
 import zlib
 from typing import Any
 
-from coding_os import frozen, jsonwire, redact
+from coding_os import frozen, jsonbulk, redact
 from coding_os.adapters.gemini.messages import GeminiTokens
 from coding_os.adapters.gemini.sessions import GeminiSession, KnownFile
 
@@ -86,7 +86,7 @@ def from_line(data: bytes) -> tuple[str, KnownFile] | None:
     except ValueError:
         return None
     try:
-        kept: Any = jsonwire.loads(body)
+        kept: Any = jsonbulk.loads(body)
         path, key, project, parent, values = kept  # as `line` wrote it
         for index in _TOKENS:
             values[index] = GeminiTokens(*values[index])

@@ -41,7 +41,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from coding_os import durable, frozen, jsonwire
+from coding_os import durable, frozen, jsonbulk, jsonwire
 from coding_os.adapters import is_native_id, log_dir
 from coding_os.adapters.gemini.messages import (
     KNOWN_MESSAGE_TYPES,
@@ -411,7 +411,7 @@ def _lines(fd: int, size: int, read: _Read) -> Iterator[bytes]:
         read.bad("too_long")
     elif pending.strip():
         line = bytes(pending)
-        if jsonwire.loads_object(line) is None:
+        if jsonbulk.loads_object(line) is None:
             read.torn_tail = True  # cut off mid-append: reported, not counted as malformed
         else:
             yield line
@@ -421,7 +421,7 @@ def _feed(lines: Iterable[bytes], read: _Read, state: Replay) -> None:
     """`state` fed the records of `lines` (read as UTF-8); a line that holds no JSON object is
     counted in `read` (blank lines are skipped). The loop of every line of every session a scan
     reads."""
-    loads = jsonwire.loads
+    loads = jsonbulk.loads
     feed = state.feed
     set_last_updated = state.set_last_updated
     start, stop = len(_LAST_UPDATED), -len(_LAST_UPDATED_END)
@@ -472,7 +472,7 @@ def _replay_lines(fd: int, size: int, read: _Read, state: Replay) -> None:
     *whole, tail = _whole(fd, size).split(b"\n")
     _feed(whole, read, state)
     if tail.strip():
-        record = jsonwire.loads_object(tail)
+        record = jsonbulk.loads_object(tail)
         if record is None:
             read.torn_tail = True  # cut off mid-append: reported, not counted as malformed
         else:
@@ -507,7 +507,7 @@ def _replay_file(path: str) -> tuple[Replay, _Read, str]:
         if data is None:
             raise NotFound(f"no Gemini session at {path}")
         read.size = len(data)
-        document = jsonwire.loads_object(data)
+        document = jsonbulk.loads_object(data)
         if document is not None and isinstance(document.get("sessionId"), str):
             _note_import_messages(document.get("messages"), read)
             state.load(document)
