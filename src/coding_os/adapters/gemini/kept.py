@@ -47,12 +47,6 @@ _TEXTS = tuple(_NAMES.index(name) for name in ("title", "summary", "first_prompt
                                                 "last_prompt", "agent_name", "metadata"))
 _new_session = frozen.maker(GeminiSession)
 _encode = json.JSONEncoder(separators=(",", ":")).encode
-
-
-def _encode_ascii(value: Any) -> bytes:
-    return _encode(value).encode("ascii")
-
-
 _fields_of = operator.attrgetter(*_NAMES)
 _counts_of = operator.attrgetter(*(item.name for item in dataclasses.fields(GeminiTokens)))
 
@@ -71,7 +65,7 @@ def line(known: KnownFile, path: str, redacting: bool) -> bytes:
         for index in _TEXTS:
             values[index] = redact.redact_value(values[index])
     # ASCII: a text with a lone surrogate (a log may escape one) is kept as it is.
-    body = _encode_ascii([path, known.key, known.project, known.parent, values])
+    body = _encode([path, known.key, known.project, known.parent, values]).encode("ascii")
     return b"%08x %s" % (zlib.crc32(body), body)
 
 
