@@ -5,8 +5,14 @@ when asked, and a line cut short, changed or of another form is never read as on
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
+import time
 from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coding_os.adapters.gemini import kept
 from coding_os.adapters.gemini.sessions import scan_gemini
@@ -77,3 +83,40 @@ def test_a_scan_given_the_files_it_read_reads_again_only_a_file_that_changed_or_
     assert moved.unchanged < after.unchanged
     assert {known.session.project for known in moved.files.values()
             if "/tmp/project/" in known.session.path} == {"/elsewhere"}
+
+
+_LINES = [line for path in sorted(HOME.rglob("*.jsonl"))
+          for line in path.read_bytes().splitlines(keepends=True)]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(["append", "cut", "remove", "restore", "touch"]),
+                          st.integers(0, 10 ** 6)), min_size=1, max_size=8))
+def test_a_scan_given_the_files_it_read_finds_what_a_scan_of_every_file_finds(
+        tmp_path_factory: pytest.TempPathFactory, steps: list[tuple[str, int]]) -> None:
+    home = tmp_path_factory.mktemp("gemini") / ".gemini"
+    shutil.copytree(HOME, home)
+    files = sorted(path.relative_to(home) for path in home.rglob("*.jsonl"))
+    known = scan_gemini(home).files
+    clock = time.time_ns()
+    for number, (step, pick) in enumerate(steps):
+        path = home / files[pick % len(files)]
+        if step == "append":  # a record of any fixture file, whole or cut off
+            line = _LINES[pick % len(_LINES)]
+            with path.open("ab") as f:
+                f.write(line if pick % 3 else line[:len(line) // 2])
+        elif step == "cut" and path.exists():
+            data = path.read_bytes()
+            path.write_bytes(data[:pick % (len(data) + 1)])
+        elif step == "remove":
+            path.unlink(missing_ok=True)
+        elif step == "restore":
+            shutil.copyfile(HOME / files[pick % len(files)], path)
+        if path.exists():  # time goes on between steps, as between a user's imports
+            os.utime(path, ns=(clock + number * 10 ** 9,) * 2)
+        found = scan_gemini(home, known)
+        everything = scan_gemini(home)
+        assert (found.sessions, found.orphans, found.problems) == \
+            (everything.sessions, everything.orphans, everything.problems)
+        known = found.files
