@@ -46,7 +46,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional, Union
 
-from .model_server import OUT_OF_SCRIPT, SIDE_ANSWER, Answer, ReceivedRequest, Text, ToolCall
+from .model_server import (OUT_OF_SCRIPT, SIDE_ANSWER, STOP_POLL_S, Answer, ReceivedRequest, Text,
+                           ToolCall)
 
 __all__ = [
     "GeminiConversation",
@@ -198,8 +199,9 @@ class GeminiServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self._wanted_port), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="gemini-server",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever,
+                                        kwargs={"poll_interval": STOP_POLL_S},
+                                        name="gemini-server", daemon=True)
         self._thread.start()
         return self
 

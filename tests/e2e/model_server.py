@@ -83,6 +83,10 @@ SIDE_ANSWER = "Scripted session"
 OUT_OF_SCRIPT = "Done."
 """The text given once a conversation has used every step of its script."""
 
+STOP_POLL_S = 0.05
+"""How often a server's thread looks for stop()'s request: `shutdown()` blocks until it does, and
+socketserver's default of 0.5 s was paid (about half of it on average) by every test's stop."""
+
 _PROGRESS = re.compile(r"\[scripted steps done: (\d+)\]")
 
 # Phrases by which the clients ask for a summary of the conversation (compaction).
@@ -165,7 +169,8 @@ class ModelServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
-            target=self._httpd.serve_forever, name="model-server", daemon=True
+            target=self._httpd.serve_forever, kwargs={"poll_interval": STOP_POLL_S},
+            name="model-server", daemon=True
         )
         self._thread.start()
         return self
