@@ -54,7 +54,8 @@ def test_loads_answers_any_bytes_as_jsonwire_does(data: bytes) -> None:
     '"\\ud800"', '"\\udc00x"', '"\\ud83d\\ude00"', '"\\u0000"', '"a\u0001b"', '"tab\there"',
     "\ufeff{}", '{"a":1,"a":2}', "01", "[1,]", '{"a":1,}', "[1 2]", " \t\n{}\r\n", "{} {}",
     "true", "null", "tru", '"\\x"', '"é"', "[" * 256 + "]" * 256, "[" * 257 + "]" * 257,
-    '{"a":' * 257 + "1" + "}" * 257, "[" * 300, "",
+    '{"a":' * 257 + "1" + "}" * 257, "[" * 300, "", "[" * 100_000 + "]" * 100_000,
+    '{"a":' * 5000 + "1" + "}" * 5000, "[" * 100_000,
 ])
 def test_loads_answers_the_corners_as_jsonwire_does(text: str) -> None:
     agree(text)

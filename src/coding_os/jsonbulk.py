@@ -7,7 +7,8 @@ msgspec's decoder reads a line in a third of the time of the standard library's 
 elsewhere if a benchmark says so"). What it refuses and the standard parser reads (NaN and
 Infinity, a number past a float's range, an escaped lone surrogate, a byte order mark) is read by
 `jsonwire.loads`, and what nests deeper than `jsonwire.MAX_DEPTH` is refused as jsonwire refuses
-it. tests/test_jsonbulk.py holds the two to the same answers.
+it (msgspec itself raises RecursionError past about a thousand levels). tests/test_jsonbulk.py
+holds the two to the same answers.
 """
 
 from __future__ import annotations
@@ -32,7 +33,9 @@ def loads(text: str | bytes) -> object:
     """
     try:
         value = _decode(text)
-    except msgspec.DecodeError:  # not JSON to msgspec: the standard parser's answer
+    except (msgspec.DecodeError, RecursionError):
+        # Not JSON to msgspec, or nested past its own limit: the standard parser's answer (for
+        # the deep, the nesting limit's ValueError).
         return jsonwire.loads(text)
     jsonwire.check_depth(text, value)
     return value
