@@ -41,7 +41,6 @@ from typing import Any
 from coding_os import durable, jsonwire
 from coding_os.adapters.gemini import kept as gemini_kept
 from coding_os.adapters.gemini.sessions import KnownFile
-from coding_os.errors import CosError
 from coding_os.adapters.native import (
     STATE_VERSION,
     AggregateLost,
@@ -49,6 +48,7 @@ from coding_os.adapters.native import (
     ImportState,
     StoredAggregate,
 )
+from coding_os.errors import CosError
 
 __all__ = ["STATE_FILE", "LOCK_FILE", "GEMINI_FILE", "KeptGemini", "KeptState", "load", "save",
            "load_gemini", "save_gemini"]
@@ -303,10 +303,10 @@ def _names(folder: str) -> list[str]:
 
 @dataclass
 class KeptGemini:
-    """The Gemini session files kept (see `GEMINI_FILE`): each file's KnownFile, by path, and
-    the line it was read from (written back as it is when the file is still unchanged)."""
+    """The Gemini session files kept (see `GEMINI_FILE`) with the redaction a refresh asked
+    for: each file's KnownFile, by path, and the line it was read from (written back as it is
+    when the file is still unchanged)."""
 
-    redacted: bool = False
     files: dict[str, KnownFile] = field(default_factory=dict)
     lines: dict[str, bytes] = field(default_factory=dict)
 
@@ -318,14 +318,14 @@ def load_gemini(state_dir: str, redacting: bool) -> KeptGemini:
         data = durable.read_regular(os.path.join(state_dir, GEMINI_FILE), _GEMINI_MAX)
     except (OSError, CosError):  # unreadable, not a regular file: every file is read again
         data = None
+    kept = KeptGemini()
     if data is None:
-        return KeptGemini(redacting)
+        return kept
     head, *lines = data.split(b"\n")
     header = jsonwire.loads_object(head)
     if header is None or header.get("format") != gemini_kept.FORMAT \
             or header.get("redacted") is not redacting:
-        return KeptGemini(redacting)
-    kept = KeptGemini(redacting)
+        return kept
     for line in lines:
         found = gemini_kept.from_line(line)
         if found is not None:
@@ -337,20 +337,20 @@ def load_gemini(state_dir: str, redacting: bool) -> KeptGemini:
 
 def save_gemini(state_dir: str, files: Mapping[str, KnownFile], kept: KeptGemini,
                 redacting: bool) -> None:
-    """Keep `files` (a Gemini scan's) in `state_dir` in place of `kept`, the ones loaded,
-    unless they are the same (texts redacted when `redacting`).
+    """Keep `files` (a Gemini scan's) in `state_dir` in place of `kept`, what `load_gemini`
+    gave for the same `redacting`, unless they are the same (texts redacted when
+    `redacting`).
 
     Raises:
         StateIOError: the file cannot be written.
     """
-    if kept.redacted is redacting and files.keys() == kept.files.keys() \
+    if files.keys() == kept.files.keys() \
             and all(known is kept.files[path] for path, known in files.items()):
         return
     header = json.dumps({"format": gemini_kept.FORMAT, "redacted": redacting}).encode()
     lines = [header]
     for path, known in sorted(files.items()):
-        line = kept.lines.get(path) if kept.files.get(path) is known \
-            and kept.redacted is redacting else None
+        line = kept.lines.get(path) if kept.files.get(path) is known else None
         lines.append(line if line is not None else gemini_kept.line(known, path, redacting))
     durable.ensure_dir(state_dir)
     # Not synced: after a crash, what is not there, or is not whole, is read again.
